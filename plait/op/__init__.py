@@ -1,0 +1,7 @@
+"""The standard operator library. Importing this package registers every operator.
+
+Each operator declares its attribute schema, type relation, numpy reference, fusion kind and
+cost (see :mod:`plait.ir.op`). Use :func:`plait.ir.get_op` to look one up by name.
+"""
+
+from plait.op import tensor  # noqa: F401

@@ -1,0 +1,142 @@
+"""Helpers shared by operator definitions: type-relation building blocks, costs, registration.
+
+Conventions every operator follows:
+
+- type relations take ``(arg_types, attrs)`` and return a Type; on bad input they raise
+  :class:`RelError` with a message of the form "<what>: expected <x>, got <y>";
+- references take ``(args, attrs)`` (numpy arrays, an :class:`Attrs`) and return an array (or a
+  tuple of arrays) whose dtype and shape are exactly what the relation says;
+- negative axes are accepted in attrs and normalized by the relation/reference (``norm_axis``);
+- symbolic dims (str) flow through relations wherever the output dim is a copy of an input dim;
+  a dim that would need arithmetic on a symbol becomes ``"?"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from plait.ir.attrs import Attrs
+from plait.ir.op import AttrSpec, Cost, Op, OpPattern, RelError, register_op
+from plait.ir.types import ANY_DIM, DTYPES, FLOAT_DTYPES, Dim, TensorType, TupleType, Type
+
+__all__ = [
+    "ANY_DIM", "AttrSpec", "Attrs", "Cost", "DTYPES", "FLOAT_DTYPES", "Op", "OpPattern", "RelError",
+    "TensorType", "TupleType", "Type", "as_tensor", "broadcast_shapes", "defop", "dim_mul",
+    "elementwise_cost", "itemsize", "norm_axis", "numel", "same_dtype", "tensor_bytes", "to_dtype",
+]
+
+
+def defop(
+    name: str,
+    *,
+    rel: Callable[[tuple[Type, ...], Attrs], Type],
+    ref: Callable[[list, Attrs], Any],
+    cost: Callable[[tuple[Type, ...], Type, Attrs], Cost] | None = None,
+    pattern: OpPattern = OpPattern.OPAQUE,
+    num_inputs: int | tuple[int, int | None] = 1,
+    attrs: Sequence[AttrSpec] = (),
+    doc: str = "",
+) -> Op:
+    """Define and register an operator. ``cost`` defaults to one FLOP per output element."""
+    return register_op(Op(
+        name=name, rel=rel, ref=ref, cost=cost or elementwise_cost(1.0), pattern=pattern,
+        num_inputs=num_inputs, attrs=tuple(attrs), doc=doc,
+    ))
+
+
+# ---- type relation helpers --------------------------------------------------------------
+
+
+def as_tensor(t: Type, what: str = "argument") -> TensorType:
+    if not isinstance(t, TensorType):
+        raise RelError(f"{what}: expected a tensor, got {t}")
+    return t
+
+
+def same_dtype(types: Sequence[TensorType], what: str = "arguments") -> str:
+    dts = [t.dtype for t in types]
+    if any(d != dts[0] for d in dts):
+        raise RelError(f"{what} must have the same dtype: expected {dts[0]}, got {', '.join(dts)}")
+    return dts[0]
+
+
+def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple[Dim, ...]:
+    """Numpy/ONNX multidirectional broadcasting over possibly symbolic dims."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out: list[Dim] = []
+    for axis in range(-ndim, 0):
+        dims = [s[axis] for s in shapes if len(s) >= -axis]
+        known = {d for d in dims if d != 1}
+        if not known:
+            out.append(1)
+        elif len(known) == 1:
+            out.append(known.pop())
+        else:
+            ints = {d for d in known if isinstance(d, int)}
+            if len(ints) > 1:
+                shown = " and ".join(str(tuple(s)) for s in shapes)
+                raise RelError(
+                    f"shapes {shown} do not broadcast: at axis {axis} expected equal sizes or 1, "
+                    f"got {', '.join(str(d) for d in dims)}")
+            # a static size and symbol(s), or several symbols: the static size wins, else unknown
+            out.append(ints.pop() if ints else ANY_DIM)
+    return tuple(out)
+
+
+def norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise RelError(f"{what}: expected a value in [{-ndim}, {ndim - 1}], got {axis}")
+    return axis + ndim if axis < 0 else axis
+
+
+def dim_mul(*dims: Dim) -> Dim:
+    out = 1
+    for d in dims:
+        if isinstance(d, str):
+            return ANY_DIM
+        out *= d
+    return out
+
+
+# ---- cost helpers -------------------------------------------------------------------------
+
+
+def itemsize(dtype: str) -> int:
+    return DTYPES[dtype].itemsize
+
+
+def numel(t: Type) -> float:
+    """Number of elements; symbolic dims count as 1 (costs are estimates)."""
+    if isinstance(t, TupleType):
+        return float(sum(numel(f) for f in t.fields))
+    assert isinstance(t, TensorType)
+    n = 1.0
+    for d in t.shape:
+        n *= d if isinstance(d, int) else 1
+    return n
+
+
+def tensor_bytes(t: Type) -> float:
+    if isinstance(t, TupleType):
+        return float(sum(tensor_bytes(f) for f in t.fields))
+    assert isinstance(t, TensorType)
+    return numel(t) * itemsize(t.dtype)
+
+
+def elementwise_cost(flops_per_element: float) -> Callable[[tuple[Type, ...], Type, Attrs], Cost]:
+    """Cost of an op doing ``flops_per_element`` operations per output element."""
+
+    def cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+        return Cost(
+            flops=flops_per_element * numel(out),
+            bytes_read=sum(tensor_bytes(a) for a in args),
+            bytes_written=tensor_bytes(out),
+        )
+
+    return cost
+
+
+def to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    return np.asarray(x).astype(DTYPES[dtype], copy=False)

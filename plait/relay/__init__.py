@@ -1,0 +1,15 @@
+"""Relay: plait's graph-level IR (functions of operator calls over typed tensors)."""
+
+from plait.relay.expr import (
+    Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var, call, const, var,
+)
+from plait.relay.infer import InferType, infer_expr, infer_type
+from plait.relay.interpreter import flatten_value, run
+from plait.relay.module import IRModule
+from plait.relay.visitor import ExprMutator, ExprVisitor, children, free_vars, post_order
+
+__all__ = [
+    "Call", "Constant", "Expr", "ExprMutator", "ExprVisitor", "Function", "GlobalVar", "IRModule", "If",
+    "InferType", "Let", "Tuple", "TupleGetItem", "Var", "call", "children", "const", "flatten_value",
+    "free_vars", "infer_expr", "infer_type", "post_order", "run", "var",
+]

@@ -1,0 +1,206 @@
+"""Relay expressions: immutable graph-level IR nodes.
+
+Nodes are frozen dataclasses compared by *identity* (``==``/``hash``), which is what graph
+algorithms want (memo tables keyed by node, shared subexpressions). Structural comparison is
+:func:`plait.relay.analysis.structural_equal`; it, like every traversal in plait, is iterative,
+so chains of tens of thousands of calls never hit Python's recursion limit.
+
+Type inference caches each node's type on the node (``checked_type``); the cache is not part
+of the node's structure and is a pure function of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Union
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.ir.attrs import EMPTY, Attrs
+from plait.ir.op import Op, get_op
+from plait.ir.types import Type, tensor_type_of
+
+
+class Expr:
+    """Base class of Relay expressions."""
+
+    @property
+    def checked_type(self) -> Type:
+        t = self.__dict__.get("_checked_type")
+        if t is None:
+            raise PlaitError(f"the type of {self!r} is not inferred yet; run plait.relay.infer_type first")
+        return t
+
+    @property
+    def has_type(self) -> bool:
+        return self.__dict__.get("_checked_type") is not None
+
+    def _set_type(self, t: Type) -> None:
+        object.__setattr__(self, "_checked_type", t)
+
+    def __str__(self) -> str:
+        from plait.relay.text import print_expr
+
+        return print_expr(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A variable: a function parameter or a let-bound name. Identity matters, not the name."""
+
+    name_hint: str
+    type_annotation: Type | None = None
+
+    def __post_init__(self) -> None:
+        if self.type_annotation is not None:
+            self._set_type(self.type_annotation)
+
+    def __repr__(self) -> str:
+        return f"Var(%{self.name_hint})"
+
+
+@dataclass(frozen=True, repr=False)
+class GlobalVar(Expr):
+    """A reference to a function of the enclosing IRModule, by name (compared by name)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"GlobalVar(@{self.name})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Constant(Expr):
+    """A constant tensor. The array is copied and made read-only."""
+
+    data: np.ndarray
+
+    def __post_init__(self) -> None:
+        arr = np.array(self.data, copy=True)
+        arr.setflags(write=False)
+        object.__setattr__(self, "data", arr)
+        self._set_type(tensor_type_of(arr))
+
+    def __repr__(self) -> str:
+        return f"Constant({self.data.dtype}{list(self.data.shape)})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Tuple(Expr):
+    fields: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", tuple(self.fields))
+
+    def __repr__(self) -> str:
+        return f"Tuple({len(self.fields)} fields)"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TupleGetItem(Expr):
+    tuple_value: Expr
+    index: int
+
+    def __repr__(self) -> str:
+        return f"TupleGetItem(.{self.index})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """Application of an operator, a global function or a function-valued expression.
+
+    ``attrs`` are the operator's attributes (validated against its schema, defaults filled in).
+    ``meta`` holds information about the call site that is not part of the operator's semantics:
+    ``name`` (the source model's node name), ``op_type`` (the source op), and later annotations
+    such as the piece a call is placed on.
+    """
+
+    op: Union[Op, Expr]
+    args: tuple[Expr, ...]
+    attrs: Attrs = EMPTY
+    meta: Attrs = EMPTY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        for a in self.args:
+            if not isinstance(a, Expr):
+                raise PlaitError(f"call argument {a!r} is not a Relay expression")
+        if isinstance(self.op, Op):
+            object.__setattr__(self, "attrs", self.op.make_attrs(self.attrs))
+        elif not isinstance(self.op, Expr):
+            raise PlaitError(f"cannot call {self.op!r}: expected an operator or an expression")
+        elif self.attrs:
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+        if not isinstance(self.meta, Attrs):
+            object.__setattr__(self, "meta", Attrs(self.meta))
+
+    @property
+    def op_name(self) -> str:
+        """The operator's name, or '@name' for a global function, or '<fn>' otherwise."""
+        if isinstance(self.op, Op):
+            return self.op.name
+        if isinstance(self.op, GlobalVar):
+            return "@" + self.op.name
+        return "<fn>"
+
+    def __repr__(self) -> str:
+        name = self.meta.get("name")
+        return f"Call({self.op_name}{f' name={name!r}' if name else ''})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Let(Expr):
+    var: Var
+    value: Expr
+    body: Expr
+
+    def __repr__(self) -> str:
+        return f"Let(%{self.var.name_hint})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class If(Expr):
+    cond: Expr
+    true_branch: Expr
+    false_branch: Expr
+
+    def __repr__(self) -> str:
+        return "If(...)"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Function(Expr):
+    """A function. Parameters must carry type annotations; ``attrs`` hold e.g. ``Primitive``, ``target``."""
+
+    params: tuple[Var, ...]
+    body: Expr
+    ret_type: Type | None = None
+    attrs: Attrs = field(default=EMPTY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    def __repr__(self) -> str:
+        return f"Function({len(self.params)} params)"
+
+
+# ---- convenience constructors -------------------------------------------------------------
+
+
+def const(value: Any, dtype: str | None = None) -> Constant:
+    return Constant(np.asarray(value, dtype=dtype))
+
+
+def var(name: str, shape: Iterable = (), dtype: str = "float32") -> Var:
+    from plait.ir.types import TensorType
+
+    return Var(name, TensorType(tuple(shape), dtype))
+
+
+def call(op: str | Op, *args: Expr, meta: Mapping[str, Any] | None = None, **attrs: Any) -> Call:
+    """``call("nn.conv2d", x, w, strides=(2, 2))``: build an operator call, validating attrs."""
+    the_op = get_op(op) if isinstance(op, str) else op
+    return Call(the_op, args, Attrs(attrs), Attrs(meta or {}))

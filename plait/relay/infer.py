@@ -1,0 +1,200 @@
+"""Type inference: a type for every node, from parameter annotations and operator type relations.
+
+Iterative (post order), so arbitrarily long chains are fine. Types are cached on the nodes
+(``expr.checked_type``). Errors are :class:`TypeInferenceError` naming the call, the operator
+and the expected vs actual types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from plait.errors import PlaitError, TypeInferenceError
+from plait.ir.op import Op, RelError
+from plait.ir.transform import Pass, PassContext
+from plait.ir.types import ANY_DIM, FuncType, TensorType, TupleType, Type
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.module import IRModule
+from plait.relay.visitor import post_order
+
+
+def describe_call(call: Call) -> str:
+    """A short, user-facing name for a call: its source node name if known, and its operator."""
+    name = call.meta.get("name")
+    where = f"call '{name}'" if name else "call"
+    return f"{where} (operator '{call.op_name}')"
+
+
+def _types_str(types: tuple[Type, ...]) -> str:
+    return "(" + ", ".join(str(t) for t in types) + ")"
+
+
+def _match(expected: Type, actual: Type, binding: dict[str, object]) -> bool:
+    """Does ``actual`` fit ``expected``? Symbolic dims of ``expected`` bind consistently."""
+    if isinstance(expected, TensorType) and isinstance(actual, TensorType):
+        if expected.dtype != actual.dtype or expected.ndim != actual.ndim:
+            return False
+        for e, a in zip(expected.shape, actual.shape):
+            if e == ANY_DIM or a == ANY_DIM:
+                continue
+            if isinstance(e, str):
+                if binding.setdefault(e, a) != a:
+                    return False
+            elif e != a:
+                return False
+        return True
+    if isinstance(expected, TupleType) and isinstance(actual, TupleType):
+        return len(expected.fields) == len(actual.fields) and all(
+            _match(e, a, binding) for e, a in zip(expected.fields, actual.fields)
+        )
+    if isinstance(expected, FuncType) and isinstance(actual, FuncType):
+        return expected == actual
+    return False
+
+
+def _subst(t: Type, binding: dict[str, object]) -> Type:
+    if isinstance(t, TensorType):
+        return TensorType(tuple(binding.get(d, d) if isinstance(d, str) else d for d in t.shape), t.dtype)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_subst(f, binding) for f in t.fields))
+    return t
+
+
+class _Inferer:
+    def __init__(self, mod: IRModule | None):
+        self.mod = mod
+        self.global_types: dict[str, FuncType] = {}
+        self.in_progress: set[str] = set()
+
+    # -- globals, in dependency order ---------------------------------------------------------
+    def global_type(self, name: str) -> FuncType:
+        if name in self.global_types:
+            return self.global_types[name]
+        if self.mod is None or name not in self.mod:
+            raise TypeInferenceError(f"reference to unknown global function '@{name}'")
+        fn = self.mod[name]
+        if name in self.in_progress:
+            if fn.ret_type is None:
+                raise TypeInferenceError(
+                    f"global function '@{name}' is recursive: annotate its return type")
+            return FuncType(tuple(p.checked_type for p in fn.params), fn.ret_type)
+        self.in_progress.add(name)
+        try:
+            t = self.infer_expr(fn, f"@{name}")
+        finally:
+            self.in_progress.discard(name)
+        assert isinstance(t, FuncType)
+        self.global_types[name] = t
+        return t
+
+    # -- expressions ---------------------------------------------------------------------------
+    def infer_expr(self, root: Expr, where: str = "expression") -> Type:
+        let_values: dict[Var, Expr] = {}
+        for node in post_order(root):
+            if isinstance(node, Let):
+                let_values[node.var] = node.value
+        for node in post_order(root):
+            t = self.node_type(node, let_values, where)
+            if t is not None and not isinstance(node, GlobalVar):
+                node._set_type(t)
+        if isinstance(root, GlobalVar):
+            return self.global_type(root.name)
+        return root.checked_type
+
+    def type_of(self, e: Expr) -> Type:
+        if isinstance(e, GlobalVar):
+            return self.global_type(e.name)
+        return e.checked_type
+
+    def node_type(self, e: Expr, let_values: dict[Var, Expr], where: str) -> Type | None:
+        if isinstance(e, Var):
+            if e.type_annotation is not None:
+                return e.type_annotation
+            if e in let_values:
+                return self.type_of(let_values[e])
+            raise TypeInferenceError(f"in {where}: variable %{e.name_hint} has no type annotation")
+        if isinstance(e, Constant):
+            return e.checked_type
+        if isinstance(e, GlobalVar):
+            return None
+        if isinstance(e, Tuple):
+            return TupleType(tuple(self.type_of(f) for f in e.fields))
+        if isinstance(e, TupleGetItem):
+            tt = self.type_of(e.tuple_value)
+            if not isinstance(tt, TupleType):
+                raise TypeInferenceError(f"in {where}: tuple index .{e.index} applied to non-tuple of type {tt}")
+            if not 0 <= e.index < len(tt.fields):
+                raise TypeInferenceError(
+                    f"in {where}: tuple index .{e.index} out of range for a tuple of {len(tt.fields)} fields")
+            return tt.fields[e.index]
+        if isinstance(e, Call):
+            return self.call_type(e, where)
+        if isinstance(e, Let):
+            return self.type_of(e.body)
+        if isinstance(e, If):
+            ct = self.type_of(e.cond)
+            if not (isinstance(ct, TensorType) and ct.dtype == "bool" and ct.is_static and ct.size == 1):
+                raise TypeInferenceError(f"in {where}: if condition must be a single bool, got {ct}")
+            tt, ft = self.type_of(e.true_branch), self.type_of(e.false_branch)
+            if not _match(tt, ft, {}):
+                raise TypeInferenceError(f"in {where}: if branches differ: expected {tt}, got {ft}")
+            return tt
+        if isinstance(e, Function):
+            body_t = self.type_of(e.body)
+            if e.ret_type is not None and not _match(e.ret_type, body_t, {}):
+                raise TypeInferenceError(
+                    f"in {where}: function body has type {body_t}, expected the annotated {e.ret_type}")
+            return FuncType(tuple(p.checked_type for p in e.params), e.ret_type or body_t)
+        raise TypeInferenceError(f"in {where}: unknown node {e!r}")
+
+    def call_type(self, call: Call, where: str) -> Type:
+        arg_types = tuple(self.type_of(a) for a in call.args)
+        if isinstance(call.op, Op):
+            op = call.op
+            want = op.check_arity(len(arg_types))
+            if want is not None:
+                raise TypeInferenceError(
+                    f"in {where}: {describe_call(call)}: expected {want} arguments, got {len(arg_types)}")
+            try:
+                return op.rel(arg_types, call.attrs)
+            except RelError as exc:
+                raise TypeInferenceError(
+                    f"type mismatch in {where}: {describe_call(call)} with argument types "
+                    f"{_types_str(arg_types)}: {exc}") from None
+        ft = self.type_of(call.op)
+        if not isinstance(ft, FuncType):
+            raise TypeInferenceError(f"in {where}: {describe_call(call)}: callee has non-function type {ft}")
+        if len(ft.arg_types) != len(arg_types):
+            raise TypeInferenceError(
+                f"in {where}: {describe_call(call)}: expected {len(ft.arg_types)} arguments, got {len(arg_types)}")
+        binding: dict[str, object] = {}
+        for i, (exp, act) in enumerate(zip(ft.arg_types, arg_types)):
+            if not _match(exp, act, binding):
+                raise TypeInferenceError(
+                    f"type mismatch in {where}: {describe_call(call)}: argument {i}: expected {exp}, got {act}")
+        return _subst(ft.ret_type, binding)
+
+
+def infer_type(mod: IRModule) -> IRModule:
+    """Infer (and cache on the nodes) the types of every function of ``mod``. Returns ``mod``."""
+    inf = _Inferer(mod)
+    for name in mod:
+        inf.global_type(name)
+    return mod
+
+
+def infer_expr(expr: Expr, mod: IRModule | None = None) -> Type:
+    """Infer the type of a standalone expression (global references resolve in ``mod``)."""
+    return _Inferer(mod).infer_expr(expr)
+
+
+@dataclass(frozen=True)
+class InferType(Pass):
+    name: ClassVar[str] = "infer_type"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        return infer_type(mod)
+
+
+__all__ = ["InferType", "describe_call", "infer_expr", "infer_type", "PlaitError"]

@@ -1,0 +1,89 @@
+"""IRModule: a set of named global functions. ``main`` is the entry point by convention."""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+from plait.errors import PlaitError
+from plait.relay.expr import Expr, Function, GlobalVar
+
+
+class IRModule(Mapping[str, Function]):
+    """An immutable map from global name to :class:`Function`.
+
+    Functional updates (:meth:`with_function`, :meth:`without`) return a new module. Iteration is
+    in sorted name order so that everything derived from a module is deterministic.
+    ``attrs`` carry module-level information (e.g. the source model's input and output names).
+    """
+
+    def __init__(self, functions: Mapping[str, Function] | None = None, attrs: Mapping | None = None):
+        from plait.ir.attrs import Attrs
+
+        funcs: dict[str, Function] = {}
+        for name, fn in (functions or {}).items():
+            key = name.name if isinstance(name, GlobalVar) else str(name)
+            if not isinstance(fn, Function):
+                raise PlaitError(f"IRModule: global '{key}' must be a Function, got {type(fn).__name__}")
+            funcs[key] = fn
+        self._functions = dict(sorted(funcs.items()))
+        self.attrs = attrs if isinstance(attrs, Attrs) else Attrs(attrs or {})
+
+    @classmethod
+    def from_expr(cls, expr: Expr, attrs: Mapping | None = None) -> "IRModule":
+        if not isinstance(expr, Function):
+            from plait.relay.visitor import free_vars
+
+            expr = Function(tuple(free_vars(expr)), expr)
+        return cls({"main": expr}, attrs)
+
+    def __getitem__(self, name: str | GlobalVar) -> Function:
+        key = name.name if isinstance(name, GlobalVar) else name
+        try:
+            return self._functions[key]
+        except KeyError:
+            from plait.registry import Registry
+
+            reg: Registry[Function] = Registry("global function")
+            for k, v in self._functions.items():
+                reg.register(k, v)
+            return reg.get(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def __contains__(self, name: object) -> bool:
+        key = name.name if isinstance(name, GlobalVar) else name
+        return key in self._functions
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        if name not in self._functions:
+            self[name]  # raises with "did you mean"
+        return GlobalVar(name)
+
+    def with_function(self, name: str, fn: Function) -> "IRModule":
+        funcs = dict(self._functions)
+        funcs[name] = fn
+        return IRModule(funcs, self.attrs)
+
+    def without(self, name: str) -> "IRModule":
+        funcs = dict(self._functions)
+        funcs.pop(name, None)
+        return IRModule(funcs, self.attrs)
+
+    def with_attrs(self, **attrs) -> "IRModule":
+        return IRModule(self._functions, self.attrs.with_(**attrs))
+
+    @property
+    def main(self) -> Function:
+        return self["main"]
+
+    def __str__(self) -> str:
+        from plait.relay.text import print_module
+
+        return print_module(self)
+
+    def __repr__(self) -> str:
+        return f"IRModule({', '.join('@' + k for k in self._functions)})"
