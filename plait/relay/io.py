@@ -1,0 +1,60 @@
+"""Model inputs and outputs by name: what the CLI and tests use to feed and read a module."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.ir.types import DTYPES, TensorType
+from plait.relay.module import IRModule
+
+
+def input_names(mod: IRModule, func: str = "main") -> list[str]:
+    return [p.name_hint for p in mod[func].params]
+
+
+def output_names(mod: IRModule, count: int) -> list[str]:
+    """The model's output names (module attr ``output_names``), else ``output_0``, ``output_1``..."""
+    names = mod.attrs.get("output_names")
+    if names and len(names) == count:
+        return list(names)
+    return [f"output_{i}" for i in range(count)]
+
+
+def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mapping[str, int] | None = None) -> np.ndarray:
+    shape = []
+    for d in t.shape:
+        if isinstance(d, int):
+            shape.append(d)
+        elif dims and d in dims:
+            shape.append(dims[d])
+        else:
+            raise PlaitError(f"input '{name}' has symbolic dimension '{d}': give the input explicitly")
+    dt = DTYPES[t.dtype]
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(dt)
+    return rng.integers(0, 10, shape).astype(dt)
+
+
+def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: str = "main") -> dict[str, np.ndarray]:
+    """``given`` inputs by name, the rest random from a fixed seed (per input, in parameter order)."""
+    params = mod[func].params
+    names = [p.name_hint for p in params]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise PlaitError(f"unknown input '{unknown[0]}' (inputs are: {', '.join(names)})")
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for p in params:
+        t = p.type_annotation
+        if p.name_hint in given:
+            out[p.name_hint] = np.asarray(given[p.name_hint])
+        elif isinstance(t, TensorType):
+            out[p.name_hint] = random_input(t, rng, p.name_hint)
+        else:
+            raise PlaitError(f"input '{p.name_hint}' of type {t} must be given explicitly")
+    return out
