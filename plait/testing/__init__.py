@@ -1,0 +1,1 @@
+"""Helpers for tests, benchmarks and examples (not imported by the compiler itself)."""
