@@ -40,8 +40,9 @@ def _load_model(path: str):
 
 def _show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
-    p.add_argument("--no-constants", action="store_true",
-                   help="print large constants by reference only, without the metadata section")
+    p.add_argument("--metadata", action="store_true",
+                   help="append the metadata section (large constants, base64) so that the text "
+                        "parses back into the same module; by default they are shown by reference only")
 
 
 @command("show", "print the Relay text of a model", _show_args)
@@ -49,7 +50,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from plait.relay.text import print_module
 
     mod = _load_any(args.model)
-    print(print_module(mod, metadata=not args.no_constants), end="")
+    print(print_module(mod, metadata=args.metadata), end="")
     return 0
 
 
