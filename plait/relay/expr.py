@@ -18,6 +18,7 @@ import numpy as np
 
 from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
+from plait.ir.base import BaseFunc
 from plait.ir.op import Op, get_op
 from plait.ir.types import Type, tensor_type_of
 
@@ -170,7 +171,7 @@ class If(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class Function(Expr):
+class Function(Expr, BaseFunc):
     """A function. Parameters must carry type annotations; ``attrs`` hold e.g. ``Primitive``, ``target``."""
 
     params: tuple[Var, ...]

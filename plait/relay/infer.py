@@ -74,6 +74,13 @@ class _Inferer:
         if self.mod is None or name not in self.mod:
             raise TypeInferenceError(f"reference to unknown global function '@{name}'")
         fn = self.mod[name]
+        if not isinstance(fn, Function):
+            # a lowered function (e.g. a TIR PrimFunc) declares its Relay-level type
+            ft = getattr(fn, "relay_type", None)
+            if not isinstance(ft, FuncType):
+                raise TypeInferenceError(f"global '@{name}' is a {type(fn).__name__} without a Relay type")
+            self.global_types[name] = ft
+            return ft
         if name in self.in_progress:
             if fn.ret_type is None:
                 raise TypeInferenceError(
@@ -179,8 +186,9 @@ class _Inferer:
 def infer_type(mod: IRModule) -> IRModule:
     """Infer (and cache on the nodes) the types of every function of ``mod``. Returns ``mod``."""
     inf = _Inferer(mod)
-    for name in mod:
-        inf.global_type(name)
+    for name, fn in mod.items():
+        if isinstance(fn, Function):
+            inf.global_type(name)
     return mod
 
 

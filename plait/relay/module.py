@@ -5,25 +5,26 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 from plait.errors import PlaitError
+from plait.ir.base import BaseFunc
 from plait.relay.expr import Expr, Function, GlobalVar
 
 
-class IRModule(Mapping[str, Function]):
-    """An immutable map from global name to :class:`Function`.
+class IRModule(Mapping[str, BaseFunc]):
+    """An immutable map from global name to a function: a Relay :class:`Function` or a TIR ``PrimFunc``.
 
     Functional updates (:meth:`with_function`, :meth:`without`) return a new module. Iteration is
     in sorted name order so that everything derived from a module is deterministic.
     ``attrs`` carry module-level information (e.g. the source model's input and output names).
     """
 
-    def __init__(self, functions: Mapping[str, Function] | None = None, attrs: Mapping | None = None):
+    def __init__(self, functions: Mapping[str, BaseFunc] | None = None, attrs: Mapping | None = None):
         from plait.ir.attrs import Attrs
 
-        funcs: dict[str, Function] = {}
+        funcs: dict[str, BaseFunc] = {}
         for name, fn in (functions or {}).items():
             key = name.name if isinstance(name, GlobalVar) else str(name)
-            if not isinstance(fn, Function):
-                raise PlaitError(f"IRModule: global '{key}' must be a Function, got {type(fn).__name__}")
+            if not isinstance(fn, BaseFunc):
+                raise PlaitError(f"IRModule: global '{key}' must be a function, got {type(fn).__name__}")
             funcs[key] = fn
         self._functions = dict(sorted(funcs.items()))
         self.attrs = attrs if isinstance(attrs, Attrs) else Attrs(attrs or {})
@@ -36,14 +37,14 @@ class IRModule(Mapping[str, Function]):
             expr = Function(tuple(free_vars(expr)), expr)
         return cls({"main": expr}, attrs)
 
-    def __getitem__(self, name: str | GlobalVar) -> Function:
+    def __getitem__(self, name: str | GlobalVar) -> BaseFunc:
         key = name.name if isinstance(name, GlobalVar) else name
         try:
             return self._functions[key]
         except KeyError:
             from plait.registry import Registry
 
-            reg: Registry[Function] = Registry("global function")
+            reg: Registry[BaseFunc] = Registry("global function")
             for k, v in self._functions.items():
                 reg.register(k, v)
             return reg.get(key)
@@ -63,7 +64,7 @@ class IRModule(Mapping[str, Function]):
             self[name]  # raises with "did you mean"
         return GlobalVar(name)
 
-    def with_function(self, name: str, fn: Function) -> "IRModule":
+    def with_function(self, name: str, fn: BaseFunc) -> "IRModule":
         funcs = dict(self._functions)
         funcs[name] = fn
         return IRModule(funcs, self.attrs)
@@ -78,7 +79,12 @@ class IRModule(Mapping[str, Function]):
 
     @property
     def main(self) -> Function:
-        return self["main"]
+        fn = self["main"]
+        assert isinstance(fn, Function)
+        return fn
+
+    def relay_functions(self) -> dict[str, Function]:
+        return {k: v for k, v in self._functions.items() if isinstance(v, Function)}
 
     def __str__(self) -> str:
         from plait.relay.text import print_module
