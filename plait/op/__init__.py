@@ -5,3 +5,4 @@ cost (see :mod:`plait.ir.op`). Use :func:`plait.ir.get_op` to look one up by nam
 """
 
 from plait.op import tensor  # noqa: F401
+from plait.op import reduce  # noqa: F401
