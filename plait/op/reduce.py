@@ -127,8 +127,7 @@ def _defreduce(name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.ndarray
         axes = reduce_axes(attrs["axis"], x.ndim)
         xc = x.astype(compute_dtype(x.dtype), copy=False) if x.dtype.kind == "f" else x
         with np.errstate(all="ignore"):
-            out = fn(xc, axes)
-        out = np.asarray(out, dtype=x.dtype)
+            out = np.asarray(fn(xc, axes), dtype=x.dtype)
         return out if attrs["keepdims"] else out.reshape(reduced_shape(x.shape, axes, False))
 
     defop(name, rel=_reduce_rel(kind), ref=ref, cost=reduction_cost(flops), pattern=OpPattern.REDUCTION,
@@ -201,8 +200,7 @@ def _defsoftmax(name: str, log: bool) -> None:
         x = np.asarray(args[0])
         axis = check_axis(attrs["axis"], x.ndim)
         with np.errstate(all="ignore"):
-            out = _softmax(x.astype(compute_dtype(x.dtype), copy=False), axis, log)
-        return np.asarray(out, dtype=x.dtype)
+            return np.asarray(_softmax(x.astype(compute_dtype(x.dtype), copy=False), axis, log), dtype=x.dtype)
 
     doc = "log(softmax(x))" if log else "exp(x) / sum(exp(x))"
     defop(name, rel=_axis_rel("float"), ref=ref, cost=reduction_cost(12.0), pattern=OpPattern.OPAQUE,
@@ -222,13 +220,13 @@ def _cumsum_ref(args: list, attrs: Attrs) -> np.ndarray:
         xc = np.flip(xc, axis)
     with np.errstate(all="ignore"):
         out = np.cumsum(xc, axis=axis, dtype=xc.dtype)
-    if attrs["exclusive"] and x.shape[axis]:
-        out = np.roll(out, 1, axis)
-        first = tuple(0 if i == axis else slice(None) for i in range(x.ndim))
-        out[first] = 0
-    if attrs["reverse"]:
-        out = np.flip(out, axis)
-    return np.ascontiguousarray(out, dtype=x.dtype)
+        if attrs["exclusive"] and x.shape[axis]:
+            out = np.roll(out, 1, axis)
+            first = tuple(0 if i == axis else slice(None) for i in range(x.ndim))
+            out[first] = 0
+        if attrs["reverse"]:
+            out = np.flip(out, axis)
+        return np.ascontiguousarray(out, dtype=x.dtype)
 
 
 defop("cumsum", rel=_axis_rel("numeric"), ref=_cumsum_ref, cost=reduction_cost(1.0), pattern=OpPattern.OPAQUE,

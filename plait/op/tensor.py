@@ -23,10 +23,10 @@ from plait.op._common import (
 # dtype classes an operator accepts: name -> (dtypes, description used in error messages)
 DTYPE_KINDS: dict[str, tuple[frozenset[str], str]] = {
     "any": (frozenset(DTYPES), "any"),
-    "numeric": (INT_DTYPES | FLOAT_DTYPES, "numeric"),
-    "float": (FLOAT_DTYPES, "floating-point"),
-    "int": (INT_DTYPES, "integer"),
-    "bool": (frozenset({"bool"}), "bool"),
+    "numeric": (INT_DTYPES | FLOAT_DTYPES, "a numeric"),
+    "float": (FLOAT_DTYPES, "a floating-point"),
+    "int": (INT_DTYPES, "an integer"),
+    "bool": (frozenset({"bool"}), "a bool"),
 }
 
 
@@ -34,7 +34,7 @@ def require_dtype(t: TensorType, kind: str, what: str = "argument") -> TensorTyp
     """Check that ``t``'s dtype belongs to ``kind`` (a key of :data:`DTYPE_KINDS`)."""
     dtypes, desc = DTYPE_KINDS[kind]
     if t.dtype not in dtypes:
-        raise RelError(f"{what}: expected a {desc} tensor, got {t}")
+        raise RelError(f"{what}: expected {desc} tensor, got {t}")
     return t
 
 
@@ -64,8 +64,7 @@ def defbinary(name: str, fn: Callable[[np.ndarray, np.ndarray, Attrs], Any], kin
     def ref(args: list, attrs: Attrs) -> np.ndarray:
         a, b = (np.asarray(v) for v in args)
         with np.errstate(all="ignore"):
-            out = fn(a, b, attrs)
-        return np.asarray(out, dtype=out_dtype or a.dtype)
+            return np.asarray(fn(a, b, attrs), dtype=out_dtype or a.dtype)
 
     defop(name, rel=binary_rel(kind, out_dtype), ref=ref, cost=elementwise_cost(flops),
           pattern=OpPattern.BROADCAST, num_inputs=2, attrs=attrs, doc=doc)
@@ -176,8 +175,7 @@ def defunary(name: str, fn: Callable[[np.ndarray, Attrs], Any], kind: str = "flo
         x = np.asarray(args[0])
         xc = x.astype(compute_dtype(x.dtype), copy=False) if x.dtype.kind == "f" else x
         with np.errstate(all="ignore"):
-            out = fn(xc, attrs)
-        return np.asarray(out, dtype=out_dtype or x.dtype)
+            return np.asarray(fn(xc, attrs), dtype=out_dtype or x.dtype)
 
     defop(name, rel=unary_rel(kind, out_dtype), ref=ref, cost=elementwise_cost(flops),
           pattern=OpPattern.ELEMWISE, num_inputs=1, attrs=attrs, doc=doc)
