@@ -3,7 +3,8 @@ log_softmax, cumsum.
 
 Reductions keep the input dtype (integer sums wrap; integer means truncate toward zero). float16
 is accumulated in float32 and rounded once, as ONNX Runtime does. An empty reduction gives the
-identity of the operation (sum 0, prod 1, max -inf or the dtype's minimum, ...).
+identity of the operation (sum 0, prod 1, max -inf or the dtype's minimum, ...); an empty mean
+gives 0, as in ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -82,10 +83,10 @@ def _sum(x: np.ndarray, ax: tuple[int, ...]) -> np.ndarray:
 def _mean(x: np.ndarray, ax: tuple[int, ...]) -> np.ndarray:
     n = int(np.prod([x.shape[a] for a in ax], dtype=np.int64))
     s = _sum(x, ax)
-    if x.dtype.kind == "f":
-        return s / n if n else np.full_like(s, np.nan)
-    if n == 0:
+    if n == 0:  # undefined in ONNX; ONNX Runtime gives 0
         return np.zeros_like(s)
+    if x.dtype.kind == "f":
+        return s / n
     q = np.abs(s.astype(np.int64)) // n if x.dtype.kind == "i" else s // n  # truncate toward zero
     return (np.sign(s) * q).astype(x.dtype) if x.dtype.kind == "i" else q
 
