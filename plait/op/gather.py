@@ -1,0 +1,169 @@
+"""Indexing operators (ONNX semantics): take (Gather), gather_elements, gather_nd, one_hot, trilu.
+
+Indices may be negative (they count from the end of their axis). An index outside
+[-size, size - 1] is a runtime error: the references raise :class:`InterpreterError` naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plait.errors import InterpreterError
+from plait.op._common import (
+    AttrSpec, OpPattern, RelError, TensorType, as_tensor, defop, elementwise_cost, norm_axis,
+)
+from plait.op.transform import move_cost, one_tensor, select_cost
+from plait.ir.types import DTYPES
+
+INJ = OpPattern.INJECTIVE
+_INDEX_DTYPES = ("int32", "int64")
+
+
+def _indices(t, op: str) -> TensorType:
+    t = as_tensor(t, f"{op}: indices")
+    if t.dtype not in _INDEX_DTYPES:
+        raise RelError(f"{op}: indices: expected int32 or int64, got {t.dtype}")
+    return t
+
+
+def _wrap(idx: np.ndarray, size: int, op: str, axis: int) -> np.ndarray:
+    """Negative indices count from the end; out-of-range ones are an error."""
+    idx = idx.astype(np.int64)
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise InterpreterError(f"{op}: index {int(idx[bad][0])} is out of range for axis {axis} of size {size}")
+    return np.where(idx < 0, idx + size, idx)
+
+
+# ---- take ----------------------------------------------------------------------------------------
+
+
+def _take_rel(args, attrs):
+    x, idx = one_tensor(args, "take"), _indices(args[1], "take")
+    if x.ndim == 0:
+        raise RelError(f"take: data: expected a tensor of rank >= 1, got {x}")
+    axis = norm_axis(attrs["axis"], x.ndim, "take: axis")
+    return TensorType(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_ref(args, attrs):
+    x, idx = args
+    axis = norm_axis(attrs["axis"], x.ndim)
+    return np.take(x, _wrap(idx, x.shape[axis], "take", axis), axis=axis)
+
+
+defop("take", rel=_take_rel, ref=_take_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+    AttrSpec("axis", "int", 0, "the axis of data the indices select along"),
+], doc="ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:]")
+
+
+# ---- gather_elements -----------------------------------------------------------------------------
+
+
+def _gather_elements_rel(args, attrs):
+    x, idx = one_tensor(args, "gather_elements"), _indices(args[1], "gather_elements")
+    if x.ndim == 0 or idx.ndim != x.ndim:
+        raise RelError(f"gather_elements: indices: expected rank {max(x.ndim, 1)} (as data), got {idx.ndim}")
+    axis = norm_axis(attrs["axis"], x.ndim, "gather_elements: axis")
+    for k, (d, i) in enumerate(zip(x.shape, idx.shape)):
+        if k != axis and isinstance(d, int) and isinstance(i, int) and i > d:
+            raise RelError(f"gather_elements: indices: expected size <= {d} at axis {k} (as data), got {i}")
+    return TensorType(idx.shape, x.dtype)
+
+
+def _gather_elements_ref(args, attrs):
+    x, idx = args
+    axis = norm_axis(attrs["axis"], x.ndim)
+    crop = tuple(slice(None) if k == axis else slice(0, n) for k, n in enumerate(idx.shape))
+    return np.take_along_axis(x[crop], _wrap(idx, x.shape[axis], "gather_elements", axis), axis=axis)
+
+
+defop("gather_elements", rel=_gather_elements_rel, ref=_gather_elements_ref, cost=select_cost, pattern=INJ,
+      num_inputs=2, attrs=[AttrSpec("axis", "int", 0, "out[..i..] = data[..indices[..i..]..] at this axis")],
+      doc="ONNX GatherElements: the result has the indices' shape")
+
+
+# ---- gather_nd -----------------------------------------------------------------------------------
+
+
+def _gather_nd_rel(args, attrs):
+    x, idx = one_tensor(args, "gather_nd"), _indices(args[1], "gather_nd")
+    b = attrs["batch_dims"]
+    if x.ndim == 0 or idx.ndim == 0:
+        raise RelError(f"gather_nd: expected data and indices of rank >= 1, got ranks {x.ndim} and {idx.ndim}")
+    if not 0 <= b < min(x.ndim, idx.ndim):
+        raise RelError(f"gather_nd: batch_dims: expected a value in [0, {min(x.ndim, idx.ndim) - 1}], got {b}")
+    m = idx.shape[-1]
+    if not isinstance(m, int):
+        raise RelError(f"gather_nd: indices: expected a static last dimension, got '{m}'")
+    if not 1 <= m <= x.ndim - b:
+        raise RelError(f"gather_nd: indices: expected a last dimension in [1, {x.ndim - b}] "
+                       f"(data rank {x.ndim} minus batch_dims {b}), got {m}")
+    for k in range(b):
+        d, i = x.shape[k], idx.shape[k]
+        if isinstance(d, int) and isinstance(i, int) and d != i:
+            raise RelError(f"gather_nd: batch dimension {k}: expected indices size {d} (as data), got {i}")
+    batch = tuple(i if isinstance(i, int) else d for d, i in zip(x.shape[:b], idx.shape[:b]))
+    return TensorType(batch + idx.shape[b:-1] + x.shape[b + m:], x.dtype)
+
+
+def _gather_nd_ref(args, attrs):
+    x, idx = args
+    b, m = attrs["batch_dims"], idx.shape[-1]
+    nb = int(np.prod(x.shape[:b], dtype=np.int64))
+    data = x.reshape((nb,) + x.shape[b:])
+    flat = idx.reshape(nb, -1, m)
+    coords = tuple(_wrap(flat[..., j], x.shape[b + j], "gather_nd", b + j) for j in range(m))
+    out = data[(np.arange(nb)[:, None],) + coords]
+    return out.reshape(idx.shape[:-1] + x.shape[b + m:])
+
+
+defop("gather_nd", rel=_gather_nd_rel, ref=_gather_nd_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+    AttrSpec("batch_dims", "int", 0, "leading dims shared by data and indices"),
+], doc="ONNX GatherND: indices' last dim indexes data after the batch dims")
+
+
+# ---- one_hot, trilu ------------------------------------------------------------------------------
+
+
+def _one_hot_rel(args, attrs):
+    idx = as_tensor(args[0], "one_hot: indices")
+    if idx.dtype == "bool":
+        raise RelError("one_hot: indices: expected a numeric dtype, got bool")
+    if attrs["depth"] < 1:
+        raise RelError(f"one_hot: expected depth >= 1, got {attrs['depth']}")
+    axis = norm_axis(attrs["axis"], idx.ndim + 1, "one_hot: axis")
+    return TensorType(idx.shape[:axis] + (attrs["depth"],) + idx.shape[axis:], attrs["dtype"])
+
+
+def _one_hot_ref(args, attrs):
+    (idx,) = args
+    depth, dt = attrs["depth"], DTYPES[attrs["dtype"]]
+    axis = norm_axis(attrs["axis"], idx.ndim + 1)
+    i = idx.astype(np.int64)  # ONNX casts (truncates) non-integer indices
+    hot = (np.arange(depth) == np.where(i < 0, i + depth, i)[..., None]) & ((i >= -depth) & (i < depth))[..., None]
+    on, off = np.asarray(attrs["on_value"]).astype(dt), np.asarray(attrs["off_value"]).astype(dt)
+    return np.moveaxis(np.where(hot, on, off).astype(dt), -1, axis)
+
+
+defop("one_hot", rel=_one_hot_rel, ref=_one_hot_ref, cost=elementwise_cost(1.0), pattern=INJ, attrs=[
+    AttrSpec("depth", "int", doc="number of classes (size of the new axis)"),
+    AttrSpec("axis", "int", -1, "position of the new axis in the output"),
+    AttrSpec("on_value", "float", 1.0, "value at the index"),
+    AttrSpec("off_value", "float", 0.0, "value elsewhere (everywhere, for indices outside [-depth, depth-1])"),
+    AttrSpec("dtype", "dtype", "float32", "element type of the result (ONNX: the dtype of `values`)"),
+], doc="ONNX OneHot")
+
+
+def _trilu_rel(args, attrs):
+    x = one_tensor(args, "trilu")
+    if x.ndim < 2:
+        raise RelError(f"trilu: data: expected a tensor of rank >= 2, got {x}")
+    return x
+
+
+defop("trilu", rel=_trilu_rel, cost=move_cost, pattern=INJ,
+      ref=lambda args, attrs: (np.triu if attrs["upper"] else np.tril)(args[0], attrs["k"]), attrs=[
+          AttrSpec("upper", "bool", True, "keep the upper triangle (j - i >= k), else the lower (j - i <= k)"),
+          AttrSpec("k", "int", 0, "diagonal offset"),
+      ], doc="ONNX Trilu over the last two dims")

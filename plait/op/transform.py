@@ -1,0 +1,473 @@
+"""Shape and data-movement operators (ONNX semantics): reshape, transpose, flatten, squeeze,
+expand_dims, broadcast_to, tile, concatenate, split, strided_slice, nn.pad, device_copy, range.
+
+Gathers (take, gather_elements, gather_nd), one_hot and trilu are in :mod:`plait.op.gather`;
+image.resize2d, depth_to_space and space_to_depth in :mod:`plait.op.image`.
+
+Parameters that ONNX passes as tensor inputs (Reshape's shape, Slice's starts/ends, Pad's pads, ...)
+are attributes here: the ONNX frontend folds them to constants. Symbolic dims flow through
+wherever an output dim is a copy of an input dim; anything needing arithmetic on a symbol is "?".
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from plait.op._common import (
+    ANY_DIM, AttrSpec, Attrs, Cost, OpPattern, RelError, TensorType, TupleType, Type, as_tensor,
+    broadcast_shapes, defop, norm_axis, tensor_bytes,
+)
+from plait.ir.types import DTYPES, Dim
+
+INJ = OpPattern.INJECTIVE
+
+
+# ---- helpers shared with plait.op.gather and plait.op.image ---------------------------------------
+
+
+def fmt(dims: Sequence[object]) -> str:
+    """A shape or int list as the user wrote it: (2, n, -1), (3,)."""
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def sym_prod(dims: Sequence[Dim]) -> Dim:
+    """Product of dims; a lone symbol times static 1s stays that symbol, other symbolic products are '?'."""
+    syms = [d for d in dims if isinstance(d, str)]
+    static = 1
+    for d in dims:
+        if isinstance(d, int):
+            static *= d
+    if not syms or static == 0:
+        return static
+    return syms[0] if len(syms) == 1 and static == 1 else ANY_DIM
+
+
+def norm_axes(axes: Sequence[int], ndim: int, op: str) -> list[int]:
+    """Normalize (negative) axes into [0, ndim); duplicates are an error."""
+    out = [norm_axis(a, ndim, f"{op}: axis") for a in axes]
+    if len(set(out)) != len(out):
+        raise RelError(f"{op}: expected distinct axes, got {fmt(axes)}")
+    return out
+
+
+def move_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    """Pure data movement: no arithmetic, every input read once, the output written once."""
+    return Cost(0.0, float(sum(tensor_bytes(a) for a in args)), tensor_bytes(out))
+
+
+def select_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    """Ops that read only the elements they write (slices, gathers), plus any index tensors."""
+    return Cost(0.0, tensor_bytes(out) + float(sum(tensor_bytes(a) for a in args[1:])), tensor_bytes(out))
+
+
+def one_tensor(args: tuple[Type, ...], op: str) -> TensorType:
+    return as_tensor(args[0], f"{op}: data")
+
+
+# ---- reshape -------------------------------------------------------------------------------------
+
+
+def reshape_target(shape: Sequence[Dim], newshape: Sequence[int]) -> tuple[Dim, ...]:
+    """The output shape of ONNX Reshape (allowzero=0) over possibly symbolic ``shape``."""
+    shown = fmt(newshape)
+    if any(d < -1 for d in newshape):
+        raise RelError(f"reshape: expected newshape values >= -1, got {shown}")
+    if list(newshape).count(-1) > 1:
+        raise RelError(f"reshape: expected at most one -1 in newshape, got {shown}")
+    out: list[Dim] = []
+    rest_in = list(shape)  # input dims not copied by a 0
+    for i, d in enumerate(newshape):
+        if d == 0:
+            if i >= len(shape):
+                raise RelError(
+                    f"reshape: newshape {shown} copies dimension {i} with 0, but the input has rank {len(shape)}")
+            out.append(shape[i])
+            rest_in[i] = 1
+        else:
+            out.append(d)
+    rest_out = [d for d, n in zip(out, newshape) if n > 0]
+    s_out = int(np.prod(rest_out, dtype=np.int64))
+    syms = [d for d in rest_in if isinstance(d, str)]
+    s_in = int(np.prod([d for d in rest_in if isinstance(d, int)], dtype=np.int64))
+    if syms:  # cannot check; -1 is known only if it stands for exactly one leftover symbol
+        if -1 in newshape:
+            out[list(newshape).index(-1)] = syms[0] if len(syms) == 1 and s_in == s_out else ANY_DIM
+        return tuple(out)
+    what = f"{s_in} elements" if all(isinstance(d, int) for d in shape) else f"shape {fmt(shape)}"
+    if -1 in newshape:
+        if s_out == 0 or s_in % s_out:
+            raise RelError(f"reshape: cannot reshape {what} into shape {shown}")
+        out[list(newshape).index(-1)] = s_in // s_out
+    elif s_in != s_out:
+        raise RelError(f"reshape: cannot reshape {what} into shape {shown}")
+    return tuple(out)
+
+
+def _reshape_rel(args, attrs):
+    x = one_tensor(args, "reshape")
+    return TensorType(reshape_target(x.shape, attrs["newshape"]), x.dtype)
+
+
+def _reshape_ref(args, attrs):
+    (x,) = args
+    return np.reshape(x, reshape_target(x.shape, attrs["newshape"]))
+
+
+defop("reshape", rel=_reshape_rel, ref=_reshape_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("newshape", "ints", doc="target shape: 0 copies the input dim at that position, -1 infers one dim"),
+], doc="ONNX Reshape (allowzero=0)")
+
+
+# ---- transpose, flatten, squeeze, expand_dims ------------------------------------------------------
+
+
+def _perm(x: TensorType, axes) -> list[int]:
+    if axes is None:
+        return list(range(x.ndim))[::-1]
+    if len(axes) != x.ndim:
+        raise RelError(f"transpose: expected {x.ndim} axes (one per input dim), got {fmt(axes)}")
+    perm = [a + x.ndim if a < 0 else a for a in axes]
+    if sorted(perm) != list(range(x.ndim)):
+        raise RelError(f"transpose: expected a permutation of 0..{x.ndim - 1}, got {fmt(axes)}")
+    return perm
+
+
+def _transpose_rel(args, attrs):
+    x = one_tensor(args, "transpose")
+    return TensorType(tuple(x.shape[p] for p in _perm(x, attrs["axes"])), x.dtype)
+
+
+defop("transpose", rel=_transpose_rel, cost=move_cost, pattern=INJ,
+      ref=lambda args, attrs: np.transpose(args[0], _perm(TensorType(args[0].shape), attrs["axes"])),
+      attrs=[AttrSpec("axes", "ints", None, "output dim i is input dim axes[i]; None reverses", optional=True)],
+      doc="ONNX Transpose")
+
+
+def _flatten_axis(x: TensorType, axis: int) -> int:
+    if not -x.ndim <= axis <= x.ndim:
+        raise RelError(f"flatten: axis: expected a value in [{-x.ndim}, {x.ndim}], got {axis}")
+    return axis + x.ndim if axis < 0 else axis
+
+
+def _flatten_rel(args, attrs):
+    x = one_tensor(args, "flatten")
+    a = _flatten_axis(x, attrs["axis"])
+    return TensorType((sym_prod(x.shape[:a]), sym_prod(x.shape[a:])), x.dtype)
+
+
+def _flatten_ref(args, attrs):
+    (x,) = args
+    a = _flatten_axis(TensorType(x.shape), attrs["axis"])
+    return np.reshape(x, (int(np.prod(x.shape[:a], dtype=np.int64)), int(np.prod(x.shape[a:], dtype=np.int64))))
+
+
+defop("flatten", rel=_flatten_rel, ref=_flatten_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("axis", "int", 1, "dims before axis form the first output dim, the rest the second"),
+], doc="ONNX Flatten: always a 2-D result")
+
+
+def _squeeze_axes(x: TensorType, axes) -> list[int]:
+    if axes is None:
+        sym = [(i, d) for i, d in enumerate(x.shape) if isinstance(d, str)]
+        if sym:
+            raise RelError(
+                f"squeeze: without axes the result depends on symbolic dimension '{sym[0][1]}' "
+                f"(axis {sym[0][0]}): expected explicit axes, got None")
+        return [i for i, d in enumerate(x.shape) if d == 1]
+    norm = norm_axes(axes, x.ndim, "squeeze")
+    for a, n in zip(axes, norm):
+        if isinstance(x.shape[n], int) and x.shape[n] != 1:
+            raise RelError(f"squeeze: axis {a}: expected a dimension of size 1, got {x.shape[n]}")
+    return norm
+
+
+def _squeeze_rel(args, attrs):
+    x = one_tensor(args, "squeeze")
+    drop = set(_squeeze_axes(x, attrs["axes"]))
+    return TensorType(tuple(d for i, d in enumerate(x.shape) if i not in drop), x.dtype)
+
+
+def _squeeze_ref(args, attrs):
+    (x,) = args
+    return np.squeeze(x, axis=tuple(_squeeze_axes(TensorType(x.shape), attrs["axes"])))
+
+
+defop("squeeze", rel=_squeeze_rel, ref=_squeeze_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("axes", "ints", None, "size-1 dims to remove; None removes every size-1 dim", optional=True),
+], doc="ONNX Squeeze")
+
+
+def _expand_dims_rel(args, attrs):
+    x = one_tensor(args, "expand_dims")
+    axes = set(norm_axes(attrs["axes"], x.ndim + len(attrs["axes"]), "expand_dims"))
+    it = iter(x.shape)
+    return TensorType(tuple(1 if i in axes else next(it) for i in range(x.ndim + len(axes))), x.dtype)
+
+
+def _expand_dims_ref(args, attrs):
+    (x,) = args
+    return np.reshape(x, _expand_dims_rel((TensorType(x.shape, x.dtype.name),), attrs).shape)
+
+
+defop("expand_dims", rel=_expand_dims_rel, ref=_expand_dims_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("axes", "ints", doc="positions of the new size-1 dims, in the output's rank"),
+], doc="ONNX Unsqueeze")
+
+
+# ---- broadcast_to, tile --------------------------------------------------------------------------
+
+
+def _broadcast_to_rel(args, attrs):
+    x = one_tensor(args, "broadcast_to")
+    shape = attrs["shape"]
+    if any(d < 0 for d in shape):
+        raise RelError(f"broadcast_to: expected a shape of sizes >= 0, got {fmt(shape)}")
+    try:
+        return TensorType(broadcast_shapes(x.shape, shape), x.dtype)
+    except RelError as exc:
+        raise RelError(f"broadcast_to: {exc}") from None
+
+
+def _broadcast_to_ref(args, attrs):
+    (x,) = args
+    return np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(attrs["shape"]))))
+
+
+defop("broadcast_to", rel=_broadcast_to_rel, ref=_broadcast_to_ref, cost=move_cost, pattern=OpPattern.BROADCAST,
+      attrs=[AttrSpec("shape", "ints", doc="broadcast bidirectionally with the input shape (ONNX Expand)")],
+      doc="ONNX Expand: the result has the broadcast of the input shape and `shape`")
+
+
+def _tile_rel(args, attrs):
+    x = one_tensor(args, "tile")
+    reps = attrs["reps"]
+    if len(reps) != x.ndim:
+        raise RelError(f"tile: expected {x.ndim} reps (one per input dim), got {fmt(reps)}")
+    if any(r < 0 for r in reps):
+        raise RelError(f"tile: expected reps >= 0, got {fmt(reps)}")
+    return TensorType(tuple(d if r == 1 else (0 if r == 0 else sym_prod((d, r))) for d, r in zip(x.shape, reps)),
+                      x.dtype)
+
+
+defop("tile", rel=_tile_rel, cost=move_cost, pattern=INJ,
+      ref=lambda args, attrs: np.tile(args[0], attrs["reps"]).reshape(
+          [d * r for d, r in zip(args[0].shape, attrs["reps"])]),
+      attrs=[AttrSpec("reps", "ints", doc="repetitions per input dim")], doc="ONNX Tile")
+
+
+# ---- concatenate, split --------------------------------------------------------------------------
+
+
+def _unify(dims: Sequence[Dim]) -> Dim:
+    ints = {d for d in dims if isinstance(d, int)}
+    if ints:
+        return ints.pop()
+    return dims[0] if len(set(dims)) == 1 else ANY_DIM
+
+
+def _concat_rel(args, attrs):
+    ts = [as_tensor(t, f"concatenate: argument {i}") for i, t in enumerate(args)]
+    first = ts[0]
+    axis = norm_axis(attrs["axis"], first.ndim, "concatenate: axis")
+    for i, t in enumerate(ts):
+        if t.dtype != first.dtype:
+            raise RelError(f"concatenate: argument {i}: expected dtype {first.dtype}, got {t.dtype}")
+        if t.ndim != first.ndim:
+            raise RelError(f"concatenate: argument {i}: expected rank {first.ndim}, got {t.ndim}")
+    out: list[Dim] = []
+    for k in range(first.ndim):
+        dims = [t.shape[k] for t in ts]
+        if k == axis:
+            out.append(sum(dims) if all(isinstance(d, int) for d in dims) else ANY_DIM)
+            continue
+        static = [(i, d) for i, d in enumerate(dims) if isinstance(d, int)]
+        for i, d in static:
+            if d != static[0][1]:
+                raise RelError(f"concatenate: argument {i}: expected size {static[0][1]} at axis {k} "
+                               f"(as argument {static[0][0]}), got {d}")
+        out.append(_unify(dims))
+    return TensorType(tuple(out), first.dtype)
+
+
+defop("concatenate", rel=_concat_rel, cost=move_cost, pattern=INJ, num_inputs=(1, None),
+      ref=lambda args, attrs: np.concatenate(args, axis=attrs["axis"]),
+      attrs=[AttrSpec("axis", "int", doc="the axis to join along")], doc="ONNX Concat (variadic arguments)")
+
+
+def _split_rel(args, attrs):
+    x = one_tensor(args, "split")
+    axis = norm_axis(attrs["axis"], x.ndim, "split: axis")
+    sections = attrs["sections"]
+    if not sections or any(s < 0 for s in sections):
+        raise RelError(f"split: expected one or more sections >= 0, got {fmt(sections)}")
+    d = x.shape[axis]
+    if isinstance(d, int) and sum(sections) != d:
+        raise RelError(f"split: sections {fmt(sections)} must sum to the size of axis {axis}: "
+                       f"expected {d}, got {sum(sections)}")
+    return TupleType(tuple(TensorType(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sections))
+
+
+def _split_ref(args, attrs):
+    (x,) = args
+    bounds = np.cumsum(attrs["sections"])[:-1]
+    return tuple(np.split(x, bounds, axis=attrs["axis"]))
+
+
+defop("split", rel=_split_rel, ref=_split_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("sections", "ints", doc="sizes of the pieces along axis (they sum to its size)"),
+    AttrSpec("axis", "int", 0, "the axis to split"),
+], doc="ONNX Split: a tuple of tensors")
+
+
+# ---- strided_slice --------------------------------------------------------------------------------
+
+
+def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int, int]:
+    """ONNX Slice clamping for one axis: normalized (start, end, length); end -1 means 'before 0'."""
+    if start < 0:
+        start += dim
+    if end < 0:
+        end += dim
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return start, end, max(0, -(-(end - start) // step))
+
+
+def _slice_plan(x: TensorType, attrs: Attrs) -> list[tuple[int, int, int, int]]:
+    """[(axis, start, end, step)] after checking the attributes' consistency."""
+    begin, end = attrs["begin"], attrs["end"]
+    n = len(begin)
+    strides = attrs["strides"] if attrs["strides"] is not None else (1,) * n
+    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(n))
+    for name, v in (("end", end), ("strides", strides), ("axes", axes)):
+        if len(v) != n:
+            raise RelError(f"strided_slice: expected {name} of length {n} (as begin), got {fmt(v)}")
+    if attrs["axes"] is None and n > x.ndim:
+        raise RelError(f"strided_slice: expected at most {x.ndim} begin values (the input rank), got {n}")
+    if 0 in strides:
+        raise RelError(f"strided_slice: expected non-zero strides, got {fmt(strides)}")
+    return [(a, s, e, st) for a, s, e, st in zip(norm_axes(axes, x.ndim, "strided_slice"), begin, end, strides)]
+
+
+def _slice_rel(args, attrs):
+    x = one_tensor(args, "strided_slice")
+    out = list(x.shape)
+    for axis, s, e, st in _slice_plan(x, attrs):
+        d = x.shape[axis]
+        if isinstance(d, int):
+            out[axis] = slice_bounds(d, s, e, st)[2]
+        elif not (s == 0 and st == 1 and e >= 2**31 - 1):  # only the whole axis keeps a symbol
+            out[axis] = ANY_DIM
+    return TensorType(tuple(out), x.dtype)
+
+
+def _slice_ref(args, attrs):
+    (x,) = args
+    index = [slice(None)] * x.ndim
+    for axis, s, e, st in _slice_plan(TensorType(x.shape), attrs):
+        s, e, _ = slice_bounds(x.shape[axis], s, e, st)
+        index[axis] = slice(s, e if e >= 0 else None, st)
+    return np.array(x[tuple(index)])
+
+
+defop("strided_slice", rel=_slice_rel, ref=_slice_ref, cost=select_cost, pattern=INJ, attrs=[
+    AttrSpec("begin", "ints", doc="start per sliced axis (negative counts from the end; clamped)"),
+    AttrSpec("end", "ints", doc="exclusive end per sliced axis (clamped; use INT64_MAX/MIN for 'to the end')"),
+    AttrSpec("strides", "ints", None, "step per sliced axis (negative walks backwards); None = all 1",
+             optional=True),
+    AttrSpec("axes", "ints", None, "the axes begin/end/strides refer to; None = 0, 1, ...", optional=True),
+], doc="ONNX Slice")
+
+
+# ---- nn.pad ---------------------------------------------------------------------------------------
+
+
+def _pad_widths(x: TensorType, attrs: Attrs) -> list[tuple[int, int]]:
+    pads, mode = attrs["pad_width"], attrs["pad_mode"]
+    if len(pads) != 2 * x.ndim:
+        raise RelError(f"nn.pad: expected {2 * x.ndim} pad_width values (begins then ends), got {fmt(pads)}")
+    widths = list(zip(pads[:x.ndim], pads[x.ndim:]))
+    for axis, ((b, e), d) in enumerate(zip(widths, x.shape)):
+        if not isinstance(d, int):
+            continue
+        if d + b + e < 0:
+            raise RelError(f"nn.pad: axis {axis} of size {d} padded by ({b}, {e}): expected a size >= 0, "
+                           f"got {d + b + e}")
+        kept = d + min(b, 0) + min(e, 0)  # negative pads crop first, then the mode pads what is left
+        if mode == "reflect" and max(b, e) > max(kept - 1, 0):
+            raise RelError(f"nn.pad: reflect padding at axis {axis}: expected pads <= {max(kept - 1, 0)} "
+                           f"(the cropped size {kept} minus 1), got ({b}, {e})")
+        if mode in ("edge", "wrap") and kept == 0 and max(b, e) > 0:
+            raise RelError(f"nn.pad: {mode} padding at axis {axis}: expected a non-empty axis, got size {kept}")
+    return widths
+
+
+def _pad_rel(args, attrs):
+    x = one_tensor(args, "nn.pad")
+    widths = _pad_widths(x, attrs)
+    out = [d + b + e if isinstance(d, int) else (d if b == e == 0 else ANY_DIM) for d, (b, e) in zip(x.shape, widths)]
+    return TensorType(tuple(out), x.dtype)
+
+
+def _pad_ref(args, attrs):
+    (x,) = args
+    widths = _pad_widths(TensorType(x.shape), attrs)
+    crop = tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in enumerate(widths))
+    x = x[crop]
+    pos = [(max(b, 0), max(e, 0)) for b, e in widths]
+    mode = attrs["pad_mode"]
+    if mode == "constant":
+        value = np.asarray(attrs["pad_value"]).astype(x.dtype) if x.dtype != bool else bool(attrs["pad_value"])
+        return np.pad(x, pos, mode="constant", constant_values=value)
+    return np.pad(x, pos, mode=mode)
+
+
+defop("nn.pad", rel=_pad_rel, ref=_pad_ref, cost=move_cost, pattern=INJ, attrs=[
+    AttrSpec("pad_width", "ints", doc="ONNX order: every axis' begin, then every axis' end; negative crops"),
+    AttrSpec("pad_value", "float", 0.0, "the fill value of constant mode (cast to the data's dtype)"),
+    AttrSpec("pad_mode", "str", "constant", "how to fill", choices=("constant", "reflect", "edge", "wrap")),
+], doc="ONNX Pad")
+
+
+# ---- device_copy, range ---------------------------------------------------------------------------
+
+
+defop("device_copy", rel=lambda args, attrs: one_tensor(args, "device_copy"),
+      ref=lambda args, attrs: np.array(args[0], copy=True), cost=move_cost, pattern=OpPattern.OPAQUE, attrs=[
+          AttrSpec("src", "str", "", "the piece the data comes from"),
+          AttrSpec("dst", "str", "", "the piece the data goes to"),
+      ], doc="copy a tensor between pieces (identity on the data); inserted by placement")
+
+
+def _range_len(attrs: Attrs) -> int:
+    start, limit, delta = attrs["start"], attrs["limit"], attrs["delta"]
+    if delta == 0:
+        raise RelError("range: expected a non-zero delta, got 0.0")
+    return max(int(np.ceil((limit - start) / delta)), 0)
+
+
+def _range_rel(args, attrs):
+    if attrs["dtype"] == "bool":
+        raise RelError("range: expected a numeric dtype, got bool")
+    return TensorType((_range_len(attrs),), attrs["dtype"])
+
+
+def _range_ref(args, attrs):
+    n, dt = _range_len(attrs), DTYPES[attrs["dtype"]]
+    start, delta = np.asarray(attrs["start"]).astype(dt), np.asarray(attrs["delta"]).astype(dt)
+    return (start + np.arange(n).astype(dt) * delta).astype(dt)
+
+
+defop("range", rel=_range_rel, ref=_range_ref, pattern=INJ, num_inputs=0, attrs=[
+    AttrSpec("start", "float", doc="first value"),
+    AttrSpec("limit", "float", doc="exclusive bound"),
+    AttrSpec("delta", "float", 1.0, "step (non-zero)"),
+    AttrSpec("dtype", "dtype", "int64", "element type of the result"),
+], doc="ONNX Range: start, start + delta, ... up to (excluding) limit")
+
+__all__ = ["fmt", "move_cost", "norm_axes", "one_tensor", "reshape_target", "select_cost", "slice_bounds",
+           "sym_prod"]
