@@ -6,3 +6,6 @@ cost (see :mod:`plait.ir.op`). Use :func:`plait.ir.get_op` to look one up by nam
 
 from plait.op import tensor  # noqa: F401
 from plait.op import reduce  # noqa: F401
+from plait.op import transform  # noqa: F401
+from plait.op import gather  # noqa: F401
+from plait.op import image  # noqa: F401
