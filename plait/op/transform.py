@@ -360,8 +360,8 @@ def _slice_rel(args, attrs):
         d = x.shape[axis]
         if isinstance(d, int):
             out[axis] = slice_bounds(d, s, e, st)[2]
-        elif not (s == 0 and st == 1 and e >= 2**31 - 1):  # only the whole axis keeps a symbol
-            out[axis] = ANY_DIM
+        elif not ((s == 0 and st == 1 and e >= 2**31 - 1) or (s == -1 and st == -1 and e <= -(2**31))):
+            out[axis] = ANY_DIM  # only the whole axis (forwards or reversed) keeps a symbol
     return TensorType(tuple(out), x.dtype)
 
 

@@ -292,6 +292,8 @@ def test_strided_slice_types_and_errors():
     assert infer("strided_slice", ("n", 7), begin=(0, 1), end=(INT_MAX, 5)) == TensorType(("n", 4))
     assert infer("strided_slice", ("n", 7), begin=(1,), end=(INT_MAX,)) == TensorType(("?", 7))
     assert infer("strided_slice", (5, 7), begin=(4,), end=(INT_MIN,), strides=(-1,)) == TensorType((5, 7))
+    assert infer("strided_slice", ("n",), begin=(-1,), end=(INT_MIN,), strides=(-1,)) == TensorType(("n",))
+    assert infer("strided_slice", ("n",), begin=(-2,), end=(INT_MIN,), strides=(-1,)) == TensorType(("?",))
     assert rel_error("strided_slice", (5, 7), begin=(0, 1), end=(3,)) == (
         "strided_slice: expected end of length 2 (as begin), got (3,)")
     assert rel_error("strided_slice", (5, 7), begin=(0,), end=(3,), strides=(0,)) == (
