@@ -9,3 +9,4 @@ from plait.op import reduce  # noqa: F401
 from plait.op import transform  # noqa: F401
 from plait.op import gather  # noqa: F401
 from plait.op import image  # noqa: F401
+from plait.op import nn  # noqa: F401
