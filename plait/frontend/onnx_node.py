@@ -1,0 +1,272 @@
+"""What an ONNX converter sees: one node, its inputs as plait values, its attributes.
+
+A value flowing between ONNX nodes during import is one of
+
+- a numpy array: a constant (an initializer, a ``Constant`` node, or a folded node);
+- a Relay :class:`~plait.relay.Expr` whose type is already known (``checked_type`` is set as the
+  call is built, so converters can look at shapes);
+- a :class:`SymTensor`: a small int tensor some of whose elements are symbolic dims (what ``Shape``
+  of a tensor with symbolic dims produces); it can feed the inputs plait takes as attributes
+  (``Reshape``'s shape, ``Expand``'s shape) but not a computation.
+
+Converters raise :class:`Unsupported` with a reason; the importer collects every unsupported node
+and reports them all at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from plait.errors import AttrError, RegistryError
+from plait.ir.attrs import Attrs
+from plait.ir.op import Op, RelError, get_op
+from plait.ir.types import DTYPES, TensorType, TupleType
+from plait.relay.expr import Call, Constant, Expr, TupleGetItem
+
+# ONNX element type -> plait dtype (every other element type is unsupported)
+ONNX_DTYPES: dict[int, str] = {
+    TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+    TensorProto.INT8: "int8", TensorProto.INT16: "int16", TensorProto.INT32: "int32",
+    TensorProto.INT64: "int64", TensorProto.UINT8: "uint8", TensorProto.UINT16: "uint16",
+    TensorProto.UINT32: "uint32", TensorProto.UINT64: "uint64", TensorProto.BOOL: "bool",
+}
+ONNX_OF_DTYPE = {v: k for k, v in ONNX_DTYPES.items()}
+
+
+class Unsupported(Exception):
+    """A converter cannot import this node; ``reason`` is shown to the user."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    try:
+        return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"#{elem_type}"
+
+
+def plait_dtype(elem_type: int) -> str:
+    """The plait dtype of an ONNX element type; raises :class:`Unsupported` for the others."""
+    if elem_type not in ONNX_DTYPES:
+        raise Unsupported(f"dtype '{onnx_dtype_name(elem_type)}' not supported")
+    return ONNX_DTYPES[elem_type]
+
+
+def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
+    """An ONNX tensor (initializer or attribute) as a numpy array of a plait dtype."""
+    dtype = plait_dtype(t.data_type)
+    if t.HasField("data_location") and t.data_location == TensorProto.EXTERNAL and not t.raw_data:
+        raise Unsupported(f"tensor '{t.name}' keeps its data in an external file that was not loaded")
+    arr = numpy_helper.to_array(t)
+    return np.asarray(arr, dtype=DTYPES[dtype])
+
+
+@dataclass(frozen=True, eq=False)
+class SymTensor:
+    """An integer tensor whose elements are ints or symbolic dim names (numpy object array)."""
+
+    values: np.ndarray
+    dtype: str = "int64"
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(v, int) for v in self.values.flat)
+
+    def to_array(self) -> np.ndarray:
+        return np.asarray(self.values.tolist(), dtype=DTYPES[self.dtype]).reshape(self.values.shape)
+
+
+Value = Union[np.ndarray, Expr, SymTensor]
+
+
+def value_type(v: Value) -> TensorType:
+    if isinstance(v, np.ndarray):
+        return TensorType(v.shape, v.dtype.name)
+    if isinstance(v, SymTensor):
+        return TensorType(v.values.shape, v.dtype)
+    t = v.checked_type
+    if not isinstance(t, TensorType):
+        raise Unsupported(f"expected a tensor, got a value of type {t}")
+    return t
+
+
+def _evaluate(call: Call) -> np.ndarray:
+    from plait.relay.interpreter import Interpreter
+    from plait.relay.module import IRModule
+
+    return np.asarray(Interpreter(IRModule()).eval(call, {}))
+
+
+def parse_attribute(a: onnx.AttributeProto) -> Any:
+    """An attribute's value: str for strings, lists for repeated fields, TensorProto/GraphProto as is."""
+    v = helper.get_attribute_value(a)
+    if a.type == onnx.AttributeProto.STRING:
+        return v.decode("utf-8", errors="replace")
+    if a.type == onnx.AttributeProto.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in v]
+    if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+        return list(v)
+    return v
+
+
+_REQUIRED = object()
+
+
+class NodeContext:
+    """One node being converted: typed access to its inputs and attributes, and call building.
+
+    ``version`` is the version of the operator's schema in effect (its ``since_version``), which
+    is what converters dispatch on; ``opset`` is the model's opset for the node's domain.
+    """
+
+    def __init__(self, node: onnx.NodeProto, inputs: Sequence[Value | None], attrs: dict[str, Any],
+                 version: int, opset: int, meta: Attrs, constant: Callable[[np.ndarray], Constant],
+                 needs_constant: list[str] | None = None):
+        self.node = node
+        self.op_type = node.op_type
+        self.inputs = list(inputs)
+        self.attrs = attrs
+        self.version = version
+        self.opset = opset
+        self.meta = meta
+        self._constant = constant
+        self._needs_constant = needs_constant if needs_constant is not None else []
+
+    # ---- inputs ---------------------------------------------------------------------------
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def output_used(self, i: int) -> bool:
+        return i < len(self.node.output) and self.node.output[i] != ""
+
+    def has(self, i: int) -> bool:
+        """Is optional input ``i`` given?"""
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def value(self, i: int) -> Value:
+        if not self.has(i):
+            raise Unsupported(f"input {i} is required")
+        return self.inputs[i]  # type: ignore[return-value]
+
+    def is_const(self, i: int) -> bool:
+        return self.has(i) and isinstance(self.inputs[i], np.ndarray)
+
+    def type(self, i: int) -> TensorType:
+        return value_type(self.value(i))
+
+    def shape(self, i: int) -> tuple:
+        return self.type(i).shape
+
+    def ndim(self, i: int) -> int:
+        return self.type(i).ndim
+
+    def dtype(self, i: int) -> str:
+        return self.type(i).dtype
+
+    def static_shape(self, i: int, what: str = "") -> tuple[int, ...]:
+        shape = self.shape(i)
+        if not all(isinstance(d, int) for d in shape):
+            what = what or f"input {i}"
+            raise Unsupported(f"{what} must have a static shape, got {TensorType(shape, self.dtype(i))}")
+        return shape  # type: ignore[return-value]
+
+    def expr(self, i: int) -> Expr:
+        """Input ``i`` as a Relay expression (constants become shared ``Constant`` nodes)."""
+        return self.as_expr(self.value(i))
+
+    def as_expr(self, v: Value | Expr) -> Expr:
+        if isinstance(v, Expr):
+            return v
+        if isinstance(v, SymTensor):
+            if not v.is_static:
+                raise Unsupported("a value computed from a symbolic shape is used as data "
+                                  "(plait computes shapes at import time only)")
+            v = v.to_array()
+        return self._constant(np.asarray(v))
+
+    def const(self, i: int, what: str) -> np.ndarray:
+        """Input ``i`` as a constant array; it must be known at import time."""
+        v = self.value(i)
+        if isinstance(v, SymTensor) and v.is_static:
+            return v.to_array()
+        if not isinstance(v, np.ndarray):
+            if i < len(self.node.input):
+                self._needs_constant.append(self.node.input[i])
+            raise Unsupported(f"input '{what}' must be a constant (it is computed at run time)")
+        return v
+
+    def ints(self, i: int, what: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.const(i, what).reshape(-1))
+
+    def sym_ints(self, i: int, what: str) -> tuple[int | str, ...]:
+        """A 1-D int input whose elements may be symbolic dims (from ``Shape``)."""
+        v = self.value(i)
+        if isinstance(v, SymTensor):
+            return tuple(v.values.reshape(-1).tolist())
+        return self.ints(i, what)
+
+    # ---- attributes -----------------------------------------------------------------------
+    def attr(self, name: str, default: Any = _REQUIRED) -> Any:
+        if name in self.attrs:
+            return self.attrs[name]
+        if default is _REQUIRED:
+            raise Unsupported(f"attribute '{name}' is required")
+        return default
+
+    def attr_array(self, name: str) -> np.ndarray:
+        return tensor_to_array(self.attrs[name])
+
+    # ---- building -------------------------------------------------------------------------
+    def constant(self, array: Any, dtype: str | None = None) -> Constant:
+        return self._constant(np.asarray(array, dtype=DTYPES[dtype] if dtype else None))
+
+    def call(self, op_name: str, *args: Value | Expr, **attrs: Any) -> Expr:
+        """Build ``op_name(*args, **attrs)`` carrying this node's meta; its type is inferred now.
+
+        A call on constants only is evaluated at once (with the operator's reference) and
+        returned as a ``Constant``."""
+        try:
+            op: Op = get_op(op_name)
+        except RegistryError:
+            raise Unsupported(f"plait operator '{op_name}' is not available") from None
+        exprs = tuple(self.as_expr(a) for a in args)
+        try:
+            call = Call(op, exprs, Attrs(attrs), self.meta)
+        except AttrError as exc:
+            raise Unsupported(str(exc)) from None
+        want = op.check_arity(len(exprs))
+        if want is not None:
+            raise Unsupported(f"operator '{op_name}' expects {want} arguments, got {len(exprs)}")
+        arg_types = tuple(e.checked_type for e in exprs)
+        try:
+            t = op.rel(arg_types, call.attrs)
+        except RelError as exc:
+            shown = ", ".join(str(a) for a in arg_types)
+            raise Unsupported(f"plait operator '{op_name}' rejects ({shown}): {exc}") from None
+        call._set_type(t)
+        if isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs):  # fold at once: constants stay constants
+            return self._constant(_evaluate(call))
+        return call
+
+    def get(self, tup: Expr, index: int) -> Expr:
+        item = TupleGetItem(tup, index)
+        tt = tup.checked_type
+        assert isinstance(tt, TupleType)
+        item._set_type(tt.fields[index])
+        return item
+
+    def cast(self, x: Value | Expr, dtype: str) -> Expr:
+        e = self.as_expr(x)
+        return e if value_type(e).dtype == dtype else self.call("cast", e, dtype=dtype)
+
+    def reshape(self, x: Value | Expr, shape: Sequence[int]) -> Expr:
+        return self.call("reshape", x, newshape=tuple(int(d) for d in shape))

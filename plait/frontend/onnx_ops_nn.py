@@ -1,0 +1,329 @@
+"""ONNX converters: matrix products, convolutions, pooling, normalizations, softmax, reductions.
+
+1-D convolutions and pools run as their 2-D versions on a unit height (axis 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_registry import converter
+from plait.relay.expr import Expr
+
+
+def _axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise Unsupported(f"axis {axis} out of range for rank {ndim}")
+    return axis + ndim if axis < 0 else axis
+
+
+# ---- matrix products --------------------------------------------------------------------------
+
+
+@converter("MatMul")
+def matmul(cx: NodeContext) -> object:
+    return cx.call("nn.matmul", cx.expr(0), cx.expr(1))
+
+
+@converter("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"))
+def gemm(cx: NodeContext) -> object:
+    dtype = cx.dtype(0)
+    a = cx.expr(0)
+    if cx.attr("transA", 0):
+        a = cx.call("transpose", a, axes=(1, 0))
+    b = cx.expr(1)
+    if cx.attr("transB", 0):
+        y = cx.call("nn.dense", a, b)
+    elif cx.is_const(1):
+        y = cx.call("nn.dense", a, cx.call("transpose", b, axes=(1, 0)))  # folds
+    else:
+        y = cx.call("nn.matmul", a, b)
+    alpha, beta = cx.attr("alpha", 1.0), cx.attr("beta", 1.0)
+    if alpha != 1.0:
+        y = cx.call("multiply", y, cx.constant(alpha, dtype))
+    if cx.has(2) and beta != 0.0:
+        c = cx.expr(2)
+        if beta != 1.0:
+            c = cx.call("multiply", c, cx.constant(beta, dtype))
+        y = cx.call("add", y, c)
+    return y
+
+
+# ---- convolution and pooling ------------------------------------------------------------------
+
+
+def _ints_attr(cx: NodeContext, name: str, n: int, default: int) -> tuple[int, ...]:
+    v = cx.attr(name, None)
+    if v is None:
+        return (default,) * n
+    if len(v) != n:
+        raise Unsupported(f"attribute '{name}' has {len(v)} values, expected {n}")
+    return tuple(int(x) for x in v)
+
+
+def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: tuple[int, ...],
+          dilations: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(begins, ends) of the spatial padding, from ``pads`` or ``auto_pad``."""
+    n = len(kernel)
+    auto = cx.attr("auto_pad", "NOTSET")
+    if auto == "NOTSET":
+        pads = _ints_attr(cx, "pads", 2 * n, 0)
+        return pads[:n], pads[n:]
+    if auto == "VALID":
+        return (0,) * n, (0,) * n
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad '{auto}' not supported")
+    if not all(isinstance(d, int) for d in in_spatial):
+        raise Unsupported(f"auto_pad '{auto}' needs static spatial dims, got {in_spatial}")
+    begins, ends = [], []
+    for size, k, s, d in zip(in_spatial, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        begins.append(small if auto == "SAME_UPPER" else big)
+        ends.append(big if auto == "SAME_UPPER" else small)
+    return tuple(begins), tuple(ends)
+
+
+def _spatial_rank(cx: NodeContext, what: str) -> int:
+    nsp = cx.ndim(0) - 2
+    if nsp not in (1, 2):
+        raise Unsupported(f"{nsp}-D {what} not supported")
+    return nsp
+
+
+def _to_2d(cx: NodeContext, e: Expr, nsp: int) -> Expr:
+    return cx.call("expand_dims", e, axes=(2,)) if nsp == 1 else e
+
+
+def _params_2d(nsp: int, kernel, strides, dilations, begins, ends):
+    if nsp == 1:
+        return (1,) + kernel, (1,) + strides, (1,) + dilations, (0, begins[0], 0, ends[0])
+    return kernel, strides, dilations, tuple(begins) + tuple(ends)
+
+
+def _bias(cx: NodeContext, y: Expr, index: int, nsp: int) -> Expr:
+    if not cx.has(index):
+        return y
+    b = cx.expr(index)
+    return cx.call("add", y, cx.reshape(b, (-1,) + (1,) * nsp))
+
+
+@converter("Conv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+def conv(cx: NodeContext) -> object:
+    nsp = _spatial_rank(cx, "convolution")
+    wshape = cx.static_shape(1, "weight")
+    kernel = _ints_attr(cx, "kernel_shape", nsp, 0) if "kernel_shape" in cx.attrs else tuple(wshape[2:])
+    strides = _ints_attr(cx, "strides", nsp, 1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1)
+    begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
+    _, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
+    y = cx.call("nn.conv2d", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp), strides=strides2,
+                padding=padding, dilation=dil2, groups=cx.attr("group", 1))
+    if nsp == 1:
+        y = cx.call("squeeze", y, axes=(2,))
+    return _bias(cx, y, 2, nsp)
+
+
+@converter("ConvTranspose", attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                                   "output_shape", "pads", "strides"))
+def conv_transpose(cx: NodeContext) -> object:
+    nsp = _spatial_rank(cx, "transposed convolution")
+    wshape = cx.static_shape(1, "weight")
+    kernel = _ints_attr(cx, "kernel_shape", nsp, 0) if "kernel_shape" in cx.attrs else tuple(wshape[2:])
+    strides = _ints_attr(cx, "strides", nsp, 1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1)
+    out_pad = list(_ints_attr(cx, "output_padding", nsp, 0))
+    auto = cx.attr("auto_pad", "NOTSET")
+    if "output_shape" in cx.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
+        in_sp = cx.static_shape(0, "input")[2:]
+        if "output_shape" in cx.attrs:
+            target = list(cx.attr("output_shape"))[-nsp:]
+        else:
+            target = [d * s for d, s in zip(in_sp, strides)]
+        begins, ends = [], []
+        for i in range(nsp):
+            total = strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target[i]
+            small, big = total // 2, total - total // 2
+            b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
+            if e < 0:  # a larger output than the default: extend at the end
+                out_pad[i] -= e
+                e = 0
+            if b < 0:
+                raise Unsupported(f"output_shape {target} needs negative padding")
+            begins.append(b)
+            ends.append(e)
+    elif auto == "VALID" or auto == "NOTSET":
+        begins, ends = _pads(cx, (), kernel, strides, dilations) if auto == "NOTSET" else ((0,) * nsp, (0,) * nsp)
+    else:
+        raise Unsupported(f"auto_pad '{auto}' not supported")
+    _, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, tuple(begins), tuple(ends))
+    opad = (0, out_pad[0]) if nsp == 1 else tuple(out_pad)
+    y = cx.call("nn.conv2d_transpose", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp),
+                strides=strides2, padding=padding, dilation=dil2, groups=cx.attr("group", 1),
+                output_padding=opad)
+    if nsp == 1:
+        y = cx.call("squeeze", y, axes=(2,))
+    return _bias(cx, y, 2, nsp)
+
+
+_POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides")
+
+
+def _pool(cx: NodeContext, op: str, **extra: object) -> Expr:
+    kernel = tuple(cx.attr("kernel_shape"))
+    nsp = len(kernel)
+    if nsp not in (1, 2) or cx.ndim(0) != nsp + 2:
+        raise Unsupported(f"{nsp}-D pooling not supported")
+    strides = _ints_attr(cx, "strides", nsp, 1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1)
+    begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
+    kernel2, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
+    y = cx.call(op, _to_2d(cx, cx.expr(0), nsp), pool_size=kernel2, strides=strides2, padding=padding,
+                dilation=dil2, ceil_mode=bool(cx.attr("ceil_mode", 0)), **extra)
+    return cx.call("squeeze", y, axes=(2,)) if nsp == 1 else y
+
+
+@converter("MaxPool", attrs=_POOL_ATTRS + ("storage_order",))
+def max_pool(cx: NodeContext) -> object:
+    return [_pool(cx, "nn.max_pool2d"), None]  # the Indices output is not supported
+
+
+@converter("AveragePool", attrs=_POOL_ATTRS + ("count_include_pad",))
+def avg_pool(cx: NodeContext) -> object:
+    return _pool(cx, "nn.avg_pool2d", count_include_pad=bool(cx.attr("count_include_pad", 0)))
+
+
+@converter("LpPool", attrs=_POOL_ATTRS + ("p",))
+def lp_pool(cx: NodeContext) -> object:
+    p = float(cx.attr("p", 2))
+    dtype = cx.dtype(0)
+    x = cx.call("power", cx.call("abs", cx.expr(0)), cx.constant(p, dtype))
+    cx_x = NodeContext(cx.node, [x] + cx.inputs[1:], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    avg = _pool(cx_x, "nn.avg_pool2d", count_include_pad=True)
+    total = cx.call("multiply", avg, cx.constant(math.prod(cx.attr("kernel_shape")), dtype))
+    return cx.call("power", total, cx.constant(1.0 / p, dtype))
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(cx: NodeContext) -> object:
+    avg = cx.op_type == "GlobalAveragePool"
+    if cx.ndim(0) == 4:
+        return cx.call("nn.global_avg_pool2d" if avg else "nn.global_max_pool2d", cx.expr(0))
+    axes = tuple(range(2, cx.ndim(0)))
+    return cx.call("mean" if avg else "max", cx.expr(0), axis=axes, keepdims=True)
+
+
+# ---- normalizations ---------------------------------------------------------------------------
+
+
+@converter("BatchNormalization", attrs=("epsilon", "momentum", "training_mode", "spatial", "is_test"))
+def batch_norm(cx: NodeContext) -> object:
+    if cx.attr("training_mode", 0) or (cx.version < 7 and not cx.attr("is_test", 0) and len(cx.node.output) > 1):
+        raise Unsupported("training mode not supported")
+    if cx.version < 9 and not cx.attr("spatial", 1):
+        raise Unsupported("spatial=0 not supported")
+    y = cx.call("nn.batch_norm", *(cx.expr(i) for i in range(5)), axis=1, epsilon=cx.attr("epsilon", 1e-5))
+    return [y]
+
+
+@converter("InstanceNormalization", attrs=("epsilon",))
+def instance_norm(cx: NodeContext) -> object:
+    return cx.call("nn.instance_norm", cx.expr(0), cx.expr(1), cx.expr(2), epsilon=cx.attr("epsilon", 1e-5))
+
+
+@converter("LayerNormalization", attrs=("axis", "epsilon", "stash_type"))
+def layer_norm(cx: NodeContext) -> object:
+    scale = cx.expr(1)
+    bias = cx.expr(2) if cx.has(2) else cx.constant(np.zeros(cx.static_shape(1, "scale"), scale.checked_type.dtype))
+    y = cx.call("nn.layer_norm", cx.expr(0), scale, bias, axis=cx.attr("axis", -1), epsilon=cx.attr("epsilon", 1e-5))
+    return [y]  # Mean and InvStdDev outputs are not supported
+
+
+@converter("LRN", attrs=("alpha", "beta", "bias", "size"))
+def lrn(cx: NodeContext) -> object:
+    return cx.call("nn.lrn", cx.expr(0), size=cx.attr("size"), alpha=cx.attr("alpha", 1e-4),
+                   beta=cx.attr("beta", 0.75), bias=cx.attr("bias", 1.0))
+
+
+# ---- softmax family ---------------------------------------------------------------------------
+
+
+def _restore(cx: NodeContext) -> tuple[int, ...]:
+    shape = cx.shape(0)
+    syms = [d for d in shape if not isinstance(d, int)]
+    if len(syms) > 1:
+        raise Unsupported(f"input shape {shape} has more than one symbolic dimension")
+    return tuple(d if isinstance(d, int) else -1 for d in shape)
+
+
+def _legacy_2d(cx: NodeContext) -> tuple[int, bool]:
+    """(normalized axis, whether the op must run on the input coerced to 2-D) for opsets < 13."""
+    nd = cx.ndim(0)
+    axis = _axis(cx.attr("axis", 1 if cx.version < 13 else -1), nd)
+    return axis, cx.version < 13 and axis != nd - 1
+
+
+@converter("Softmax", "LogSoftmax", attrs=("axis",))
+def softmax(cx: NodeContext) -> object:
+    op = "nn.softmax" if cx.op_type == "Softmax" else "nn.log_softmax"
+    axis, legacy = _legacy_2d(cx)
+    if not legacy:
+        return cx.call(op, cx.expr(0), axis=axis)
+    y = cx.call(op, cx.call("flatten", cx.expr(0), axis=axis), axis=1)
+    return cx.reshape(y, _restore(cx))
+
+
+@converter("Hardmax", attrs=("axis",))
+def hardmax(cx: NodeContext) -> object:
+    axis, legacy = _legacy_2d(cx)
+    x = cx.call("flatten", cx.expr(0), axis=axis) if legacy else cx.expr(0)
+    t = x.checked_type
+    a = 1 if legacy else axis
+    dim = t.shape[a]
+    if not isinstance(dim, int):
+        raise Unsupported("the softmax axis must be static")
+    am = cx.call("argmax", x, axis=a, keepdims=True)
+    positions = np.arange(dim, dtype=np.int64).reshape((dim,) + (1,) * (t.ndim - 1 - a))
+    y = cx.cast(cx.call("equal", am, cx.constant(positions)), t.dtype)
+    return cx.reshape(y, _restore(cx)) if legacy else y
+
+
+# ---- reductions -------------------------------------------------------------------------------
+
+_REDUCE = {
+    "ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("max", 18), "ReduceMin": ("min", 18),
+    "ReduceProd": ("prod", 18), "ReduceSumSquare": ("sum_square", 18), "ReduceL1": ("l1_norm", 18),
+    "ReduceL2": ("l2_norm", 18), "ReduceLogSum": ("log_sum", 18), "ReduceLogSumExp": ("log_sum_exp", 18),
+}
+
+
+@converter(*_REDUCE, attrs=("axes", "keepdims", "noop_with_empty_axes"))
+def reduce(cx: NodeContext) -> object:
+    op, since = _REDUCE[cx.op_type]
+    if cx.version < since:
+        axes = cx.attr("axes", None)
+        axes = tuple(axes) if axes is not None else None
+    else:
+        axes = cx.ints(1, "axes") if cx.has(1) else None
+    if not axes:
+        if cx.attr("noop_with_empty_axes", 0):
+            return cx.value(0)
+        axes = None
+    return cx.call(op, cx.expr(0), axis=axes, keepdims=bool(cx.attr("keepdims", 1)))
+
+
+@converter("ArgMax", "ArgMin", attrs=("axis", "keepdims", "select_last_index"))
+def arg_reduce(cx: NodeContext) -> object:
+    return cx.call("argmax" if cx.op_type == "ArgMax" else "argmin", cx.expr(0), axis=cx.attr("axis", 0),
+                   keepdims=bool(cx.attr("keepdims", 1)), select_last_index=bool(cx.attr("select_last_index", 0)))
+
+
+@converter("CumSum", attrs=("exclusive", "reverse"))
+def cumsum(cx: NodeContext) -> object:
+    axis = int(cx.const(1, "axis").reshape(-1)[0])
+    return cx.call("cumsum", cx.expr(0), axis=axis, exclusive=bool(cx.attr("exclusive", 0)),
+                   reverse=bool(cx.attr("reverse", 0)))
