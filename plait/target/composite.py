@@ -1,0 +1,253 @@
+"""Composite targets: named pieces, one of which hosts the executor.
+
+    low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f
+
+The host is, in order: the piece a ``host: <piece name>`` entry names; the piece called ``host``;
+the first piece whose kind can run the executor. A plain single target is a composite with one piece
+named after its kind. Also accepted as a dict / JSON:
+``{"pieces": {"low_power_cpu": "c -mcpu=cortex-m0", ...}, "host": "low_power_cpu"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from plait.errors import PlaitError
+from plait.registry import Registry
+from plait.target.errors import TargetError
+from plait.target.target import Target, _load_json, _pop, _push, current_entry
+
+_NAMED = re.compile(r"\s*([^\s:;]+)\s*:(.*)\Z", re.S)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One named target of a composite target. ``with piece:`` makes its target the current one."""
+
+    name: str
+    target: Target
+    written: Any = field(default=None, compare=False, repr=False)  # the text or dict it was read from
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.target}"
+
+    def __enter__(self) -> "Piece":
+        _push(self.target, self.name)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _pop()
+
+
+def current_piece() -> Piece | None:
+    """The piece entered with ``with piece:`` (hooks run inside one), or None."""
+    entry = current_entry()
+    if entry is None or entry[1] is None:
+        return None
+    return Piece(entry[1], entry[0])
+
+
+class CompositeTarget:
+    """Named pieces plus the host. Immutable and hashable; ``str()`` is canonical and parses back."""
+
+    __slots__ = ("_pieces", "_host_ref", "_plain", "_host", "_host_reason")
+
+    def __init__(self, spec: "str | Mapping[str, Any] | Target | CompositeTarget", *, require_host: bool = False):
+        if isinstance(spec, CompositeTarget):
+            pieces, host_ref, plain = spec._pieces, spec._host_ref, spec._plain
+        elif isinstance(spec, Target):
+            pieces, host_ref, plain = (Piece(spec.kind_name, spec, str(spec)),), None, True
+        elif isinstance(spec, str) and not spec.lstrip().startswith("{"):
+            pieces, host_ref, plain = _parse_text(spec)
+        elif isinstance(spec, (str, Mapping)):
+            pieces, host_ref, plain = _from_dict(_load_json(spec, "composite target") if isinstance(spec, str) else spec)
+        else:
+            raise TargetError(f"cannot make a CompositeTarget from {type(spec).__name__}: expected a string, "
+                              "a dict, a Target or a CompositeTarget")
+        object.__setattr__(self, "_pieces", tuple(pieces))
+        object.__setattr__(self, "_host_ref", host_ref)
+        object.__setattr__(self, "_plain", plain)
+        host, reason = self._find_host()
+        object.__setattr__(self, "_host", host)
+        object.__setattr__(self, "_host_reason", reason)
+        if require_host:
+            self.host  # noqa: B018 - raises when there is none
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("CompositeTarget is immutable")
+
+    @classmethod
+    def from_json(cls, text: str) -> "CompositeTarget":
+        return cls(_load_json(text, "composite target"))
+
+    # ---- pieces and host ------------------------------------------------------------------------
+
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        return self._pieces
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self._pieces)
+
+    def piece(self, name: str) -> Piece:
+        reg: Registry[Piece] = Registry("piece")
+        for p in self._pieces:
+            reg.register(p.name, p)
+        return reg.get(name)
+
+    def __getitem__(self, name: str) -> Target:
+        return self.piece(name).target
+
+    def __iter__(self) -> Iterator[Piece]:
+        return iter(self._pieces)
+
+    def __len__(self) -> int:
+        return len(self._pieces)
+
+    def _find_host(self) -> tuple[Piece | None, str]:
+        if self._host_ref is not None:
+            return self._check_host(self.piece(self._host_ref), f"named by the entry 'host: {self._host_ref}'")
+        for p in self._pieces:
+            if p.name == "host":
+                return self._check_host(p, "the piece called 'host'")
+        for p in self._pieces:
+            if p.target.kind.can_host:
+                return p, "the first piece whose kind can run the executor"
+        return None, "no piece's kind can run the executor"
+
+    @staticmethod
+    def _check_host(p: Piece, why: str) -> tuple[Piece, str]:
+        if not p.target.kind.can_host:
+            raise TargetError(f"composite target: the host piece '{p.name}' ({why}) cannot run the executor: "
+                              f"target kind '{p.target.kind_name}' cannot host")
+        return p, why
+
+    @property
+    def host(self) -> Piece:
+        """The piece that runs the executor; raises when no piece can."""
+        if self._host is None:
+            raise TargetError(f"composite target '{self}' has no host: no piece's kind can run the executor; "
+                              "add a piece that can, e.g. 'host: c'")
+        return self._host
+
+    @property
+    def host_reason(self) -> str:
+        return self._host_reason
+
+    # ---- printing -------------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        if self._plain:
+            return str(self._pieces[0].target)
+        parts = [str(p) for p in self._pieces]
+        if self._host_ref is not None:
+            parts.append(f"host: {self._host_ref}")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"CompositeTarget({str(self)!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self._plain:
+            return self._pieces[0].target.to_dict()
+        d: dict[str, Any] = {"pieces": {p.name: p.target.to_dict() for p in self._pieces}}
+        if self._host_ref is not None:
+            d["host"] = self._host_ref
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompositeTarget):
+            return NotImplemented
+        return (self._pieces, self._host_ref, self._plain) == (other._pieces, other._host_ref, other._plain)
+
+    def __hash__(self) -> int:
+        return hash((self._pieces, self._host_ref, self._plain))
+
+
+def _piece_target(name: str, spec: Any) -> Target:
+    try:
+        return Target(spec)
+    except PlaitError as exc:  # keep the error's type, say which piece
+        msg = f"composite target: piece '{name}': {exc}"
+        try:
+            err = type(exc)(msg)
+        except TypeError:
+            err = TargetError(msg)
+        raise err from None
+
+
+def _parse_text(text: str) -> tuple[list[Piece], str | None, bool]:
+    if not text.strip():
+        raise TargetError("empty target string")
+    parts = text.split(";")
+    if len(parts) == 1 and not _NAMED.match(parts[0]):
+        t = Target(parts[0])
+        return [Piece(t.kind_name, t, parts[0].strip())], None, True
+    named: list[tuple[str, str]] = []
+    for i, part in enumerate(parts, 1):
+        if not part.strip():
+            raise TargetError(f"composite target: piece {i} is empty")
+        m = _NAMED.match(part)
+        if not m:
+            raise TargetError(f"composite target: piece {i} ('{part.strip()}') has no name; "
+                              "write 'name: target'")
+        named.append((m.group(1), m.group(2).strip()))
+    names = {n for n, _ in named}
+    pieces: list[Piece] = []
+    host_ref = None
+    for name, body in named:
+        _check_name(name, [p.name for p in pieces] + (["host"] if host_ref else []))
+        if not body:
+            raise TargetError(f"composite target: piece '{name}' is empty")
+        if name == "host" and body in names and body != "host":
+            host_ref = body  # a reference to another piece, not a piece of its own
+            continue
+        pieces.append(Piece(name, _piece_target(name, body), body))
+    return pieces, host_ref, False
+
+
+def _check_name(name: str, seen: list[str]) -> None:
+    if not _IDENT.match(name):
+        raise TargetError(f"composite target: piece name '{name}' must be an identifier "
+                          "(letters, digits and '_', not starting with a digit)")
+    if name in seen:
+        raise TargetError(f"composite target: duplicate piece name '{name}'")
+
+
+def _from_dict(d: Mapping[str, Any]) -> tuple[list[Piece], str | None, bool]:
+    if "kind" in d or "tag" in d:
+        t = Target(d)
+        return [Piece(t.kind_name, t, dict(d))], None, True
+    unknown = sorted(set(d) - {"pieces", "host"})
+    if unknown or "pieces" not in d:
+        raise TargetError(f"composite target dict: expected keys 'pieces' and optionally 'host', "
+                          f"got {', '.join(repr(k) for k in d) or 'none'}")
+    raw = d["pieces"]
+    if isinstance(raw, Mapping):
+        items = list(raw.items())
+    elif isinstance(raw, (list, tuple)) and all(isinstance(x, Mapping) and set(x) == {"name", "target"} for x in raw):
+        items = [(x["name"], x["target"]) for x in raw]
+    else:
+        raise TargetError("composite target dict: 'pieces' must map piece names to targets, "
+                          "or be a list of {\"name\": ..., \"target\": ...}")
+    if not items:
+        raise TargetError("composite target dict: 'pieces' is empty")
+    pieces: list[Piece] = []
+    for name, spec in items:
+        _check_name(str(name), [p.name for p in pieces])
+        if isinstance(spec, str) and not spec.strip():
+            raise TargetError(f"composite target: piece '{name}' is empty")
+        pieces.append(Piece(name, _piece_target(name, spec), spec))
+    host_ref = d.get("host")
+    if host_ref is not None and host_ref not in [p.name for p in pieces]:
+        raise TargetError(f"composite target dict: 'host' names the piece '{host_ref}', which does not exist; "
+                          f"pieces: {', '.join(p.name for p in pieces)}")
+    return pieces, host_ref, False

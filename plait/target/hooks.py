@@ -1,0 +1,206 @@
+"""The hook registry: per target kind, functions that replace one stage of the pipeline.
+
+    @register_hook("c", "tir_to_runtime")
+    def build_c(mod, target): ...
+
+| hook | signature | replaces |
+|---|---|---|
+| relay_to_tir | a Pass, or ``(mod: IRModule) -> IRModule``; runs with ``Target.current()`` = the piece | default lowering |
+| tir_to_runtime | ``(mod: IRModule, target: Target) -> runtime module`` | default code generation |
+| relay_to_runtime | ``(func: Function, target: Target) -> runtime module`` | both (external codegen) |
+| supports | ``(call) -> bool`` or ``(call, target) -> bool`` | capability, for placement |
+| cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate | cost model entry |
+
+Signatures are checked when a hook is registered (by its parameters). The ``run_*`` helpers call a
+hook for one piece, with the piece entered (so ``Target.current()`` is its target) and with any
+failure reported as a :class:`HookError` naming the hook, the kind and the piece.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from plait.errors import PlaitError, RegistryError
+from plait.ir.transform import Pass, PassContext
+from plait.registry import Registry
+from plait.target.composite import Piece
+from plait.target.errors import HookError
+from plait.target.kind import get_kind
+from plait.target.target import Target
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    name: str
+    signature: str  # as shown in messages and docs
+    arities: tuple[int, ...]  # numbers of positional arguments the hook may take
+    doc: str
+    accepts_pass: bool = False
+
+
+HOOKS: Registry[HookSpec] = Registry("hook")
+for _spec in (
+    HookSpec("relay_to_tir", "a Pass or (mod: IRModule) -> IRModule", (1,),
+             "replaces default lowering: Relay functions -> TIR PrimFuncs", accepts_pass=True),
+    HookSpec("tir_to_runtime", "(mod: IRModule, target: Target) -> runtime module", (2,),
+             "replaces default code generation: TIR -> runtime module"),
+    HookSpec("relay_to_runtime", "(func: Function, target: Target) -> runtime module", (2,),
+             "replaces lowering and code generation (external codegen)"),
+    HookSpec("supports", "(call) -> bool or (call, target) -> bool", (1, 2),
+             "capability: can this kind run the call? (placement)"),
+    HookSpec("cost", "(call) -> float | None or (call, target) -> float | None", (1, 2),
+             "cost-model entry: estimated seconds for the call, None for no estimate (placement)"),
+):
+    HOOKS.register(_spec.name, _spec)
+
+
+@dataclass(frozen=True)
+class Hook:
+    kind: str
+    name: str
+    fn: Any
+    nargs: int  # positional arguments it is called with (0 for a Pass)
+
+
+def register_hook(kind: str, name: str, fn: Any = None) -> Any:
+    """Attach ``fn`` as hook ``name`` of ``kind``. Without ``fn``, returns a decorator."""
+    if fn is None:
+        return lambda f: register_hook(kind, name, f)
+    spec = HOOKS.get(name)
+    k = get_kind(kind)
+    if name in k.hooks:
+        raise RegistryError(f"hook '{name}' of target kind '{kind}' is already registered")
+    k.hooks[name] = Hook(k.name, name, fn, _check_signature(spec, kind, fn))
+    return fn
+
+
+def _check_signature(spec: HookSpec, kind: str, fn: Any) -> int:
+    if spec.accepts_pass and isinstance(fn, Pass):
+        return 0
+    bad = f"hook '{spec.name}' of target kind '{kind}' must be {spec.signature}; got "
+    if not callable(fn):
+        raise HookError(bad + f"{fn!r} ({type(fn).__name__}), which is not callable")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature: nothing to check
+        return max(spec.arities)
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    kw_required = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    for n in sorted(spec.arities, reverse=True):
+        if not kw_required and len(required) <= n and (len(positional) >= n or varargs):
+            return n
+    raise HookError(bad + f"{getattr(fn, '__name__', type(fn).__name__)}{sig}")
+
+
+def hooks_of(kind: str) -> dict[str, Hook]:
+    """The hooks registered for ``kind``, in the order of :data:`HOOKS`."""
+    k = get_kind(kind)
+    return {name: k.hooks[name] for name in HOOKS if name in k.hooks}
+
+
+def get_hook(kind: str, name: str) -> Hook | None:
+    HOOKS.get(name)
+    return get_kind(kind).hooks.get(name)
+
+
+# ---- running hooks for a piece ------------------------------------------------------------------
+
+
+def _as_piece(p: Piece | Target) -> Piece:
+    return p if isinstance(p, Piece) else Piece(p.kind_name, p)
+
+
+def _where(h: Hook, piece: Piece) -> str:
+    return f"hook '{h.name}' of target kind '{h.kind}' on piece '{piece.name}'"
+
+
+def _require(piece: Piece, name: str) -> Hook:
+    h = piece.target.kind.hooks.get(name)
+    if h is None:
+        raise HookError(f"target kind '{piece.target.kind_name}' (piece '{piece.name}') has no '{name}' hook")
+    return h
+
+
+def _call(h: Hook, piece: Piece, args: tuple) -> Any:
+    with piece:
+        try:
+            return h.fn(*args[: h.nargs])
+        except PlaitError:
+            raise
+        except Exception as exc:
+            raise HookError(f"{_where(h, piece)} failed: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _HookPass(Pass):
+    """Runs a relay_to_tir hook as a pass named '<kind>.relay_to_tir' (for instruments)."""
+
+    hook: Hook = None  # type: ignore[assignment]
+    piece: Piece = None  # type: ignore[assignment]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.hook.kind}.relay_to_tir"
+
+    def run(self, mod: Any, ctx: PassContext) -> Any:
+        if isinstance(self.hook.fn, Pass):
+            with self.piece:
+                try:
+                    return self.hook.fn.run(mod, ctx)
+                except PlaitError:
+                    raise
+                except Exception as exc:
+                    raise HookError(f"{_where(self.hook, self.piece)} failed: {type(exc).__name__}: {exc}") from exc
+        return _call(self.hook, self.piece, (mod,))
+
+
+def run_relay_to_tir(piece: Piece | Target, mod: Any, ctx: PassContext | None = None) -> Any:
+    """Run the kind's relay_to_tir hook on ``mod`` with ``Target.current()`` set to the piece."""
+    from plait.relay.module import IRModule
+
+    piece = _as_piece(piece)
+    h = _require(piece, "relay_to_tir")
+    out = (ctx or PassContext()).run(_HookPass(h, piece), mod)
+    if not isinstance(out, IRModule):
+        raise HookError(f"{_where(h, piece)} returned {type(out).__name__}; expected an IRModule")
+    return out
+
+
+def run_tir_to_runtime(piece: Piece | Target, mod: Any) -> Any:
+    piece = _as_piece(piece)
+    return _call(_require(piece, "tir_to_runtime"), piece, (mod, piece.target))
+
+
+def run_relay_to_runtime(piece: Piece | Target, func: Any) -> Any:
+    piece = _as_piece(piece)
+    return _call(_require(piece, "relay_to_runtime"), piece, (func, piece.target))
+
+
+def call_supports(piece: Piece | Target, call: Any) -> bool | None:
+    """The kind's capability answer for ``call``; None when the kind has no ``supports`` hook."""
+    piece = _as_piece(piece)
+    h = piece.target.kind.hooks.get("supports")
+    if h is None:
+        return None
+    out = _call(h, piece, (call, piece.target))
+    if not isinstance(out, bool):
+        raise HookError(f"{_where(h, piece)} returned {out!r} ({type(out).__name__}); expected a bool")
+    return out
+
+
+def call_cost(piece: Piece | Target, call: Any) -> float | None:
+    """The kind's cost estimate (seconds) for ``call``; None when it has no ``cost`` hook or no estimate."""
+    piece = _as_piece(piece)
+    h = piece.target.kind.hooks.get("cost")
+    if h is None:
+        return None
+    out = _call(h, piece, (call, piece.target))
+    if out is not None and (isinstance(out, bool) or not isinstance(out, (int, float)) or out < 0):
+        raise HookError(f"{_where(h, piece)} returned {out!r}; expected a number of seconds >= 0 or None")
+    return None if out is None else float(out)
+

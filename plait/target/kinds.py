@@ -1,0 +1,97 @@
+"""The in-tree target kinds: ``c`` (C source for a C compiler) and ``llvm`` (host code through LLVM).
+
+Backends (``plait/backend/c.py``, ...) attach hooks and code generation to these kinds through
+:func:`plait.target.hooks.register_hook`; the kinds themselves only describe options and flags.
+
+The ``c`` kind reads ``-mcpu=cortex-m4f`` / ``cortex-m7f`` / ``cortex-m33f`` as the core with its
+single-precision FPU and the hard-float ABI (gcc has no such CPU names), and exposes two attributes
+for the C backend: ``compiler(target) -> str`` and ``compiler_flags(target, host_simulation=False)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plait.target.errors import TargetError
+from plait.target.kind import TargetKind, register_kind
+from plait.target.options import Option
+
+# "-mcpu=<core>f": the core plus its single-precision FPU (Arm TRMs; gcc's -mfpu names)
+FPU_SUFFIX = {
+    "cortex-m4f": ("cortex-m4", "fpv4-sp-d16"),
+    "cortex-m7f": ("cortex-m7", "fpv5-sp-d16"),
+    "cortex-m33f": ("cortex-m33", "fpv5-sp-d16"),
+}
+
+
+def _normalize_c(opts: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    cpu = opts["mcpu"]
+    if cpu not in FPU_SUFFIX:
+        return opts, []
+    core, fpu = FPU_SUFFIX[cpu]
+    for name, bad in (("mfpu", "none"), ("mfloat-abi", "soft")):
+        if opts[name] == bad:
+            raise TargetError(f"-mcpu={cpu} means {core} with its single-precision FPU (-mfpu={fpu}); "
+                              f"it conflicts with -{name}={bad}")
+    opts["mcpu"] = core
+    opts["mfpu"] = opts["mfpu"] or fpu
+    opts["mfloat-abi"] = opts["mfloat-abi"] or "hard"
+    return opts, [f"-mcpu={cpu} read as -mcpu={core} -mfpu={opts['mfpu']} -mfloat-abi={opts['mfloat-abi']}"]
+
+
+def is_cortex_m(target: Any) -> bool:
+    return target.options["mcpu"].startswith("cortex-m")
+
+
+def c_compiler(target: Any, host_simulation: bool = False) -> str:
+    """The C compiler command: ``-cc`` if given, else arm-none-eabi-gcc for Cortex-M, else gcc.
+    ``host_simulation`` compiles an embedded piece's C for the host (always the host compiler)."""
+    if host_simulation:
+        return "gcc"
+    return target.options["cc"] or ("arm-none-eabi-gcc" if is_cortex_m(target) else "gcc")
+
+
+def c_compiler_flags(target: Any, host_simulation: bool = False) -> list[str]:
+    """gcc flags for the target, e.g. ``-mcpu=cortex-m7 -mthumb -mfpu=fpv5-sp-d16 -mfloat-abi=hard -O2``.
+    With ``host_simulation`` only the portable ones (the optimization level)."""
+    o = target.options
+    flags = []
+    if not host_simulation:
+        if o["mcpu"]:
+            flags.append(f"-mcpu={o['mcpu']}")
+        if is_cortex_m(target):
+            flags.append("-mthumb")
+        flags += [f"-{name}={o[name]}" for name in ("march", "mfpu", "mfloat-abi") if o[name]]
+    flags.append(f"-O{o['opt-level']}")
+    return flags
+
+
+C: TargetKind = register_kind(
+    "c",
+    device_type="cpu",
+    doc="C source compiled by a C compiler (gcc on the host, arm-none-eabi-gcc for Cortex-M)",
+    options=(
+        Option("mcpu", str, "", "CPU passed as -mcpu (cortex-m0, cortex-m4f, cortex-m7f, cortex-m55, ...); "
+                                "empty: the compiler's default"),
+        Option("march", str, "", "architecture passed as -march (e.g. armv7e-m); empty: implied by -mcpu"),
+        Option("mfpu", str, "", "FPU passed as -mfpu (e.g. fpv5-sp-d16); empty: implied by -mcpu"),
+        Option("mfloat-abi", str, "", "float ABI passed as -mfloat-abi; empty: the compiler's default",
+               choices=("", "soft", "softfp", "hard")),
+        Option("opt-level", int, 2, "optimization level passed as -O<n>", choices=(0, 1, 2, 3)),
+        Option("cc", str, "", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc"),
+    ),
+    default_keys=("cpu",),
+    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags},
+    normalize=_normalize_c,
+)
+
+LLVM: TargetKind = register_kind(
+    "llvm",
+    device_type="cpu",
+    doc="host code generated and JIT-compiled through LLVM",
+    options=(
+        Option("mcpu", str, "", "CPU for LLVM code generation (e.g. x86-64-v3, znver3); empty: the host CPU"),
+        Option("mattr", list, (), "LLVM target features, e.g. +avx2,+fma"),
+    ),
+    default_keys=("cpu",),
+)

@@ -1,0 +1,96 @@
+"""Typed target options: ``str``, ``int``, ``bool`` and ``list`` (of strings), with defaults and docs.
+
+An option value arrives either as text (``-opt-level=3`` in a target string) or as a value (a dict or
+JSON target). Both are checked here, and lists are stored as tuples so that targets stay hashable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from plait.target.errors import TargetError
+
+TYPE_NAMES = {str: "str", int: "int", bool: "bool", list: "list"}
+_ARTICLE = {"str": "a str", "int": "an int", "bool": "a bool", "list": "a list of strings"}
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a target kind. ``default=None`` means the type's empty value ('', 0, False, ())."""
+
+    name: str
+    type: type = str
+    default: Any = None
+    doc: str = ""
+    choices: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPE_NAMES:
+            raise TargetError(f"option '{self.name}': type must be str, int, bool or list, got {self.type!r}")
+        if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
+            raise TargetError(f"option name '{self.name}' must be letters, digits, '-' or '_'")
+        empty = {str: "", int: 0, bool: False, list: ()}[self.type]
+        default = empty if self.default is None else self.check(self.default, f"option '{self.name}'")
+        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "choices", tuple(self.choices))
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES[self.type]
+
+    # ---- values ---------------------------------------------------------------------------------
+
+    def parse(self, text: str | None, where: str) -> Any:
+        """The value of ``-name=text`` (``text`` is None for a bare ``-name``)."""
+        if text is None:
+            if self.type is bool:
+                return True
+            raise TargetError(f"{where}: option '-{self.name}' needs a value: write -{self.name}=<{self.type_name}>")
+        if self.type is str:
+            value: Any = text
+        elif self.type is int:
+            try:
+                value = int(text)
+            except ValueError:
+                raise TargetError(f"{where}: option '-{self.name}' expects an int, got '{text}'") from None
+        elif self.type is bool:
+            if text.lower() not in _TRUE + _FALSE:
+                raise TargetError(f"{where}: option '-{self.name}' expects true or false, got '{text}'")
+            value = text.lower() in _TRUE
+        else:
+            value = tuple(text.split(",")) if text else ()
+        return self.check(value, where)
+
+    def check(self, value: Any, where: str) -> Any:
+        """Check a value given in Python or JSON form; return it normalized (lists become tuples)."""
+        ok = isinstance(value, self.type) and not (self.type is int and isinstance(value, bool))
+        if self.type is list:
+            ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        if not ok:
+            raise TargetError(f"{where}: option '{self.name}' expects {_ARTICLE[self.type_name]}, "
+                              f"got {value!r} ({type(value).__name__})")
+        if self.type is list:
+            value = tuple(value)
+            for item in value:
+                if not item or "," in item or any(c.isspace() for c in item):
+                    raise TargetError(f"{where}: option '{self.name}': list item {item!r} must be non-empty "
+                                      "and contain no ',' or spaces")
+        if self.choices and value not in self.choices:
+            allowed = ", ".join(_show(c) for c in self.choices)
+            raise TargetError(f"{where}: option '{self.name}' must be one of {allowed}; got {_show(value)}")
+        return value
+
+    def format(self, value: Any) -> str:
+        """The text form of a value, as written after ``-name=`` (the inverse of :meth:`parse`)."""
+        if self.type is bool:
+            return "true" if value else "false"
+        if self.type is list:
+            return ",".join(value)
+        return str(value)
+
+
+def _show(value: Any) -> str:
+    return f"'{value}'" if isinstance(value, str) else str(value)

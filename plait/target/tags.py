@@ -1,0 +1,111 @@
+"""The in-tree tags and their hardware facts. Every number names its source.
+
+Clock, memory and FPU/SIMD facts were checked against the cited documents or board files (or
+measured on the build machine). Power figures are the weakest: the ones marked "recalled" come from
+the datasheet's typical run-mode current as remembered, not re-checked here; "estimate" ones have no
+datasheet figure behind them. Replace them with measurements when available.
+"""
+
+from __future__ import annotations
+
+from plait.target.tag import Fact, register_tag
+
+MHZ, KB, MW, BITS = "MHz", "KiB", "mW", "bits"
+RECALLED = "recalled from the datasheet's typical run-mode current, not re-checked here"
+ESTIMATE = "estimate, no datasheet figure behind it"
+
+register_tag(
+    "cortex-m0", "c", {"mcpu": "cortex-m0", "keys": ["arm_cpu"]},
+    doc="Arm Cortex-M0, soft float: Nordic nRF51822 as on the BBC micro:bit v1 (QEMU board: microbit)",
+    facts={
+        "clock_mhz": Fact(16, MHZ, "nRF51822 product specification (16 MHz); RIOT nRF51822 board page"),
+        "fpu": Fact("none", "", "Arm Cortex-M0 TRM (ARMv6-M, no FPU)"),
+        "simd_bits": Fact(0, BITS, "ARMv6-M has no DSP/SIMD extension (Arm Cortex-M0 TRM)"),
+        "ram_kb": Fact(16, KB, "nRF51822-QFAA; Zephyr bbc_microbit.yaml (ram: 16); QEMU microbit (FACTS.md)"),
+        "flash_kb": Fact(256, KB, "nRF51822-QFAA; QEMU microbit: 256 KB flash at 0x0 (FACTS.md)"),
+        "power_mw": Fact(13.2, MW, "nRF51822 PS v3.1: CPU running from flash at 16 MHz, ~4.4 mA x 3.0 V",
+                         RECALLED),
+    },
+)
+
+register_tag(
+    "cortex-m4f", "c", {"mcpu": "cortex-m4f", "keys": ["arm_cpu"]},
+    doc="Arm Cortex-M4 with single-precision FPU: ST STM32F407VG as on the STM32F4DISCOVERY "
+        "(QEMU board: mps2-an386)",
+    facts={
+        "clock_mhz": Fact(168, MHZ, "STM32F407VG datasheet (DS8626); Zephyr stm32f4_disco board docs"),
+        "fpu": Fact("sp", "", "Arm Cortex-M4 TRM: FPv4-SP single precision (gcc -mfpu=fpv4-sp-d16)"),
+        "simd_bits": Fact(32, BITS, "ARMv7E-M DSP extension: 4x8 / 2x16-bit SIMD in 32-bit registers "
+                                    "(Arm Cortex-M4 TRM); no float SIMD"),
+        "ram_kb": Fact(192, KB, "STM32F407VG: 192 KB SRAM incl. 64 KB CCM (Zephyr stm32f4_disco board docs)"),
+        "flash_kb": Fact(1024, KB, "STM32F407VG: 1 MB flash (Zephyr stm32f4_disco board docs)"),
+        "power_mw": Fact(132, MW, "STM32F405/407 datasheet (DS8626): Run mode from flash, ART on, 168 MHz, "
+                                  "peripherals off, ~40 mA x 3.3 V", RECALLED),
+    },
+)
+
+register_tag(
+    "cortex-m7f", "c", {"mcpu": "cortex-m7f", "keys": ["arm_cpu"]},
+    doc="Arm Cortex-M7 with single-precision FPU: ST STM32F746NG as on the 32F746GDISCOVERY "
+        "(QEMU board: mps2-an500)",
+    facts={
+        "clock_mhz": Fact(216, MHZ, "STM32F746 overview (Linux Documentation/arch/arm/stm32); "
+                                    "STM32F746NG datasheet (DS10916)"),
+        "fpu": Fact("sp", "", "STM32F746: Cortex-M7 with FPv5 single precision (gcc -mfpu=fpv5-sp-d16, FACTS.md)"),
+        "simd_bits": Fact(32, BITS, "ARMv7E-M DSP extension (Arm Cortex-M7 TRM); no float SIMD"),
+        "ram_kb": Fact(320, KB, "STM32F746: 320 KB SRAM (Zephyr stm32f746g_disco.yaml; Linux STM32F746 overview)"),
+        "flash_kb": Fact(1024, KB, "STM32F746: 1 MB flash (Zephyr stm32f746g_disco.yaml)"),
+        "power_mw": Fact(330, MW, "STM32F746 datasheet (DS10916): Run mode from flash at 216 MHz, "
+                                  "peripherals off, ~100 mA x 3.3 V", RECALLED),
+    },
+)
+
+register_tag(
+    "cortex-m55", "c", {"mcpu": "cortex-m55", "mfloat-abi": "hard", "keys": ["arm_cpu"]},
+    doc="Arm Cortex-M55 with Helium (MVE): clock of the Alif Ensemble high-performance core, memory of "
+        "the Arm Corstone-300 / QEMU mps3-an547 board plait runs it on",
+    facts={
+        "clock_mhz": Fact(400, MHZ, "Alif Ensemble RTSS-HP Cortex-M55 'up to 400 MHz' (Zephyr Alif Ensemble "
+                                    "board docs)"),
+        "fpu": Fact("sp", "", "Arm Cortex-M55 TRM: FPU and MVE-F with half/single precision vectors",
+                    "scalar double precision is optional in the core configuration"),
+        "simd_bits": Fact(128, BITS, "Helium (M-Profile Vector Extension): 128-bit vectors (Arm Cortex-M55 TRM)"),
+        "ram_kb": Fact(512, KB, "Corstone-300 / QEMU mps3-an547: 512 KB DTCM (FACTS.md; TVM corstone300.ld)"),
+        "flash_kb": Fact(512, KB, "Corstone-300 / QEMU mps3-an547: code in the 512 KB ITCM (FACTS.md)"),
+        "power_mw": Fact(40, MW, "Cortex-M55 MCU at 400 MHz, order of magnitude", ESTIMATE),
+    },
+)
+
+_HOST_NOTE = "measured on the build machine; other hosts differ"
+HOST_FACTS = {
+    "clock_mhz": Fact(2445, MHZ, "/proc/cpuinfo 'cpu MHz' on the build machine (AMD EPYC, family 25 "
+                                 "model 1 = Zen 3, KVM guest)", _HOST_NOTE),
+    "fpu": Fact("dp", "", "x86-64 SSE2/AVX: IEEE single and double precision"),
+    "simd_bits": Fact(256, BITS, "/proc/cpuinfo flags on the build machine: avx2 fma, no avx512*", _HOST_NOTE),
+    "ram_kb": Fact(24683520, KB, "`free -m` on the build machine: 24105 MiB", _HOST_NOTE),
+    "flash_kb": Fact(None, KB, "not applicable: programs load from disk"),
+    "power_mw": Fact(8750, MW, "2 of the 64 cores of a 280 W EPYC 7763 (Zen 3), TDP / cores", ESTIMATE),
+}
+
+register_tag(
+    "host", "llvm", {"mcpu": "x86-64-v3"},
+    doc="this x86-64 host (AVX2 + FMA, i.e. x86-64-v3) through LLVM",
+    facts=HOST_FACTS,
+)
+
+register_tag(
+    "host-c", "c", {}, match=("mcpu", "march"),
+    doc="this host through its C compiler: any 'c' target without -mcpu/-march",
+    facts=HOST_FACTS,
+)
+
+register_tag(
+    "x86-64-avx512", "llvm", {"mcpu": "x86-64-v4"},
+    doc="an x86-64 host with AVX-512 (x86-64-v4) through LLVM",
+    facts={
+        **HOST_FACTS,
+        "simd_bits": Fact(512, BITS, "AVX-512 (x86-64-v4); FACTS.md lists AVX-512 machines of this kind"),
+        "clock_mhz": Fact(2445, MHZ, "assumed equal to the measured build machine", ESTIMATE),
+        "ram_kb": Fact(24683520, KB, "assumed equal to the measured build machine", ESTIMATE),
+    },
+)
