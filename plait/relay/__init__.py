@@ -7,9 +7,13 @@ from plait.relay.infer import InferType, infer_expr, infer_type
 from plait.relay.interpreter import flatten_value, run
 from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, ExprVisitor, children, free_vars, post_order
+from plait.relay.analysis import assert_structural_equal, structural_equal, structural_hash
+from plait.relay.text import parse_expr, parse_module, print_expr, print_module, print_with_constants
 
 __all__ = [
     "Call", "Constant", "Expr", "ExprMutator", "ExprVisitor", "Function", "GlobalVar", "IRModule", "If",
     "InferType", "Let", "Tuple", "TupleGetItem", "Var", "call", "children", "const", "flatten_value",
     "free_vars", "infer_expr", "infer_type", "post_order", "run", "var",
+    "assert_structural_equal", "structural_equal", "structural_hash",
+    "parse_expr", "parse_module", "print_expr", "print_module", "print_with_constants",
 ]
