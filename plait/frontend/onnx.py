@@ -241,7 +241,7 @@ class _Importer:
                 continue
             node_meta = meta if meta is not None else Attrs(name=name, op_type=node.op_type)
             try:
-                outs = self.convert_node(node, domain, opset, inputs, node_meta, depth)
+                outs = self.convert_node(node, domain, opsets, inputs, node_meta, depth)
             except Unsupported as exc:
                 if meta is not None:
                     raise Unsupported(f"its function body uses {node.op_type}: {exc.reason}") from None
@@ -270,8 +270,9 @@ class _Importer:
         extra = sorted({a.name for a in node.attribute} - conv.attrs)
         return f"attribute '{extra[0]}' not supported" if extra else None
 
-    def convert_node(self, node: onnx.NodeProto, domain: str, opset: int, inputs: list[Any],
+    def convert_node(self, node: onnx.NodeProto, domain: str, opsets: dict[str, int], inputs: list[Any],
                      meta: Attrs, depth: int) -> list[Any]:
+        opset = opsets.get(domain, 0)
         local = self.functions.get((node.domain, node.op_type))
         conv = self.converters.get(node.op_type) if domain == "" else None
         schema = _schema(node.op_type, opset, domain) if local is None else None
@@ -286,7 +287,7 @@ class _Importer:
                 raise Unsupported("function bodies nest too deeply")
             from plait.frontend.onnx_func import function_body
 
-            fn, fn_opsets = function_body(node, local, schema, opset, inputs)
+            fn, fn_opsets = function_body(node, local, schema, opset, inputs, opsets)
             return self.expand_function(node, fn, fn_opsets, schema, inputs, meta, depth)
         try:
             outs = self._convert_direct(conv, node, schema, opset, inputs, meta)
@@ -301,14 +302,15 @@ class _Importer:
 
             saved = len(self.needs_constant)
             try:
-                fn, fn_opsets = function_body(node, None, schema, opset, inputs)
+                fn, fn_opsets = function_body(node, None, schema, opset, inputs, opsets)
                 outs = self.expand_function(node, fn, fn_opsets, schema, inputs, meta, depth)
             except Unsupported:
                 del self.needs_constant[saved:]
                 raise first from None
         if all(v is None or isinstance(v, np.ndarray) for v in inputs):
             outs = onnx_fold.fold_outputs(outs)
-        return outs
+        # a constant result (e.g. CastLike of a constant) is a constant value for later nodes
+        return [o.data if isinstance(o, Constant) else o for o in outs]
 
     def _convert_direct(self, conv: Any, node: onnx.NodeProto, schema: Any, opset: int, inputs: list[Any],
                         meta: Attrs) -> list[Any]:

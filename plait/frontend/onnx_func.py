@@ -28,8 +28,9 @@ def _type_proto(v: Any) -> onnx.TypeProto:
 
 
 def function_body(node: onnx.NodeProto, local: onnx.FunctionProto | None, schema: Any, opset: int,
-                  inputs: list[Any]) -> tuple[onnx.FunctionProto, dict[str, int]]:
-    """The function to expand ``node`` into and the opsets its body is written against."""
+                  inputs: list[Any], outer_opsets: dict[str, int]) -> tuple[onnx.FunctionProto, dict[str, int]]:
+    """The function to expand ``node`` into and the opsets its body is written against (its own
+    imports, else those of the graph around it)."""
     if local is not None:
         fn, version = local, opset
     elif schema.has_function:
@@ -50,8 +51,8 @@ def function_body(node: onnx.NodeProto, local: onnx.FunctionProto | None, schema
         fn.ParseFromString(data)
     if not fn.node and not fn.output:
         raise Unsupported("operator not supported")
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in fn.opset_import}
-    opsets.setdefault("", version)
+    opsets = dict(outer_opsets)
+    opsets.update({("" if o.domain == "ai.onnx" else o.domain): o.version for o in fn.opset_import})
     return fn, opsets
 
 

@@ -152,13 +152,18 @@ def _bind(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelPr
 def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[str]]:
     """Import ``model``. Node tests pass shapes, axes, pads... as graph inputs; plait needs them
     at import time, so when the import says which run-time values must be constants and they are
-    graph inputs, they are bound to the data set's values (as initializers) and the import retried."""
+    graph inputs, they are bound to the data set's values (as initializers) and the import retried
+    (when they are computed from graph inputs, the integer scalar and 1-D graph inputs are bound)."""
     bound: dict[str, Any] = {}
     while True:
         try:
             return from_onnx(_bind(model, bound) if bound else model), sorted(bound)
         except UnsupportedError as exc:
-            want = [n for n in getattr(exc, "needs_constant", []) if n in feeds and n not in bound]
+            needed = getattr(exc, "needs_constant", [])
+            want = [n for n in needed if n in feeds and n not in bound]
+            if needed and not want:  # computed from graph inputs: bind the shape-like ones
+                want = [n for n, v in feeds.items() if n not in bound and isinstance(v, np.ndarray)
+                        and v.dtype.kind in "iu" and v.ndim <= 1]
             if not want:
                 raise
             bound.update((n, feeds[n]) for n in want)

@@ -1,0 +1,136 @@
+"""ONNX converters: Resize and Upsample, onto ``image.resize2d``.
+
+``image.resize2d`` resizes the last two axes of an NCHW tensor. Any other layout works as long as
+at most two axes change: those axes are moved last (transpose), the others flattened into C
+(reshape), and everything is put back after the resize. Shapes must be static.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_registry import converter
+from plait.relay.expr import Expr
+
+_MODES = ("nearest", "linear", "cubic")
+
+
+def _resize(cx: NodeContext, out_shape: list[int], scales: list[float] | None, roi: list[float] | None,
+            **attrs: object) -> Expr:
+    """Resize input 0 to ``out_shape`` (full rank); ``scales``/``roi`` are per axis (full rank)."""
+    in_shape = list(cx.static_shape(0, "input"))
+    nd = len(in_shape)
+    full_roi = roi if roi is not None else [0.0] * nd + [1.0] * nd
+    changed = [a for a in range(nd) if out_shape[a] != in_shape[a] or (scales is not None and scales[a] != 1.0)
+               or (attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+                   and (full_roi[a], full_roi[a + nd]) != (0.0, 1.0))]
+    if len(changed) > 2:
+        raise Unsupported(f"resizing {len(changed)} axes ({', '.join(map(str, changed))}); plait resizes at most 2")
+    if not changed:
+        return cx.expr(0)
+    rs = changed  # the resized axes, in order: they become (H, W), or W alone
+    others = [a for a in range(nd) if a not in rs]
+    x = cx.expr(0)
+    perm = others + rs
+    if perm != list(range(nd)):
+        x = cx.call("transpose", x, axes=tuple(perm))
+    lead = math.prod(in_shape[a] for a in others)
+    hw_in = [in_shape[a] for a in rs]
+    while len(hw_in) < 2:
+        hw_in.insert(0, 1)
+    x4_shape = (1, lead) + tuple(hw_in)
+    if tuple(x.checked_type.shape) != x4_shape:
+        x = cx.reshape(x, x4_shape)
+    pad = 2 - len(rs)
+    size = tuple([1] * pad + [out_shape[a] for a in rs])
+    op_scales = None if scales is None else tuple([1.0] * pad + [float(scales[a]) for a in rs])
+    op_roi = None
+    if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        op_roi = tuple([0.0] * pad + [full_roi[a] for a in rs] + [1.0] * pad + [full_roi[a + nd] for a in rs])
+    y = cx.call("image.resize2d", x, size=size, scales=op_scales, roi=op_roi, **attrs)
+    t_shape = [in_shape[a] for a in others] + [out_shape[a] for a in rs]
+    if list(y.checked_type.shape) != t_shape:
+        y = cx.reshape(y, t_shape)
+    if perm != list(range(nd)):
+        inverse = [perm.index(a) for a in range(nd)]
+        y = cx.call("transpose", y, axes=tuple(inverse))
+    return y
+
+
+def _floats(cx: NodeContext, i: int, what: str) -> list[float] | None:
+    if not cx.has(i):
+        return None
+    v = cx.const(i, what).reshape(-1)
+    return [float(x) for x in v] if v.size else None
+
+
+@converter("Resize", attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
+                            "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
+                            "nearest_mode"))
+def resize(cx: NodeContext) -> object:
+    if cx.attr("antialias", 0):
+        raise Unsupported("antialias=1 not supported")
+    mode = cx.attr("mode", "nearest")
+    if mode not in _MODES:
+        raise Unsupported(f"mode '{mode}' not supported")
+    in_shape = cx.static_shape(0, "input")
+    nd = len(in_shape)
+    if cx.version < 11:
+        ctm, nearest_mode = "asymmetric", "floor"
+        roi, scales, sizes = None, _floats(cx, 1, "scales"), None
+    else:
+        ctm = cx.attr("coordinate_transformation_mode", "half_pixel")
+        nearest_mode = cx.attr("nearest_mode", "round_prefer_floor")
+        roi, scales = _floats(cx, 1, "roi"), _floats(cx, 2, "scales")
+        sizes = [int(v) for v in cx.const(3, "sizes").reshape(-1)] if cx.has(3) else None
+    axes = [a % nd for a in cx.attr("axes", list(range(nd)))]
+    full_scales: list[float] | None = None
+    out = list(in_shape)
+    if sizes:
+        policy = cx.attr("keep_aspect_ratio_policy", "stretch")
+        if policy == "stretch":
+            for a, s in zip(axes, sizes):
+                out[a] = s
+        elif policy in ("not_larger", "not_smaller"):
+            ratios = [s / in_shape[a] for a, s in zip(axes, sizes)]
+            r = min(ratios) if policy == "not_larger" else max(ratios)
+            full_scales = [1.0] * nd
+            for a in axes:
+                out[a] = int(math.floor(r * in_shape[a] + 0.5))
+                full_scales[a] = r
+        else:
+            raise Unsupported(f"keep_aspect_ratio_policy '{policy}' not supported")
+    elif scales:
+        full_scales = [1.0] * nd
+        for a, s in zip(axes, scales):
+            full_scales[a] = s
+            out[a] = int(math.floor(in_shape[a] * np.float32(s)))
+    else:
+        raise Unsupported("needs scales or sizes")
+    full_roi = None
+    if roi is not None and ctm == "tf_crop_and_resize":
+        k = len(axes)
+        full_roi = [0.0] * nd + [1.0] * nd
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[a + nd] = roi[i], roi[i + k]
+    return _resize(cx, out, full_scales, full_roi, method=mode, coordinate_transformation_mode=ctm,
+                   nearest_mode=nearest_mode, cubic_alpha=cx.attr("cubic_coeff_a", -0.75),
+                   exclude_outside=bool(cx.attr("exclude_outside", 0)),
+                   extrapolation_value=cx.attr("extrapolation_value", 0.0))
+
+
+@converter("Upsample", attrs=("mode", "scales"))
+def upsample(cx: NodeContext) -> object:
+    mode = cx.attr("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        raise Unsupported(f"mode '{mode}' not supported")
+    scales = list(cx.attr("scales")) if "scales" in cx.attrs else _floats(cx, 1, "scales")
+    if not scales:
+        raise Unsupported("needs scales")
+    in_shape = cx.static_shape(0, "input")
+    out = [int(math.floor(d * np.float32(s))) for d, s in zip(in_shape, scales)]
+    return _resize(cx, out, [float(s) for s in scales], None, method=mode,
+                   coordinate_transformation_mode="asymmetric", nearest_mode="floor")
