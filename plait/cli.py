@@ -3,6 +3,7 @@
     plait show model.onnx                 print the Relay text of an imported model
     plait run model.onnx [--inputs in.npz] [--output out.npz]
     plait ops                             list the registered operators
+    plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
 Other tools script against these commands: keep their flags and output stable.
 """
@@ -132,6 +133,24 @@ def cmd_ops(args: argparse.Namespace) -> int:
     for name in list_ops():
         op = OPS.get(name)
         print(f"{name:28s} {op.pattern.name.lower():22s} {op.doc}")
+    return 0
+
+
+
+# ---- plait targets ----------------------------------------------------------------------------
+
+
+def _targets_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--explain", metavar="TARGET",
+                   help='show how a target string is understood: pieces, kinds, resolved options, '
+                        'hooks and tag facts (e.g. "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")')
+
+
+@command("targets", "list target kinds (options, hooks), tags and hooks; or explain a target string", _targets_args)
+def cmd_targets(args: argparse.Namespace) -> int:
+    from plait.target.describe import describe_registry, explain
+
+    print(explain(args.explain) if args.explain is not None else describe_registry(), end="")
     return 0
 
 

@@ -70,7 +70,7 @@ class TargetKind:
         msg = f"target kind '{self.name}' has no option '-{name}'"
         close = difflib.get_close_matches(name, list(self._by_name), n=1, cutoff=0.6)
         if close:
-            msg += f"; did you mean '-{close[0]}'?"
+            msg += f" (did you mean '-{close[0]}'?)"
         msg += "; valid options: " + ", ".join("-" + n for n in sorted(self._by_name))
         raise TargetError(msg)
 

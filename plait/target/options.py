@@ -33,7 +33,7 @@ class Option:
         if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
             raise TargetError(f"option name '{self.name}' must be letters, digits, '-' or '_'")
         empty = {str: "", int: 0, bool: False, list: ()}[self.type]
-        default = empty if self.default is None else self.check(self.default, f"option '{self.name}'")
+        default = empty if self.default is None else self.check(self.default, "default")
         object.__setattr__(self, "default", default)
         object.__setattr__(self, "choices", tuple(self.choices))
 
@@ -70,17 +70,17 @@ class Option:
         if self.type is list:
             ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         if not ok:
-            raise TargetError(f"{where}: option '{self.name}' expects {_ARTICLE[self.type_name]}, "
+            raise TargetError(f"{where}: option '-{self.name}' expects {_ARTICLE[self.type_name]}, "
                               f"got {value!r} ({type(value).__name__})")
         if self.type is list:
             value = tuple(value)
             for item in value:
                 if not item or "," in item or any(c.isspace() for c in item):
-                    raise TargetError(f"{where}: option '{self.name}': list item {item!r} must be non-empty "
+                    raise TargetError(f"{where}: option '-{self.name}': list item {item!r} must be non-empty "
                                       "and contain no ',' or spaces")
         if self.choices and value not in self.choices:
             allowed = ", ".join(_show(c) for c in self.choices)
-            raise TargetError(f"{where}: option '{self.name}' must be one of {allowed}; got {_show(value)}")
+            raise TargetError(f"{where}: option '-{self.name}' must be one of {allowed}; got {_show(value)}")
         return value
 
     def format(self, value: Any) -> str:

@@ -211,20 +211,32 @@ class Target:
 
     # ---- printing -------------------------------------------------------------------------------
 
-    def _base(self) -> dict[str, Any]:
-        return dict(self._tag.resolved) if self._tag else dict(self._kind.resolve({}, {})[0])
-
     def _changed(self) -> list[tuple[str, Any]]:
-        """Options that differ from the tag's (or the kind's defaults), keys shortened."""
-        base, out = self._base(), []
-        for name, value in self._options:
-            if value == base[name]:
-                continue
-            if name == "keys":
-                value = next(value[:i] for i in range(len(value) + 1)
-                             if self._kind.resolve_keys(value[:i]) == value)
-            out.append((name, value))
-        return out
+        """The options to print after the tag or kind name: the fewest that parse back to this target.
+
+        Usually those that differ from the tag's (or the kind's defaults); when the kind's normalizer
+        ties options together (``-mcpu=cortex-m7f`` sets ``-mfpu``), every option the tag sets too.
+        """
+        opts = dict(self._options)
+        tag_raw = dict(self._tag.options) if self._tag else {}
+        defaults = dict(self._kind.resolve({}, {})[0])
+        base = dict(self._tag.resolved) if self._tag else defaults
+        for names in ([n for n in opts if opts[n] != base[n]],
+                      [n for n in opts if opts[n] != defaults[n] or n in tag_raw],
+                      list(opts)):
+            printed = {n: self._short(n, opts[n]) for n in names}
+            try:
+                if self._kind.resolve(tag_raw, printed)[0] == self._options:
+                    return list(printed.items())
+            except TargetError:
+                pass
+        raise TargetError(f"target kind '{self.kind_name}': its normalizer does not give the same options "
+                          f"when applied twice, so {opts} cannot be printed")
+
+    def _short(self, name: str, value: Any) -> Any:
+        if name != "keys":
+            return value
+        return next(value[:i] for i in range(len(value) + 1) if self._kind.resolve_keys(value[:i]) == value)
 
     def __str__(self) -> str:
         parts = [self.tag or self.kind_name]

@@ -1,0 +1,252 @@
+"""Targets and composite targets: parsing, canonical printing, round trips, facts, the current target."""
+
+import json
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plait.target import CompositeTarget, Piece, Target, current_piece
+
+SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
+
+
+def roundtrips(t: Target) -> None:
+    """str, dict and JSON forms all parse back to an equal Target with the same hash."""
+    for back in (Target(str(t)), Target(t.to_dict()), Target.from_json(t.to_json()), Target(t.to_json())):
+        assert back == t and hash(back) == hash(t), (str(t), str(back))
+        assert str(back) == str(t)
+
+
+# ---- single targets ---------------------------------------------------------------------------------
+
+
+def test_string_form_resolves_every_option():
+    t = Target("c -mcpu=cortex-m0 -keys=arm_cpu")
+    assert t.kind_name == "c" and t.kind.device_type == "cpu"
+    assert dict(t.options) == {"mcpu": "cortex-m0", "march": "", "mfpu": "", "mfloat-abi": "",
+                               "opt-level": 2, "cc": "", "keys": ("arm_cpu", "cpu")}
+    assert t.keys == ("arm_cpu", "cpu")
+    assert str(t) == "c -mcpu=cortex-m0 -keys=arm_cpu"
+    assert t.to_dict() == {"kind": "c", "mcpu": "cortex-m0", "keys": ["arm_cpu"]}
+    roundtrips(t)
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("c", "c"),
+    ("llvm", "llvm"),
+    ("c -opt-level=2", "c"),  # a default is not printed
+    ("c   -opt-level=3    -mcpu=cortex-m0", "c -mcpu=cortex-m0 -opt-level=3"),  # declaration order
+    ("c -keys=cpu", "c"),
+    ("c -keys=cpu,arm_cpu", "c -keys=cpu,arm_cpu"),  # order of keys matters: kept
+    ("c -keys=arm_cpu,cpu", "c -keys=arm_cpu"),
+    ("c -cc='ccache gcc'", "c -cc='ccache gcc'"),
+    ("llvm -mcpu=znver3 -mattr=+avx2,-avx512f", "llvm -mcpu=znver3 -mattr=+avx2,-avx512f"),
+    ("c -mcpu=cortex-m7f", "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard"),
+    ("c -mcpu=cortex-m4f", "c -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 -mfloat-abi=hard"),
+    ("c -mcpu=cortex-m7f -mfpu=fpv5-d16", "c -mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=hard"),
+    ("cortex-m7f", "cortex-m7f"),
+    ("cortex-m7f -opt-level=3", "cortex-m7f -opt-level=3"),
+    ("cortex-m7f -mcpu=cortex-m4", "cortex-m7f -mcpu=cortex-m4 -mfpu='' -mfloat-abi=''"),
+    ("cortex-m0 -keys=", "cortex-m0 -keys=''"),  # the tag's keys dropped
+    ("host", "host"),
+    # the tag's -mcpu=cortex-m4f also set -mfpu/-mfloat-abi: overriding -mcpu spells all of them out
+    ("cortex-m4f -mcpu=cortex-m7f", "cortex-m4f -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu"),
+    ("cortex-m7f -mcpu=cortex-m7 -mfpu=none", "cortex-m7f -mcpu=cortex-m7 -mfpu=none -keys=arm_cpu"),
+])
+def test_canonical_strings(text, canonical):
+    t = Target(text)
+    assert str(t) == canonical
+    roundtrips(t)
+
+
+def test_f_suffix_means_the_core_with_its_fpu():
+    spelled = Target("c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard")
+    short = Target("c -mcpu=cortex-m7f")
+    assert short == spelled and hash(short) == hash(spelled)
+    assert short.notes == ("-mcpu=cortex-m7f read as -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard",)
+    assert spelled.notes == ()
+    assert Target("c -mcpu=cortex-m7") != spelled
+
+
+def test_tags_are_presets_with_facts():
+    t = Target("cortex-m7f")
+    assert t.tag == "cortex-m7f" and t.kind_name == "c"
+    assert str(t.untagged()) == "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu"
+    assert t != t.untagged()  # the tag is part of the target (it carries the facts)
+    assert t.to_dict() == {"kind": "c", "tag": "cortex-m7f"}
+    f = t.facts
+    assert (f.clock_mhz.value, f.fpu.value, f.ram_kb.value, f.flash_kb.value) == (216, "sp", 320, 1024)
+    assert f.clock_mhz.unit == "MHz" and "STM32F746" in f.clock_mhz.source
+    m0 = Target("cortex-m0").facts
+    assert (m0.clock_mhz.value, m0.ram_kb.value, m0.fpu.value, m0.simd_bits.value) == (16, 16, "none", 0)
+    assert Target("cortex-m55").facts.simd_bits.value == 128
+    # every fact of every in-tree tag names its source
+    from plait.target import list_tags
+    for tag in list_tags():
+        for name, fact in tag.facts.items():
+            assert fact.source.strip(), (tag.name, name)
+
+
+def test_targets_written_out_get_the_facts_of_the_matching_tag():
+    assert Target("c -mcpu=cortex-m0").matched_tag.name == "cortex-m0"
+    assert Target("c -mcpu=cortex-m7f -opt-level=3").matched_tag.name == "cortex-m7f"
+    assert Target("c").matched_tag.name == "host-c"
+    assert Target("llvm -mcpu=x86-64-v3").facts.simd_bits.value == 256
+    assert Target("c -mcpu=cortex-m7").facts is None  # no FPU: not the cortex-m7f board
+    assert Target("c -mcpu=cortex-m3").facts is None
+
+
+def test_dict_and_json_forms():
+    d = {"kind": "c", "mcpu": "cortex-m0", "opt-level": 3, "keys": ["arm_cpu"]}
+    t = Target(d)
+    assert t == Target("c -mcpu=cortex-m0 -opt-level=3 -keys=arm_cpu")
+    assert Target(json.dumps(d)) == t and Target.from_json(json.dumps(d)) == t
+    assert Target({"tag": "cortex-m4f", "opt-level": 1}) == Target("cortex-m4f -opt-level=1")
+    assert Target({"kind": "c", "tag": "cortex-m4f"}) == Target("cortex-m4f")
+    assert Target(t) == t
+
+
+def test_bool_options_parse_bare_flags():
+    from plait.target import Option
+    from plait.target.testing import isolated_registry
+    from plait.target import register_kind
+
+    with isolated_registry():
+        register_kind("flagged", options=(Option("fast", bool, False, "go fast"),))
+        assert Target("flagged -fast").options["fast"] is True
+        assert Target("flagged -fast=false") == Target("flagged")
+        assert str(Target("flagged -fast=1")) == "flagged -fast=true"
+        roundtrips(Target("flagged -fast"))
+
+
+def test_targets_are_immutable_and_hashable():
+    t = Target("c -mcpu=cortex-m0")
+    with pytest.raises(AttributeError):
+        t.kind_name = "llvm"
+    with pytest.raises(TypeError):
+        t.options["mcpu"] = "x"
+    assert len({t, Target("c -mcpu=cortex-m0"), Target({"kind": "c", "mcpu": "cortex-m0"})}) == 1
+    assert t.with_options({"opt-level": 0}) == Target("c -mcpu=cortex-m0 -opt-level=0")
+    assert str(t) == "c -mcpu=cortex-m0"
+
+
+def test_c_kind_gives_the_compiler_and_its_flags():
+    m7 = Target("cortex-m7f")
+    flags, cc = m7.attr("compiler_flags"), m7.attr("compiler")
+    assert flags(m7) == ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard", "-O2"]
+    assert cc(m7) == "arm-none-eabi-gcc"
+    assert flags(m7, host_simulation=True) == ["-O2"] and cc(m7, host_simulation=True) == "gcc"
+    m0 = Target("cortex-m0 -opt-level=3")
+    assert flags(m0) == ["-mcpu=cortex-m0", "-mthumb", "-O3"]
+    host = Target("c -cc=clang -opt-level=1")
+    assert (cc(host), flags(host)) == ("clang", ["-O1"])
+    assert flags(Target("cortex-m55")) == ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2"]
+
+
+_C_OPTIONS = {
+    "mcpu": st.sampled_from(["", "cortex-m0", "cortex-m4f", "cortex-m7f", "cortex-m7", "cortex-m55", "znver3"]),
+    "march": st.sampled_from(["", "armv7e-m"]),
+    "mfpu": st.sampled_from(["", "fpv5-d16"]),
+    "mfloat-abi": st.sampled_from(["", "softfp", "hard"]),
+    "opt-level": st.integers(0, 3),
+    "cc": st.sampled_from(["", "gcc", "ccache gcc", "/opt/x y/gcc"]),
+    "keys": st.lists(st.sampled_from(["cpu", "arm_cpu", "dsp"]), max_size=3, unique=True),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=st.sampled_from(["c", "cortex-m0", "cortex-m4f", "cortex-m7f", "cortex-m55", "host-c"]),
+       options=st.fixed_dictionaries({}, optional=_C_OPTIONS))
+def test_any_c_target_roundtrips(base, options):
+    t = Target({("kind" if base == "c" else "tag"): base, **options})
+    roundtrips(t)
+
+
+# ---- composite targets ------------------------------------------------------------------------------
+
+
+def test_the_seed_composite_parses_verbatim():
+    c = CompositeTarget(SEED)
+    assert c.names == ("low_power_cpu", "inference_cpu")
+    assert c["low_power_cpu"] == Target("c -mcpu=cortex-m0")
+    assert c["inference_cpu"] == Target("c -mcpu=cortex-m7f")
+    assert c.piece("inference_cpu").target.facts.clock_mhz.value == 216
+    assert c.host.name == "low_power_cpu"
+    assert c.host_reason == "the first piece whose kind can run the executor"
+    assert str(c) == ("low_power_cpu: c -mcpu=cortex-m0; "
+                      "inference_cpu: c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard")
+    for back in (CompositeTarget(str(c)), CompositeTarget(c.to_dict()), CompositeTarget.from_json(c.to_json())):
+        assert back == c and hash(back) == hash(c) and str(back) == str(c)
+
+
+@pytest.mark.parametrize("text, canonical, host", [
+    ("c", "c", "c"),
+    ("cortex-m7f", "cortex-m7f", "c"),
+    ("cpu: c", "cpu: c", "cpu"),
+    ("a: cortex-m0;b: host ", "a: cortex-m0; b: host", "a"),
+    ("mcu: cortex-m0; host: llvm", "mcu: cortex-m0; host: llvm", "host"),  # the piece called host
+    ("a: cortex-m0; b: cortex-m7f; host: b", "a: cortex-m0; b: cortex-m7f; host: b", "b"),  # a reference
+    ("host: b; a: c; b: llvm", "a: c; b: llvm; host: b", "b"),
+])
+def test_composite_forms(text, canonical, host):
+    c = CompositeTarget(text)
+    assert str(c) == canonical and c.host.name == host
+    back = CompositeTarget(str(c))
+    assert back == c and back.host.name == host
+    assert CompositeTarget(c.to_dict()) == c
+
+
+def test_plain_target_is_a_composite_with_one_piece():
+    c = CompositeTarget(Target("cortex-m0"))
+    assert len(c) == 1 and c.pieces == (Piece("c", Target("cortex-m0")),)
+    assert c == CompositeTarget("cortex-m0") == CompositeTarget({"tag": "cortex-m0"})
+    assert c.to_dict() == {"kind": "c", "tag": "cortex-m0"}
+    assert c.host.target == Target("cortex-m0")
+
+
+def test_composite_dict_and_json_forms():
+    d = {"pieces": {"low_power_cpu": "c -mcpu=cortex-m0", "inference_cpu": {"kind": "c", "mcpu": "cortex-m7f"}},
+         "host": "inference_cpu"}
+    c = CompositeTarget(d)
+    assert c == CompositeTarget(SEED + "; host: inference_cpu")
+    assert c.host.name == "inference_cpu"
+    assert CompositeTarget(json.dumps(d)) == c
+    listed = {"pieces": [{"name": "low_power_cpu", "target": "c -mcpu=cortex-m0"},
+                         {"name": "inference_cpu", "target": "cortex-m7f"}]}
+    assert CompositeTarget(listed).names == ("low_power_cpu", "inference_cpu")
+
+
+# ---- the current target -----------------------------------------------------------------------------
+
+
+def test_current_target_is_scoped_by_with():
+    a, b = Target("cortex-m0"), Target("cortex-m7f")
+    assert Target.current() is None
+    with a:
+        assert Target.current() is a
+        with b:
+            assert Target.current() is b
+        assert Target.current() is a
+        assert current_piece() is None
+    assert Target.current() is None
+    piece = CompositeTarget(SEED).piece("inference_cpu")
+    with piece:
+        assert Target.current() == Target("c -mcpu=cortex-m7f")
+        assert current_piece() == piece
+    assert current_piece() is None
+
+
+def test_current_target_is_per_thread():
+    seen = {}
+
+    def worker():
+        seen["thread"] = Target.current()
+
+    with Target("cortex-m0"):
+        th = threading.Thread(target=worker)
+        th.start()
+        th.join()
+        assert Target.current() == Target("cortex-m0")
+    assert seen["thread"] is None
