@@ -89,7 +89,7 @@ class IRModule(Mapping[str, BaseFunc]):
     def __str__(self) -> str:
         from plait.relay.text import print_module
 
-        return print_module(self)
+        return print_module(self, metadata=False)
 
     def __repr__(self) -> str:
         return f"IRModule({', '.join('@' + k for k in self._functions)})"

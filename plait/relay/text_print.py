@@ -393,19 +393,29 @@ def print_expr(e: Expr, metadata: bool = False) -> str:
     return text
 
 
-def print_module(mod: IRModule, metadata: bool = False) -> str:
-    """The text of a module. ``metadata=True`` appends the section defining large constants,
-    making the text self-contained; otherwise pass the table of :func:`print_with_constants`
-    to the parser."""
+def print_module(mod: IRModule, metadata: bool = True) -> str:
+    """The text of a module. With ``metadata=True`` (the default) the section defining large
+    constants is appended, making the text self-contained; with ``metadata=False`` it is replaced
+    by a comment line, and the parser needs the table of :func:`print_with_constants`."""
     p = Printer()
     text = p.module_text(mod)
-    if metadata and p.meta:
-        text += "\n" + p.metadata_text()
+    if p.meta:
+        text += "\n" + (p.metadata_text() if metadata else omitted_comment(len(p.meta)))
     return text
 
 
+def omitted_comment(n: int) -> str:
+    return f"// metadata section omitted: {n} large constant{'s' if n != 1 else ''} (print with metadata=True)\n"
+
+
 def print_with_constants(x: IRModule | Expr) -> tuple[str, list[Constant]]:
-    """``(text without metadata section, constants)``: ``constants[i]`` is ``meta[constant][i]``."""
+    """``(text without metadata section, constants)``: ``constants[i]`` is ``meta[constant][i]``.
+    The text is ``print_module(x, metadata=False)`` (or ``print_expr(x)``)."""
+    if isinstance(x, IRModule):
+        p = Printer()
+        text = p.module_text(x)
+        if p.meta:
+            text += "\n" + omitted_comment(len(p.meta))
+        return text, list(p.meta)
     p = Printer()
-    text = p.module_text(x) if isinstance(x, IRModule) else p.expr_text(x)
-    return text, list(p.meta)
+    return p.expr_text(x), list(p.meta)
