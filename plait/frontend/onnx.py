@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 import onnx.defs
+from google.protobuf.message import DecodeError
 
 from plait.errors import FrontendError, PlaitError, UnsupportedError
 from plait.frontend import onnx_fold
@@ -32,7 +33,7 @@ from plait.frontend.onnx_registry import load_converters
 from plait.ir.attrs import Attrs
 from plait.ir.types import ANY_DIM, TensorType
 from plait.relay.expr import Constant, Expr, Function, Tuple, Var
-from plait.relay.infer import infer_type
+from plait.relay.infer import infer_expr, infer_type
 from plait.relay.module import IRModule
 
 __all__ = ["from_onnx", "load_onnx"]
@@ -54,7 +55,10 @@ def load_onnx(path: str | os.PathLike, shape_overrides: Mapping[str, Sequence[An
         raise
     except OSError as exc:
         raise FrontendError(f"cannot load ONNX model '{p}': {exc.strerror or exc}") from None
-    except Exception as exc:  # protobuf DecodeError and friends
+    except DecodeError:
+        raise FrontendError(f"cannot load ONNX model '{p}': not a valid ONNX protobuf file "
+                            f"(truncated, or not ONNX)") from None
+    except Exception as exc:  # e.g. external data that cannot be read
         raise FrontendError(f"cannot load ONNX model '{p}': {_reason(exc)}") from None
     if not model.HasField("graph"):
         raise FrontendError(f"cannot load ONNX model '{p}': the file holds no graph")
@@ -154,8 +158,9 @@ class _Importer:
             raise err
         body: Expr = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         attrs = {"input_names": tuple(input_names), "output_names": tuple(vi.name for vi in g.output)}
-        mod = IRModule({"main": Function(tuple(params), body)}, attrs)
         try:
+            ret_type = infer_expr(body)
+            mod = IRModule({"main": Function(tuple(params), body, ret_type)}, attrs)
             return infer_type(mod)
         except PlaitError as exc:
             raise FrontendError(f"the imported module does not type-check: {exc}") from None
@@ -219,11 +224,13 @@ class _Importer:
 
     # ---- nodes ----------------------------------------------------------------------------
     def convert_nodes(self, nodes: list[onnx.NodeProto], env: dict[str, Any], opsets: dict[str, int],
-                      meta: Attrs | None, depth: int) -> None:
+                      meta: Attrs | None, depth: int, inside: str | None = None) -> None:
         """Convert ``nodes`` (any order; sorted topologically here), binding outputs in ``env``.
 
-        ``meta`` is None at the top level; inside an expanded function it is the meta of the
-        node being expanded, and the first unsupported inner node raises :class:`Unsupported`.
+        At the top level (``inside`` None) unsupported nodes are collected. Inside a function body
+        or a subgraph (``inside`` names which) the first unsupported node raises
+        :class:`Unsupported` for the node that owns them. ``meta`` is the meta of the node whose
+        function body this is (its calls carry it), else None (calls carry their own node's).
         """
         for index, node in _topological(nodes, env):
             name = node.name or f"{node.op_type}_{index}"
@@ -233,7 +240,7 @@ class _Importer:
             if any(v is _POISON for v in inputs):
                 # cannot convert without its inputs, but still report what is known to be unsupported
                 reason = self._static_reason(node, domain, opset)
-                if reason is not None and meta is None:
+                if reason is not None and inside is None:
                     self.unsupported.append((name, node.op_type, opset, reason))
                 for o in node.output:
                     if o:
@@ -241,18 +248,18 @@ class _Importer:
                 continue
             node_meta = meta if meta is not None else Attrs(name=name, op_type=node.op_type)
             try:
-                outs = self.convert_node(node, domain, opsets, inputs, node_meta, depth)
+                outs = self.convert_node(node, domain, opsets, inputs, node_meta, depth, env)
             except Unsupported as exc:
-                if meta is not None:
-                    raise Unsupported(f"its function body uses {node.op_type}: {exc.reason}") from None
+                if inside is not None:
+                    raise Unsupported(f"its {inside} uses {node.op_type}: {exc.reason}") from None
                 self.unsupported.append((name, node.op_type, opset, exc.reason))
                 outs = [_POISON] * len(node.output)
             except PlaitError as exc:
-                if meta is not None:
+                if inside is not None:
                     raise
                 raise FrontendError(f"node '{name}' ({node.op_type}, opset {opset}): {exc}") from None
             except Exception as exc:  # a converter bug: never a bare traceback
-                if meta is not None:
+                if inside is not None:
                     raise
                 raise FrontendError(f"node '{name}' ({node.op_type}, opset {opset}): internal error while "
                                     f"converting: {type(exc).__name__}: {_reason(exc)}") from exc
@@ -266,12 +273,14 @@ class _Importer:
             return None if (node.domain, node.op_type) in self.functions else f"operator domain '{domain}' not supported"
         conv = self.converters.get(node.op_type)
         if conv is None:
-            return None if _schema(node.op_type, opset, domain) is not None else "operator not supported"
+            schema = _schema(node.op_type, opset, domain)
+            expandable = schema is not None and (schema.has_function or schema.has_context_dependent_function)
+            return None if expandable else "operator not supported"
         extra = sorted({a.name for a in node.attribute} - conv.attrs)
         return f"attribute '{extra[0]}' not supported" if extra else None
 
     def convert_node(self, node: onnx.NodeProto, domain: str, opsets: dict[str, int], inputs: list[Any],
-                     meta: Attrs, depth: int) -> list[Any]:
+                     meta: Attrs, depth: int, env: dict[str, Any]) -> list[Any]:
         opset = opsets.get(domain, 0)
         local = self.functions.get((node.domain, node.op_type))
         conv = self.converters.get(node.op_type) if domain == "" else None
@@ -290,7 +299,7 @@ class _Importer:
             fn, fn_opsets = function_body(node, local, schema, opset, inputs, opsets)
             return self.expand_function(node, fn, fn_opsets, schema, inputs, meta, depth)
         try:
-            outs = self._convert_direct(conv, node, schema, opset, inputs, meta)
+            outs = self._convert_direct(conv, node, schema, opsets, inputs, meta, depth, env)
         except Unsupported as first:
             # the converter cannot (this attribute, this extra output...): the operator's
             # function body may; if not, the converter's reason is the one to report
@@ -307,19 +316,24 @@ class _Importer:
             except Unsupported:
                 del self.needs_constant[saved:]
                 raise first from None
-        if all(v is None or isinstance(v, np.ndarray) for v in inputs):
+        if all(v is None or isinstance(v, np.ndarray) for v in inputs) and not _has_subgraph(node):
             outs = onnx_fold.fold_outputs(outs)
         # a constant result (e.g. CastLike of a constant) is a constant value for later nodes
         return [o.data if isinstance(o, Constant) else o for o in outs]
 
-    def _convert_direct(self, conv: Any, node: onnx.NodeProto, schema: Any, opset: int, inputs: list[Any],
-                        meta: Attrs) -> list[Any]:
+    def _convert_direct(self, conv: Any, node: onnx.NodeProto, schema: Any, opsets: dict[str, int],
+                        inputs: list[Any], meta: Attrs, depth: int, env: dict[str, Any]) -> list[Any]:
         extra = sorted({a.name for a in node.attribute} - conv.attrs)
         if extra:
             raise Unsupported(f"attribute '{extra[0]}' not supported")
         attrs = {a.name: parse_attribute(a) for a in node.attribute}
+        opset = opsets.get("", 0)
         version = schema.since_version if schema is not None else opset
-        cx = NodeContext(node, inputs, attrs, version, opset, meta, self.constant, self.needs_constant)
+
+        def subgraph(g: onnx.GraphProto) -> list[Any]:
+            return self.convert_subgraph(g, env, opsets, depth)
+
+        cx = NodeContext(node, inputs, attrs, version, opset, meta, self.constant, self.needs_constant, subgraph)
         result = conv.fn(cx)
         outs = list(result) if isinstance(result, (list, tuple)) else [result]
         for i, o in enumerate(node.output):
@@ -327,6 +341,24 @@ class _Importer:
                 raise Unsupported(f"output {i} ('{o}') not supported")
         n_out = len(node.output)
         return (outs + [None] * n_out)[:n_out]
+
+    def convert_subgraph(self, g: onnx.GraphProto, outer: dict[str, Any], opsets: dict[str, int],
+                         depth: int) -> list[Any]:
+        """The output values of a subgraph (an If branch) that sees the names of the scope around it."""
+        if g.input:
+            raise Unsupported("subgraphs with inputs not supported")
+        if depth >= _MAX_FUNCTION_DEPTH:
+            raise Unsupported("subgraphs nest too deeply")
+        inner = dict(outer)
+        for t in g.initializer:
+            inner[t.name] = tensor_to_array(t)
+        self.convert_nodes(list(g.node), inner, opsets, None, depth + 1, inside="subgraph")
+        outs = []
+        for o in g.output:
+            if o.name not in inner:
+                raise Unsupported(f"subgraph output '{o.name}' is not defined")
+            outs.append(inner[o.name])
+        return outs
 
     def expand_function(self, node: onnx.NodeProto, fn: onnx.FunctionProto, fn_opsets: dict[str, int],
                         schema: Any, inputs: list[Any], meta: Attrs, depth: int) -> list[Any]:
@@ -337,7 +369,7 @@ class _Importer:
         for formal, v in zip(in_names, inputs):
             if formal and v is not None:
                 inner[formal] = v
-        self.convert_nodes(nodes, inner, fn_opsets, meta, depth + 1)
+        self.convert_nodes(nodes, inner, fn_opsets, meta, depth + 1, inside="function body")
         outs = []
         for i, o in enumerate(out_names):
             used = i < len(node.output) and node.output[i] != ""
@@ -402,6 +434,11 @@ def _topological(nodes: list[onnx.NodeProto], env: dict[str, Any]) -> list[tuple
             state[i] = 2
             order.append((i, nodes[i]))
     return order
+
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    """Does the node carry subgraphs (which may use values that are not its inputs)?"""
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def _subgraph_inputs(node: onnx.NodeProto) -> list[str]:

@@ -33,6 +33,9 @@ def function_body(node: onnx.NodeProto, local: onnx.FunctionProto | None, schema
     imports, else those of the graph around it)."""
     if local is not None:
         fn, version = local, opset
+    elif any(a.name not in schema.attributes for a in node.attribute):
+        unknown = sorted(a.name for a in node.attribute if a.name not in schema.attributes)
+        raise Unsupported(f"attribute '{unknown[0]}' not supported")
     elif schema.has_function:
         version = _pick(list(schema.function_opset_versions) or [schema.since_version], opset)
         fn = onnx.FunctionProto()

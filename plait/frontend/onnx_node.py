@@ -129,7 +129,8 @@ class NodeContext:
 
     def __init__(self, node: onnx.NodeProto, inputs: Sequence[Value | None], attrs: dict[str, Any],
                  version: int, opset: int, meta: Attrs, constant: Callable[[np.ndarray], Constant],
-                 needs_constant: list[str] | None = None):
+                 needs_constant: list[str] | None = None,
+                 subgraph: Callable[[onnx.GraphProto], list[Value]] | None = None):
         self.node = node
         self.op_type = node.op_type
         self.inputs = list(inputs)
@@ -139,6 +140,7 @@ class NodeContext:
         self.meta = meta
         self._constant = constant
         self._needs_constant = needs_constant if needs_constant is not None else []
+        self._subgraph = subgraph
 
     # ---- inputs ---------------------------------------------------------------------------
     @property
@@ -213,6 +215,12 @@ class NodeContext:
         if isinstance(v, SymTensor):
             return tuple(v.values.reshape(-1).tolist())
         return self.ints(i, what)
+
+    def subgraph(self, g: onnx.GraphProto) -> list[Value]:
+        """Convert a graph attribute (an If branch) in the current scope; its output values."""
+        if self._subgraph is None:
+            raise Unsupported("subgraphs not supported here")
+        return self._subgraph(g)
 
     # ---- attributes -----------------------------------------------------------------------
     def attr(self, name: str, default: Any = _REQUIRED) -> Any:

@@ -238,7 +238,7 @@ def constant_of_shape(cx: NodeContext) -> object:
 
 @converter("Range")
 def range_(cx: NodeContext) -> object:
-    start, limit, delta = (cx.const(i, n) for i, n in enumerate(("start", "limit", "delta")))
+    start, limit, delta = (cx.const(i, n).reshape(-1)[0] for i, n in enumerate(("start", "limit", "delta")))
     dtype = start.dtype
     n = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
     if dtype.kind in "iu":
