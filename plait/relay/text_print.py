@@ -405,7 +405,8 @@ def print_module(mod: IRModule, metadata: bool = True) -> str:
 
 
 def omitted_comment(n: int) -> str:
-    return f"// metadata section omitted: {n} large constant{'s' if n != 1 else ''} (print with metadata=True)\n"
+    return (f"// metadata section omitted: {n} large constant{'s' if n != 1 else ''} "
+            "(include it with metadata=True or plait show --metadata)\n")
 
 
 def print_with_constants(x: IRModule | Expr) -> tuple[str, list[Constant]]:

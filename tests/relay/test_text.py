@@ -16,7 +16,8 @@ from plait.ir import DTYPES, FuncType, TensorType, TupleType, get_op, list_ops
 from plait.ir.op import REQUIRED
 from plait.relay import (
     Call, Function, GlobalVar, If, IRModule, Let, Tuple, TupleGetItem, Var, assert_structural_equal, call,
-    const, parse_expr, parse_module, post_order, print_expr, print_module, print_with_constants, structural_hash, var,
+    const, parse_expr, parse_module, post_order, print_expr, print_module, print_with_constants, structural_equal,
+    structural_hash, var,
 )
 
 T2 = TensorType((2,))
@@ -206,7 +207,7 @@ def @main(%x: Tensor[(n, 3, 224, 224), float32], %w: Tensor[(8, 3, 3, 3), float3
   nn.relu(%2)
 }
 
-// metadata section omitted: 1 large constant (print with metadata=True)
+// metadata section omitted: 1 large constant (include it with metadata=True or plait show --metadata)
 """
 
 
@@ -352,20 +353,24 @@ class _Foreign:
 
 def test_foreign_function_kinds_delegate_to_registered_printer_and_parser():
     from plait.ir.base import BaseFunc
-    from plait.relay.text_parse import register_function_parser
-    from plait.relay.text_print import register_function_printer
+    from plait.relay import text_parse, text_print
 
     class Prim(_Foreign, BaseFunc):
         pass
 
-    register_function_printer(Prim, lambda name, f: f"testfn @{name} {{\n  {f.body} + * <\n}}\n")
-    register_function_parser("testfn", lambda text, src, line: Prim(text.splitlines()[1].strip()[:-6]))
-    mod = IRModule({"main": chain(4)["main"], "p": Prim("a[i]")})
-    text = print_module(mod)
-    assert "\n\ntestfn @p {\n  a[i] + * <\n}\n" in text
-    back = parse_module(text)
-    assert back["p"] == Prim("a[i]")
-    assert_structural_equal(back, mod)
+    text_print.register_function_printer(Prim, lambda name, f: f"testfn @{name} {{\n  {f.body} + * <\n}}\n")
+    text_parse.register_function_parser("testfn", lambda text, src, line: Prim(text.splitlines()[1].strip()[:-6]))
+    try:
+        mod = IRModule({"main": chain(4)["main"], "p": Prim("a[i]")})
+        text = print_module(mod)
+        assert "\n\ntestfn @p {\n  a[i] + * <\n}\n" in text
+        back = parse_module(text)
+        assert back["p"] == Prim("a[i]")
+        assert_structural_equal(back, mod)
+        assert structural_hash(back) == structural_hash(mod)
+        assert not structural_equal(back, mod.with_function("p", Prim("b[i]")))
+    finally:
+        del text_print._FUNCTION_PRINTERS[Prim], text_parse._FUNCTION_PARSERS["testfn"]
 
 
 # ---- random DAG modules ---------------------------------------------------------------------------
