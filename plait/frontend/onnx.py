@@ -330,8 +330,8 @@ class _Importer:
         opset = opsets.get("", 0)
         version = schema.since_version if schema is not None else opset
 
-        def subgraph(g: onnx.GraphProto) -> list[Any]:
-            return self.convert_subgraph(g, env, opsets, depth)
+        def subgraph(g: onnx.GraphProto, bound: list[Any] | None = None) -> list[Any]:
+            return self.convert_subgraph(g, env, opsets, depth, bound)
 
         cx = NodeContext(node, inputs, attrs, version, opset, meta, self.constant, self.needs_constant, subgraph)
         result = conv.fn(cx)
@@ -343,13 +343,16 @@ class _Importer:
         return (outs + [None] * n_out)[:n_out]
 
     def convert_subgraph(self, g: onnx.GraphProto, outer: dict[str, Any], opsets: dict[str, int],
-                         depth: int) -> list[Any]:
-        """The output values of a subgraph (an If branch) that sees the names of the scope around it."""
-        if g.input:
-            raise Unsupported("subgraphs with inputs not supported")
+                         depth: int, inputs: list[Any] | None = None) -> list[Any]:
+        """The output values of a subgraph (an If branch, a loop body) that sees the names of the
+        scope around it; ``inputs`` are bound to the subgraph's inputs."""
+        if len(g.input) != len(inputs or []):
+            raise Unsupported(f"subgraph expects {len(g.input)} inputs, got {len(inputs or [])}")
         if depth >= _MAX_FUNCTION_DEPTH:
             raise Unsupported("subgraphs nest too deeply")
         inner = dict(outer)
+        for vi, v in zip(g.input, inputs or []):
+            inner[vi.name] = v
         for t in g.initializer:
             inner[t.name] = tensor_to_array(t)
         self.convert_nodes(list(g.node), inner, opsets, None, depth + 1, inside="subgraph")

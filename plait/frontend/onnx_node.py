@@ -130,7 +130,7 @@ class NodeContext:
     def __init__(self, node: onnx.NodeProto, inputs: Sequence[Value | None], attrs: dict[str, Any],
                  version: int, opset: int, meta: Attrs, constant: Callable[[np.ndarray], Constant],
                  needs_constant: list[str] | None = None,
-                 subgraph: Callable[[onnx.GraphProto], list[Value]] | None = None):
+                 subgraph: Callable[..., list[Value]] | None = None):
         self.node = node
         self.op_type = node.op_type
         self.inputs = list(inputs)
@@ -216,11 +216,12 @@ class NodeContext:
             return tuple(v.values.reshape(-1).tolist())
         return self.ints(i, what)
 
-    def subgraph(self, g: onnx.GraphProto) -> list[Value]:
-        """Convert a graph attribute (an If branch) in the current scope; its output values."""
+    def subgraph(self, g: onnx.GraphProto, inputs: Sequence[Value | Expr] | None = None) -> list[Value]:
+        """Convert a graph attribute (an If branch, a loop body with its ``inputs`` bound) in the
+        current scope; its output values."""
         if self._subgraph is None:
             raise Unsupported("subgraphs not supported here")
-        return self._subgraph(g)
+        return self._subgraph(g, list(inputs) if inputs is not None else None)
 
     # ---- attributes -----------------------------------------------------------------------
     def attr(self, name: str, default: Any = _REQUIRED) -> Any:

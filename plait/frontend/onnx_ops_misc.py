@@ -165,6 +165,37 @@ def matmul_integer(cx: NodeContext) -> object:
     return cx.call("nn.matmul", a, b)
 
 
+def _conv_like(cx: NodeContext, x: Expr, w: Expr, bias: Expr | None) -> Expr:
+    """Run the Conv converter on other operands (same attributes)."""
+    from plait.frontend.onnx_ops_nn import conv
+
+    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    return conv(inner)
+
+
+@converter("ConvInteger", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+def conv_integer(cx: NodeContext) -> object:
+    # exact in float64: products of 8-bit values summed far below 2**53
+    x, w = cx.cast(cx.expr(0), "float64"), cx.cast(cx.expr(1), "float64")
+    if cx.has(2):
+        x = cx.call("subtract", x, cx.cast(cx.expr(2), "float64"))
+    if cx.has(3):
+        w = cx.call("subtract", w, _per_axis(cx, cx.cast(cx.expr(3), "float64"), cx.ndim(1), 0))
+    return cx.cast(_conv_like(cx, x, w, None), "int32")
+
+
+@converter("QLinearConv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+def qlinear_conv(cx: NodeContext) -> object:
+    x = dequantize(cx, cx.expr(0), cx.expr(1), cx.expr(2), 1, "float32")
+    w = dequantize(cx, cx.expr(3), cx.expr(4), cx.expr(5), 0, "float32")
+    bias = None
+    if cx.has(8):
+        bias = cx.call("multiply", cx.cast(cx.expr(8), "float32"),
+                       cx.call("multiply", cx.cast(cx.expr(1), "float32"), cx.cast(cx.expr(4), "float32")))
+    y = _conv_like(cx, x, w, bias)
+    return quantize(cx, y, cx.expr(6), cx.expr(7), 1, cx.dtype(7))
+
+
 # ---- LpNormalization --------------------------------------------------------------------------
 
 

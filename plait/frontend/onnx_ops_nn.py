@@ -313,7 +313,11 @@ def reduce(cx: NodeContext) -> object:
         if cx.attr("noop_with_empty_axes", 0):
             return cx.value(0)
         axes = None
-    return cx.call(op, cx.expr(0), axis=axes, keepdims=bool(cx.attr("keepdims", 1)))
+    keepdims = bool(cx.attr("keepdims", 1))
+    if cx.dtype(0) == "bool" and op in ("max", "min"):  # any / all, computed on 0/1
+        y = cx.call(op, cx.cast(cx.expr(0), "uint8"), axis=axes, keepdims=keepdims)
+        return cx.cast(y, "bool")
+    return cx.call(op, cx.expr(0), axis=axes, keepdims=keepdims)
 
 
 @converter("ArgMax", "ArgMin", attrs=("axis", "keepdims", "select_last_index"))

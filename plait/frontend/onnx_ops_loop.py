@@ -1,0 +1,89 @@
+"""ONNX converters for iteration, unrolled at import time: Scan (static sequence length) and Loop
+(a trip count and conditions known at import time). The body is converted once per iteration,
+with that iteration's values bound to its inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plait.frontend.onnx_node import NodeContext, Unsupported, Value, value_type
+from plait.frontend.onnx_registry import converter
+from plait.relay.expr import Expr
+
+MAX_UNROLL = 4096
+
+
+def stack(cx: NodeContext, items: list[Value], axis: int) -> Expr:
+    """Stack per-iteration values along a new ``axis`` (negative counts in the result's rank)."""
+    rank = value_type(items[0]).ndim + 1
+    axis = axis + rank if axis < 0 else axis
+    parts = [cx.call("expand_dims", cx.as_expr(v), axes=(axis,)) for v in items]
+    return parts[0] if len(parts) == 1 else cx.call("concatenate", *parts, axis=axis)
+
+
+@converter("Scan", attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
+                          "scan_output_axes", "scan_output_directions"), min_version=9)
+def scan(cx: NodeContext) -> object:
+    body = cx.attr("body")
+    m = cx.attr("num_scan_inputs")
+    n_state = len(cx.inputs) - m
+    in_axes = list(cx.attr("scan_input_axes", [0] * m))
+    in_dirs = list(cx.attr("scan_input_directions", [0] * m))
+    k = len(body.output) - n_state
+    out_axes = list(cx.attr("scan_output_axes", [0] * k))
+    out_dirs = list(cx.attr("scan_output_directions", [0] * k))
+    scans = [cx.value(n_state + j) for j in range(m)]
+    lengths = set()
+    for j, v in enumerate(scans):
+        t = value_type(v)
+        in_axes[j] %= t.ndim
+        lengths.add(t.shape[in_axes[j]])
+    if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
+        raise Unsupported(f"scan inputs need one static sequence length, got {sorted(map(str, lengths))}")
+    steps = next(iter(lengths))
+    if not 0 < steps <= MAX_UNROLL:
+        raise Unsupported(f"sequence length {steps} cannot be unrolled")
+    states: list[Value] = [cx.value(i) for i in range(n_state)]
+    per_step: list[list[Value]] = [[] for _ in range(k)]
+    for t in range(steps):
+        slices = []
+        for j, v in enumerate(scans):
+            index = steps - 1 - t if in_dirs[j] else t
+            slices.append(cx.call("take", v, cx.constant(index, "int64"), axis=in_axes[j]))
+        outs = cx.subgraph(body, states + slices)
+        states = outs[:n_state]
+        for j in range(k):
+            per_step[j].append(outs[n_state + j])
+    results: list[Value] = list(states)
+    for j in range(k):
+        items = per_step[j][::-1] if out_dirs[j] else per_step[j]
+        results.append(stack(cx, items, out_axes[j]))
+    return results
+
+
+@converter("Loop", attrs=("body",), min_version=11)
+def loop(cx: NodeContext) -> object:
+    body = cx.attr("body")
+    trip = int(cx.const(0, "M").reshape(-1)[0]) if cx.has(0) else None
+    cond = bool(cx.const(1, "cond").reshape(-1)[0]) if cx.has(1) else True
+    carried: list[Value] = [cx.value(i) for i in range(2, len(cx.inputs))]
+    n = len(carried)
+    k = len(body.output) - 1 - n
+    per_step: list[list[Value]] = [[] for _ in range(k)]
+    t = 0
+    while cond and (trip is None or t < trip):
+        if t >= MAX_UNROLL:
+            raise Unsupported(f"more than {MAX_UNROLL} iterations cannot be unrolled")
+        outs = cx.subgraph(body, [np.array(t, np.int64), np.array(cond)] + carried)
+        c = outs[0]
+        if not isinstance(c, np.ndarray):
+            raise Unsupported("the loop condition is computed at run time")
+        cond = bool(c.reshape(-1)[0])
+        carried = outs[1:1 + n]
+        for j in range(k):
+            per_step[j].append(outs[1 + n + j])
+        t += 1
+    if k and t == 0:
+        raise Unsupported("a loop with scan outputs that runs no iteration")
+    return carried + [stack(cx, per_step[j], 0) for j in range(k)]
