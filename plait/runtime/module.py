@@ -1,0 +1,221 @@
+"""Runtime modules: what a build produces and what executors call into.
+
+A :class:`Module` exposes named functions and may import other modules (the host module imports
+each piece's module). Kinds here:
+
+- :class:`CSourceModule`: C source plus the signature of each exported function; ``compile()``
+  turns it into a :class:`DSOModule` with the host compiler.
+- :class:`DSOModule`: a shared library loaded with ctypes. Functions take numpy arrays (buffers)
+  and Python numbers (scalars) and return the C function's int32 status (non-zero raises).
+- :class:`PyModule`: Python callables (used by hook-backed kinds such as an external runtime).
+
+Signatures are tuples of argument kinds: ``"ptr"`` for a buffer, or a scalar dtype name.
+A compiled library embeds its own manifest (``plait_manifest()``), so :func:`load_module` restores
+the signatures from the file alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.registry import Registry
+
+_SCALAR_CTYPES = {
+    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool,
+}
+
+
+class RuntimeError_(PlaitError):
+    """A runtime function failed (non-zero status) or was called wrongly."""
+
+
+class Module:
+    """Base class: named functions plus imported modules."""
+
+    kind = "base"
+
+    def __init__(self) -> None:
+        self.imported_modules: list[Module] = []
+
+    def import_module(self, other: "Module") -> None:
+        self.imported_modules.append(other)
+
+    def function_names(self) -> list[str]:
+        return []
+
+    def _own_function(self, name: str) -> Callable | None:
+        return None
+
+    def get_function(self, name: str) -> Callable:
+        """Look ``name`` up here, then in imported modules (depth first)."""
+        stack: list[Module] = [self]
+        while stack:
+            m = stack.pop(0)
+            f = m._own_function(name)
+            if f is not None:
+                return f
+            stack.extend(m.imported_modules)
+        reg: Registry[None] = Registry("runtime function")
+        for m in self.walk():
+            for n in m.function_names():
+                if n not in reg:
+                    reg.register(n, None)
+        raise PlaitError(reg.unknown_message(name))
+
+    def __getitem__(self, name: str) -> Callable:
+        return self.get_function(name)
+
+    def walk(self) -> list["Module"]:
+        out, stack = [], [self]
+        while stack:
+            m = stack.pop(0)
+            out.append(m)
+            stack.extend(m.imported_modules)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self.function_names()[:5])}{'...' if len(self.function_names()) > 5 else ''})"
+
+
+class PyModule(Module):
+    """Functions implemented in Python."""
+
+    kind = "python"
+
+    def __init__(self, functions: Mapping[str, Callable]):
+        super().__init__()
+        self.functions = dict(functions)
+
+    def function_names(self) -> list[str]:
+        return sorted(self.functions)
+
+    def _own_function(self, name: str) -> Callable | None:
+        return self.functions.get(name)
+
+
+class CSourceModule(Module):
+    """C source with known exported functions. ``compile()`` builds it for the host."""
+
+    kind = "c"
+
+    def __init__(self, source: str, signatures: Mapping[str, Sequence[str]], name: str = "module",
+                 link_flags: Sequence[str] = (), include_dirs: Sequence[str] = ()):
+        super().__init__()
+        self.source = source
+        self.signatures = {k: tuple(v) for k, v in signatures.items()}
+        self.name = name
+        self.link_flags = tuple(link_flags)
+        self.include_dirs = tuple(include_dirs)
+
+    def function_names(self) -> list[str]:
+        return sorted(self.signatures)
+
+    def full_source(self) -> str:
+        manifest = json.dumps({"name": self.name, "signatures": self.signatures}, sort_keys=True)
+        escaped = manifest.replace("\\", "\\\\").replace('"', '\\"')
+        return (self.source.rstrip("\n") + "\n\n/* plait manifest: function signatures for the loader */\n"
+                f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
+
+    def compile(self, cc: str = "gcc", flags: Sequence[str] = ("-O3",), cache_dir: str | None = None) -> "DSOModule":
+        from plait.runtime.cc import compile_source
+
+        inc = [f"-I{d}" for d in self.include_dirs]
+        path = compile_source(self.full_source(), name=self.name, cc=cc, flags=[*flags, *inc],
+                              cache_dir=cache_dir, link_flags=self.link_flags)
+        dso = DSOModule(path)
+        for m in self.imported_modules:
+            dso.import_module(m)
+        return dso
+
+    def _own_function(self, name: str) -> Callable | None:
+        if name in self.signatures:
+            raise PlaitError(f"function '{name}' is in a C source module that is not compiled yet: call compile()")
+        return None
+
+    def export_library(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.write_text(self.full_source(), encoding="utf-8")
+        return p
+
+
+class DSOModule(Module):
+    """A shared library loaded with ctypes; its manifest gives the function signatures."""
+
+    kind = "dso"
+
+    def __init__(self, path: str | Path):
+        super().__init__()
+        self.path = Path(path)
+        try:
+            self.lib = ctypes.CDLL(str(self.path))
+        except OSError as exc:
+            raise PlaitError(f"cannot load library '{self.path}': {exc}") from None
+        try:
+            getter = self.lib.plait_manifest
+        except AttributeError:
+            raise PlaitError(f"library '{self.path}' was not built by plait (no plait_manifest)") from None
+        getter.restype = ctypes.c_char_p
+        manifest = json.loads(getter().decode())
+        self.name = manifest["name"]
+        self.signatures: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in manifest["signatures"].items()}
+        self._funcs: dict[str, Callable] = {}
+
+    def function_names(self) -> list[str]:
+        return sorted(self.signatures)
+
+    def raw(self, name: str) -> Any:
+        """The ctypes function object (argtypes set), for executors that pre-bind arguments."""
+        fn = getattr(self.lib, name)
+        fn.restype = ctypes.c_int32
+        fn.argtypes = [ctypes.c_void_p if k == "ptr" else _SCALAR_CTYPES[k] for k in self.signatures[name]]
+        return fn
+
+    def _own_function(self, name: str) -> Callable | None:
+        if name not in self.signatures:
+            return None
+        if name not in self._funcs:
+            self._funcs[name] = _wrap(name, self.raw(name), self.signatures[name])
+        return self._funcs[name]
+
+    def export_library(self, path: str | Path) -> Path:
+        p = Path(path)
+        shutil.copyfile(self.path, p)
+        return p
+
+
+def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
+    def call(*args: Any) -> int:
+        if len(args) != len(sig):
+            raise RuntimeError_(f"function '{name}' takes {len(sig)} arguments, got {len(args)}")
+        c_args = []
+        for i, (kind, a) in enumerate(zip(sig, args)):
+            if kind == "ptr":
+                if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+                    raise RuntimeError_(f"function '{name}': argument {i} must be a C-contiguous numpy array")
+                c_args.append(a.ctypes.data)
+            else:
+                c_args.append(a)
+        status = fn(*c_args)
+        if status != 0:
+            raise RuntimeError_(f"function '{name}' returned error status {status}")
+        return status
+
+    call.__name__ = name
+    return call
+
+
+def load_module(path: str | Path) -> Module:
+    """Load a module exported with ``export_library`` (a shared library built by plait)."""
+    p = Path(path)
+    if not p.exists():
+        raise PlaitError(f"cannot load module '{p}': no such file")
+    return DSOModule(p)
