@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import ChainMap
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -350,7 +351,7 @@ class _Importer:
             raise Unsupported(f"subgraph expects {len(g.input)} inputs, got {len(inputs or [])}")
         if depth >= _MAX_FUNCTION_DEPTH:
             raise Unsupported("subgraphs nest too deeply")
-        inner = dict(outer)
+        inner: Any = ChainMap({}, outer)  # sees the outer scope, binds its own names
         for vi, v in zip(g.input, inputs or []):
             inner[vi.name] = v
         for t in g.initializer:
