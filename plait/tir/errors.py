@@ -1,0 +1,21 @@
+"""Errors raised by the TIR layer. All are :class:`plait.errors.PlaitError` subclasses."""
+
+from __future__ import annotations
+
+from plait.errors import PlaitError
+
+
+class TIRError(PlaitError):
+    """A TIR node was built or used incorrectly (bad dtype, bad operand, wrong argument)."""
+
+
+class TIRVerifyError(TIRError):
+    """:func:`plait.tir.verify` found a problem; ``problems`` lists every problem found, in order."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        self.problems = list(problems or [message])
+        super().__init__(message)
+
+
+class TIREvalError(TIRError):
+    """The TIR interpreter hit a run-time error (out-of-bounds access, division by zero, ...)."""

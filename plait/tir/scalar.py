@@ -1,0 +1,133 @@
+"""Scalar semantics of TIR operators on numpy scalars: the single source of truth shared by the
+interpreter and the simplifier's constant folding (so folding never changes a result).
+
+Values are numpy scalars of the node's dtype: integer arithmetic wraps, floats round at the
+dtype's precision. Operations C leaves undefined and plait must not rely on (integer division by
+zero, shifts by a negative amount or by >= the width) raise :class:`TIREvalError`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from plait.tir.dtype import bits, scalar_type, wrap_int
+from plait.tir.errors import TIREvalError
+
+
+def _zero_check(b: Any, what: str) -> None:
+    if b == 0:
+        raise TIREvalError(f"integer division by zero in {what}")
+
+
+def floordiv(a: Any, b: Any) -> Any:
+    _zero_check(b, "floordiv")
+    return type(a)(wrap_int(int(a) // int(b), a.dtype.name))
+
+
+def floormod(a: Any, b: Any) -> Any:
+    _zero_check(b, "floormod")
+    return type(a)(wrap_int(int(a) % int(b), a.dtype.name))
+
+
+def _trunc_q(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return -q if (a < 0) != (b < 0) else q
+
+
+def truncdiv(a: Any, b: Any) -> Any:
+    _zero_check(b, "truncdiv")
+    return type(a)(wrap_int(_trunc_q(int(a), int(b)), a.dtype.name))
+
+
+def truncmod(a: Any, b: Any) -> Any:
+    _zero_check(b, "truncmod")
+    ia, ib = int(a), int(b)
+    return type(a)(wrap_int(ia - ib * _trunc_q(ia, ib), a.dtype.name))
+
+
+def _shift_check(a: Any, b: Any, what: str) -> int:
+    n = int(b)
+    if not 0 <= n < bits(a.dtype.name):
+        raise TIREvalError(f"{what} by {n} is out of range for {a.dtype.name}")
+    return n
+
+
+def shift_left(a: Any, b: Any) -> Any:
+    n = _shift_check(a, b, "shift left")
+    return type(a)(wrap_int(int(a) << n, a.dtype.name))
+
+
+def shift_right(a: Any, b: Any) -> Any:
+    n = _shift_check(a, b, "shift right")
+    return type(a)(int(a) >> n)  # arithmetic shift for signed types, like gcc/clang
+
+
+def minimum(a: Any, b: Any) -> Any:
+    return a if a < b else b
+
+
+def maximum(a: Any, b: Any) -> Any:
+    return a if a > b else b
+
+
+def cast(dtype: str, value: Any) -> Any:
+    with np.errstate(all="ignore"):
+        return np.asarray(value).astype(dtype)[()]
+
+
+def _round_half_away(x: Any) -> Any:
+    v = float(x)
+    if not math.isfinite(v):
+        return x
+    r = math.floor(abs(v))
+    if abs(v) - r >= 0.5:
+        r += 1
+    return type(x)(math.copysign(r, v))
+
+
+def _via_float64(fn: Callable[[float], float]) -> Callable[[Any], Any]:
+    def f(x: Any) -> Any:
+        try:
+            return type(x)(fn(float(x)))
+        except (ValueError, OverflowError):
+            return type(x)(math.nan)
+    return f
+
+
+_INTRIN_IMPL: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "log1p": np.log1p, "sqrt": np.sqrt, "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": _via_float64(math.erf),
+    "erfc": _via_float64(math.erfc), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": _round_half_away, "nearbyint": np.rint, "pow": np.power, "fmod": np.fmod, "atan2": np.arctan2,
+    "copysign": np.copysign, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "rsqrt": lambda x: type(x)(1) / np.sqrt(x),
+}
+
+
+def intrinsic(name: str) -> Callable[..., Any]:
+    """A numpy-scalar implementation of the intrinsic ``name`` (float16 is computed in float32)."""
+    impl = _INTRIN_IMPL[name]
+
+    def call(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            if args[0].dtype == np.float16:
+                out = impl(*(np.float32(a) for a in args))
+                return out if isinstance(out, np.bool_) else np.float16(out)
+            return impl(*args)
+
+    return call
+
+
+def make_scalar(value: Any, dtype: str) -> Any:
+    """``value`` as a numpy scalar of ``dtype`` (ints are wrapped, like a C conversion)."""
+    if dtype == "bool":
+        return np.bool_(bool(value))
+    if np.dtype(dtype).kind in "iu":
+        return scalar_type(dtype)(wrap_int(int(value), dtype))
+    with np.errstate(all="ignore"):
+        return scalar_type(dtype)(value)

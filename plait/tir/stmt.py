@@ -1,0 +1,389 @@
+"""TIR buffers, statements and PrimFunc.
+
+A :class:`Buffer` is a dense, row-major array of ``dtype`` with a storage ``scope``; buffers are
+compared by identity. A PrimFunc's parameters are buffers and scalar :class:`Var` s; every other
+buffer is introduced by an :class:`Allocate` and is live inside its body only.
+
+Statements are frozen dataclasses compared by identity, like expressions. ``SeqStmt`` is kept
+flat (a SeqStmt never directly contains a SeqStmt) and has at least two statements: build
+sequences with :func:`seq`, which also accepts zero or one statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Iterable, Mapping
+
+import numpy as np
+
+from plait.ir.attrs import EMPTY, Attrs
+from plait.ir.base import BaseFunc
+from plait.tir.dtype import check_dtype
+from plait.tir.errors import TIRError
+from plait.tir.expr import BufferLoad, IntImm, PrimExpr, TIRNode, Var, const
+
+SCOPES = ("global", "global.workspace", "local")
+"""Storage scopes: ``global`` (function parameters), ``global.workspace`` (scratch memory the memory
+planner places), ``local`` (registers / stack, small)."""
+
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+
+
+def _as_int_expr(value: Any, dtype: str, what: str) -> PrimExpr:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return IntImm(int(value), dtype)
+    if not isinstance(value, PrimExpr):
+        raise TIRError(f"{what} must be a PrimExpr or an int, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Buffer(TIRNode):
+    """A dense row-major array. ``shape`` entries are integer expressions (ints become int64)."""
+
+    name: str
+    shape: tuple[PrimExpr, ...]
+    dtype: str = "float32"
+    scope: str = "global"
+    _kind: ClassVar[str] = "buffer"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TIRError(f"Buffer: name must be a str, got {self.name!r}")
+        shape = self.shape if isinstance(self.shape, (tuple, list)) else (self.shape,)
+        object.__setattr__(self, "shape", tuple(_as_int_expr(d, "int64", f"Buffer '{self.name}': shape") for d in shape))
+        check_dtype(self.dtype, f"Buffer '{self.name}'")
+        if not isinstance(self.scope, str) or not self.scope:
+            raise TIRError(f"Buffer '{self.name}': scope must be a non-empty str, got {self.scope!r}")
+
+    __hash__ = object.__hash__
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None if some dimension is not an immediate."""
+        if all(isinstance(d, IntImm) for d in self.shape):
+            return tuple(d.value for d in self.shape)  # type: ignore[attr-defined]
+        return None
+
+    def __getitem__(self, indices: Any) -> BufferLoad:
+        return BufferLoad(self, indices if isinstance(indices, tuple) else (indices,))
+
+    def load(self, *indices: Any) -> BufferLoad:
+        return BufferLoad(self, indices)
+
+    def store(self, indices: Any, value: Any) -> "BufferStore":
+        """``self[indices] = value``; a Python number becomes an immediate of the buffer's dtype."""
+        from plait.tir.op import convert
+
+        idx = indices if isinstance(indices, tuple) else (indices,)
+        return BufferStore(self, convert(value, self.dtype, f"store to '{self.name}'"), idx)
+
+
+class Stmt(TIRNode):
+    """Base class of statements."""
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferStore(Stmt):
+    """``buffer[indices] = value``."""
+
+    buffer: Buffer
+    value: PrimExpr
+    indices: tuple[PrimExpr, ...]
+    _kind: ClassVar[str] = "buffer_store"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.buffer, Buffer):
+            raise TIRError(f"BufferStore: buffer must be a Buffer, got {self.buffer!r}")
+        if not isinstance(self.value, PrimExpr):
+            raise TIRError(f"BufferStore: value must be a PrimExpr, got {self.value!r}")
+        idx = self.indices if isinstance(self.indices, (tuple, list)) else (self.indices,)
+        object.__setattr__(self, "indices", tuple(_as_int_expr(i, "int64", "BufferStore: index") for i in idx))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return self.indices + (self.value,)
+
+    def _labels(self) -> tuple[str, ...]:
+        return tuple(f"indices[{k}]" for k in range(len(self.indices))) + ("value",)
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return BufferStore(self.buffer, children[-1], children[:-1])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    """``for loop_var in range(min, min + extent)``, run as ``kind`` says.
+
+    ``kind``: ``serial``, ``parallel`` (iterations may run on different threads), ``vectorized``
+    (iterations may run in SIMD lanes), ``unrolled``. ``min``/``extent`` ints take the loop
+    variable's dtype. ``annotations`` are free-form hints for later passes and codegen.
+    """
+
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: str
+    body: Stmt
+    annotations: Attrs = field(default=EMPTY)
+    _kind: ClassVar[str] = "for"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.loop_var, Var):
+            raise TIRError(f"For: loop_var must be a Var, got {self.loop_var!r}")
+        d = self.loop_var.dtype
+        object.__setattr__(self, "min", _as_int_expr(self.min, d, f"For '{self.loop_var.name}': min"))
+        object.__setattr__(self, "extent", _as_int_expr(self.extent, d, f"For '{self.loop_var.name}': extent"))
+        if self.kind not in FOR_KINDS:
+            raise TIRError(f"For '{self.loop_var.name}': kind must be one of {', '.join(FOR_KINDS)}, got {self.kind!r}")
+        if not isinstance(self.body, Stmt):
+            raise TIRError(f"For '{self.loop_var.name}': body must be a Stmt, got {self.body!r}")
+        if not isinstance(self.annotations, Attrs):
+            object.__setattr__(self, "annotations", Attrs(self.annotations))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.min, self.extent, self.body)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("min", "extent", "body")
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return For(self.loop_var, children[0], children[1], self.kind, children[2], self.annotations)  # type: ignore
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+    _kind: ClassVar[str] = "if_then_else"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cond, PrimExpr):
+            raise TIRError(f"IfThenElse: cond must be a PrimExpr, got {self.cond!r}")
+        for what, s in (("then_case", self.then_case), ("else_case", self.else_case)):
+            if not isinstance(s, Stmt) and not (what == "else_case" and s is None):
+                raise TIRError(f"IfThenElse: {what} must be a Stmt, got {s!r}")
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.cond, self.then_case) + (() if self.else_case is None else (self.else_case,))
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("cond", "then_case", "else_case")[: len(self._children())]
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return IfThenElse(children[0], children[1], children[2] if len(children) > 2 else None)  # type: ignore
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SeqStmt(Stmt):
+    """Statements run in order. Nested SeqStmts are flattened; use :func:`seq` for < 2 statements."""
+
+    stmts: tuple[Stmt, ...]
+    _kind: ClassVar[str] = "seq"
+
+    def __post_init__(self) -> None:
+        flat: list[Stmt] = []
+        for s in self.stmts:
+            if isinstance(s, SeqStmt):
+                flat.extend(s.stmts)
+            elif isinstance(s, Stmt):
+                flat.append(s)
+            else:
+                raise TIRError(f"SeqStmt: expected statements, got {s!r}")
+        if len(flat) < 2:
+            raise TIRError(f"SeqStmt needs at least 2 statements, got {len(flat)}; use tir.seq(...)")
+        object.__setattr__(self, "stmts", tuple(flat))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return self.stmts
+
+    def _labels(self) -> tuple[str, ...]:
+        return tuple(f"stmts[{k}]" for k in range(len(self.stmts)))
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return seq(*children)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Evaluate(Stmt):
+    """Evaluate an expression for its side effects (an extern call). ``Evaluate(0)`` is a no-op."""
+
+    value: PrimExpr
+    _kind: ClassVar[str] = "evaluate"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, PrimExpr):
+            object.__setattr__(self, "value", const(self.value))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.value,)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("value",)
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return Evaluate(children[0])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    """Bind ``var`` to ``value`` in ``body``."""
+
+    var: Var
+    value: PrimExpr
+    body: Stmt
+    _kind: ClassVar[str] = "let_stmt"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.var, Var):
+            raise TIRError(f"LetStmt: var must be a Var, got {self.var!r}")
+        if not isinstance(self.value, PrimExpr):
+            raise TIRError(f"LetStmt '{self.var.name}': value must be a PrimExpr, got {self.value!r}")
+        if not isinstance(self.body, Stmt):
+            raise TIRError(f"LetStmt '{self.var.name}': body must be a Stmt, got {self.body!r}")
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.value, self.body)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("value", "body")
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return LetStmt(self.var, children[0], children[1])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    """Allocate ``buffer`` (its scope says where) for the duration of ``body``."""
+
+    buffer: Buffer
+    body: Stmt
+    _kind: ClassVar[str] = "allocate"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.buffer, Buffer):
+            raise TIRError(f"Allocate: buffer must be a Buffer, got {self.buffer!r}")
+        if not isinstance(self.body, Stmt):
+            raise TIRError(f"Allocate '{self.buffer.name}': body must be a Stmt, got {self.body!r}")
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.body,)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("body",)
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return Allocate(self.buffer, children[0])  # type: ignore[arg-type]
+
+
+def no_op() -> Evaluate:
+    """A statement that does nothing (``pass`` in the text form)."""
+    return Evaluate(IntImm(0))
+
+
+def is_no_op(s: Stmt) -> bool:
+    return isinstance(s, Evaluate) and isinstance(s.value, IntImm) and s.value.value == 0 and s.value.dtype == "int64"
+
+
+def seq(*stmts: Stmt | Iterable[Stmt] | None) -> Stmt:
+    """A sequence: flattens nested sequences and lists, skips None; ``seq()`` is a no-op."""
+    flat: list[Stmt] = []
+    stack: list[Any] = list(reversed(stmts))
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        elif isinstance(s, Stmt):
+            flat.append(s)
+        elif isinstance(s, (list, tuple)):
+            stack.extend(reversed(s))
+        else:
+            raise TIRError(f"seq: expected statements, got {s!r}")
+    if not flat:
+        return no_op()
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PrimFunc(TIRNode, BaseFunc):
+    """A TIR function: ``params`` (buffers and scalar vars, inputs first, then outputs), ``body``.
+
+    ``attrs``: ``global_symbol`` (the C symbol), ``target`` (a target string), ``num_inputs``
+    (how many leading buffer params are inputs; with static shapes this gives :attr:`relay_type`).
+    """
+
+    params: tuple[Buffer | Var, ...]
+    body: Stmt
+    attrs: Attrs = field(default=EMPTY)
+    _kind: ClassVar[str] = "prim_func"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        for p in self.params:
+            if not isinstance(p, (Buffer, Var)):
+                raise TIRError(f"PrimFunc: parameters must be Buffers or Vars, got {p!r}")
+        if not isinstance(self.body, Stmt):
+            raise TIRError(f"PrimFunc: body must be a Stmt, got {self.body!r}")
+        if not isinstance(self.attrs, Attrs):
+            object.__setattr__(self, "attrs", Attrs(self.attrs))
+
+    __hash__ = object.__hash__
+
+    @property
+    def name(self) -> str | None:
+        g = self.attrs.get("global_symbol")
+        return g if isinstance(g, str) else None
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return replace(self, body=body)
+
+    def with_attrs(self, attrs: Mapping[str, Any] | None = None, **kwargs: Any) -> "PrimFunc":
+        merged = dict(self.attrs)
+        merged.update(attrs or {})
+        merged.update(kwargs)
+        return replace(self, attrs=Attrs(merged))
+
+    @property
+    def relay_type(self) -> Any:
+        """The Relay ``FuncType`` (inputs -> output or tuple of outputs), or None if unknown.
+
+        Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
+        entries are immediates or variables (which become symbolic dimensions).
+        """
+        from plait.ir.types import FuncType, TensorType, TupleType
+
+        n = self.attrs.get("num_inputs")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(self.params):
+            return None
+        types = []
+        for p in self.params:
+            if not isinstance(p, Buffer):
+                return None
+            dims: list[int | str] = []
+            for d in p.shape:
+                if isinstance(d, IntImm):
+                    dims.append(d.value)
+                elif isinstance(d, Var) and d.name.isidentifier():
+                    dims.append(d.name)
+                else:
+                    return None
+            types.append(TensorType(tuple(dims), p.dtype))
+        outs = types[n:]
+        return FuncType(tuple(types[:n]), outs[0] if len(outs) == 1 else TupleType(tuple(outs)))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.body,)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("body",)
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return replace(self, body=children[0])
