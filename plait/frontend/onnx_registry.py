@@ -40,7 +40,7 @@ def converter(*op_types: str, attrs: Iterable[str] = (), min_version: int = 1) -
 
 def load_converters() -> dict[str, Converter]:
     from plait.frontend import (  # noqa: F401  (register)
-        onnx_ops, onnx_ops_image, onnx_ops_loop, onnx_ops_misc, onnx_ops_nn, onnx_ops_rnn, onnx_ops_shape,
+        onnx_ops, onnx_ops_image, onnx_ops_index, onnx_ops_loop, onnx_ops_misc, onnx_ops_nn, onnx_ops_rnn, onnx_ops_shape,
     )
 
     return CONVERTERS

@@ -103,6 +103,18 @@ CASES = [
                                                  "z": np.array([1, 2, 3], np.uint8)}, {"axis": 1}, 13, ("s", "z"), 1),
     ("quantize_int8", "QuantizeLinear", {"x": f32(10) * 40, "s": np.float32(0.5), "z": np.int8(-3)}, {}, 13,
      ("s", "z"), 1),
+    ("topk_smallest_ties", "TopK", {"x": np.array([[3, 1, 1, 2], [0, 0, 5, 5], [2, 2, 2, 2]], np.float32),
+                                     "k": i64(3)}, {"axis": 1, "largest": 0}, 11, ("k",), 2),
+    ("topk_int_axis0", "TopK", {"x": RNG.integers(-5, 5, (4, 3)).astype(np.int64), "k": i64(2)}, {"axis": 0}, 11,
+     ("k",), 2),
+    ("scatter_elements_add_dup", "ScatterElements", {"d": f32(3, 4), "i": np.array([[1, 1], [2, -1]], np.int64),
+                                                     "u": f32(2, 2)}, {"axis": 1, "reduction": "add"}, 18, ("i",), 1),
+    ("scatternd_max", "ScatterND", {"d": f32(4, 3), "i": np.array([[1], [3], [1]], np.int64), "u": f32(3, 3)},
+     {"reduction": "max"}, 18, ("i",), 1),
+    ("scatternd_none", "ScatterND", {"d": f32(2, 3), "i": np.array([[1, 2], [0, 0]], np.int64), "u": f32(2)}, {},
+     13, ("i",), 1),
+    ("reverse_sequence", "ReverseSequence", {"x": f32(3, 5, 2), "l": np.array([1, 5, 3], np.int64)},
+     {"batch_axis": 0, "time_axis": 1}, 13, ("l",), 1),
     ("range_folded", "Range", {"a": np.int64(10), "b": np.int64(-2), "c": np.int64(-3)}, {}, 13, ("a", "b", "c"), 1),
 ]
 
