@@ -331,3 +331,32 @@ def cumsum(cx: NodeContext) -> object:
     axis = int(cx.const(1, "axis").reshape(-1)[0])
     return cx.call("cumsum", cx.expr(0), axis=axis, exclusive=bool(cx.attr("exclusive", 0)),
                    reverse=bool(cx.attr("reverse", 0)))
+
+
+@converter("CumProd", attrs=("exclusive", "reverse"))
+def cumprod(cx: NodeContext) -> object:
+    """A running product over the static axis: one multiply per step, concatenated back."""
+    shape = cx.shape(0)
+    axis = _axis(int(cx.const(1, "axis").reshape(-1)[0]), len(shape))
+    dim = shape[axis]
+    if not isinstance(dim, int) or not 0 < dim <= 4096:
+        raise Unsupported(f"the axis must be static and at most 4096 long, got {dim}")
+    tup = cx.call("split", cx.expr(0), sections=(1,) * dim, axis=axis)
+    parts = [cx.get(tup, i) for i in range(dim)]
+    if cx.attr("reverse", 0):
+        parts = parts[::-1]
+    exclusive = bool(cx.attr("exclusive", 0))
+    if exclusive:
+        one = cx.constant(np.ones(cx.static_shape(0, "input with exclusive=1")[:axis] + (1,) + shape[axis + 1:],
+                                  dtype=cx.dtype(0)))
+    out, acc = [], None
+    for p in parts:
+        if exclusive:
+            out.append(acc if acc is not None else one)
+            acc = p if acc is None else cx.call("multiply", acc, p)
+        else:
+            acc = p if acc is None else cx.call("multiply", acc, p)
+            out.append(acc)
+    if cx.attr("reverse", 0):
+        out = out[::-1]
+    return out[0] if len(out) == 1 else cx.call("concatenate", *out, axis=axis)

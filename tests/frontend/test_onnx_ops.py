@@ -192,3 +192,14 @@ def test_scan_unrolled_matches_ort():
     model = make_model([node], [tensor_info("s0", np.float32, (2,)), tensor_info("xs", np.float32, (3, 2))],
                        [tensor_info("s", np.float32, (2,)), tensor_info("ys", np.float32, (2, 3))], opset=16)
     assert_matches_ort(model, {"s0": f32(2), "xs": f32(3, 2)})
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod_matches_numpy(exclusive, reverse):
+    model, feeds = one_node("CumProd", {"x": f32(3, 4), "a": np.int64(1)}, {"exclusive": exclusive, "reverse": reverse},
+                            opset=26, constants=("a",))
+    x = feeds["x"][:, ::-1] if reverse else feeds["x"]
+    y = np.cumprod(x, axis=1)
+    if exclusive:
+        y = np.concatenate([np.ones((3, 1), np.float32), y[:, :-1]], axis=1)
+    np.testing.assert_allclose(plait_run(model, feeds)[0], y[:, ::-1] if reverse else y, rtol=1e-6)
