@@ -133,7 +133,7 @@ def parse_literal(tok: Token, cur: Cursor, negative: bool = False) -> PrimExpr:
             value = float(body)
             return FloatImm(-value if negative else value, dtype or "float32")
         if is_float_text:
-            cur.fail(f"'{text}': a {dtype} literal must be an integer", tok)
+            cur.fail(f"'{text}': an integer literal cannot have a fraction or an exponent", tok)
         return IntImm(-int(body) if negative else int(body), dtype or "int64")
     except TIRError as exc:
         cur.fail(str(exc).replace("IntImm: ", "").replace("FloatImm: ", ""), tok)

@@ -289,10 +289,11 @@ class Parser:
             self.bind(top, first.text, var)
         elif first.kind == "name" and second is not None and second.is_op("="):
             cur.next(), cur.next()
-            alloc = cur.expect_name("allocate(...)")
-            if alloc.text != "allocate":
+            alloc = cur.peek()
+            if alloc is None or not alloc.is_name("allocate"):
                 cur.fail(f"only allocate(...) can be assigned to a name (write '{first.text}: <dtype> = ...' for "
-                         "a let binding)", alloc)
+                         "a let binding)")
+            cur.next()
             buffer = self.allocate_args(cur, first.text)
             cur.end()
             top.items.append(("allocate", buffer, None, first))

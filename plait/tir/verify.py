@@ -30,6 +30,8 @@ _INT_ONLY = (FloorDiv, FloorMod, TruncDiv, TruncMod) + BITWISE_OPS
 
 
 def _snip(node: Any) -> str:
+    if isinstance(node, str):
+        return node
     text = Printer().expr(node) if isinstance(node, PrimExpr) else print_node(node).split("\n")[0]
     return "`" + (text if len(text) <= 60 else text[:57] + "...") + "`"
 
@@ -112,7 +114,7 @@ class _Verifier:
 
     def shape(self, b: Buffer, what: str) -> None:
         for d in b.shape:
-            self.expr(d, d)
+            self.expr(d, f"the shape of {what}")
             if not is_int(d.dtype):
                 self.problem(f"the shape of {what} must be integers, got {d.dtype} in {_snip(d)}")
 
@@ -134,6 +136,8 @@ class _Verifier:
             work.extend(("stmt", c) for c in reversed(s.stmts))
         elif isinstance(s, BufferStore):
             self.use_buffer(s.buffer, s)
+            for i in s.indices:
+                self.expr(i, s)
             self.indices(s.buffer, s.indices, s)
             self.expr(s.value, s)
             if s.value.dtype != s.buffer.dtype:
