@@ -71,7 +71,12 @@ def from_onnx(model: onnx.ModelProto, shape_overrides: Mapping[str, Sequence[Any
     that replace the declared ones (e.g. to fix a symbolic batch size)."""
     if not isinstance(model, onnx.ModelProto):
         raise FrontendError(f"from_onnx expects an onnx.ModelProto, got {type(model).__name__}")
-    return _Importer(model, dict(shape_overrides or {})).run()
+    try:
+        return _Importer(model, dict(shape_overrides or {})).run()
+    except PlaitError:
+        raise
+    except Exception as exc:  # a malformed model the checks above did not anticipate
+        raise FrontendError(f"cannot import the ONNX model: {type(exc).__name__}: {_reason(exc)}") from exc
 
 
 def _reason(exc: BaseException) -> str:
@@ -176,6 +181,8 @@ class _Importer:
         except Unsupported as exc:
             self._report(t.name, "initializer", exc.reason)
             return _POISON
+        except Exception as exc:
+            raise FrontendError(f"initializer '{t.name}': cannot read its data: {_reason(exc)}") from None
 
     def _graph_input(self, vi: onnx.ValueInfoProto) -> Var | None:
         tp = vi.type

@@ -65,6 +65,10 @@ def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
     dtype = plait_dtype(t.data_type)
     if t.HasField("data_location") and t.data_location == TensorProto.EXTERNAL and not t.raw_data:
         raise Unsupported(f"tensor '{t.name}' keeps its data in an external file that was not loaded")
+    if t.raw_data:
+        expected = int(np.prod(t.dims, dtype=np.int64)) * DTYPES[dtype].itemsize
+        if len(t.raw_data) != expected:
+            raise ValueError(f"raw data holds {len(t.raw_data)} bytes, expected {expected}")
     arr = numpy_helper.to_array(t)
     return np.asarray(arr, dtype=DTYPES[dtype])
 

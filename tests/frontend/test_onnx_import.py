@@ -296,6 +296,17 @@ def test_converter_failure_is_wrapped(monkeypatch):
     assert str(e.value) == "node 'r' (Relu, opset 18): internal error while converting: ZeroDivisionError: boom"
 
 
+def test_corrupt_initializer_names_it():
+    t = helper.make_tensor("w", TensorProto.FLOAT, [4], b"\x00" * 16, raw=True)
+    t.raw_data = b"\x00" * 7
+    x = tensor_info("x", np.float32, (4,))
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [helper.make_empty_tensor_value_info("y")])
+    model.graph.initializer.append(t)
+    with pytest.raises(FrontendError) as e:
+        from_onnx(model)
+    assert str(e.value) == "initializer 'w': cannot read its data: raw data holds 7 bytes, expected 16"
+
+
 def test_not_a_model():
     with pytest.raises(FrontendError) as e:
         from_onnx(b"bytes")
