@@ -27,8 +27,7 @@ from google.protobuf.message import DecodeError
 from plait.errors import FrontendError, PlaitError, UnsupportedError
 from plait.frontend import onnx_fold
 from plait.frontend.onnx_node import (
-    NodeContext, SymTensor, Unsupported, Value, onnx_dtype_name, parse_attribute, plait_dtype,
-    tensor_to_array, value_type,
+    NodeContext, SymTensor, Unsupported, parse_attribute, plait_dtype, tensor_to_array,
 )
 from plait.frontend.onnx_registry import load_converters
 from plait.ir.attrs import Attrs

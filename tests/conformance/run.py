@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     main_line, excluded_line = summary(results)
     print(main_line)
     print(excluded_line)
-    print(f"({len(results)} cases in {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    n_bound = sum(1 for r in results if r.bound)
+    print(f"({len(results)} cases in {time.perf_counter() - t0:.1f} s; {n_bound} with graph inputs bound as "
+          f"constants)", file=sys.stderr)
     return 1 if any(r.status == "failed" for r in results) else 0
 
 

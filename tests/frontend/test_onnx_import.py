@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from frontend_util import make_model, tensor_info
 from onnx import TensorProto, helper
