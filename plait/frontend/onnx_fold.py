@@ -106,3 +106,26 @@ def sym_binary(cx: NodeContext) -> SymTensor | np.ndarray:
             return x if y == 0 else g(x, y)
     out = np.frompyfunc(f, 2, 1)(a, b)
     return sym_result(out, cx.dtype(0))
+
+
+def _sym_equal(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if a == b and a != ANY_DIM:
+        return True  # the same named dim
+    if (isinstance(a, int) and a < 0) or (isinstance(b, int) and b < 0):
+        return False  # a dim is never negative (exporters compare shapes with -1)
+    raise Unsupported("comparison of a symbolic dimension whose result is unknown at import time")
+
+
+def sym_equal(cx: NodeContext) -> np.ndarray:
+    """``Equal`` on symbolic shape values: a constant bool tensor when the result is decidable."""
+    out = np.frompyfunc(_sym_equal, 2, 1)(sym_values(cx, 0), sym_values(cx, 1))
+    return np.asarray(out.tolist(), dtype=bool).reshape(np.shape(out))
+
+
+def sym_where(cx: NodeContext) -> SymTensor | np.ndarray:
+    """``Where`` with a constant condition choosing between symbolic shape values."""
+    cond = cx.const(0, "condition").astype(bool)
+    a, b = sym_values(cx, 1), sym_values(cx, 2)
+    return sym_result(np.where(cond, a, b), cx.dtype(1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plait.frontend.onnx_fold import SYM_BINARY, has_sym, sym_binary, sym_values, sym_result
+from plait.frontend.onnx_fold import SYM_BINARY, has_sym, sym_binary, sym_equal, sym_result, sym_values, sym_where
 from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, onnx_dtype_name, plait_dtype
 from plait.frontend.onnx_registry import converter
 from plait.ir.types import DTYPES, FLOAT_DTYPES
@@ -36,6 +36,8 @@ def legacy_broadcast(cx: NodeContext, b: Expr) -> Expr:
 def binary(cx: NodeContext) -> object:
     if cx.op_type in SYM_BINARY and has_sym(cx):
         return sym_binary(cx)
+    if cx.op_type == "Equal" and has_sym(cx):
+        return sym_equal(cx)
     return cx.call(_BINARY[cx.op_type], cx.expr(0), legacy_broadcast(cx, cx.expr(1)))
 
 
@@ -81,6 +83,8 @@ def variadic(cx: NodeContext) -> object:
 
 @converter("Where")
 def where(cx: NodeContext) -> object:
+    if has_sym(cx):
+        return sym_where(cx)
     return cx.call("where", cx.expr(0), cx.expr(1), cx.expr(2))
 
 

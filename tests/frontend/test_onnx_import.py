@@ -344,3 +344,21 @@ def test_load_onnx_reads_a_file(tmp_path, model_bytes):
     path.write_bytes(model_bytes)
     mod = load_onnx(str(path))
     assert mod.main.ret_type == TensorType((1, 2))
+
+
+def test_torch_style_expand_of_a_symbolic_shape():
+    # Expand(x, Where(Equal(shape, -1), ones, shape)), as torch exports x.expand(-1, 4, 3)
+    x = tensor_info("x", np.float32, ("n", 1, 3))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["n0"], axis=0),
+             helper.make_node("Unsqueeze", ["n0", "ax"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["want"], axis=0),
+             helper.make_node("Equal", ["want", "minus"], ["eq"]),
+             helper.make_node("Where", ["eq", "ones", "want"], ["target"]),
+             helper.make_node("Expand", ["x", "target"], ["y"], name="expand")]
+    inits = {"i0": np.array(0, np.int64), "ax": np.array([0], np.int64), "rest": np.array([4, 3], np.int64),
+             "minus": np.array([-1, -1, -1], np.int64), "ones": np.ones(3, np.int64)}
+    mod = from_onnx(make_model(nodes, [x], [helper.make_empty_tensor_value_info("y")], inits))
+    assert op_names(mod) == ["broadcast_to"]
+    assert calls(mod)[0].attrs["shape"] == (1, 4, 3)
+    assert mod.main.ret_type == TensorType(("n", 4, 3))
