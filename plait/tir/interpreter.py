@@ -280,25 +280,35 @@ def evaluate(func: PrimFunc, *args: Any, externs: Mapping[str, Callable[..., Any
         kernel(dict(externs or {}), reverse_parallel, *values)
 
 
+_EXPR_CACHE: "weakref.WeakKeyDictionary[PrimExpr, tuple[Callable[..., Any], list[Any]]]" = weakref.WeakKeyDictionary()
+
+
+def _compile_expr(expr: PrimExpr) -> tuple[Callable[..., Any], list[Any]]:
+    if expr not in _EXPR_CACHE:
+        c = _Compiler()
+        code, _ = c.expr(expr)
+        objs: list[Any] = list(free_vars(expr)) + list(used_buffers(expr))
+        params = [c.name(o) for o in objs]
+        _EXPR_CACHE[expr] = (c.build(params, [f"    return {code}"], "_expr"), objs)
+    return _EXPR_CACHE[expr]
+
+
 def evaluate_expr(expr: PrimExpr, env: Mapping[Var, Any] | None = None,
                   buffers: Mapping[Buffer, np.ndarray] | None = None,
                   externs: Mapping[str, Callable[..., Any]] | None = None) -> Any:
     """The value (a numpy scalar) of ``expr`` with its free variables and buffers bound."""
-    env = dict(env or {})
-    buffers = dict(buffers or {})
-    c = _Compiler()
-    code, free = c.expr(expr)
-    values: dict[str, Any] = {}
-    for v in free_vars(expr):
-        if v not in env:
-            raise TIRError(f"evaluate_expr: no value for variable '{v.name}'")
-        values[c.name(v)] = scalar.make_scalar(env[v], v.dtype)
-    for b in used_buffers(expr):
-        if b not in buffers:
-            raise TIRError(f"evaluate_expr: no array for buffer '{b.name}'")
-        values[c.name(b)] = buffers[b]
-    params = sorted(values)
-    fn = c.build(params, [f"    return {code}"], "_expr")
+    env = env or {}
+    buffers = buffers or {}
+    fn, objs = _compile_expr(expr)
+    values = []
+    for o in objs:
+        if isinstance(o, Var):
+            if o not in env:
+                raise TIRError(f"evaluate_expr: no value for variable '{o.name}'")
+            values.append(scalar.make_scalar(env[o], o.dtype))
+        else:
+            if o not in buffers:
+                raise TIRError(f"evaluate_expr: no array for buffer '{o.name}'")
+            values.append(buffers[o])
     with np.errstate(all="ignore"):
-        return fn(dict(externs or {}), False, *(values[p] for p in params))
-
+        return fn(dict(externs or {}), False, *values)
