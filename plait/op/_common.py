@@ -86,7 +86,9 @@ def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple[Dim, ...]:
 
 
 def norm_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    if not -ndim <= axis < max(ndim, 1):
+    if ndim == 0:
+        raise RelError(f"{what}: a scalar has no axes, got {axis}")
+    if not -ndim <= axis < ndim:
         raise RelError(f"{what}: expected a value in [{-ndim}, {ndim - 1}], got {axis}")
     return axis + ndim if axis < 0 else axis
 
