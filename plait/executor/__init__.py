@@ -1,0 +1,34 @@
+"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) for now.
+
+Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target) -> artifact``,
+where ``mod`` is the lowered IRModule (``main`` calls only PrimFuncs) and ``lib`` the runtime module
+implementing them. ``plait.build(..., executor=NAME)`` looks the name up here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from plait.registry import Registry
+
+EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
+
+
+def _graph(mod: Any, lib: Any, target: str = "") -> Any:
+    from plait.executor.graph import graph_executor_codegen
+
+    return graph_executor_codegen(mod, lib, target)
+
+
+EXECUTORS.register("graph", _graph)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("GraphArtifact", "GraphModule", "ExecutorError", "GraphCodegenError"):
+        from plait.executor import graph
+
+        return getattr(graph, name)
+    raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
+
+
+__all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule"]

@@ -1,0 +1,271 @@
+"""The graph executor: a JSON graph + params + a runtime module, run by a thin Python loop.
+
+    art = plait.build(mod, target="c")            # a GraphArtifact
+    gm = GraphModule(art)
+    y, = gm(x=np.ones((1, 256), np.float32))      # or set_input / run / get_output
+    art.export("out/")  ->  out/graph.json, out/params.npz, out/lib.so
+    GraphArtifact.load("out/")
+
+``GraphModule`` allocates every buffer once (the storage plan of the graph), copies the params in,
+and pre-binds each call's arguments: ``run()`` is a loop over (function, arguments) pairs calling
+the ctypes functions of the library, with no allocation. Functions of a non-compiled module
+(:class:`~plait.runtime.PyModule`, e.g. a hook's external runtime) are called with numpy views of
+the same buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.executor.graph_codegen import GraphCodegenError, check_graph, dumps, entry_bytes, graph_codegen
+from plait.ir.types import DTYPES
+from plait.relay.module import IRModule
+from plait.runtime.module import CSourceModule, DSOModule, Module, RuntimeError_, load_module
+
+_ALIGN = 64
+GRAPH_FILE, PARAMS_FILE = "graph.json", "params.npz"
+
+
+class ExecutorError(PlaitError):
+    """A graph cannot be run: bad inputs, a missing or mismatched runtime function, a failed call."""
+
+
+# ---- artifact --------------------------------------------------------------------------------
+
+
+@dataclass
+class GraphArtifact:
+    """What ``plait.build(..., executor="graph")`` returns: the graph, its params and the library.
+
+    ``ir`` is the lowered module (not exported); ``target`` the canonical target string;
+    ``timings`` (pass name, seconds) of the build.
+    """
+
+    graph_json: str
+    params: dict[str, np.ndarray]
+    lib: Module
+    target: str = ""
+    ir: IRModule | None = field(default=None, repr=False)
+    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
+    executor = "graph"
+
+    @classmethod
+    def from_module(cls, mod: IRModule, lib: Module, target: str = "") -> "GraphArtifact":
+        """Graph codegen of a lowered ``mod`` whose PrimFuncs ``lib`` implements."""
+        graph, params = graph_codegen(mod)
+        graph["target"] = target
+        return cls(dumps(graph), params, lib, target, mod)
+
+    @property
+    def graph(self) -> dict[str, Any]:
+        return json.loads(self.graph_json)
+
+    @property
+    def memory(self) -> dict[str, int]:
+        """Bytes by kind of buffer (see :mod:`plait.executor.graph_codegen`)."""
+        return dict(self.graph["memory"])
+
+    def module(self) -> "GraphModule":
+        return GraphModule(self)
+
+    def export(self, path: str | Path) -> Path:
+        """Write ``graph.json``, ``params.npz`` and the library (``lib.so``, or ``lib.c`` for a
+        C source module that was not compiled for the host) into the directory ``path``."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        if self.lib.imported_modules:
+            raise ExecutorError("exporting a library that imports other modules is not supported yet")
+        if isinstance(self.lib, DSOModule):
+            lib_name = "lib.so"
+        elif isinstance(self.lib, CSourceModule):
+            lib_name = "lib.c"
+        else:
+            raise ExecutorError(f"cannot export a {type(self.lib).__name__} (only compiled or C source libraries)")
+        (out / GRAPH_FILE).write_text(self.graph_json, encoding="utf-8")
+        with open(out / PARAMS_FILE, "wb") as f:
+            np.savez(f, **self.params)
+        self.lib.export_library(out / lib_name)
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> "GraphArtifact":
+        """Read an artifact written by :meth:`export`."""
+        d = Path(path)
+        try:
+            text = (d / GRAPH_FILE).read_text(encoding="utf-8")
+            with np.load(d / PARAMS_FILE, allow_pickle=False) as data:
+                params = {k: data[k] for k in data.files}
+        except OSError as exc:
+            raise ExecutorError(f"cannot load graph artifact '{d}': {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ExecutorError(f"cannot load graph artifact '{d}': bad {PARAMS_FILE}: {exc}") from None
+        try:
+            graph = check_graph(json.loads(text), f"'{d / GRAPH_FILE}'")
+        except json.JSONDecodeError as exc:
+            raise ExecutorError(f"cannot load graph artifact '{d}': {GRAPH_FILE} is not JSON: {exc}") from None
+        if (d / "lib.so").exists():
+            lib: Module = load_module(d / "lib.so")
+        elif (d / "lib.c").exists():
+            lib = CSourceModule((d / "lib.c").read_text(encoding="utf-8"), {}, name="lib")
+        else:
+            raise ExecutorError(f"cannot load graph artifact '{d}': no lib.so or lib.c")
+        return cls(text, params, lib, graph.get("target", ""))
+
+
+# ---- running -------------------------------------------------------------------------------
+
+
+def _aligned(nbytes: int) -> np.ndarray:
+    raw = np.zeros(nbytes + _ALIGN, np.uint8)
+    off = (-raw.ctypes.data) % _ALIGN
+    return raw[off:off + nbytes]
+
+
+def _find_function(lib: Module, name: str, nargs: int, where: str) -> tuple[Callable, bool]:
+    """(function, takes_pointers): the ctypes function of a DSO, or a Python callable."""
+    for m in lib.walk():
+        if name not in m.function_names():
+            continue
+        if isinstance(m, DSOModule):
+            sig = m.signatures[name]
+            if len(sig) != nargs or any(k != "ptr" for k in sig):
+                raise ExecutorError(f"{where}: runtime function '{name}' has signature ({', '.join(sig)}); "
+                                    f"the graph executor passes {nargs} buffers (inputs, then outputs)")
+            return m.raw(name), True
+        return m.get_function(name), False  # raises for an uncompiled C source module
+    lib.get_function(name)  # raises "unknown runtime function ... did you mean"
+    raise ExecutorError(f"{where}: no runtime function '{name}'")  # pragma: no cover
+
+
+class GraphModule:
+    """Runs a :class:`GraphArtifact`. Not thread-safe: one instance per thread."""
+
+    def __init__(self, artifact: GraphArtifact):
+        if isinstance(artifact, GraphModule):
+            artifact = artifact.artifact
+        if not isinstance(artifact, GraphArtifact):
+            raise ExecutorError(f"GraphModule needs a GraphArtifact (from plait.build), got {type(artifact).__name__}")
+        self.artifact = artifact
+        graph = check_graph(json.loads(artifact.graph_json))
+        self.graph = graph
+        nodes, entries = graph["nodes"], graph["entries"]
+        self._storage = [_aligned(s["bytes"]) for s in graph["storage"]]
+        self._views = []
+        for e in entries:
+            buf = self._storage[e["storage"]][:entry_bytes(e)]
+            self._views.append(buf.view(DTYPES[e["dtype"]]).reshape(e["shape"]))
+        self.input_names: list[str] = [nodes[i]["name"] for i in graph["inputs"]]
+        self._inputs = {nodes[i]["name"]: self._views[nodes[i]["outputs"][0]] for i in graph["inputs"]}
+        for i in graph["params"]:
+            name, view = nodes[i]["name"], self._views[nodes[i]["outputs"][0]]
+            if name not in artifact.params:
+                raise ExecutorError(f"graph parameter '{name}' is missing from the params")
+            value = np.asarray(artifact.params[name])
+            if value.shape != view.shape or value.dtype != view.dtype:
+                raise ExecutorError(f"graph parameter '{name}': expected {view.dtype}{list(view.shape)}, "
+                                    f"got {value.dtype}{list(value.shape)}")
+            np.copyto(view, value)
+        self.output_names: list[str] = list(graph["output_names"])
+        self._outputs = [self._views[e] for e in graph["outputs"]]
+        self._calls: list[tuple[Callable, tuple]] = []
+        self._call_nodes: list[dict[str, Any]] = []
+        for nid, n in enumerate(nodes):
+            if n["op"] != "call":
+                continue
+            buffers = [self._views[e] for e in (*n["inputs"], *n["outputs"])]
+            where = f"graph node {nid} ('{n['name']}')"
+            fn, raw = _find_function(artifact.lib, n["func"], len(buffers), where)
+            args = tuple(ctypes.c_void_p(b.ctypes.data) for b in buffers) if raw else tuple(buffers)
+            self._calls.append((fn, args))
+            self._call_nodes.append(n)
+
+    # -- inputs and outputs ----------------------------------------------------------------------
+    def get_num_inputs(self) -> int:
+        return len(self.input_names)
+
+    def get_num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def _input_view(self, key: str | int) -> tuple[str, np.ndarray]:
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not 0 <= key < len(self.input_names):
+                raise ExecutorError(f"input index {key} out of range (the graph has {len(self.input_names)} inputs)")
+            key = self.input_names[key]
+        if key not in self._inputs:
+            raise ExecutorError(f"unknown input '{key}' (inputs are: {', '.join(self.input_names) or 'none'})")
+        return key, self._inputs[key]
+
+    def set_input(self, key: str | int, value: Any) -> None:
+        """Copy ``value`` into input ``key`` (a name or an index); dtype and shape must match exactly."""
+        name, view = self._input_view(key)
+        a = np.asarray(value)
+        if a.dtype != view.dtype:
+            raise ExecutorError(f"input '{name}': expected dtype {view.dtype}, got {a.dtype}")
+        if a.shape != view.shape:
+            raise ExecutorError(f"input '{name}': expected shape {tuple(view.shape)}, got {a.shape}")
+        np.copyto(view, a)
+
+    def get_input(self, key: str | int) -> np.ndarray:
+        return self._input_view(key)[1].copy()
+
+    def get_output(self, index: int, copy: bool = True) -> np.ndarray:
+        """Output ``index`` after :meth:`run`. With ``copy=False``, the executor's own buffer
+        (overwritten by the next run)."""
+        if not (isinstance(index, int) and 0 <= index < len(self._outputs)):
+            raise ExecutorError(f"output index {index!r} out of range (the graph has {len(self._outputs)} outputs)")
+        out = self._outputs[index]
+        return out.copy() if copy else out
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self) -> None:
+        for i, (fn, args) in enumerate(self._calls):
+            status = fn(*args)
+            if status:
+                self._failed(i, status)
+
+    def _failed(self, i: int, status: Any) -> None:
+        n = self._call_nodes[i]
+        raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n['func']}' returned error status {status}")
+
+    def __call__(self, *args: Any, **inputs: Any) -> list[np.ndarray]:
+        """Set every input (by position or by name), run, return copies of all outputs."""
+        if len(args) > len(self.input_names):
+            raise ExecutorError(f"expected {len(self.input_names)} inputs, got {len(args)}")
+        given: dict[str, Any] = dict(zip(self.input_names, args))
+        for k, v in inputs.items():
+            if k in given:
+                raise ExecutorError(f"input '{k}' given twice")
+            given[k] = v
+        unknown = sorted(set(given) - set(self.input_names))
+        if unknown:
+            self._input_view(unknown[0])
+        missing = [n for n in self.input_names if n not in given]
+        if missing:
+            raise ExecutorError(f"missing input '{missing[0]}' (inputs are: {', '.join(self.input_names)})")
+        for k, v in given.items():
+            self.set_input(k, v)
+        self.run()
+        return [self.get_output(i) for i in range(len(self._outputs))]
+
+    def run_with(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Outputs by name for inputs by name."""
+        return dict(zip(self.output_names, self(**inputs)))
+
+    def __repr__(self) -> str:
+        return (f"GraphModule({len(self._calls)} calls, inputs: {', '.join(self.input_names)}; "
+                f"outputs: {', '.join(self.output_names)})")
+
+
+def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> GraphArtifact:
+    """The ``graph`` executor's codegen, as registered in :data:`plait.executor.EXECUTORS`."""
+    return GraphArtifact.from_module(mod, lib, target)
+
+
+__all__ = ["ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "graph_executor_codegen"]
