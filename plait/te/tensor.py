@@ -215,7 +215,10 @@ class CommReducer:
             raise TEError(f"te.{self.name}: no reduce axis given")
         cond = None
         if where is not None:
-            cond = _op.convert(where, "bool", f"te.{self.name} where")
+            if not isinstance(where, PrimExpr):
+                raise TEError(f"te.{self.name}: 'where' must be a bool TIR expression, got {where!r} (note that "
+                              "== on expressions is identity: use tir.eq)")
+            cond = where
             if cond.dtype != "bool":
                 raise TEError(f"te.{self.name}: 'where' must be a bool expression, got {cond.dtype}")
         return Reduce(self, tuple(exprs), axes, cond)
