@@ -18,12 +18,17 @@ _LAZY = {
     "ir": "plait.ir",
     "frontend": "plait.frontend",
     "target": "plait.target",
+    "executor": "plait.executor",
+    "runtime": "plait.runtime",
+    "tir": "plait.tir",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return importlib.import_module(_LAZY[name])
+    if name in ("build", "build_onnx"):
+        return getattr(importlib.import_module("plait.driver"), name)
     if name in ("from_onnx", "load_onnx"):
         return getattr(importlib.import_module("plait.frontend.onnx"), name)
     raise AttributeError(f"module 'plait' has no attribute '{name}'")

@@ -1,7 +1,7 @@
 """The ``plait`` command.
 
     plait show model.onnx                 print the Relay text of an imported model
-    plait run model.onnx [--inputs in.npz] [--output out.npz]
+    plait run model.onnx [--inputs in.npz] [--output out.npz] [--target TARGET]
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
@@ -78,9 +78,12 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                                     "missing inputs are random with a fixed seed")
     p.add_argument("--output", help="write outputs to this .npz, keyed by the model's output names")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--target", help='compile for this target (e.g. "c") and run with the graph executor; '
+                                    "without it the model runs in the reference interpreter")
 
 
-@command("run", "run a model (reference interpreter) and print or save its outputs", _run_args)
+@command("run", "run a model (reference interpreter, or compiled with --target) and print or save its outputs",
+         _run_args)
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -96,7 +99,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise PlaitError(f"cannot read inputs '{args.inputs}': {exc}") from None
     inputs = make_inputs(mod, given, seed=args.seed)
-    outs = flatten_value(run(mod, inputs))
+    if args.target:
+        from plait.driver import build
+        from plait.executor.graph import GraphModule
+
+        outs = GraphModule(build(mod, target=args.target))(**inputs)
+    else:
+        outs = flatten_value(run(mod, inputs))
     names = output_names(mod, len(outs))
     result = dict(zip(names, outs))
     if args.output:

@@ -1,0 +1,131 @@
+"""plait.build: target resolution, the pipeline as passes, hooks, executors, errors."""
+
+import numpy as np
+import pytest
+
+import plait
+from plait import relay
+from plait.driver import Codegen, build, resolve_piece
+from plait.errors import PlaitError
+from plait.executor import GraphModule
+from plait.ir.transform import PassContext, Timing
+from plait.relay import ExprMutator, IRModule
+from plait.target import Target, register_hook, register_kind
+from plait.target.testing import isolated_registry
+
+from tests.executor.lowered import c_module, prim_funcs
+
+
+def relu_add_model(shape=(2, 3)):
+    x = relay.var("x", shape)
+    c = relay.const(np.full(shape, 0.5, np.float32))
+    y = relay.call("add", relay.call("nn.relu", x, meta={"name": "/relu"}), c, meta={"name": "/add"})
+    return IRModule({"main": relay.Function((x,), y)}, attrs={"output_names": ["y"]})
+
+
+class _ToHandWritten(ExprMutator):
+    """A relay_to_tir hook's work: calls of add / nn.relu -> calls of the hand-written PrimFuncs."""
+
+    NAMES = {"add": "add", "nn.relu": "relu"}
+
+    def rewrite_call(self, pre, post):
+        return relay.Call(relay.GlobalVar(self.NAMES[post.op_name]), post.args, meta=post.meta)
+
+
+@pytest.fixture
+def hand_kind(tmp_path):
+    """A kind whose hooks lower to hand-written PrimFuncs and build hand-written C."""
+    seen = {}
+    with isolated_registry():
+        register_kind("handwritten", doc="test kind: hand-written kernels")
+
+        def relay_to_tir(mod):
+            seen["target"] = str(Target.current())
+            main = mod.main
+            new = relay.Function(main.params, _ToHandWritten().visit(main.body))
+            funcs = prim_funcs()
+            return IRModule({"main": new, "add": funcs["add"], "relu": funcs["relu"]}, mod.attrs)
+
+        def tir_to_runtime(mod, target):
+            seen["funcs"] = sorted(k for k in mod if k != "main")
+            return c_module().compile(cache_dir=tmp_path)
+
+        register_hook("handwritten", "relay_to_tir", relay_to_tir)
+        register_hook("handwritten", "tir_to_runtime", tir_to_runtime)
+        yield seen
+
+
+def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
+    timing = Timing()
+    art = plait.build(relu_add_model(), target="handwritten", instruments=[timing])
+    assert hand_kind == {"target": "handwritten", "funcs": ["add", "relu"]}
+    assert art.target == "handwritten"
+    names = [n for n, _ in timing.times]
+    assert names == ["infer_type", "handwritten.relay_to_tir", "lower", "infer_type", "codegen",
+                     "graph_executor_codegen"]
+    assert [n for n, _ in art.timings][-1] == "total"
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    gm = GraphModule(art)
+    assert gm.output_names == ["y"]
+    (y,) = gm(x=x)
+    np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5, atol=1e-6)
+    assert art.graph["nodes"][-1]["name"] == "/add"
+
+
+def test_composite_with_one_piece_and_errors():
+    p = resolve_piece("cpu: c -mcpu=cortex-m7f")
+    assert p.name == "cpu" and str(p.target) == str(Target("c -mcpu=cortex-m7f"))
+    assert resolve_piece(Target("c")).name == "c"
+    with pytest.raises(PlaitError) as e:
+        resolve_piece("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")
+    assert str(e.value) == (
+        "placement across several pieces is not supported yet: the target has 2 pieces "
+        "(low_power_cpu, inference_cpu); build for one piece")
+    mod = relu_add_model()
+    with pytest.raises(PlaitError) as e:
+        build(mod, executor="aot")
+    assert str(e.value) == "unknown executor 'aot'"
+    with pytest.raises(PlaitError) as e:
+        build(mod.main)
+    assert str(e.value) == ("plait.build expects an IRModule, got Function; import a model with "
+                            "plait.from_onnx(...) or use plait.driver.build_onnx")
+    with pytest.raises(PlaitError) as e:
+        build(IRModule({}))
+    assert str(e.value) == "plait.build: the module has no 'main' function"
+    with pytest.raises(PlaitError) as e:
+        build(mod, target="c -mcpu=nonsense -foo=1")
+    assert "-foo" in str(e.value)
+
+
+def test_kind_without_code_generator():
+    from plait.target import CompositeTarget
+
+    piece = CompositeTarget("llvm").pieces[0]
+    with pytest.raises(PlaitError) as e:
+        Codegen(piece)(relu_add_model(), PassContext())
+    assert str(e.value) == ("target kind 'llvm' (piece 'llvm') cannot generate code: it has no "
+                            "'tir_to_runtime' hook and no 'build' attribute")
+
+
+def test_cli_run_with_target(hand_kind, tmp_path, capsys):
+    from plait.cli import main
+    from plait.relay.text import print_module
+
+    path = tmp_path / "m.relay"
+    path.write_text(print_module(relu_add_model()), encoding="utf-8")
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.savez(tmp_path / "in.npz", x=x)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--output", str(out),
+                 "--target", "handwritten"]) == 0
+    assert capsys.readouterr().out == f"wrote 1 output(s) to {out}: y\n"
+    with np.load(out) as data:
+        np.testing.assert_allclose(data["y"], np.maximum(x, 0) + 0.5, atol=1e-6)
+    assert main(["run", str(path), "--target", "handwritten"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("y: float32[2, 3]\n")
+    np.savez(tmp_path / "bad.npz", x=x.astype(np.float64))
+    assert main(["run", str(path), "--inputs", str(tmp_path / "bad.npz"), "--target", "handwritten"]) == 1
+    assert capsys.readouterr().err == "plait: error: input 'x': expected dtype float32, got float64\n"
+    assert main(["run", str(path), "--target", "a: c; b: c"]) == 1
+    assert "placement across several pieces is not supported yet" in capsys.readouterr().err
