@@ -35,22 +35,35 @@ from plait.tir.verify import verify
 
 
 class _Resolve(StmtExprMutator):
-    """Inline the loads of inlined stages; point loads of materialized tensors at their buffers."""
+    """Inline the loads of inlined stages; point loads of materialized tensors at their buffers.
 
-    def __init__(self, inlined: dict[Buffer, tuple[tuple[Var, ...], PrimExpr]], buffers: dict[Buffer, Buffer]):
+    Every resolved body is written over the canonical axes ``canon[0..ndim)``, so a load at exactly
+    those indices (an elementwise chain) is replaced by the producer's body without copying it.
+    """
+
+    def __init__(self, canon: list[Var], inlined: dict[Buffer, PrimExpr], buffers: dict[Buffer, Buffer]):
         super().__init__()
-        self.inlined, self.buffers = inlined, buffers
+        self.canon, self.inlined, self.buffers = canon, inlined, buffers
 
     def rewrite_buffer(self, buffer: Buffer) -> Buffer:
         return self.buffers.get(buffer, buffer)
 
     def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
-        hit = self.inlined.get(pre.buffer)
-        if hit is None:
+        body = self.inlined.get(pre.buffer)
+        if body is None:
             return post
-        axes, body = hit
         assert isinstance(post, BufferLoad)
-        return substitute(body, dict(zip(axes, post.indices)))
+        idx = post.indices
+        if all(a is b for a, b in zip(idx, self.canon)):
+            return body
+        return substitute(body, dict(zip(self.canon, idx)))
+
+
+def _bigger_than(e: PrimExpr, limit: int) -> bool:
+    for k, _ in enumerate(pre_order(e)):
+        if k >= limit:
+            return True
+    return False
 
 
 class _Loads(StmtExprMutator):
@@ -62,6 +75,10 @@ class _Loads(StmtExprMutator):
 
     def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
         return self.value if pre.buffer is self.target else post
+
+
+_INLINE_REPEAT_LIMIT = 32
+"""An inlined stage loaded more than once by one consumer is materialized if its body has more nodes."""
 
 
 def _same_dim(a: Any, b: Any) -> bool:
@@ -77,17 +94,20 @@ class _Builder:
         self.out_set = set(outputs)
         self.stage_names: dict[ComputeOp, str] = {}
         used: set[str] = {stage_name(t.name) for t in inputs}
+        next_suffix: dict[str, int] = {}
+        input_ops = {t.op for t in inputs}
         for op in self.ops:
             if isinstance(op, PlaceholderOp):
-                if op not in {t.op for t in inputs}:
+                if op not in input_ops:
                     raise TEError(f"create_prim_func '{name}': tensor '{op.name}' is used but is not one of the "
                                   "inputs")
                 continue
             base = stage_name(op.name)
-            s, k = base, 0
+            s, k = base, next_suffix.get(base, 0)
             while s in used:
                 k += 1
                 s = f"{base}_{k}"
+            next_suffix[base] = k
             used.add(s)
             self.stage_names[op] = s  # type: ignore[index]
 
@@ -99,26 +119,49 @@ class _Builder:
     def plan(self) -> None:
         self.buffers: dict[Buffer, Buffer] = {}  # tensor buffer -> buffer in the PrimFunc
         self.workspace: list[Buffer] = []
-        self.inlined: dict[Buffer, tuple[tuple[Var, ...], PrimExpr]] = {}
-        self.resolved: dict[ComputeOp, tuple[PrimExpr, ...]] = {}  # sources (+ condition) of each stage
-        resolver = _Resolve(self.inlined, self.buffers)
+        self.inlined: dict[Buffer, PrimExpr] = {}  # inlined tensor buffer -> body over the canonical axes
+        self.resolved: dict[ComputeOp, tuple[PrimExpr, ...]] = {}  # sources (+ condition), canonical axes
+        rank = max((len(op.axis) for op in self.ops if isinstance(op, ComputeOp)), default=0)
+        self.canon = [Var(f"ax{d}", "int64") for d in range(rank)]
+        resolver = _Resolve(self.canon, self.inlined, self.buffers)
         for op in self.ops:
             if not isinstance(op, ComputeOp):
                 continue
             exprs = op.body.source + ((op.body.condition,) if op.body.condition is not None else ()) \
                 if isinstance(op.body, Reduce) else op.body
+            to_canon = dict(zip(op.axis, self.canon))
+            exprs = tuple(substitute(e, to_canon) for e in exprs)
+            self.uninline_repeated(exprs, resolver)
             res = tuple(resolver.visit(e) for e in exprs)
             self.resolved[op] = res
             if self.inlinable(op):
-                self.inlined[op.outputs[0].buffer] = (op.axis, res[0])
+                self.inlined[op.outputs[0].buffer] = res[0]
+            else:
+                self.materialize(op)
+
+    def materialize(self, op: ComputeOp) -> None:
+        for t in op.outputs:
+            if t in self.out_set:
                 continue
-            for t in op.outputs:
-                if t in self.out_set:
-                    continue
-                b = Buffer(self.stage_names[op] if len(op.outputs) == 1 else f"{self.stage_names[op]}_v{t.value_index}",
-                           t.shape, t.dtype, "global.workspace")
-                self.buffers[t.buffer] = b
-                self.workspace.append(b)
+            s = self.stage_names[op]
+            b = Buffer(s if len(op.outputs) == 1 else f"{s}_v{t.value_index}", t.shape, t.dtype, "global.workspace")
+            self.buffers[t.buffer] = b
+            self.workspace.append(b)
+
+    def uninline_repeated(self, exprs: tuple[PrimExpr, ...], resolver: _Resolve) -> None:
+        """Materialize inlined producers that ``exprs`` load more than once and that are big: inlining
+        them would copy their code at every load (and exponentially so along chains)."""
+        count: dict[Buffer, int] = {}
+        for e in exprs:
+            for n in pre_order(e):
+                if isinstance(n, BufferLoad) and n.buffer in self.inlined:
+                    count[n.buffer] = count.get(n.buffer, 0) + 1
+        for buf, c in count.items():
+            if c > 1 and _bigger_than(self.inlined[buf], _INLINE_REPEAT_LIMIT):
+                del self.inlined[buf]
+                op = next(o for o in self.ops if isinstance(o, ComputeOp) and o.outputs[0].buffer is buf)
+                self.materialize(op)
+                resolver.memo.clear()
 
     def materialized(self) -> list[ComputeOp]:
         return [op for op in self.ops if isinstance(op, ComputeOp) and op.outputs[0].buffer not in self.inlined]
@@ -147,10 +190,16 @@ class _Builder:
             if e.is_reduction or len(e.shape) != len(r.shape) or not all(map(_same_dim, e.shape, r.shape)):
                 continue
             loads = [n for x in self.resolved[e] for n in pre_order(x) if isinstance(n, BufferLoad) and n.buffer is buf]
-            if all(len(ld.indices) == len(e.axis) and all(a is b for a, b in zip(ld.indices, e.axis)) for ld in loads):
+            if all(self.identity_load(ld, r.shape) for ld in loads):
                 out[r] = e
                 taken.add(e)
         return out
+
+    def identity_load(self, load: BufferLoad, shape: tuple) -> bool:
+        """Does ``load`` read at the canonical axes (index 0 also counts for a dimension of extent 1)?"""
+        return len(load.indices) == len(shape) and all(
+            i is a or (isinstance(d, int) and d == 1 and isinstance(i, IntImm) and i.value == 0)
+            for i, a, d in zip(load.indices, self.canon, shape))
 
     # -- emission ----------------------------------------------------------------------------------
     def annotations(self, op: ComputeOp, epilogue: ComputeOp | None = None) -> Attrs:
@@ -179,7 +228,7 @@ class _Builder:
 
     def emit_injective(self, op: ComputeOp) -> Stmt:
         lvs = self.loop_vars(op)
-        vmap = dict(zip(op.axis, lvs))
+        vmap = dict(zip(self.canon, lvs))
         stores = [BufferStore(self.out_buffer(t), substitute(e, vmap), tuple(lvs))
                   for t, e in zip(op.outputs, self.resolved[op])]
         return self.nest(op, lvs, seq(*stores), self.annotations(op))
@@ -190,7 +239,8 @@ class _Builder:
         s = self.stage_names[op]
         lvs = self.loop_vars(op)
         rvs = [Var(f"{s}_{a.name}", "int64") for a in red.axis]
-        vmap: dict[Var, Any] = dict(zip(op.axis, lvs))
+        vmap: dict[Var, Any] = dict(zip(self.canon, lvs))
+        vmap.update(zip(op.axis, lvs))  # reduce-axis ranges may use the compute's own axes
         vmap.update(zip(red.axis, rvs))
         n = len(red.source)
         res = self.resolved[op]
@@ -221,7 +271,7 @@ class _Builder:
         init = [BufferStore(a, v, acc_idx) for a, v in zip(accs, red.combiner.identity_values(red.dtypes))]
         body: Stmt = seq(*init, update)
         if epilogue is not None:
-            evmap: dict[Var, Any] = dict(zip(epilogue.axis, lvs))
+            evmap: dict[Var, Any] = dict(zip(self.canon, lvs))
             value = cur[0]
             stores = []
             for t, e in zip(epilogue.outputs, self.resolved[epilogue]):
