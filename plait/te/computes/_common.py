@@ -28,7 +28,7 @@ class ComputeError(PlaitError):
 
 
 __all__ = [
-    "ComputeError", "bcast_index", "cdtype", "clamp", "down", "elementwise", "highest", "is_float", "is_int",
+    "ComputeError", "bcast_dims", "bcast_index", "cdtype", "clamp", "down", "elementwise", "highest", "is_float", "is_int",
     "is_uint", "lowest", "nan_max", "nan_min", "out_tensor_type", "stage", "static_shape", "tir", "up",
 ]
 
@@ -73,7 +73,11 @@ def make(op: str, shape: Sequence[int], fcompute: Callable[..., Any], suffix: st
 
 def bcast_index(t: Tensor, idx: Sequence[PrimExpr], op: str = "") -> tuple[Any, ...]:
     """The index of ``t`` read at output index ``idx`` under numpy broadcasting (size-1 dims -> 0)."""
-    shape = shape_of(t, op)
+    return bcast_dims(shape_of(t, op), idx)
+
+
+def bcast_dims(shape: Sequence[int], idx: Sequence[PrimExpr]) -> tuple[Any, ...]:
+    """The index into an array of ``shape`` (aligned right) broadcast to index ``idx``."""
     off = len(idx) - len(shape)
     return tuple(0 if d == 1 else idx[off + k] for k, d in enumerate(shape))
 
