@@ -1,0 +1,308 @@
+"""LowerToTIR: Primitive Relay functions -> TIR PrimFuncs in the same IRModule (docs/lowering.md, 3).
+
+For every call of a Primitive function in the module's (non-Primitive) Relay functions:
+
+1. a ``te.placeholder`` per parameter; the TE compute of each call of the body
+   (``plait.te.get_compute(op)``), its stages annotated with the operator and its pattern;
+   constants of one element become constant stages; tuples and tuple items are followed;
+2. ``te.create_prim_func(placeholders + outputs)`` (outputs: the leaves of the result);
+3. the target's default schedule, ``plait.schedule.default_schedule(func, target)`` (skipped while
+   that function does not exist), then ``tir.simplify`` and ``tir.verify``;
+4. the PrimFunc gets attrs ``global_symbol`` (= its name in the module), ``target`` (the canonical
+   target string) and ``num_inputs``; the call becomes ``Call(GlobalVar(name), args)``.
+
+Structurally identical Primitive functions (same ops, attrs and types; call ``meta`` ignored) are
+lowered once. Names come from the function's ``name`` attribute (``fused_nn_conv2d_add``), made
+C-safe, cut to :data:`MAX_NAME` characters and unique (``_1``, ``_2``... on a clash). An operator
+call outside any Primitive function (FuseOps not run) is lowered as a group of its own;
+``device_copy`` calls are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from plait.errors import PlaitError, RegistryError
+from plait.ir.attrs import EMPTY, Attrs
+from plait.ir.op import Op
+from plait.ir.transform import Pass, PassContext
+from plait.ir.types import FuncType, TensorType, TupleType, Type
+from plait.relay.analysis import structural_equal, structural_hash
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
+from plait.relay.infer import describe_call, infer_type
+from plait.relay.module import IRModule
+from plait.relay.passes.fuse_ops import NOT_FUSED, fusion_pattern
+from plait.relay.visitor import ExprMutator, post_order
+from plait.tir.expr import const as tir_const
+from plait.tir.simplify import simplify
+from plait.tir.stmt import PrimFunc
+from plait.tir.verify import verify
+
+MAX_NAME = 64
+
+
+class LowerError(PlaitError):
+    """A Primitive function could not be lowered to TIR (missing compute, unsupported type...)."""
+
+
+def _where(target: Any, piece: Any) -> str:
+    if piece is not None:
+        return f"piece '{piece.name}' (target '{target}')"
+    return f"target '{target}'"
+
+
+def _static(t: Type, what: str) -> TensorType:
+    if not isinstance(t, TensorType):
+        raise LowerError(f"{what}: expected a tensor type, got {t}")
+    if not t.is_static:
+        raise LowerError(f"{what}: type {t} has a symbolic dimension; lowering needs static shapes")
+    return t
+
+
+def _leaves(t: Type, what: str) -> list[TensorType]:
+    if isinstance(t, TupleType):
+        out = []
+        for f in t.fields:
+            if isinstance(f, TupleType):
+                raise LowerError(f"{what}: nested tuple results are not supported, got {t}")
+            out.append(_static(f, what))
+        return out
+    return [_static(t, what)]
+
+
+def _constant_stage(c: Constant) -> Any:
+    from plait import te
+
+    value = c.data.reshape(-1)[0]
+    dtype = str(c.data.dtype)
+    return te.compute(c.data.shape, lambda *i: tir_const(value.item() if dtype != "bool" else bool(value), dtype),
+                      name="T_const")
+
+
+def _schedule(func: PrimFunc, target: Any) -> PrimFunc:
+    try:
+        from plait.schedule import default_schedule  # written in parallel: optional until it exists
+    except ImportError as exc:
+        if exc.name in ("plait.schedule", None) or "default_schedule" in str(exc):
+            return func
+        raise
+    return default_schedule(func, target)
+
+
+def lower_function(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:
+    """The PrimFunc of the Primitive function ``fn`` (typed), with ``global_symbol`` ``name``."""
+    from plait import te
+
+    where = _where(target, piece)
+    inputs = []
+    values: dict[Expr, Any] = {}
+    for k, p in enumerate(fn.params):
+        t = _static(p.checked_type, f"lowering '{name}' for {where}: parameter {k} ('{p.name_hint}')")
+        ph = te.placeholder(t.shape, t.dtype, f"p{k}")
+        inputs.append(ph)
+        values[p] = ph
+    for node in post_order(fn.body):
+        if node in values:
+            continue
+        if isinstance(node, Constant):
+            if node.data.size != 1:
+                raise LowerError(f"lowering '{name}' for {where}: a constant of shape {node.data.shape} inside a "
+                                 "Primitive function (pass it as an argument)")
+            values[node] = _constant_stage(node)
+        elif isinstance(node, Tuple):
+            values[node] = tuple(values[f] for f in node.fields)
+        elif isinstance(node, TupleGetItem):
+            values[node] = values[node.tuple_value][node.index]
+        elif isinstance(node, Call) and isinstance(node.op, Op):
+            values[node] = _lower_call(node, [values[a] for a in node.args], where)
+        else:
+            raise LowerError(f"lowering '{name}' for {where}: unsupported {type(node).__name__} in a Primitive "
+                             f"function: {node!r}")
+    out = values[fn.body]
+    outs = list(out) if isinstance(out, tuple) else [out]
+    _leaves(fn.body.checked_type, f"lowering '{name}' for {where}")
+    try:
+        func = te.create_prim_func(inputs + outs, name, num_inputs=len(inputs))
+    except PlaitError as exc:
+        raise LowerError(f"lowering '{name}' for {where}: {exc}") from exc
+    if schedule:
+        func = _schedule(func, target)
+    func = simplify(func)
+    func = func.with_attrs({"global_symbol": name, "target": str(target), "num_inputs": len(inputs)})
+    verify(func, name)
+    want = FuncType(tuple(p.checked_type for p in fn.params), fn.body.checked_type)
+    if func.relay_type != want:  # pragma: no cover - create_prim_func keeps the placeholders' shapes
+        raise LowerError(f"lowering '{name}' for {where}: the PrimFunc's type {func.relay_type} is not {want}")
+    return func
+
+
+def _lower_call(call: Call, args: list[Any], where: str) -> Any:
+    from plait import te
+
+    op = call.op
+    assert isinstance(op, Op)
+    try:
+        compute = te.get_compute(op.name)
+    except RegistryError:
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: operator '{op.name}' has no TE "
+                         "compute") from None
+    for k, a in enumerate(args):
+        if not isinstance(a, te.Tensor):
+            raise LowerError(f"cannot lower {describe_call(call)} for {where}: argument {k} is a tuple")
+    try:
+        res = compute(args, call.attrs, call.checked_type)
+    except PlaitError as exc:
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: {exc}") from exc
+    except Exception as exc:  # a bug in a compute: say which call and operator
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: the compute of '{op.name}' failed: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    outs = list(res) if isinstance(res, (list, tuple)) else [res]
+    want = _leaves(call.checked_type, f"cannot lower {describe_call(call)} for {where}")
+    got = [(tuple(t.shape), t.dtype) for t in outs if isinstance(t, te.Tensor)]
+    if got != [(tuple(w.shape), w.dtype) for w in want]:
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: the compute of '{op.name}' returned "
+                         f"{got}, expected {[(tuple(w.shape), w.dtype) for w in want]}")
+    te.annotate(outs, args, op.name, fusion_pattern(call).name.lower())
+    return tuple(outs) if isinstance(call.checked_type, TupleType) else outs[0]
+
+
+# ---- the pass --------------------------------------------------------------------------------------
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def c_name(name: str) -> str:
+    """``name`` as a C identifier of at most :data:`MAX_NAME` characters."""
+    s = _UNSAFE.sub("_", name) or "fn"
+    if s[0].isdigit():
+        s = "_" + s
+    return s[:MAX_NAME]
+
+
+def _strip_meta(fn: Function) -> Function:
+    class _Strip(ExprMutator):
+        def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+            assert isinstance(post, Call)
+            return Call(post.op, post.args, post.attrs, EMPTY) if post.meta else post
+
+    out = _Strip().visit(fn)
+    assert isinstance(out, Function)
+    return out
+
+
+class _Lowerer(ExprMutator):
+    def __init__(self, state: "_State"):
+        super().__init__()
+        self.state = state
+
+    def visit(self, root: Expr) -> Expr:
+        memo = self.memo
+
+        def primitive(n: Expr) -> bool:
+            return isinstance(n, Function) and bool(n.attrs.get("Primitive"))
+
+        for node in post_order(root, enter=lambda n: n not in memo and not primitive(n)):
+            if node not in memo:
+                memo[node] = node if primitive(node) else self.rewrite(node)
+        return memo[root]
+
+    def rewrite(self, node: Expr) -> Expr:
+        post = self._rebuild(node)
+        return self.rewrite_call(node, post) if isinstance(node, Call) else post
+
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        assert isinstance(post, Call)
+        if isinstance(post.op, Function) and post.op.attrs.get("Primitive"):
+            return Call(GlobalVar(self.state.lower(pre.op)), post.args)  # type: ignore[arg-type]
+        if isinstance(post.op, Op) and post.op.name not in NOT_FUSED:
+            params = tuple(Var(f"p{k}", a.checked_type) for k, a in enumerate(pre.args))
+            body = Call(pre.op, params, pre.attrs, pre.meta)
+            fn = Function(params, body, pre.checked_type, Attrs({"Primitive": 1, "anchor": pre.op.name,
+                                                                  "name": "fused_" + c_name(pre.op.name)}))
+            infer_type(IRModule({"f": fn}))
+            return Call(GlobalVar(self.state.lower(fn)), post.args)
+        return post
+
+
+class _State:
+    def __init__(self, mod: IRModule, target: Any, piece: Any, schedule: bool):
+        self.target, self.piece, self.schedule = target, piece, schedule
+        self.used: set[str] = set(mod)
+        self.funcs: dict[str, PrimFunc] = {}
+        self.seen: dict[int, list[tuple[Function, str]]] = {}
+
+    def lower(self, fn: Function) -> str:
+        key_fn = _strip_meta(fn)
+        h = structural_hash(key_fn)
+        for other, name in self.seen.get(h, []):
+            if structural_equal(other, key_fn):
+                return name
+        name = self.unique(c_name(str(fn.attrs.get("name") or "fused")))
+        self.funcs[name] = lower_function(fn, name, self.target, self.piece, self.schedule)
+        self.seen.setdefault(h, []).append((key_fn, name))
+        return name
+
+    def unique(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.used:
+            k += 1
+            suffix = f"_{k}"
+            name = base[:MAX_NAME - len(suffix)] + suffix
+        self.used.add(name)
+        return name
+
+
+def _resolve_target(target: Any) -> tuple[Any, Any]:
+    from plait.target import Target, current_piece
+
+    piece = current_piece()
+    if target is None:
+        target = Target.current()
+        if target is None:
+            raise LowerError("LowerToTIR: no target given and no current target (pass one or enter 'with target:')")
+    elif isinstance(target, str):
+        target = Target(target)
+    elif hasattr(target, "target") and hasattr(target, "name"):  # a Piece
+        piece, target = target, target.target
+    if piece is not None and piece.target != target:
+        piece = None
+    return target, piece
+
+
+@dataclass(frozen=True)
+class LowerToTIR(Pass):
+    """Lower every Primitive function call of the module's Relay functions to a PrimFunc call.
+
+    ``target``: a Target, a target string or a Piece (None: ``Target.current()``); ``schedule``:
+    apply the target's default schedule (if :mod:`plait.schedule` provides one).
+    """
+
+    target: Any = None
+    schedule: bool = True
+    name: ClassVar[str] = "lower_to_tir"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        mod = infer_type(mod)
+        target, piece = _resolve_target(self.target)
+        state = _State(mod, target, piece, self.schedule)
+        new_funcs: dict[str, Function] = {}
+        for gname, fn in mod.items():
+            if isinstance(fn, Function) and not fn.attrs.get("Primitive"):
+                out = _Lowerer(state).visit(fn)
+                assert isinstance(out, Function)
+                new_funcs[gname] = out
+        for gname, fn in mod.items():
+            if isinstance(fn, Function) and fn.attrs.get("Primitive"):
+                new_funcs.setdefault(gname, fn)  # a global Primitive function: kept (hooks may want it)
+        for gname, f in new_funcs.items():
+            mod = mod.with_function(gname, f)
+        for gname, pf in state.funcs.items():
+            mod = mod.with_function(gname, pf)
+        return infer_type(mod)
+
+
+__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function"]
