@@ -61,7 +61,7 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     assert hand_kind == {"target": "handwritten", "funcs": ["add", "relu"]}
     assert art.target == "handwritten"
     names = [n for n, _ in timing.times]
-    assert names == ["infer_type", "handwritten.relay_to_tir", "lower", "infer_type", "codegen",
+    assert names == ["infer_type", "fold_constant", "handwritten.relay_to_tir", "lower", "infer_type", "codegen",
                      "graph_executor_codegen"]
     assert [n for n, _ in art.timings][-1] == "total"
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)

@@ -75,6 +75,10 @@ class GraphArtifact:
     def module(self) -> "GraphModule":
         return GraphModule(self)
 
+    def __repr__(self) -> str:
+        calls = sum(1 for n in self.graph["nodes"] if n["op"] == "call")
+        return f"GraphArtifact(target={self.target!r}, {calls} calls, {len(self.params)} params, lib={self.lib!r})"
+
     def export(self, path: str | Path) -> Path:
         """Write ``graph.json``, ``params.npz`` and the library (``lib.so``, or ``lib.c`` for a
         C source module that was not compiled for the host) into the directory ``path``."""
@@ -233,6 +237,22 @@ class GraphModule:
     def _failed(self, i: int, status: Any) -> None:
         n = self._call_nodes[i]
         raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n['func']}' returned error status {status}")
+
+    def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
+        """Per call: ``{"name", "func", "ms"}`` (median over ``repeat`` runs of the current inputs),
+        in execution order."""
+        import time
+
+        times: list[list[float]] = [[] for _ in self._calls]
+        for _ in range(max(1, repeat)):
+            for i, (fn, args) in enumerate(self._calls):
+                t0 = time.perf_counter()
+                status = fn(*args)
+                times[i].append(time.perf_counter() - t0)
+                if status:
+                    self._failed(i, status)
+        return [{"name": n["name"], "func": n["func"], "ms": float(np.median(t)) * 1e3}
+                for n, t in zip(self._call_nodes, times)]
 
     def __call__(self, *args: Any, **inputs: Any) -> list[np.ndarray]:
         """Set every input (by position or by name), run, return copies of all outputs."""

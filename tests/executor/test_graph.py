@@ -46,6 +46,11 @@ def test_diamond_runs_and_matches_numpy(lib):
     gm.run()
     np.testing.assert_allclose(gm.get_output(1), diamond_reference(x_input(3), c)[1], atol=1e-6)
     assert gm.run_with({"x": x_input(3)})["z"].shape == (2, 3)
+    prof = gm.profile(repeat=2)
+    assert [(p["name"], p["func"]) for p in prof] == [("/add0", "add"), ("/relu", "relu"), ("/twice", "twice"),
+                                                      ("/add1", "add"), ("/split", "split2")]
+    assert all(p["ms"] >= 0 for p in prof)
+    assert repr(gm.artifact).startswith("GraphArtifact(target='', 5 calls, 1 params, lib=")
 
 
 def test_diamond_graph_and_storage_plan():
