@@ -71,7 +71,8 @@ def ort_session(model: Any) -> Any:
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, cache_dir: str | None) -> dict[str, Any]:
+def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, cache_dir: str | None,
+                profile: int = 0) -> dict[str, Any]:
     import plait
     from plait.executor import GraphModule
     from plait.frontend.onnx import from_onnx
@@ -95,6 +96,9 @@ def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, c
     row["plait_ms"] = time_ms(lambda: gm(**feeds), repeat, warmup)
     row["ort_ms"] = time_ms(lambda: sess.run(None, feeds), repeat, warmup)
     row["ratio"] = row["plait_ms"] / row["ort_ms"]
+    if profile:
+        calls = sorted(gm.profile(repeat=min(repeat, 10)), key=lambda c: -c["ms"])
+        row["slowest_calls"] = [{"func": c["func"], "ms": round(c["ms"], 4)} for c in calls[:profile]]
     if numpy:
         ref = flatten_value(run(mod, feeds))
         row["numpy_diff"] = max(float(np.max(np.abs(r - w))) if r.size else 0.0 for r, w in zip(ref, want))
@@ -126,6 +130,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         numpy_ms = f"{r['numpy_ms']:10.3f}" if "numpy_ms" in r else f"{'-':>10s}"
         lines.append(f"{name:22s} {r['plait_ms']:10.3f} {r['ort_ms']:10.3f} {r['ratio']:9.2f}x {numpy_ms} "
                      f"{r['compile_s']:10.2f} {r['max_abs_diff']:10.2e}")
+        for c in r.get("slowest_calls", []):
+            lines.append(f"{'':24s}{c['ms']:10.3f} ms  {c['func']}")
     return "\n".join(lines)
 
 
@@ -137,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", default="c", help='plait target (default "c")')
     p.add_argument("--json", help="write the results to this JSON file")
     p.add_argument("--no-numpy", action="store_true", help="skip the numpy reference interpreter")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also show the N slowest calls of each model (graph executor profile)")
     p.add_argument("--cache", action="store_true", help="use the default C compile cache (compile_s then "
                                                           "excludes the C compiler when the code is unchanged)")
     args = p.parse_args(argv)
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             try:
                 results[name] = bench_model(name, args.target, args.repeat, args.warmup, not args.no_numpy,
-                                            None if args.cache else tmp)
+                                            None if args.cache else tmp, args.profile)
             except PlaitError as exc:
                 results[name] = {"target": args.target, "error": str(exc).splitlines()[0]}
             print(f"  {name}: done", file=sys.stderr, flush=True)
