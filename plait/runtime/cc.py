@@ -38,9 +38,22 @@ def compiler_version(cc: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else exe
 
 
+@lru_cache(maxsize=None)
+def native_flags(cc: str) -> str:
+    """What ``-march=native`` means on this machine (cc1's expanded options), so that a cache shared
+    between machines never hands out a library built for another CPU."""
+    try:
+        out = subprocess.run([cc, "-march=native", "-E", "-v", "-"], input="", capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return next((ln for ln in out.stderr.splitlines() if "cc1" in ln), out.stderr)
+
+
 def _key(source: str, cc: str, flags: Sequence[str], kind: str) -> str:
     h = hashlib.sha256()
-    for part in (kind, cc, compiler_version(cc), "\0".join(flags), source):
+    native = native_flags(cc) if any("native" in f for f in flags) else ""
+    for part in (kind, cc, compiler_version(cc), native, "\0".join(flags), source):
         h.update(part.encode())
         h.update(b"\0\1")
     return h.hexdigest()[:32]
@@ -52,7 +65,8 @@ def _run(cmd: list[str], name: str, cwd: str) -> None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CompileError(f"compiling '{name}' failed: {exc}") from None
     if r.returncode != 0:
-        errors = [ln for ln in r.stderr.splitlines() if "error" in ln] or r.stderr.splitlines()
+        errors = [ln for ln in r.stderr.splitlines() if "error" in ln or "In function" in ln] \
+            or r.stderr.splitlines()
         excerpt = "\n".join(errors[:10])
         raise CompileError(f"compiling '{name}' with {cmd[0]} failed:\n{excerpt}")
 

@@ -7,6 +7,7 @@ each piece's module). Kinds here:
   turns it into a :class:`DSOModule` with the host compiler.
 - :class:`DSOModule`: a shared library loaded with ctypes. Functions take numpy arrays (buffers)
   and Python numbers (scalars) and return the C function's int32 status (non-zero raises).
+- :class:`CrossModule`: a :class:`CSourceModule` cross-compiled to an object file (compile check).
 - :class:`PyModule`: Python callables (used by hook-backed kinds such as an external runtime).
 
 Signatures are tuples of argument kinds: ``"ptr"`` for a buffer, or a scalar dtype name.
@@ -108,26 +109,30 @@ class CSourceModule(Module):
     kind = "c"
 
     def __init__(self, source: str, signatures: Mapping[str, Sequence[str]], name: str = "module",
-                 link_flags: Sequence[str] = (), include_dirs: Sequence[str] = ()):
+                 link_flags: Sequence[str] = (), include_dirs: Sequence[str] = (),
+                 compile_flags: Sequence[str] = ("-O3",)):
         super().__init__()
         self.source = source
         self.signatures = {k: tuple(v) for k, v in signatures.items()}
         self.name = name
         self.link_flags = tuple(link_flags)
         self.include_dirs = tuple(include_dirs)
+        self.compile_flags = tuple(compile_flags)  # what compile() uses unless given flags
 
     def function_names(self) -> list[str]:
         return sorted(self.signatures)
 
     def full_source(self) -> str:
         manifest = json.dumps({"name": self.name, "signatures": self.signatures}, sort_keys=True)
-        escaped = manifest.replace("\\", "\\\\").replace('"', '\\"')
+        # '?' too: "??/" would be a trigraph in ISO C modes (-std=c99)
+        escaped = manifest.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
         return (self.source.rstrip("\n") + "\n\n/* plait manifest: function signatures for the loader */\n"
                 f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
 
-    def compile(self, cc: str = "gcc", flags: Sequence[str] = ("-O3",), cache_dir: str | None = None) -> "DSOModule":
+    def compile(self, cc: str = "gcc", flags: Sequence[str] | None = None, cache_dir: str | None = None) -> "DSOModule":
         from plait.runtime.cc import compile_source
 
+        flags = self.compile_flags if flags is None else flags
         inc = [f"-I{d}" for d in self.include_dirs]
         path = compile_source(self.full_source(), name=self.name, cc=cc, flags=[*flags, *inc],
                               cache_dir=cache_dir, link_flags=self.link_flags)
@@ -144,6 +149,33 @@ class CSourceModule(Module):
     def export_library(self, path: str | Path) -> Path:
         p = Path(path)
         p.write_text(self.full_source(), encoding="utf-8")
+        return p
+
+
+class CrossModule(CSourceModule):
+    """C source compiled for another machine (e.g. a Cortex-M core): the object file is a compile
+    check (and what a firmware build links); its functions cannot run in this process.
+    ``compile()`` builds the same source for the host (host simulation)."""
+
+    kind = "c-cross"
+
+    def __init__(self, source: str, signatures: Mapping[str, Sequence[str]], name: str, object_path: str | Path,
+                 compiler: str, flags: Sequence[str], target: str = "", compile_flags: Sequence[str] = ("-O3",)):
+        super().__init__(source, signatures, name, compile_flags=compile_flags)
+        self.object_path = Path(object_path)
+        self.compiler = compiler
+        self.flags = tuple(flags)
+        self.target = target
+
+    def _own_function(self, name: str) -> Callable | None:
+        if name in self.signatures:
+            raise PlaitError(f"function '{name}' was compiled by {self.compiler} for target '{self.target}' and "
+                             "cannot run in this process; build with host_simulation=True to run it on the host")
+        return None
+
+    def export_object(self, path: str | Path) -> Path:
+        p = Path(path)
+        shutil.copyfile(self.object_path, p)
         return p
 
 

@@ -1,0 +1,239 @@
+"""The C backend: TIR PrimFuncs -> portable C99 -> a shared library (host) or an object (Cortex-M).
+
+    src = codegen_c(funcs, Target("c"))            # a CSourceModule (deterministic text)
+    lib = build_c(funcs, Target("c"))              # a DSOModule: lib["matmul"](A, B, C)
+    obj = build_c(funcs, Target("c -mcpu=cortex-m7f"))   # a CrossModule (object file, compile check)
+    sim = build_c(funcs, Target("c -mcpu=cortex-m7f"), host_simulation=True)  # same C, run on the host
+
+The generated file includes only <math.h>, <stdint.h>, <stdbool.h> and <stddef.h>. Each PrimFunc
+becomes ``int32_t NAME(const float* restrict in, ..., float* restrict out, int64_t n)`` returning 0:
+buffers are flat row-major arrays (``const`` when never written; ``restrict``: the caller must not
+pass overlapping buffers), scalar params come by value. Loop kinds: ``vectorized`` ->
+``#pragma omp simd`` (gcc rejects ``#pragma GCC ivdep`` and ``omp simd`` on the same loop; ``omp
+simd`` asserts the same independence and asks for vectorization; builds pass ``-fopenmp-simd``, so
+no OpenMP runtime is involved), ``unrolled`` -> ``#pragma GCC unroll N``, ``parallel`` -> a plain
+loop (single thread for now). ``global.workspace`` allocations are static arrays aligned to 64
+bytes (not reentrant; the memory-planning issue will pass workspaces in), ``local`` ones stack
+arrays. Every identifier is sanitized (:mod:`plait.backend.c_names`); model names appear only in
+escaped comments. The same PrimFuncs give byte-identical source.
+
+Flags (every build): ``-std=c99 -fwrapv`` (TIR integers wrap), ``-fno-math-errno`` (sqrtf etc.
+inline to one instruction), ``-ffp-contract=fast`` (a*b+c may fuse into an FMA: faster on AVX2 and
+Cortex-M4F/M7F, and results stay within 1e-4 of the interpreter; -std=c99 alone would turn
+contraction off), ``-fopenmp-simd``; never ``-ffast-math`` (NaN, inf and signed zeros keep their
+meaning). Host builds add ``-march=native`` unless the target gives ``-mcpu``/``-march``, and use
+``-O3``: the c kind's ``-opt-level`` default (2) is meant for embedded builds, so on the host the
+default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
+Cortex-M targets are cross-compiled with ``arm-none-eabi-gcc`` and the target's ``compiler_flags``
+(``-mcpu -mthumb -mfpu -mfloat-abi -O<n>``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from plait.backend.c_emit import CodegenError, FunctionEmitter
+from plait.backend.c_helpers import ALIGN_MACRO, helper_source, value_type
+from plait.backend.c_names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
+from plait.errors import PlaitError, RegistryError
+from plait.runtime.cc import CompileError, compile_source
+from plait.runtime.module import CrossModule, CSourceModule, Module
+from plait.tir.expr import Call
+from plait.tir.functor import pre_order
+from plait.tir.stmt import PrimFunc
+from plait.tir.verify import verify
+
+BASE_FLAGS = ("-std=c99", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-fopenmp-simd")
+CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
+INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
+
+
+def _func_name(f: PrimFunc, k: int) -> str:
+    return f.name if f.name else f"func{k}"
+
+
+def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """Extern functions called: name -> (return dtype, argument dtypes, first caller)."""
+    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
+    for k, f in enumerate(funcs):
+        where = f"PrimFunc '{_func_name(f, k)}'"
+        for n in pre_order(f.body):
+            if not (isinstance(n, Call) and n.kind == "extern"):
+                continue
+            if not is_identifier(n.name) or n.name in C_KEYWORDS or n.name.startswith(HELPER_PREFIX) \
+                    or n.name == "plait_manifest":
+                raise CodegenError(f"C codegen of {where}: extern function name {n.name!r} is not a usable "
+                                   "C identifier")
+            sig = (n.dtype, tuple(a.dtype for a in n.args), where)
+            have = out.setdefault(n.name, sig)
+            if have[:2] != sig[:2]:
+                raise CodegenError(
+                    f"C codegen of {where}: extern function '{n.name}' is called as "
+                    f"{_sig_text(sig)} here and as {_sig_text(have)} in {have[2]}")
+    return out
+
+
+def _sig_text(sig: tuple[str, tuple[str, ...], str]) -> str:
+    return f"{sig[0]}({', '.join(sig[1])})"
+
+
+def _names(funcs: Sequence[PrimFunc], externs: Mapping[str, Any]) -> tuple[NameTable, list[str]]:
+    table = NameTable()
+    for e in externs:
+        table.reserve(e)
+    return table, [table.fresh(_func_name(f, k), "func") for k, f in enumerate(funcs)]
+
+
+def c_function_names(funcs: Sequence[PrimFunc]) -> list[str]:
+    """The C symbol of each PrimFunc (its global_symbol when that is already a safe, unique name)."""
+    return _names(funcs, _externs(funcs))[1]
+
+
+def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> CSourceModule:
+    """C99 source for ``funcs`` (one function each), as a :class:`CSourceModule` whose signatures
+    are keyed by the C symbols (see :func:`c_function_names`)."""
+    funcs = list(funcs)
+    for k, f in enumerate(funcs):
+        if not isinstance(f, PrimFunc):
+            raise CodegenError(f"codegen_c expects PrimFuncs, got {type(f).__name__} at position {k}")
+        verify(f)
+    externs = _externs(funcs)
+    table, cnames = _names(funcs, externs)
+    bodies, sigs, helpers, align = [], {}, set(), False
+    for k, (f, cname) in enumerate(zip(funcs, cnames)):
+        em = FunctionEmitter(f, cname, table, f"PrimFunc '{_func_name(f, k)}'")
+        text, sig = em.function()
+        bodies.append(text)
+        sigs[cname] = sig
+        helpers |= em.helpers
+        align = align or em.uses_align
+    parts = [f"/* Generated by plait's C backend for target \"{comment_text(str(target) if target else 'c')}\". */\n"
+             + "".join(f"#include <{h}>\n" for h in INCLUDES)]
+    if align:
+        parts.append(ALIGN_MACRO)
+    if helpers:
+        parts.append(helper_source(helpers))
+    decls = []
+    for e in sorted(externs):
+        ret, args, _ = externs[e]
+        if e not in HEADER_NAMES:
+            params = ", ".join(value_type(d) for d in args) or "void"
+            decls.append(f"extern {value_type(ret)} {e}({params});\n")
+    if decls:
+        parts.append("".join(decls))
+    parts += bodies
+    return CSourceModule("\n".join(parts), sigs, name=NameTable().fresh(name, "module"),
+                         compile_flags=host_flags(target))
+
+
+# ---- build ----------------------------------------------------------------------------------------
+
+
+def is_cross(target: Any) -> bool:
+    """Does ``target`` need a cross compiler (a Cortex-M core)?"""
+    from plait.target.kinds import is_cortex_m
+
+    return "mcpu" in target.options and is_cortex_m(target)
+
+
+def _target_flags(target: Any, host_simulation: bool) -> list[str]:
+    try:
+        return list(target.attr("compiler_flags")(target, host_simulation=host_simulation))
+    except PlaitError:
+        return []
+
+
+def host_opt_level(target: Any) -> int:
+    """-O level of a host build: the target's, except that the kind's default (2) means 3 here."""
+    if "opt-level" not in target.options:
+        return 3
+    level = target.options["opt-level"]
+    return 3 if level == target.kind.option("opt-level").default else level
+
+
+def compiler_and_flags(target: Any, host_simulation: bool = False) -> tuple[str, list[str], bool]:
+    """(compiler, flags, cross) for building ``target``'s C."""
+    cross = is_cross(target) and not host_simulation
+    try:
+        cc = target.attr("compiler")(target, host_simulation=host_simulation)
+    except PlaitError:
+        cc = "gcc"
+    tflags = _target_flags(target, host_simulation)
+    if cross:
+        return cc, [*BASE_FLAGS, *tflags, *CROSS_FLAGS], True
+    tflags = [f for f in tflags if not f.startswith("-O")]
+    if not any(f.startswith(("-march=", "-mcpu=")) for f in tflags):
+        tflags.append("-march=native")
+    return cc, [*BASE_FLAGS, f"-O{host_opt_level(target)}", *tflags], False
+
+
+def host_flags(target: Any = None) -> list[str]:
+    """Flags that build ``target``'s C for this machine (host simulation for a Cortex-M target)."""
+    from plait.target import Target
+
+    t = Target(target if target is not None else "c")
+    return compiler_and_flags(t, host_simulation=is_cross(t))[1]
+
+
+_IN_FUNCTION = re.compile(r"In function [\u2018'`]([A-Za-z_][A-Za-z0-9_]*)[\u2019'`]")
+
+
+def _name_functions(exc: CompileError, funcs: Sequence[PrimFunc], target: Any) -> CompileError:
+    cnames = c_function_names(funcs)
+    orig = {c: _func_name(f, k) for k, (f, c) in enumerate(zip(funcs, cnames))}
+    hit = [c for c in dict.fromkeys(_IN_FUNCTION.findall(str(exc))) if c in orig]
+    which = hit or cnames
+    names = ", ".join(f"'{orig[c]}'" + (f" (C function '{c}')" if c != orig[c] else "") for c in which)
+    return CompileError(f"the C code of PrimFunc {names} does not compile for target '{target}': {exc}")
+
+
+def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: bool = False,
+            cache_dir: Any = None, name: str = "module") -> Module:
+    """Generate and compile C for ``funcs``: a :class:`DSOModule` for the host (or with
+    ``host_simulation``), a :class:`CrossModule` (object file) for a Cortex-M target."""
+    from plait.target import Target
+
+    target = Target(target if target is not None else "c")
+    funcs = list(funcs)
+    src = codegen_c(funcs, target, name)
+    cc, flags, cross = compiler_and_flags(target, host_simulation)
+    try:
+        if cross:
+            obj = compile_source(src.full_source(), name=src.name, cc=cc, flags=flags, shared=False,
+                                 cache_dir=cache_dir)
+            return CrossModule(src.source, src.signatures, src.name, obj, cc, flags, str(target),
+                               compile_flags=src.compile_flags)
+        return src.compile(cc=cc, flags=flags, cache_dir=cache_dir)
+    except CompileError as exc:
+        raise _name_functions(exc, funcs, target) from None
+
+
+def build(mod: Any, target: Any, ctx: Any = None) -> Module:
+    """The c kind's ``build`` attribute (what the driver calls): every PrimFunc of the lowered
+    IRModule ``mod``, in name order. ``ctx.config``: ``cc.cache_dir``, ``c.host_simulation``."""
+    config = getattr(ctx, "config", None) or {}
+    funcs = []
+    for key in sorted(mod):
+        f = mod[key]
+        if isinstance(f, PrimFunc):
+            funcs.append(f if f.name else f.with_attrs(global_symbol=key))
+    return build_c(funcs, target, host_simulation=bool(config.get("c.host_simulation", False)),
+                   cache_dir=config.get("cc.cache_dir"))
+
+
+def _register() -> None:
+    from plait.target import get_kind
+
+    kind = get_kind("c")
+    for attr, fn in (("codegen", codegen_c), ("build", build)):
+        have = kind.attrs.get(attr)
+        if have is not None and getattr(have, "__module__", None) != __name__:
+            raise RegistryError(f"target kind 'c' already has a '{attr}' attribute from {have.__module__}")
+        kind.attrs[attr] = fn
+
+
+_register()
+
+__all__ = ["BASE_FLAGS", "CodegenError", "CompileError", "build", "build_c", "c_function_names", "codegen_c",
+           "compiler_and_flags", "host_opt_level", "is_cross"]
