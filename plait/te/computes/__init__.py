@@ -6,6 +6,6 @@ test (tests/te/test_computes_coverage.py) checks that none is missing.
 
 from __future__ import annotations
 
-from plait.te.computes import nn, norm, reduce, tensor  # noqa: F401
+from plait.te.computes import gather, image, nn, norm, reduce, tensor, transform  # noqa: F401
 
 __all__: list[str] = []
