@@ -83,7 +83,7 @@ def sanitize(name: str, fallback: str = "v") -> str:
     """
     text = name if isinstance(name, str) else str(name)
     s = re.sub(r"[^A-Za-z0-9_]", "_", text) or fallback
-    if s[0].isdigit() or s[0] == "_":
+    if s[0].isdigit() or s[0] == "_" or s.startswith((HELPER_PREFIX, HELPER_PREFIX.upper())):
         s = fallback + s
     if len(s) > _MAX_LEN:
         s = s[:_MAX_LEN - 9] + "_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
