@@ -16,14 +16,13 @@ import re
 from typing import Any, Callable, Sequence
 
 from plait import tir
-from plait.errors import PlaitError
 from plait.ir.types import TensorType, TupleType, Type
-from plait.te.tensor import Tensor, compute, comm_reducer
+from plait.te.tensor import TEError, Tensor, compute, comm_reducer
 from plait.tir.dtype import int_range, is_float, is_int, is_uint
 from plait.tir.expr import PrimExpr
 
 
-class ComputeError(PlaitError):
+class ComputeError(TEError):
     """An operator's compute cannot be built for these types or attributes."""
 
 
@@ -38,7 +37,8 @@ def static_shape(shape: Sequence[Any], op: str, what: str = "shape") -> tuple[in
     out = []
     for d in shape:
         if not isinstance(d, int):
-            raise ComputeError(f"{op}: {what} {tuple(str(x) for x in shape)} has a symbolic dimension "
+            dims = "(" + ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
+            raise ComputeError(f"{op}: {what} {dims} has a symbolic dimension "
                                f"'{d}': lowering needs static shapes")
         out.append(d)
     return tuple(out)
