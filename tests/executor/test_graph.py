@@ -223,3 +223,15 @@ def test_export_and_load(c_lib, tmp_path):
     with pytest.raises(PlaitError) as e:
         GraphArtifact.from_module(mod, tir_module(prim_funcs())).export(tmp_path / "py")
     assert str(e.value) == "cannot export a PyModule (only compiled or C source libraries)"
+
+
+def test_diamond_through_the_c_backend(tmp_path):
+    from plait.backend.c import build
+    from plait.ir.transform import PassContext
+
+    mod, c = diamond()
+    lib = build(mod, "c", PassContext(config={"cc.cache_dir": str(tmp_path)}))
+    gm = GraphModule(GraphArtifact.from_module(mod, lib, target="c"))
+    x = x_input()
+    for g, e in zip(gm(x), diamond_reference(x, c)):
+        np.testing.assert_allclose(g, e, rtol=0, atol=1e-6)
