@@ -129,3 +129,48 @@ def test_cli_run_with_target(hand_kind, tmp_path, capsys):
     assert capsys.readouterr().err == "plait: error: input 'x': expected dtype float32, got float64\n"
     assert main(["run", str(path), "--target", "a: c; b: c"]) == 1
     assert "placement across several pieces is not supported yet" in capsys.readouterr().err
+
+
+def test_cortex_m_build_is_a_cross_module_unless_host_simulated(tmp_path):
+    import shutil
+
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("arm-none-eabi-gcc is not installed (.ci/run installs it)")
+    mod = relu_add_model()
+    art = build(mod, target="c -mcpu=cortex-m7f", config={"cc.cache_dir": str(tmp_path)})
+    assert art.lib.kind == "c-cross" and art.target == str(Target("c -mcpu=cortex-m7f"))
+    with pytest.raises(PlaitError) as e:
+        GraphModule(art)
+    assert "cannot run in this process; build with host_simulation=True" in str(e.value)
+    assert sorted(p.name for p in art.export(tmp_path / "m7").iterdir()) == ["graph.json", "lib.c", "params.npz"]
+    sim = build(mod, target="c -mcpu=cortex-m7f", config={"cc.cache_dir": str(tmp_path), "c.host_simulation": True})
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(GraphModule(sim)(x)[0], np.maximum(x, 0) + 0.5, atol=1e-6)
+
+
+def test_build_for_c_runs_and_instruments_see_default_lowering(tmp_path):
+    timing = Timing()
+    art = build(relu_add_model(), target="c", config={"cc.cache_dir": str(tmp_path)}, instruments=[timing])
+    assert [n for n, _ in timing.times] == ["infer_type", "fold_constant", "fuse_ops", "lower_to_tir", "lower",
+                                            "infer_type", "codegen", "graph_executor_codegen"]
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    (y,) = GraphModule(art)(x=x)
+    np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5, atol=1e-6)
+    assert [n["func"] for n in art.graph["nodes"] if n["op"] == "call"] == ["fused_nn_relu_add"]
+
+
+def test_cli_run_onnx_with_target_c_matches_the_interpreter(tmp_path, capsys):
+    import onnx
+
+    from plait.cli import main
+    from plait.testing import onnx_models
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(onnx_models.mlp(), str(path))
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    assert main(["run", str(path), "--output", str(a)]) == 0
+    assert main(["run", str(path), "--output", str(b), "--target", "c"]) == 0
+    assert capsys.readouterr().out == f"wrote 1 output(s) to {a}: y\nwrote 1 output(s) to {b}: y\n"
+    with np.load(a) as ref, np.load(b) as got:
+        assert got["y"].shape == (1, 10)
+        np.testing.assert_allclose(got["y"], ref["y"], rtol=0, atol=1e-5)
