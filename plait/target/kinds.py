@@ -5,7 +5,8 @@ Backends (``plait/backend/c.py``, ...) attach hooks and code generation to these
 
 The ``c`` kind reads ``-mcpu=cortex-m4f`` / ``cortex-m7f`` / ``cortex-m33f`` as the core with its
 single-precision FPU and the hard-float ABI (gcc has no such CPU names), and exposes two attributes
-for the C backend: ``compiler(target) -> str`` and ``compiler_flags(target, host_simulation=False)``.
+for the C backend: ``compiler(target) -> str`` and ``compiler_flags(target, host_simulation=False)``,
+and ``schedule_rules(target) -> str`` naming the default-schedule rule set of :mod:`plait.schedule`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def c_compiler_flags(target: Any, host_simulation: bool = False) -> list[str]:
     return flags
 
 
+def c_schedule_rules(target: Any) -> str:
+    """The default-schedule rule set (:mod:`plait.schedule`): ``microcontroller`` for Cortex-M CPUs
+    (scalar loops, small unrolls), ``cpu`` otherwise (SIMD register tiles; widths from the tag facts)."""
+    return "microcontroller" if is_cortex_m(target) else "cpu"
+
+
 C: TargetKind = register_kind(
     "c",
     device_type="cpu",
@@ -81,7 +88,7 @@ C: TargetKind = register_kind(
         Option("cc", str, "", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc"),
     ),
     default_keys=("cpu",),
-    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags},
+    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "schedule_rules": c_schedule_rules},
     normalize=_normalize_c,
 )
 

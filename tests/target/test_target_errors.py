@@ -117,7 +117,7 @@ def test_kind_and_tag_registration_errors():
     assert message(TargetError, Option, "n", float) == \
         "option 'n': type must be str, int, bool or list, got <class 'float'>"
     assert message(TargetError, get_kind("c").attr, "linker") == \
-        "target kind 'c' has no attribute 'linker' (it has: compiler, compiler_flags)"
+        "target kind 'c' has no attribute 'linker' (it has: compiler, compiler_flags, schedule_rules)"
     facts = {n: Fact(1, "", "test") for n in ("clock_mhz", "fpu", "simd_bits", "ram_kb", "flash_kb", "power_mw")}
     with isolated_registry():
         assert message(RegistryError, register_tag, "c", "c", {}, facts) == \

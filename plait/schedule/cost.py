@@ -1,0 +1,250 @@
+"""``estimate_cost(func, target) -> Cost``: an analytic estimate of a scheduled PrimFunc on a target.
+
+The model (its constants and the checks behind them are in docs/schedules.md):
+
+- a statement runs ``prod(extents of its loops)`` times (a symbolic extent counts as
+  :data:`SYMBOLIC_EXTENT`); both branches of an ``if`` are counted (an upper bound);
+- float work: ``a * b + c`` is one fused multiply-add instruction when the machine has an FPU for the
+  dtype; a math intrinsic (exp, log, tanh...) is ``machine.intrinsic_ops`` operations, a cheap one
+  (fabs, floor, isnan...) one instruction and no flop; library calls are never vectorized; selects and comparisons are instructions but not flops. Instructions
+  issue at ``fma_per_cycle``; without an FPU each operation costs ``soft_float_cycles``;
+- memory instructions: a load or store of a ``local`` buffer is free (registers). Any other load
+  executes once per iteration of the loops its indices use; a loop it does not use costs nothing
+  when the loop is inside all the loops it uses (the compiler hoists it) or when the compiler
+  unrolls that loop completely (its value stays in a register across the copies): constant loops of
+  at most ``machine.auto_unroll`` iterations (per vector), and ``unrolled`` loops. Loads and stores
+  issue at ``loads_per_cycle``;
+- vectorized loops divide the work of their body by ``min(lanes, extent)``;
+- loop overhead: ``3 / ops_per_cycle`` cycles per iteration of a loop the compiler keeps (not
+  unrolled), per vector in a vectorized loop;
+- superscalar machines (``ops_per_cycle > 1``) overlap float work, memory instructions and integer
+  work (max); single-issue ones add them;
+- memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
+  traffic); when those buffers do not fit ``machine.cache_bytes``, ``bytes / bytes_per_cycle``
+  bounds the time from below: ``cycles = max(compute, memory) + a call overhead``.
+
+It ranks schedules and targets; it does not predict a machine to better than a small factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from plait.tir.dtype import is_float
+from plait.tir.expr import (
+    CMP_OPS, Add, And, BinaryOp, BufferLoad, Call, Div, Max, Min, Mul, Not, Or, PrimExpr, Select, Sub, UnaryOp,
+    Var,
+)
+from plait.tir.functor import pre_order
+from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
+from plait.schedule.machine import Machine
+
+SYMBOLIC_EXTENT = 16
+CALL_OVERHEAD_CYCLES = 20.0
+CHEAP_INTRINSICS = frozenset({"fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
+                              "isinf", "isfinite"})
+_ARITH = (Add, Sub, Mul, Div, Min, Max)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """An estimate for one call: ``cycles`` on the target, ``bytes`` moved to and from memory, ``flops``
+    (float operations; a multiply-add counts 2). ``compute_cycles`` and ``memory_cycles`` are the two
+    bounds ``cycles`` is the maximum of (plus a call overhead)."""
+
+    cycles: float
+    bytes: int
+    flops: int
+    compute_cycles: float
+    memory_cycles: float
+    clock_mhz: float
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def microseconds(self) -> float:
+        return self.seconds * 1e6
+
+    def __str__(self) -> str:
+        return (f"{self.cycles:.4g} cycles ({self.microseconds:.4g} us at {self.clock_mhz:g} MHz), "
+                f"{self.flops} flops, {self.bytes} bytes")
+
+
+@dataclass
+class _Ops:
+    fops: float = 0.0  # float instructions (an FMA is one)
+    flops: float = 0.0
+    soft: float = 0.0  # float operations in software (no FPU)
+    calls: float = 0.0  # float operations of math-library calls (never vectorized: no vector libm)
+    ints: float = 0.0  # comparisons and logic (conditions)
+
+
+def _expr_ops(e: PrimExpr, m: Machine, ops: _Ops, loads: list[BufferLoad]) -> None:
+    fused: set[int] = set()
+    for n in pre_order(e):
+        if isinstance(n, BufferLoad):
+            loads.append(n)
+        elif isinstance(n, Call) and n.kind == "intrin":
+            dt = n.args[0].dtype if n.args else "float32"
+            if n.name in CHEAP_INTRINSICS:
+                _float(ops, m, dt, 1.0, 0.0)
+            else:
+                ops.flops += m.intrinsic_ops
+                ops.calls += m.intrinsic_ops
+        elif isinstance(n, (BinaryOp, UnaryOp, Select)):
+            operand = n.true_value.dtype if isinstance(n, Select) else n.a.dtype
+            if not is_float(operand):
+                if isinstance(n, (And, Or, Not, Select) + CMP_OPS):
+                    ops.ints += 1
+                continue
+            if id(n) in fused:
+                ops.flops += 1
+                continue
+            if isinstance(n, (Add, Sub)) and m.has_fpu(operand):
+                mul = next((c for c in (n.a, n.b) if isinstance(c, Mul)), None)
+                if mul is not None:
+                    fused.add(id(mul))
+            _float(ops, m, operand, 1.0, 1.0 if isinstance(n, _ARITH) else 0.0)
+
+
+def _float(ops: _Ops, m: Machine, dtype: str, instrs: float, flops: float) -> None:
+    ops.flops += flops
+    if m.has_fpu(dtype):
+        ops.fops += instrs
+    else:
+        ops.soft += max(flops, instrs)
+
+
+def _extent(loop: For) -> int:
+    n = getattr(loop.extent, "value", None)
+    return SYMBOLIC_EXTENT if n is None else max(0, n)
+
+
+class _Walker:
+    def __init__(self, m: Machine):
+        self.m = m
+        self.compute = 0.0
+        self.flops = 0.0
+
+    def vf(self, loop: For, dtype: str) -> int:
+        return max(1, min(self.m.lanes(dtype), _extent(loop))) if loop.kind == "vectorized" else 1
+
+    def kept(self, loop: For, dtype: str) -> bool:
+        """Whether the compiler keeps ``loop`` as a loop (does not unroll it completely)."""
+        if loop.kind == "unrolled":
+            return False
+        n = getattr(loop.extent, "value", None)
+        return n is None or n // self.vf(loop, dtype) > self.m.auto_unroll
+
+    def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None) -> float:
+        """Executions of a statement (``used`` None) or of a load using the variables ``used``."""
+        c = 1.0
+        last_used = -1
+        if used is not None:
+            for k, lp in enumerate(loops):
+                if lp.loop_var in used:
+                    last_used = k
+        for k, lp in enumerate(loops):
+            n = _extent(lp) / self.vf(lp, dtype)
+            if used is None or lp.loop_var in used or (k < last_used and self.kept(lp, dtype)):
+                c *= n
+        return c
+
+    def statement(self, exprs: list[PrimExpr], loops: tuple[For, ...], dtype: str, store: Buffer | None) -> None:
+        m = self.m
+        ops, loads = _Ops(), []
+        for e in exprs:
+            _expr_ops(e, m, ops, loads)
+        n = self.count(loops, dtype)
+        mem = sum(self.count(loops, dtype, {v for i in ld.indices for v in pre_order(i) if isinstance(v, Var)})
+                  for ld in loads if ld.buffer.scope != "local")
+        if store is not None and store.scope != "local":
+            mem += n
+        scalar_n = float(np.prod([_extent(lp) for lp in loops]))
+        fp = n * (ops.fops / m.fma_per_cycle if m.fma_per_cycle > 0 else 0.0) + n * ops.soft * m.soft_float_cycles
+        if ops.calls:
+            fpu = m.has_fpu(dtype if dtype.startswith("float") else "float32")
+            fp += scalar_n * ops.calls * (1.0 / max(m.fma_per_cycle, 1.0) if fpu else m.soft_float_cycles)
+        parts = (fp, mem / m.loads_per_cycle, n * ops.ints / m.ops_per_cycle)
+        self.compute += max(parts) if m.ops_per_cycle > 1 else sum(parts)
+        self.flops += scalar_n * ops.flops
+
+    def walk(self, body: Stmt) -> None:
+        work: list[tuple[Stmt, tuple[For, ...]]] = [(body, ())]
+        while work:
+            s, loops = work.pop()
+            if isinstance(s, SeqStmt):
+                work.extend((c, loops) for c in s.stmts)
+            elif isinstance(s, For):
+                dt = _store_dtype(s)
+                if self.kept(s, dt):
+                    self.compute += self.count(loops + (s,), dt) * 3.0 / self.m.ops_per_cycle
+                work.append((s.body, loops + (s,)))
+            elif isinstance(s, IfThenElse):
+                self.statement([s.cond], loops, "int64", None)
+                work.append((s.then_case, loops))
+                if s.else_case is not None:
+                    work.append((s.else_case, loops))
+            elif isinstance(s, LetStmt):
+                self.statement([s.value], loops, s.var.dtype, None)
+                work.append((s.body, loops))
+            elif isinstance(s, Allocate):
+                work.append((s.body, loops))
+            elif isinstance(s, BufferStore):
+                self.statement([*s.indices, s.value], loops, s.buffer.dtype, s.buffer)
+            elif isinstance(s, Evaluate):
+                self.statement([s.value], loops, "float32", None)
+
+
+def _store_dtype(loop: For) -> str:
+    for n in pre_order(loop.body):
+        if isinstance(n, BufferStore):
+            return n.buffer.dtype
+    return "float32"
+
+
+def _buffer_bytes(b: Buffer) -> int:
+    shape = b.static_shape
+    if shape is None:
+        return 0
+    return int(np.prod(shape, dtype=np.int64)) * (np.dtype(b.dtype).itemsize if b.dtype != "bool" else 1)
+
+
+def _traffic(func: PrimFunc) -> tuple[int, int]:
+    """(bytes read + bytes written, bytes of the buffers touched) over non-local buffers."""
+    reads: dict[Buffer, None] = {}
+    writes: dict[Buffer, None] = {}
+    for n in pre_order(func.body):
+        if isinstance(n, BufferLoad) and n.buffer.scope != "local":
+            reads.setdefault(n.buffer, None)
+        elif isinstance(n, BufferStore) and n.buffer.scope != "local":
+            writes.setdefault(n.buffer, None)
+    total = footprint = 0
+    for b in set(reads) | set(writes):
+        size = _buffer_bytes(b)
+        footprint += size
+        total += size * ((b in reads) + (b in writes))
+    return total, footprint
+
+
+def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = None) -> Cost:
+    """The :class:`Cost` of one call of ``func`` on ``target`` (a Target, a target string or None for
+    the current target), or on an explicit ``machine``."""
+    if machine is None:
+        from plait.schedule.rules import machine_for
+
+        machine = machine_for(target)
+    w = _Walker(machine)
+    w.walk(func.body)
+    nbytes, footprint = _traffic(func)
+    memory = nbytes / machine.bytes_per_cycle if footprint > machine.cache_bytes else 0.0
+    cycles = max(w.compute, memory) + CALL_OVERHEAD_CYCLES
+    return Cost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
+
+
+__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "Cost", "SYMBOLIC_EXTENT", "estimate_cost"]

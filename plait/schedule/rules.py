@@ -1,0 +1,352 @@
+"""Default schedules: rule sets, chosen through the target kind.
+
+``default_schedule(func, target)`` asks the target which rule set to use: the kind attribute
+``schedule_rules`` (a name, or a function of the target returning one; the ``c`` kind answers
+``"microcontroller"`` for Cortex-M CPUs and ``"cpu"`` otherwise). A kind without the attribute gets
+``"cpu"``. Nothing here looks at a kind's name: vector widths and FPU come from the tag's facts.
+
+Each stage (top-level loop nest) is scheduled on its own; when a rule's primitive refuses (a
+:class:`ScheduleError`: unexpected loop structure, or a transformation that would change results),
+the stage keeps the schedule it had before that rule. See docs/schedules.md for the rules and
+the measurements behind them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from plait.errors import PlaitError
+from plait.registry import Registry
+from plait.tir import verify
+from plait.tir.stmt import For, PrimFunc
+from plait.schedule.analysis import const_int, get_loop
+from plait.schedule.errors import ScheduleError
+from plait.schedule.machine import Machine, fact
+from plait.schedule.schedule import Schedule
+from plait.schedule.stage import Stage, analyze, buffers_with_guards, contiguous, stage_roots, uses
+
+StageRule = Callable[[PrimFunc, str, Machine], PrimFunc]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A named set of default rules: ``machine(target)`` gives the numbers, ``schedule_stage(func,
+    root_loop_name, machine)`` schedules one stage."""
+
+    name: str
+    machine: Callable[[Any], Machine]
+    schedule_stage: StageRule
+    doc: str = ""
+
+
+RULE_SETS: Registry[RuleSet] = Registry("schedule rule set")
+
+
+def register_rules(rules: RuleSet) -> RuleSet:
+    """Register a rule set (a kind's ``schedule_rules`` attribute names it). Duplicates raise."""
+    return RULE_SETS.register(rules.name, rules)
+
+
+def _as_target(target: Any) -> Any:
+    from plait.target import Target
+
+    if target is None:
+        target = Target.current()
+        if target is None:
+            return Target("c")
+    if hasattr(target, "target") and not hasattr(target, "kind"):  # a Piece of a composite target
+        target = target.target
+    return target if isinstance(target, Target) else Target(target)
+
+
+def rules_for(target: Any) -> RuleSet:
+    """The rule set the target's kind selects (``schedule_rules`` attribute), ``cpu`` by default."""
+    t = _as_target(target)
+    sel = t.kind.attrs.get("schedule_rules", "cpu")
+    name = sel(t) if callable(sel) else sel
+    return RULE_SETS.get(name)
+
+
+def machine_for(target: Any) -> Machine:
+    t = _as_target(target)
+    return rules_for(t).machine(t)
+
+
+def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None = None) -> PrimFunc:
+    """``func`` scheduled by the target's rule set, stage by stage (a stage whose rule fails keeps its
+    previous schedule; ``trace`` collects one line per stage saying what happened)."""
+    t = _as_target(target)
+    rules = rules_for(t)
+    m = rules.machine(t)
+    for root in stage_roots(func):
+        before = func
+        try:
+            func = rules.schedule_stage(func, root, m)
+            if trace is not None:
+                trace.append(f"{root}: {rules.name}")
+        except PlaitError as exc:
+            func = before
+            if trace is not None:
+                trace.append(f"{root}: unscheduled ({exc})")
+    verify(func)
+    return func
+
+
+# ---- helpers ------------------------------------------------------------------------------------------
+
+
+def _try(sch: Schedule, method: str, *args: Any) -> bool:
+    try:
+        getattr(sch, method)(*args)
+        return True
+    except ScheduleError:
+        return False
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _stage(func: PrimFunc, root: str) -> Stage:
+    return analyze(func, get_loop(func, root, f"stage '{root}'"))
+
+
+def _name(lp: For) -> str:
+    return lp.loop_var.name
+
+
+def _out_dtype(st: Stage) -> str:
+    return st.output.buffer.dtype if st.output is not None else "float32"
+
+
+# ---- the "cpu" rules ----------------------------------------------------------------------------------
+
+
+def cpu_machine(target: Any) -> Machine:
+    simd = int(fact(target, "simd_bits", 128))  # type: ignore[arg-type]
+    fpu = str(fact(target, "fpu", "dp"))
+    return Machine(
+        rules="cpu", clock_mhz=float(fact(target, "clock_mhz", 2000)),  # type: ignore[arg-type]
+        simd_bits=simd if simd >= 64 else 0, fpu=fpu, vector_registers=32 if simd >= 512 else 16,
+        ops_per_cycle=4.0, fma_per_cycle=2.0, loads_per_cycle=2.0, bytes_per_cycle=8.0,
+        cache_bytes=8 << 20, soft_float_cycles=30.0, auto_unroll=16)
+
+
+def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
+    st = _stage(func, root)
+    lanes = m.lanes(_out_dtype(st))
+    if not st.is_reduction:
+        return _elementwise(func, st, lanes) if lanes > 1 else func
+    sch = Schedule(func)
+    for b in buffers_with_guards(st):
+        if _try(sch, "pad_input", b.name):
+            for loop in (f"{b.name}_pad_{b.ndim - 1}", f"{b.name}_copy_{b.ndim - 1}"):
+                _try(sch, "vectorize", loop)
+    st = _stage(sch.func, root)
+    if lanes < 2:
+        return _scalar_reduction(sch, st)
+    v = _vector_axis(st, lanes)
+    if v is not None:
+        _tile(sch, st, v, lanes, max(4, m.vector_registers // 2))
+        return sch.func
+    r = _rfactor_axis(st, lanes)
+    if r is not None:
+        _rfactor(sch, st, r, lanes)
+    return sch.func
+
+
+def _elementwise(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc:
+    """Vectorize the innermost loop when every store and load is contiguous in it (or does not use it)."""
+    inner = st.spatial[-1]
+    n = const_int(inner.extent)
+    v = inner.loop_var
+    if n is None or n < 2 or not st.stores or not all(contiguous(s.indices, v) for s in st.stores):
+        return func
+    if any(contiguous(ld.indices, v) is False for ld in st.loads()):
+        return func  # a transposing load: scalar code is as good as gathers
+    sch = Schedule(func)
+    sch.vectorize(_name(inner))
+    return sch.func
+
+
+def _vector_axis(st: Stage, lanes: int) -> For | None:
+    """The innermost spatial loop contiguous in the output and in every load that uses it."""
+    out = st.output
+    assert out is not None and st.update is not None
+    for lp in reversed(st.spatial):
+        n, v = const_int(lp.extent), lp.loop_var
+        if n is None or n < max(2, lanes // 2) or not contiguous(out.indices, v):
+            continue
+        if contiguous(st.update.indices, v) is False:
+            continue
+        if all(contiguous(ld.indices, v, max_stride=2) is not False for ld in st.loads()):
+            return lp
+    return None
+
+
+def _reuse_axis(st: Stage, v: For) -> For | None:
+    """A spatial loop of the output whose loads never involve ``v`` (a register tile over it reuses
+    each vector load), the longest one."""
+    assert st.output is not None
+    best = None
+    for lp in st.spatial:
+        n = const_int(lp.extent)
+        if lp is v or n is None or n < 2 or not uses(st.output.indices, lp.loop_var):
+            continue
+        if any(uses(ld.indices, lp.loop_var) and uses(ld.indices, v.loop_var) for ld in st.loads()):
+            continue
+        if best is None or n > const_int(best.extent):  # type: ignore[operator]
+            best = lp
+    return best
+
+
+def tile_sizes(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int]:
+    """(VB, UB): the register tile over the vector axis (extent ``ev``) and the reuse axis (``eu``)
+    with at most ``budget`` vector accumulators that does the most vector work per load
+    (``UB * VB / lanes`` multiply-adds for ``UB`` broadcasts and ``ceil(VB / lanes)`` vector loads)."""
+    if ev % lanes == 0:
+        vbs = [d for d in _divisors(ev) if d % lanes == 0 and d <= 8 * lanes]
+    elif ev <= 8 * lanes:
+        vbs = [ev]
+    else:
+        vbs = [d for d in _divisors(ev) if lanes <= d <= 8 * lanes] or [ev]
+    best = (-1.0, 0, 0, 0)
+    for vb in vbs:
+        nvec = math.ceil(vb / lanes)
+        for ub in _divisors(eu):
+            if ub * nvec > budget and not (ub == 1 and nvec > budget):
+                continue
+            score = (ub * vb / lanes) / (ub + nvec)
+            key = (round(score, 9), ub * vb, vb, ub)
+            if key > best:
+                best = key
+    return best[2], best[3]
+
+
+def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int) -> None:
+    """Register tile: the vector axis and the reuse axis innermost, below the reduce loops."""
+    u = _reuse_axis(st, v)
+    ev, eu = const_int(v.extent), (const_int(u.extent) if u is not None else 1)
+    vb, ub = tile_sizes(ev, eu, lanes, budget)  # type: ignore[arg-type]
+    vn = _name(v)
+    order = [_name(lp) for lp in st.spatial]
+    if vb < ev:  # type: ignore[operator]
+        vo, vi = sch.split(vn, [None, vb])
+        order[order.index(vn)] = vo
+    else:
+        vi = vn
+        order.remove(vn)
+    inner = [vi]
+    if u is not None and ub > 1:
+        un = _name(u)
+        if ub < eu:
+            uo, ui = sch.split(un, [None, ub])
+            order[order.index(un)] = uo
+        else:
+            ui = un
+            order.remove(un)
+        inner.insert(0, ui)
+    sch.reorder(*order, *inner)
+    for loop in reversed(inner):
+        if not _try(sch, "decompose_reduction", loop):
+            break
+    reduce = [_name(lp) for lp in st.reduce]
+    _try(sch, "reorder", *reduce, *inner)
+    for loop in (vi, f"{vi}_init", f"{vi}_epi"):
+        if loop in sch.loops():
+            _try(sch, "vectorize", loop)
+
+
+def _rfactor_axis(st: Stage, lanes: int) -> For | None:
+    """The innermost reduce loop contiguous in every load that uses it, a multiple of the lanes."""
+    for lp in reversed(st.reduce):
+        n, r = const_int(lp.extent), lp.loop_var
+        if n is None or n % lanes or n < 2 * lanes:
+            continue
+        flags = [contiguous(ld.indices, r) for ld in st.loads()]
+        if any(f is False for f in flags) or not any(flags):
+            continue
+        return lp
+    return None
+
+
+def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int) -> None:
+    """Vectorize a reduction along its contiguous reduce loop with lane-wise partial accumulators,
+    over a small block of outputs that share some of the loads (dense: 4 rows of the weight)."""
+    rn = _name(r)
+    ro, ri = sch.split(rn, [None, lanes])
+    assert st.output is not None
+    u = None
+    loads = [ld for ld in st.loads() if uses(ld.indices, r.loop_var)]
+    for lp in reversed(st.spatial):
+        n = const_int(lp.extent)
+        if n and n >= 2 and uses(st.output.indices, lp.loop_var) and \
+                any(uses(ld.indices, lp.loop_var) for ld in loads) and \
+                not all(uses(ld.indices, lp.loop_var) for ld in loads):
+            u = lp
+            break
+    inner = None
+    if u is not None:
+        eu = const_int(u.extent)
+        ub = max(d for d in _divisors(eu) if d <= 4)  # type: ignore[arg-type]
+        if ub > 1:
+            un = _name(u)
+            order = [_name(lp) for lp in st.spatial]
+            if ub < eu:  # type: ignore[operator]
+                uo, inner = sch.split(un, [None, ub])
+                order[order.index(un)] = uo
+            else:
+                inner = un
+                order.remove(un)
+            sch.reorder(*order, inner)
+            if not _try(sch, "decompose_reduction", inner):
+                inner = None
+    sch.rfactor(ri)
+    if inner is not None:
+        reduce = [_name(lp) for lp in st.reduce if _name(lp) != rn] + [ro]
+        _try(sch, "reorder", *reduce, inner)
+    _try(sch, "vectorize", ri)
+
+
+def _scalar_reduction(sch: Schedule, st: Stage) -> PrimFunc:
+    """No SIMD: unroll a short innermost reduce loop (a 3-tap kernel row), nothing else."""
+    if st.reduce:
+        lp = st.reduce[-1]
+        n = const_int(lp.extent)
+        if n is not None and 2 <= n <= 4:
+            _try(sch, "unroll", _name(lp))
+    return sch.func
+
+
+register_rules(RuleSet("cpu", cpu_machine, cpu_stage,
+                       "SIMD CPUs (x86 AVX2/AVX-512 hosts): register tiles, vectorized inner loops"))
+
+
+# ---- the "microcontroller" rules --------------------------------------------------------------------
+
+
+def mcu_machine(target: Any) -> Machine:
+    fpu = str(fact(target, "fpu", "none"))
+    simd = int(fact(target, "simd_bits", 0))  # type: ignore[arg-type]
+    return Machine(
+        rules="microcontroller", clock_mhz=float(fact(target, "clock_mhz", 100)),  # type: ignore[arg-type]
+        simd_bits=simd if simd >= 64 else 0, fpu=fpu, vector_registers=8 if simd >= 128 else 0,
+        ops_per_cycle=1.0, fma_per_cycle=1.0 if fpu != "none" else 0.0, loads_per_cycle=1.0, bytes_per_cycle=4.0,
+        cache_bytes=int(fact(target, "ram_kb", 64)) * 1024, soft_float_cycles=60.0)  # type: ignore[arg-type]
+
+
+def mcu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
+    """Keep code small: no vectorization, no padded copies (RAM is scarce); unroll 3-tap loops."""
+    st = _stage(func, root)
+    if not st.is_reduction:
+        return func
+    return _scalar_reduction(Schedule(func), st)
+
+
+register_rules(RuleSet("microcontroller", mcu_machine, mcu_stage,
+                       "Cortex-M class cores: scalar loops, small unrolls, no extra buffers"))
+
+__all__ = ["RULE_SETS", "RuleSet", "cpu_machine", "default_schedule", "machine_for", "mcu_machine",
+           "register_rules", "rules_for", "tile_sizes"]
