@@ -26,6 +26,7 @@ from plait.tir.stmt import (
     FOR_KINDS, SCOPES, Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
     is_no_op, no_op, seq,
 )
+from plait.tir.share import bind_shared_exprs
 from plait.tir.simplify import simplify
 from plait.tir.verify import verify
 from plait.tir.interpreter import evaluate, evaluate_expr
@@ -37,7 +38,7 @@ __all__ = [
     "IntImm", "Intrinsic", "Let", "LetStmt", "Max", "Min", "Mul", "NE", "Not", "Or", "PrimExpr", "PrimFunc",
     "Select", "SeqStmt", "ShiftLeft", "ShiftRight", "Stmt", "StmtExprMutator", "StmtExprVisitor", "Sub",
     "TIREvalError", "TIRError", "TIRNode", "TIRVerifyError", "TruncDiv", "TruncMod", "UnaryOp", "Var",
-    "assert_structural_equal", "const", "copy_with_fresh_vars", "evaluate", "evaluate_expr", "free_vars",
+    "assert_structural_equal", "bind_shared_exprs", "const", "copy_with_fresh_vars", "evaluate", "evaluate_expr", "free_vars",
     "get_intrinsic", "is_no_op", "no_op", "parse_prim_func", "parse_prim_funcs", "post_order", "pre_order",
     "print_prim_func", "print_prim_funcs", "seq", "simplify", "structural_equal", "structural_hash",
     "substitute", "used_buffers", "verify", *_op_all,

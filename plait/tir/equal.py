@@ -15,10 +15,11 @@ import hashlib
 import math
 from typing import Any
 
-from plait.tir.expr import AddressOf, BufferLoad, Call, FloatImm, IntImm, Let, TIRNode, Var
+from plait.tir.expr import AddressOf, BufferLoad, Call, FloatImm, IntImm, Let, PrimExpr, TIRNode, Var
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
 
 _Path = Any  # nested tuples (parent, label), formatted on failure only
+_DONE = ("done",)  # stack marker: the pair's subtrees are all equal
 
 
 def _format_path(path: _Path) -> str:
@@ -55,12 +56,22 @@ class _Equal:
         self.bmap: dict[Buffer, Buffer] = {}
         self.brev: dict[Buffer, Buffer] = {}
         self.stack: list[tuple[Any, Any, _Path]] = []
+        self.extra: list[tuple[Any, Any, _Path]] = []
+        self.equal_pairs: set[tuple[Any, Any]] = set()
 
     def run(self, a: Any, b: Any) -> tuple[str, str] | None:
         """None if equal, else (path, reason) of the first difference (pre-order, left to right)."""
         self.stack = [(a, b, (None, type(a).__name__))]
         while self.stack:
             x, y, path = self.stack.pop()
+            if path is _DONE:  # every pair under (x, y) compared equal
+                self.equal_pairs.add((x, y))
+                continue
+            if (x, y) in self.equal_pairs:
+                continue  # a shared subexpression compared before, under the same bindings
+            if isinstance(x, PrimExpr) and not isinstance(x, Var):
+                self.stack.append((x, y, _DONE))
+            self.extra: list[tuple[Any, Any, _Path]] = []
             reason = self.local(x, y, path)
             if reason is not None:
                 return _format_path(path), reason
@@ -69,12 +80,15 @@ class _Equal:
                 labels = x._labels()
                 for k in range(len(kx) - 1, -1, -1):
                     self.stack.append((kx[k], ky[k], (path, labels[k])))
+            self.stack.extend(reversed(self.extra))  # buffer shapes: compared before the children
         return None
 
     # -- binding ---------------------------------------------------------------------------------
     def bind_var(self, a: Var, b: Var) -> str | None:
         if a.dtype != b.dtype:
             return f"variables '{a.name}' and '{b.name}' have different dtypes: {a.dtype} vs {b.dtype}"
+        if self.vmap.get(a, b) is not b or self.vrev.get(b, a) is not a:
+            self.equal_pairs.clear()  # a variable is rebound: earlier results may not hold any more
         self.vmap[a], self.vrev[b] = b, a
         return None
 
@@ -95,8 +109,9 @@ class _Equal:
                 return f"buffers '{a.name}' and '{b.name}' differ in {what}: {getattr(a, what)} vs {getattr(b, what)}"
         if a.ndim != b.ndim:
             return f"buffers '{a.name}' and '{b.name}' differ in rank: {a.ndim} vs {b.ndim}"
-        for k in range(a.ndim - 1, -1, -1):
-            self.stack.append((a.shape[k], b.shape[k], (path, f"shape[{k}]")))
+        self.extra.extend((a.shape[k], b.shape[k], (path, f"shape[{k}]")) for k in range(a.ndim))
+        if self.bmap.get(a, b) is not b or self.brev.get(b, a) is not a:
+            self.equal_pairs.clear()
         self.bmap[a], self.brev[b] = b, a
         return None
 
@@ -158,7 +173,7 @@ class _Equal:
             return f"{len(x.params)} vs {len(y.params)} parameters"
         if x.attrs != y.attrs:
             return f"attrs {dict(x.attrs)} vs {dict(y.attrs)}"
-        for k in range(len(x.params) - 1, -1, -1):
+        for k in range(len(x.params)):
             p, q = x.params[k], y.params[k]
             if type(p) is not type(q):
                 return f"parameter {k}: {_describe(p)} vs {_describe(q)}"
@@ -182,51 +197,86 @@ def assert_structural_equal(a: Any, b: Any, map_free_vars: bool = False) -> None
 
 
 def structural_hash(node: Any) -> int:
-    """A hash consistent with ``structural_equal(..., map_free_vars=True)``, stable across runs."""
-    h = hashlib.blake2b(digest_size=8)
-    var_ids: dict[Var, int] = {}
-    buf_ids: dict[Buffer, int] = {}
+    """A hash consistent with ``structural_equal(..., map_free_vars=True)`` on verified IR, stable
+    across runs. Computed bottom-up once per node object, so shared subexpressions cost nothing.
 
-    def buf_token(b: Buffer) -> str:
-        if b not in buf_ids:
-            buf_ids[b] = len(buf_ids)
-            stack.extend(reversed(b.shape))
-        return f"B{buf_ids[b]}:{b.dtype}:{b.scope}:{b.ndim}"
+    A bound variable hashes as where it is bound (parameter position, or its binder's kind and
+    the hash of the loop bounds / let value); a free variable hashes as its dtype only.
+    """
+    memo: dict[Any, bytes] = {}
+    sig: dict[Any, bytes] = {}
 
-    stack: list[Any] = [node]
-    if isinstance(node, PrimFunc):
-        for p in node.params:
-            if isinstance(p, Var):
-                var_ids[p] = len(var_ids)
-    while stack:
-        n = stack.pop()
-        parts = [type(n).__name__, str(getattr(n, "dtype", ""))]
+    def digest(*parts: Any) -> bytes:
+        h = hashlib.blake2b(digest_size=8)
+        for part in parts:
+            h.update(part if isinstance(part, bytes) else str(part).encode())
+            h.update(b"|")
+        return h.digest()
+
+    def buffer_sig(b: Buffer) -> bytes:
+        if b not in sig:
+            sig[b] = digest("freebuf", b.dtype, b.scope, *(memo[d] for d in b.shape))
+        return sig[b]
+
+    def local(n: Any) -> bytes:
+        kids = [memo[c] for c in n._children()]
+        parts: list[Any] = [type(n).__name__, getattr(n, "dtype", "")]
         if isinstance(n, Var):
-            parts.append(str(var_ids.setdefault(n, len(var_ids))))
+            parts.append(sig.get(n, b"free"))
         elif isinstance(n, IntImm):
-            parts.append(str(n.value))
+            parts.append(n.value)
         elif isinstance(n, FloatImm):
             parts.append("nan" if math.isnan(n.value) else repr(n.value))
         elif isinstance(n, Call):
-            parts += [n.name, n.kind, str(len(n.args))]
+            parts += [n.name, n.kind]
         elif isinstance(n, For):
-            var_ids[n.loop_var] = len(var_ids)
-            parts += [n.kind, repr(n.annotations), n.loop_var.dtype]
-        elif isinstance(n, (Let, LetStmt)):
-            var_ids[n.var] = len(var_ids)
-            parts.append(n.var.dtype)
+            parts += [n.kind, repr(n.annotations)]
         elif isinstance(n, PrimFunc):
-            parts += [repr(n.attrs)] + [buf_token(p) if isinstance(p, Buffer) else f"V:{p.dtype}" for p in n.params]
-        elif isinstance(n, Buffer):
-            parts.append(buf_token(n))
-        elif isinstance(n, SeqStmt):
-            parts.append(str(len(n.stmts)))
+            parts.append(repr(n.attrs))
+            parts += [sig[p] for p in n.params]
         elif isinstance(n, IfThenElse):
-            parts.append(str(n.else_case is None))
+            parts.append(n.else_case is None)
         buffer = getattr(n, "buffer", None)
         if isinstance(buffer, Buffer):
-            parts.append(buf_token(buffer))
-        h.update(("|".join(parts) + ";").encode())
-        if isinstance(n, TIRNode) and not isinstance(n, Buffer):
-            stack.extend(reversed(n._children()))
-    return int.from_bytes(h.digest(), "little")
+            parts.append(buffer_sig(buffer))
+        return digest(*parts, len(kids), *kids)
+
+    def shape_work(b: Buffer) -> list[tuple[int, Any]]:
+        return [(0, d) for d in b.shape]
+
+    work: list[tuple[int, Any]] = [(0, node)]  # 0 visit, 1 finish, 2 bind
+    if isinstance(node, PrimFunc):
+        for k, p in enumerate(node.params):
+            if isinstance(p, Var):
+                sig[p] = digest("param", k, p.dtype)
+        work = [(0, node)] + [w for p in node.params if isinstance(p, Buffer) for w in shape_work(p)]
+    elif isinstance(node, Buffer):
+        work = [(1, node)] + shape_work(node)
+    while work:
+        op, n = work.pop()
+        if op == 0:
+            if n in memo:
+                continue
+            if isinstance(n, PrimFunc):
+                for k, p in enumerate(n.params):
+                    if isinstance(p, Buffer):
+                        sig[p] = digest("parambuf", k, p.dtype, p.scope, *(memo[d] for d in p.shape))
+            kids = n._children()
+            if isinstance(n, (For, Let, LetStmt, Allocate)):
+                work += [(1, n), (0, kids[-1]), (2, n)] + [(0, c) for c in reversed(kids[:-1])]
+                if isinstance(n, Allocate):
+                    work += shape_work(n.buffer)
+            else:
+                work.append((1, n))
+                work.extend((0, c) for c in reversed(kids))
+        elif op == 2:
+            if isinstance(n, For):
+                sig[n.loop_var] = digest("loop", n.loop_var.dtype, memo[n.min], memo[n.extent])
+            elif isinstance(n, Allocate):
+                b = n.buffer
+                sig[b] = digest("alloc", b.dtype, b.scope, *(memo[d] for d in b.shape))
+            else:
+                sig[n.var] = digest("let", n.var.dtype, memo[n.value])
+        elif n not in memo:
+            memo[n] = buffer_sig(n) if isinstance(n, Buffer) else local(n)
+    return int.from_bytes(memo[node], "little")

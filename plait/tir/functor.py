@@ -33,23 +33,36 @@ KINDS = tuple(c._kind for c in BINARY_OPS) + (
 )
 
 
-def pre_order(root: TIRNode) -> Iterator[TIRNode]:
-    """Every node under ``root`` (included), parents before children, left to right."""
+def pre_order(root: TIRNode, unique: bool = False) -> Iterator[TIRNode]:
+    """Every node under ``root`` (included), parents before children, left to right.
+
+    ``unique=True`` yields each node object once (a shared subexpression is not walked again),
+    which keeps the walk linear in the number of distinct nodes."""
+    seen: set[TIRNode] = set()
     stack = [root]
     while stack:
         node = stack.pop()
+        if unique:
+            if node in seen:
+                continue
+            seen.add(node)
         yield node
         stack.extend(reversed(node._children()))
 
 
-def post_order(root: TIRNode) -> Iterator[TIRNode]:
+def post_order(root: TIRNode, unique: bool = False) -> Iterator[TIRNode]:
     """Every node under ``root`` (included), children before parents, left to right."""
+    seen: set[TIRNode] = set()
     stack: list[tuple[TIRNode, bool]] = [(root, False)]
     while stack:
         node, expanded = stack.pop()
         if expanded:
             yield node
             continue
+        if unique:
+            if node in seen:
+                continue
+            seen.add(node)
         stack.append((node, True))
         stack.extend((c, False) for c in reversed(node._children()))
 
@@ -72,8 +85,12 @@ class _Hooks:
 
 
 class StmtExprVisitor(_Hooks):
-    """Visit every node, per occurrence. Override ``enter_<kind>`` / ``visit_<kind>``."""
+    """Visit every node, per occurrence. Override ``enter_<kind>`` / ``visit_<kind>``.
 
+    Set ``visit_shared_once = True`` to visit a node object shared by several parents only the
+    first time (linear on heavily shared expressions; loses the per-occurrence context)."""
+
+    visit_shared_once = False
     _dispatch_cache: dict = {}
 
     def _hooks(self, kind: str) -> tuple[Any, Any]:
@@ -83,6 +100,8 @@ class StmtExprVisitor(_Hooks):
         return cache[kind]
 
     def visit(self, root: TIRNode) -> None:
+        seen: set[TIRNode] = set()
+        once = self.visit_shared_once
         stack: list[tuple[TIRNode, bool]] = [(root, False)]
         while stack:
             node, expanded = stack.pop()
@@ -91,6 +110,10 @@ class StmtExprVisitor(_Hooks):
                 if leave is not None:
                     leave(self, node)
                 continue
+            if once:
+                if node in seen:
+                    continue
+                seen.add(node)
             stack.append((node, True))
             if enter is None or enter(self, node) is not False:
                 stack.extend((c, False) for c in reversed(node._children()))
@@ -268,11 +291,11 @@ def copy_with_fresh_vars(node: Any) -> Any:
 def free_vars(node: TIRNode) -> list[Var]:
     """Variables used under ``node`` but not bound there (nor in buffer shapes), first use first."""
     bound: set[Var] = set()
-    for n in pre_order(node):
+    for n in pre_order(node, unique=True):
         bound.update(binders(n))
     out: list[Var] = []
     seen: set[Var] = set()
-    for n in pre_order(node):
+    for n in pre_order(node, unique=True):
         if isinstance(n, Var) and n not in bound and n not in seen:
             seen.add(n)
             out.append(n)
@@ -282,7 +305,7 @@ def free_vars(node: TIRNode) -> list[Var]:
 def used_buffers(node: TIRNode) -> list[Buffer]:
     """Buffers loaded, stored, addressed or allocated under ``node``, in first-use order."""
     out: dict[Buffer, None] = {}
-    for n in pre_order(node):
+    for n in pre_order(node, unique=True):
         b = getattr(n, "buffer", None)
         if isinstance(b, Buffer):
             out.setdefault(b, None)

@@ -102,6 +102,8 @@ class _Compiler:
         self.globals: dict[str, Any] = dict(_RUNTIME)
         self.consts: dict[tuple, str] = {}
         self.helpers: list[str] = []
+        self.memo: dict[PrimExpr, tuple[str, int, frozenset[str]]] = {}
+        self.outlined: set[PrimExpr] = set()
 
     def name(self, obj: Var | Buffer) -> str:
         if obj not in self.names:
@@ -124,10 +126,20 @@ class _Compiler:
 
     # -- expressions -------------------------------------------------------------------------------
     def expr(self, root: PrimExpr) -> tuple[str, frozenset[str]]:
+        """Python source of ``root`` and the local names it reads. Each node object is translated
+        once; a large node used again is outlined into a helper, so code stays linear in size."""
+        memo = self.memo
         out: list[tuple[str, int, frozenset[str]]] = []
         stack: list[tuple[PrimExpr, bool]] = [(root, False)]
         while stack:
             node, expanded = stack.pop()
+            if not expanded and node in memo:
+                code, level, free = memo[node]
+                if len(code) > 80 and node not in self.outlined:
+                    self.outlined.add(node)
+                    memo[node] = code, level, free = self.outline(code, free), 1, free
+                out.append((code, level, free))
+                continue
             kids = node._children()
             if not expanded:
                 stack.append((node, True))
@@ -138,6 +150,7 @@ class _Compiler:
             code, level, free = self.compose(node, args)
             if level > _MAX_LEVEL:
                 code, level = self.outline(code, free), 1
+            memo[node] = code, level, free
             out.append((code, level, free))
         return out[0][0], out[0][2]
 
@@ -232,6 +245,9 @@ class _Compiler:
 _CACHE: "weakref.WeakKeyDictionary[PrimFunc, tuple[Callable[..., Any], list[Any]]]" = weakref.WeakKeyDictionary()
 
 
+_VERIFIED: "weakref.WeakKeyDictionary[PrimFunc, bool]" = weakref.WeakKeyDictionary()
+
+
 def _compile(func: PrimFunc) -> tuple[Callable[..., Any], list[Any]]:
     if func not in _CACHE:
         c = _Compiler()
@@ -273,7 +289,9 @@ def evaluate(func: PrimFunc, *args: Any, externs: Mapping[str, Callable[..., Any
     """
     from plait.tir.verify import verify
 
-    verify(func)
+    if func not in _VERIFIED:
+        verify(func)
+        _VERIFIED[func] = True
     kernel, _ = _compile(func)
     values = _check_args(func, args)
     with np.errstate(all="ignore"):

@@ -30,20 +30,20 @@ def convert(value: _Operand, dtype: str, what: str = "operand") -> PrimExpr:
         return value
     if isinstance(value, (bool, np.bool_)):
         if dtype != "bool":
-            raise TIRError(f"{what}: cannot use the Python bool {bool(value)} as a {dtype} value")
+            raise TIRError(f"{what}: cannot convert the Python bool {bool(value)} to {dtype}")
         return IntImm(int(value), "bool")
     if isinstance(value, (int, np.integer)):
         if is_float(dtype):
             return FloatImm(float(value), dtype)
         if not is_int(dtype):
-            raise TIRError(f"{what}: cannot use the Python int {int(value)} as a {dtype} value")
+            raise TIRError(f"{what}: cannot convert the Python int {int(value)} to {dtype}")
         try:
             return IntImm(int(value), dtype)
         except TIRError as exc:
-            raise TIRError(f"{what}: {exc}") from None
+            raise TIRError(f"{what}: {str(exc).replace('IntImm: ', '')}") from None
     if isinstance(value, (float, np.floating)):
         if not is_float(dtype):
-            raise TIRError(f"{what}: cannot use the Python float {float(value)!r} as a {dtype} value")
+            raise TIRError(f"{what}: cannot convert the Python float {float(value)!r} to {dtype}")
         return FloatImm(float(value), dtype)
     raise TIRError(f"{what}: expected a TIR expression or a number, got {value!r}")
 

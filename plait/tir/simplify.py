@@ -35,7 +35,7 @@ from plait.tir.expr import (
     FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft, ShiftRight,
     Sub, TruncDiv, TruncMod, Var,
 )
-from plait.tir.functor import StmtExprMutator, pre_order, substitute
+from plait.tir.functor import StmtExprMutator, post_order, substitute
 from plait.tir.stmt import Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, is_no_op, no_op, seq
 
 _FOLD: dict[type, Callable[[Any, Any], Any]] = {
@@ -76,10 +76,14 @@ class _Simplifier(StmtExprMutator):
         self.pure_memo: dict[PrimExpr, bool] = {}
 
     def pure(self, e: PrimExpr) -> bool:
-        """No side effects: contains no extern call."""
-        if e not in self.pure_memo:
-            self.pure_memo[e] = not any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(e))
-        return self.pure_memo[e]
+        """No side effects: contains no extern call (memoized per node: linear on shared trees)."""
+        memo = self.pure_memo
+        if e not in memo:
+            for n in post_order(e, unique=True):
+                if n not in memo:
+                    memo[n] = not (isinstance(n, Call) and n.kind == "extern") and all(
+                        memo[c] for c in n._children())
+        return memo[e]
 
     # -- binary operators ------------------------------------------------------------------------
     def fold(self, e: BinaryOp) -> PrimExpr | None:

@@ -56,7 +56,7 @@ class _Verifier:
         self.bufs: set[Buffer] = set()
         self.ever_bound: set[Var] = set()
         self.ever_allocated: set[Buffer] = set()
-        self.allocated_anywhere = {s.buffer for s in pre_order(func.body) if isinstance(s, Allocate)}
+        self.allocated_anywhere = {s.buffer for s in pre_order(func.body, unique=True) if isinstance(s, Allocate)}
         self.checked: set[PrimExpr] = set()
         self.free: dict[PrimExpr, frozenset] = {}  # expr -> (free vars | used buffers)
         self.loops: list[For] = []
@@ -222,7 +222,7 @@ class _Verifier:
             self.free[node] = frozenset(free)
         missing = [x for x in self.free[root] if not (x in self.vars if isinstance(x, Var) else x in self.bufs)]
         if missing:
-            for n in pre_order(root):  # report in first-use order
+            for n in pre_order(root, unique=True):  # report in first-use order
                 x = n.buffer if isinstance(n, (BufferLoad, AddressOf)) else n
                 if x in missing:
                     missing.remove(x)
