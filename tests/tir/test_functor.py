@@ -170,3 +170,37 @@ def test_binding_versus_free_variables():
     assert str(e.value) == "structural mismatch at IntImm: dtype int64 vs int32: IntImm `1` vs IntImm `1i32`"
     assert not tir.structural_equal(tir.const(0.0), tir.const(-0.0))
     assert tir.structural_equal(tir.const(float("nan")), tir.const(float("nan")))
+
+
+def split(func, loop_var, factor):
+    """A loop split written on the nodes, as a schedule primitive would (the docs/tir.md example)."""
+
+    class Split(StmtExprMutator):
+        def rewrite_for(self, pre, post):
+            if pre.loop_var is not loop_var:
+                return post
+            outer, inner = Var(loop_var.name + "_o"), Var(loop_var.name + "_i")
+            body = tir.substitute(post.body, {loop_var: post.min + outer * factor + inner})
+            if post.extent.value % factor:
+                body = tir.IfThenElse(outer * factor + inner < post.extent, body)
+            n_outer = (post.extent.value + factor - 1) // factor
+            return For(outer, 0, n_outer, "serial", For(inner, 0, factor, post.kind, body))
+
+    return Split().visit(func)
+
+
+def test_a_split_written_on_the_nodes_keeps_results():
+    import numpy as np
+
+    f = matmul(4, 6, 5)
+    j = f.body.body.loop_var
+    g = tir.simplify(split(f, j, 4))
+    tir.verify(g)
+    assert ("        for j_o in serial(0, 2):\n"
+            "            for j_i in vectorized(0, 4):\n"
+            "                if j_o * 4 + j_i < 6:\n") in tir.print_prim_func(g)
+    a, b = np.random.rand(4, 5).astype("float32"), np.random.rand(5, 6).astype("float32")
+    c1, c2 = np.zeros((4, 6), "float32"), np.zeros((4, 6), "float32")
+    tir.evaluate(f, a, b, c1)
+    tir.evaluate(g, a, b, c2)
+    np.testing.assert_array_equal(c1, c2)
