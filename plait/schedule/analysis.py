@@ -344,18 +344,19 @@ def determined_vars(indices: tuple[PrimExpr, ...], varying: set[Var], extents: M
     return out
 
 
-def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[str, set[Var]]]:
+def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[Buffer | None, set[Var]]]:
     """For each buffer written in ``body`` (run once per iteration of the nest ``loops``), the loop
-    variables of ``loops`` whose relative order must be kept, with the buffer's name.
+    variables of ``loops`` whose relative order must be kept (None for an opaque access).
 
-    Two iterations can touch the same element of a buffer only if they agree on the variables its
-    (single, shared) index tuple determines; the others must keep their order. Buffers allocated in
-    ``body`` are private to an iteration. An opaque access constrains every loop.
+    Two iterations can touch the same element of a buffer only if they agree on the variables
+    *determined* by some index component that is the same expression in every access of the buffer
+    (:func:`determined_vars`); the other variables must keep their order. Buffers allocated in
+    ``body`` are private to an iteration. An opaque access (extern call, address_of) constrains every loop.
     """
     acc, private, opaque = accesses(body)
     every = {lp.loop_var for lp in loops}
     if opaque:
-        return [("<extern call or address_of>", set(every))]
+        return [(None, set(every))]
     inner = loops_of(body)
     varying = every | {lp.loop_var for lp in inner}
     extents: dict[Var, int] = {}
@@ -364,17 +365,19 @@ def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[str, set[Var]]
         if n is not None:
             extents[lp.loop_var] = n
     bound_inside = {s.var for s, _ in walk(body) if isinstance(s, LetStmt)}
-    out = []
+    out: list[tuple[Buffer | None, set[Var]]] = []
     written: list[Buffer] = []
     for a in acc:
         if a.write and a.buffer not in private and a.buffer not in written:
             written.append(a.buffer)
     for b in written:
         mine = [a for a in acc if a.buffer is b]
-        first = mine[0].indices
-        used = {n for i in first for n in pre_order(i) if isinstance(n, Var)}
-        if not all(same_indices(first, a.indices) for a in mine[1:]) or used & bound_inside:
-            out.append((b.name, set(every)))
-            continue
-        out.append((b.name, every - determined_vars(first, varying, extents)))
+        det: set[Var] = set()
+        for d, comp in enumerate(mine[0].indices):
+            if not all(same_indices((comp,), (a.indices[d],)) for a in mine[1:]):
+                continue
+            if any(n in bound_inside for n in pre_order(comp) if isinstance(n, Var)):
+                continue
+            det |= determined_vars((comp,), varying, extents)
+        out.append((b, every - det))
     return out

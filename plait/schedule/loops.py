@@ -161,7 +161,7 @@ def reorder(func: PrimFunc, *loops: str) -> PrimFunc:
         b = [v.name for v in new_order if v in keep]
         if a != b:
             raise ScheduleError(f"{where}: iterations of loops {', '.join(repr(x) for x in a)} depend on each other "
-                                f"through buffer '{buf}'; their order must stay {' > '.join(a)}")
+                                f"through {_what(buf)}; their order must stay {' > '.join(a)}")
     body = seg[-1].body
     for k in reversed(range(len(new))):
         lp = new[k]
@@ -172,13 +172,16 @@ def reorder(func: PrimFunc, *loops: str) -> PrimFunc:
     return finish(replace(func, {seg[0]: body}), where)
 
 
+def _what(buf: object) -> str:
+    return "an extern call or address_of" if buf is None else f"buffer '{buf.name}'"  # type: ignore[attr-defined]
+
+
 def _set_kind(func: PrimFunc, loop: str, kind: str, where: str, check: bool) -> PrimFunc:
     lp = get_loop(func, loop, where)
     if check:
         for buf, keep in order_constraints(lp.body, [lp]):
             if lp.loop_var in keep:
-                raise ScheduleError(f"{where}: iterations of loop '{loop}' depend on each other through "
-                                    f"buffer '{buf}'")
+                raise ScheduleError(f"{where}: iterations of loop '{loop}' depend on each other through {_what(buf)}")
     new = For(lp.loop_var, lp.min, lp.extent, kind, lp.body, lp.annotations)
     return finish(replace(func, {lp: new}), where)
 

@@ -25,7 +25,7 @@ from plait.tir.expr import BufferLoad, FloatImm, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt, seq
 from plait.schedule.analysis import (
-    accesses, check_new_names, const_extent, determined_vars, get_loop, linear, loop_range, loops_of,
+    accesses, check_new_names, const_extent, get_loop, linear, loop_range, loops_of, order_constraints,
     other_annotations, path_to, replace, same_indices, stage_annotations, walk,
 )
 from plait.schedule.errors import ScheduleError
@@ -142,26 +142,18 @@ def decompose_reduction(func: PrimFunc, loop: str) -> PrimFunc:
         raise ScheduleError(f"{where}: the body of loop '{loop}' is only a reduction; nothing to decompose")
     names = {"init": f"{loop}_init", "main": loop, "epi": f"{loop}_epi"}
     check_new_names(func, [names[t] for t, _ in groups if t != "main"], where)
-    # shared buffers touched by two groups (one writing) must be indexed injectively by the loop
+    # a buffer shared by two groups (one writing) must be indexed injectively by the loop
     per_group = []
     for _, g in groups:
         acc, private, opaque = accesses(seq(*g))
         if opaque:
             raise ScheduleError(f"{where}: the body has an extern call or address_of; cannot distribute it")
         per_group.append((acc, private))
-    all_acc = [a for acc, _ in per_group for a in acc]
-    extents = {l.loop_var: l.extent.value for l in [lp] + loops_of(body) if isinstance(l.extent, IntImm)}
-    varying = {lp.loop_var} | {l.loop_var for l in loops_of(body)}
-    for b in {a.buffer for a in all_acc}:
-        if b in allocs:
+    for b, keep in order_constraints(body, [lp]):
+        if b in allocs or lp.loop_var not in keep:
             continue
-        users = [k for k, (acc, private) in enumerate(per_group) if any(a.buffer is b for a in acc)]
-        writes = any(a.write and a.buffer is b for a in all_acc)
-        if len(users) < 2 or not writes:
-            continue
-        mine = [a for a in all_acc if a.buffer is b]
-        if not all(same_indices(mine[0].indices, a.indices) for a in mine) or \
-                lp.loop_var not in determined_vars(mine[0].indices, varying, extents):
+        users = [k for k, (acc, _) in enumerate(per_group) if any(a.buffer is b for a in acc)]
+        if len(users) > 1:
             raise ScheduleError(f"{where}: buffer '{b.name}' is shared by the statements across iterations of "
                                 f"loop '{loop}'; distributing the loop would change the results")
     # expand the accumulators by the loop's extent: acc[...] -> acc[loop - min, ...]

@@ -149,9 +149,13 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
         return _scalar_reduction(sch, st)
     v = _vector_axis(st, lanes)
     if v is not None:
+        assert st.update is not None
+        if st.update.buffer.scope != "local":  # accumulate in registers, store once
+            if _try(sch, "cache_write", _name(st.spatial[-1]), st.update.buffer.name):
+                st = _stage(sch.func, root)
         _tile(sch, st, v, lanes, max(4, m.vector_registers // 2))
         return sch.func
-    r = _rfactor_axis(st, lanes)
+    r = _rfactor_axis(st, lanes) if _out_dtype(st) != "float16" else None  # fp16 sums: keep their order
     if r is not None:
         _rfactor(sch, st, r, lanes)
     return sch.func

@@ -1,0 +1,168 @@
+"""Default schedules: rule selection through the target, the loop structures the host rules make, and
+semantics on the TE computes of many operators (TIR interpreter, scheduled vs unscheduled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plait import te, tir
+from plait.errors import RegistryError
+from plait.ir import TensorType, TupleType, get_op
+from plait.schedule import RULE_SETS, RuleSet, default_schedule, machine_for, register_rules, rules_for
+from plait.schedule.rules import cpu_machine, tile_sizes
+from plait.target import Target, register_kind
+from plait.target.testing import isolated_registry
+from tests.schedule import fixtures as fx
+from tests.schedule.test_reduction import allocs
+
+
+def lower(op_name: str, shapes: list[tuple], dtype: str = "float32", **attrs) -> tir.PrimFunc:
+    """The unscheduled PrimFunc of one operator (TE compute + create_prim_func)."""
+    op = get_op(op_name)
+    a = op.make_attrs(attrs)
+    types = tuple(TensorType(s, dtype) for s in shapes)
+    out_type = op.rel(types, a)
+    phs = [te.placeholder(s, dtype, f"in{k}") for k, s in enumerate(shapes)]
+    outs = te.get_compute(op_name)(phs, a, out_type)
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    assert not isinstance(out_type, TupleType) or len(outs) == len(out_type.fields)
+    return te.create_prim_func(phs + outs, op_name.replace(".", "_"))
+
+
+def close(f, g, seed=0, rtol=1e-5, atol=1e-5):
+    args = fx.inputs_for(f, seed)
+    want = fx.run(f, args)
+    got = fx.run(g, args, reverse_parallel=True)
+    for w, x in zip(want, got):
+        np.testing.assert_allclose(x, w, rtol=rtol, atol=atol)
+
+
+def loop_kinds(f) -> dict[str, tuple[str, int]]:
+    return {n.loop_var.name: (n.kind, n.extent.value) for n in tir.functor.pre_order(f.body) if isinstance(n, tir.For)}
+
+
+# ---- rule selection --------------------------------------------------------------------------------
+
+
+def test_rules_come_from_the_target_kind_and_facts():
+    assert rules_for("c").name == "cpu" and rules_for(Target("c -opt-level=3")).name == "cpu"
+    for t in ("cortex-m0", "cortex-m7f", "c -mcpu=cortex-m4 -keys=arm_cpu"):
+        assert rules_for(t).name == "microcontroller"
+    assert rules_for("llvm").name == "cpu"  # a kind without the attribute
+    assert machine_for("c").lanes("float32") == 8  # host-c tag: AVX2, 256 bits
+    assert machine_for("x86-64-avx512").lanes("float32") == 16 and machine_for("x86-64-avx512").vector_registers == 32
+    assert machine_for("cortex-m7f").lanes("float32") == 1  # 32-bit integer SIMD only
+    assert machine_for("cortex-m0").fpu == "none" and not machine_for("cortex-m0").has_fpu("float32")
+    assert machine_for("cortex-m7f").has_fpu("float32") and not machine_for("cortex-m7f").has_fpu("float64")
+    with Target("cortex-m0"):
+        assert rules_for(None).name == "microcontroller"
+
+
+def test_a_kind_can_name_its_own_rule_set():
+    calls = []
+
+    def only_unroll(func, root, machine):
+        calls.append(root)
+        return func
+
+    with isolated_registry():
+        register_kind("toy", attrs={"schedule_rules": "toy-rules"})
+        with pytest.raises(RegistryError, match="unknown schedule rule set 'toy-rules'"):
+            rules_for("toy")
+        register_rules(RuleSet("toy-rules", cpu_machine, only_unroll))
+        try:
+            f = fx.softmax()
+            trace: list[str] = []
+            assert default_schedule(f, "toy", trace) is f
+            assert calls == ["max_i", "exp_i", "sum_i", "div_i"] and trace == [f"{c}: toy-rules" for c in calls]
+        finally:
+            RULE_SETS._items.pop("toy-rules")
+
+
+def test_tile_sizes():
+    assert tile_sizes(56, 64, 8, 8) == (8, 8)  # ResNet conv: 8 output channels x one vector of 8 columns
+    assert tile_sizes(256, 128, 8, 8) == (32, 2)  # ties (16, 4): 8 accumulators, 6 loads; the longer row wins
+    assert tile_sizes(5, 64, 8, 8) == (5, 8)  # a short row: one (partial) vector, 8 channels
+    assert tile_sizes(56, 1, 8, 8) == (56, 1)  # no reuse axis: the whole row
+    assert tile_sizes(64, 64, 16, 16) == (64, 4)  # AVX-512: 16 accumulators, 4 broadcasts + 4 vector loads
+
+
+# ---- loop structure on the host ------------------------------------------------------------------
+
+
+def test_host_conv_is_padded_tiled_and_vectorized():
+    f = lower("nn.conv2d", [(1, 16, 10, 16), (16, 16, 3, 3)], padding=(1, 1, 1, 1))
+    trace: list[str] = []
+    g = default_schedule(f, "c", trace)
+    assert trace == ["T_nn_conv2d_n: cpu"]
+    k = loop_kinds(g)
+    c = "T_nn_conv2d_"
+    assert [n for n in k if k[n][0] == "vectorized"] == ["in0_pad_3", "in0_copy_3", c + "z_init", c + "z", c + "z_epi"]
+    # the register tile: 4 output channels x 16 columns (2 vectors), below the reduce loops
+    assert list(k)[-8:] == [c + x for x in ("z_init", "rc", "ry", "rx", "oc_1", "z", "oc_1_epi", "z_epi")]
+    assert k[c + "oc_1"] == ("serial", 4) and k[c + "z"] == ("vectorized", 16)
+    assert allocs(g)["in0_pad"] == ((1, 16, 12, 18), "global.workspace")
+    assert allocs(g)[c[:-1] + "_local"] == ((4, 16, 1, 1, 1, 1), "local")  # accumulated in registers
+    text = tir.print_prim_func(tir.simplify(g))
+    assert "select" not in text.split("in0_copy_3")[-1]  # padding moved out of the inner loops
+    close(f, g)
+
+
+def test_host_dense_uses_lane_partial_sums():
+    f = lower("nn.dense", [(1, 64), (24, 64)])
+    g = default_schedule(f, "c")
+    rf = [v for n, v in allocs(g).items() if n.endswith("_rf")]
+    assert rf == [((1, 4, 8), "local")]  # 4 rows of the weight x 8 lanes
+    assert [v for v in loop_kinds(g).values() if v[0] == "vectorized"] == [("vectorized", 8)]
+    close(f, g)
+
+
+def test_microcontroller_rules_keep_code_small():
+    f = lower("nn.conv2d", [(1, 4, 6, 6), (4, 4, 3, 3)], padding=(1, 1, 1, 1))
+    g = default_schedule(f, "cortex-m0")
+    k = loop_kinds(g)
+    assert not any(kind == "vectorized" for kind, _ in k.values())
+    assert [n for n, (kind, _) in k.items() if kind == "unrolled"] == [n for n in k if n.endswith("_rx")]
+    assert set(allocs(g)) == set(allocs(f))  # no padded copy: RAM is scarce
+    close(f, g, rtol=0, atol=0)
+
+
+# ---- semantics over many operators ------------------------------------------------------------------
+
+CASES = [
+    ("nn.conv2d", [(1, 3, 9, 10), (8, 3, 3, 3)], dict(padding=(1, 1, 1, 1))),
+    ("nn.conv2d", [(2, 3, 9, 7), (5, 3, 3, 3)], dict(strides=(2, 2), padding=(1, 1, 1, 1))),
+    ("nn.conv2d", [(1, 8, 6, 9), (8, 1, 3, 3)], dict(padding=(1, 1, 1, 1), groups=8)),
+    ("nn.conv2d", [(1, 4, 5, 12), (6, 4, 1, 1)], {}),
+    ("nn.conv2d", [(1, 2, 13, 13), (3, 2, 3, 3)], dict(padding=(2, 2, 2, 2), dilation=(2, 2))),
+    ("nn.dense", [(3, 32), (12, 32)], {}),
+    ("nn.dense", [(1, 20), (6, 20)], {}),
+    ("nn.matmul", [(5, 7), (7, 16)], {}),
+    ("nn.matmul", [(2, 4, 8), (2, 8, 12)], {}),
+    ("nn.max_pool2d", [(1, 3, 9, 16)], dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))),
+    ("nn.avg_pool2d", [(1, 2, 8, 8)], dict(pool_size=(2, 2), strides=(2, 2))),
+    ("nn.global_avg_pool2d", [(1, 4, 8, 16)], {}),
+    ("nn.softmax", [(3, 32)], {}),
+    ("nn.softmax", [(2, 5, 9)], dict(axis=1)),
+    ("nn.log_softmax", [(2, 24)], {}),
+    ("nn.layer_norm", [(4, 32), (32,), (32,)], {}),
+    ("sum", [(3, 4, 16)], dict(axis=(2,))),
+    ("max", [(3, 16, 4)], dict(axis=(1,))),
+    ("mean", [(2, 3, 16)], dict(axis=(1, 2), keepdims=True)),
+    ("add", [(2, 3, 16), (3, 1)], {}),
+    ("transpose", [(2, 3, 16)], dict(axes=(2, 0, 1))),
+    ("nn.relu", [(4, 10)], {}),
+    ("concatenate", [(2, 8), (3, 8)], dict(axis=0)) if False else ("exp", [(5, 11)], {}),
+]
+
+
+@pytest.mark.parametrize("target", ["c", "x86-64-avx512", "cortex-m7f"])
+@pytest.mark.parametrize("op_name,shapes,attrs", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
+def test_default_schedule_preserves_results(op_name, shapes, attrs, target):
+    f = lower(op_name, shapes, **attrs)
+    trace: list[str] = []
+    g = default_schedule(f, target, trace)
+    tir.verify(g)
+    assert all(line.endswith(": cpu") or line.endswith(": microcontroller") for line in trace), trace
+    close(f, g)
