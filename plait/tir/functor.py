@@ -266,8 +266,6 @@ def substitute(node: Any, vmap: Mapping[Var, Any] | None = None,
 
 
 class _FreshCopy(StmtExprMutator):
-    memoize = False
-
     def rewrite_binder(self, var: Var) -> Var:
         return Var(var.name, var.dtype)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from plait.errors import ParseError
 from plait.ir.attrs import Attrs
+from plait.tir.errors import TIRError
 from plait.tir.expr import BufferLoad, PrimExpr, Var
 from plait.tir.lexer import Line, Token, tokenize
 from plait.tir.parse_expr import Cursor, Scope, describe, parse_expr
@@ -61,7 +62,10 @@ class Parser:
         header = self.lines[i + 1]
         if header.indent != deco.indent:
             self.fail("'def' must be aligned with its decorator", header.tokens[0])
-        name, params = self.def_line(header)
+        try:
+            name, params = self.def_line(header)
+        except TIRError as exc:
+            self.fail(str(exc), header.tokens[0])
         end = i + 2
         while end < len(self.lines) and self.lines[end].indent > deco.indent:
             end += 1
@@ -177,7 +181,10 @@ class Parser:
                 top.indent = line.indent
             elif line.indent != top.indent:
                 self.fail("unexpected indentation", line.tokens[0])
-            self.line(line, stack)
+            try:
+                self.line(line, stack)
+            except TIRError as exc:  # a node constructor refused what the line says
+                self.fail(str(exc), line.tokens[0])
         if stack[-1].indent is None and len(stack) == 1:
             self.fail("a function needs a body (write 'pass')", header.tokens[-1])
         while len(stack) > 1:
