@@ -116,8 +116,10 @@ def test_kind_and_tag_registration_errors():
         "target kind 'twice': option 'a' is declared twice"
     assert message(TargetError, Option, "n", float) == \
         "option 'n': type must be str, int, bool or list, got <class 'float'>"
-    assert message(TargetError, get_kind("c").attr, "linker") == \
-        "target kind 'c' has no attribute 'linker' (it has: compiler, compiler_flags, schedule_rules)"
+    with isolated_registry():
+        register_kind("attrkind", attrs={"compiler": "cc", "flags": ()})
+        assert message(TargetError, get_kind("attrkind").attr, "linker") == \
+            "target kind 'attrkind' has no attribute 'linker' (it has: compiler, flags)"
     facts = {n: Fact(1, "", "test") for n in ("clock_mhz", "fpu", "simd_bits", "ram_kb", "flash_kb", "power_mw")}
     with isolated_registry():
         assert message(RegistryError, register_tag, "c", "c", {}, facts) == \
