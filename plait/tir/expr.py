@@ -168,9 +168,12 @@ class FloatImm(PrimExpr):
             raise TIRError(f"FloatImm: dtype must be a float dtype, got {self.dtype}")
         if isinstance(self.value, (bool, np.bool_)) or not isinstance(self.value, (int, float, np.integer, np.floating)):
             raise TIRError(f"FloatImm: value must be a float, got {self.value!r}")
-        with np.errstate(over="ignore"):
-            v = float(scalar_type(self.dtype)(self.value))
-        if math.isinf(v) and not math.isinf(float(self.value)):
+        try:
+            with np.errstate(over="ignore"):
+                v = float(scalar_type(self.dtype)(self.value))
+        except OverflowError:
+            v = math.inf
+        if math.isinf(v) and not (isinstance(self.value, (float, np.floating)) and math.isinf(self.value)):
             raise TIRError(f"FloatImm: {self.value!r} overflows {self.dtype}")
         object.__setattr__(self, "value", v)
 
