@@ -77,6 +77,8 @@ for _dst in ["int32", "uint8", "bool", "float16", "float64"]:
     _v = [0.0, 1.7, 200.5, 3.0] + ([-1.7, np.nan] if _dst != "uint8" and _dst != "int32" else [-1.7] * (_dst != "uint8"))
     add("cast", [np.array(_v, "float32")], dtype=_dst)
 add("cast", [np.array([-5, 0, 7, 300], "int32")], dtype="int8")
+add("cast", [np.array([-2.5, 0.0, 7.9, 300.0], "float16")], dtype="int32")
+add("cast", [np.array([1.0 + 2.0**-11, 1.0 + 2.0**-11 + 2.0**-30, 65519.0, 1e-8], "float64")], dtype="float16")
 
 # ---- reductions ----------------------------------------------------------------------------------
 for _op in ["sum", "mean", "max", "min", "prod", "sum_square", "l1_norm", "l2_norm", "log_sum", "log_sum_exp"]:
@@ -87,6 +89,8 @@ for _op in ["sum", "mean", "max", "min", "prod", "sum_square", "l1_norm", "l2_no
     if _op not in ("log_sum", "log_sum_exp"):
         add(_op, [data((3, 4), "int32", -9, 9)], axis=(-1,), keepdims=False)
 add("max", [np.array([[1.0, np.nan, 2.0], [0.0, -1.0, np.inf]], "float32")], axis=(1,))
+add("max", [data((0, 3))], axis=(0,))  # empty: the lowest value
+add("mean", [data((3, 0))], axis=(1,), keepdims=False)  # empty: 0
 for _op in ["argmax", "argmin"]:
     add(_op, [data((3, 4, 5), "int8", -2, 2)], axis=1, keepdims=False)
     add(_op, [data((3, 4, 5), "int8", -2, 2)], axis=-1, select_last_index=True)
