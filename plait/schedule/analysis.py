@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from plait.tir import structural_equal
+from plait.tir import structural_equal, structural_hash
 from plait.tir.expr import (
-    AddressOf, Add, BufferLoad, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, Var,
+    AddressOf, Add, BufferLoad, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv,
+    TruncMod, Var,
 )
 from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.stmt import (
@@ -164,7 +165,16 @@ def other_annotations(loop: For) -> dict:
 
 def linear(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
     """``e`` as ``sum(coef * var) + const`` (casts between integers are looked through), or None."""
-    forms: dict[PrimExpr, tuple[dict[Var, int], int] | None] = {}
+    return _linear(e, None)  # type: ignore[return-value]
+
+
+_DIVMOD = {FloorDiv: "div", TruncDiv: "div", FloorMod: "mod", TruncMod: "mod"}
+
+
+def _linear(e: PrimExpr, atoms: dict | None) -> tuple[dict, int] | None:
+    """Like :func:`linear`; with ``atoms`` (a dict to fill), ``x // c`` and ``x % c`` (``c > 0``) are
+    atoms keyed ``("div" | "mod", structural hash of x, c)`` instead of making the form None."""
+    forms: dict[PrimExpr, tuple[dict, int] | None] = {}
     for n in _post_order_expr(e):
         if n in forms:
             continue
@@ -191,9 +201,51 @@ def linear(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
                 continue
             (va, ca), k = (a, b[1]) if not b[0] else (b, a[1])
             forms[n] = ({v: c * k for v, c in va.items() if c * k}, ca * k)
+        elif atoms is not None and type(n) in _DIVMOD and isinstance(n.b, IntImm) and n.b.value > 0:
+            key = (_DIVMOD[type(n)], structural_hash(n.a), n.b.value)
+            atoms[key] = n.a
+            forms[n] = ({key: 1}, 0)
         else:
             forms[n] = None
     return forms[e]
+
+
+def flat_linear(indices: tuple[PrimExpr, ...], shape: tuple[int, ...]) -> tuple[dict[Var, int], int] | None:
+    """The row-major offset ``sum(index[d] * stride[d])`` of an access as a linear form, using
+    ``(x // c) * c + x % c == x`` (what a fused loop's indices give), or None if not linear."""
+    if len(indices) != len(shape):
+        return None
+    atoms: dict = {}
+    total: dict = {}
+    const = 0
+    stride = 1
+    for comp, n in reversed(list(zip(indices, shape))):
+        f = _linear(comp, atoms)
+        if f is None:
+            return None
+        for k, c in f[0].items():
+            total[k] = total.get(k, 0) + c * stride
+        const += f[1] * stride
+        stride *= n
+    changed = True
+    while changed:
+        changed = False
+        for key in [k for k in total if isinstance(k, tuple) and k[0] == "div"]:
+            mod = ("mod", key[1], key[2])
+            a, b = total.get(key, 0), total.get(mod, 0)
+            if b and a == key[2] * b:
+                del total[key], total[mod]
+                f = _linear(atoms[key], atoms)
+                if f is None:
+                    return None
+                for k, c in f[0].items():
+                    total[k] = total.get(k, 0) + c * b
+                const += f[1] * b
+                changed = True
+                break
+    if any(not isinstance(k, Var) for k, c in total.items() if c):
+        return None
+    return {k: c for k, c in total.items() if c}, const
 
 
 def _post_order_expr(e: PrimExpr) -> list[PrimExpr]:
@@ -205,7 +257,7 @@ def _post_order_expr(e: PrimExpr) -> list[PrimExpr]:
             out.append(n)
             continue
         stack.append((n, True))
-        if isinstance(n, (Add, Sub, Mul, Cast)):
+        if isinstance(n, (Add, Sub, Mul, Cast, FloorDiv, FloorMod, TruncDiv, TruncMod)):
             stack.extend((c, False) for c in reversed(n._children()))  # type: ignore[misc]
     return out
 
@@ -320,6 +372,20 @@ def same_indices(a: tuple[PrimExpr, ...], b: tuple[PrimExpr, ...]) -> bool:
     return len(a) == len(b) and all(x is y or structural_equal(x, y) for x, y in zip(a, b))
 
 
+def _determined_by(coefs: Mapping[Var, int], varying: set[Var], extents: Mapping[Var, int]) -> set[Var]:
+    """The varying variables of one affine form ``sum(c * v)`` it determines (mixed radix test)."""
+    terms = sorted(((abs(c), v) for v, c in coefs.items() if v in varying and extents.get(v) != 1),
+                   key=lambda t: t[0])
+    if any(v not in extents for _, v in terms):
+        return set()
+    reach = 0
+    for c, v in terms:
+        if c <= reach:
+            return set()
+        reach += c * (extents[v] - 1)
+    return {v for _, v in terms}
+
+
 def determined_vars(indices: tuple[PrimExpr, ...], varying: set[Var], extents: Mapping[Var, int]) -> set[Var]:
     """Variables of ``varying`` whose values the index tuple determines while the other variables are
     fixed: those of an affine component ``sum(c * v) + rest`` whose coefficients form a mixed radix
@@ -327,20 +393,8 @@ def determined_vars(indices: tuple[PrimExpr, ...], varying: set[Var], extents: M
     out = {v for v in varying if extents.get(v) == 1}
     for comp in indices:
         form = linear(comp)
-        if form is None:
-            continue
-        terms = [(abs(c), v) for v, c in form[0].items() if v in varying and extents.get(v) != 1]
-        if any(v not in extents for _, v in terms):
-            continue
-        terms.sort(key=lambda t: t[0])
-        reach, ok = 0, True
-        for c, v in terms:
-            if c <= reach:
-                ok = False
-                break
-            reach += c * (extents[v] - 1)
-        if ok:
-            out.update(v for _, v in terms)
+        if form is not None:
+            out |= _determined_by(form[0], varying, extents)
     return out
 
 
@@ -373,6 +427,12 @@ def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[Buffer | None,
     for b in written:
         mine = [a for a in acc if a.buffer is b]
         det: set[Var] = set()
+        shape = b.static_shape
+        if shape is not None and all(same_indices(mine[0].indices, a.indices) for a in mine[1:]) and \
+                not any(n in bound_inside for i in mine[0].indices for n in pre_order(i) if isinstance(n, Var)):
+            flat = flat_linear(mine[0].indices, shape)
+            if flat is not None:
+                det |= _determined_by(flat[0], varying, extents)
         for d, comp in enumerate(mine[0].indices):
             if not all(same_indices((comp,), (a.indices[d],)) for a in mine[1:]):
                 continue

@@ -17,7 +17,7 @@ from typing import Sequence
 from plait.tir import free_vars, simplify, substitute, verify
 from plait.tir.errors import TIRVerifyError
 from plait.tir.expr import IntImm, PrimExpr, Var
-from plait.tir.op import floordiv, floormod, lt
+from plait.tir.op import lt, truncdiv, truncmod
 from plait.tir.stmt import For, IfThenElse, PrimFunc, Stmt
 from plait.schedule.analysis import (
     chain, check_new_names, const_extent, get_loop, order_constraints, other_annotations, path_to,
@@ -103,7 +103,7 @@ def split(func: PrimFunc, loop: str, factors: Sequence[int | None], names: Seque
 
 def fuse(func: PrimFunc, outer: str, inner: str, name: str | None = None) -> PrimFunc:
     """Fuse ``inner`` (the whole body of ``outer``) into ``outer``: one loop ``<outer>_<inner>_fused``
-    over both, with ``outer = v // extent(inner)`` and ``inner = v % extent(inner)``."""
+    over both, with ``outer = v / extent(inner)`` and ``inner = v % extent(inner)`` (``v >= 0``)."""
     where = f"fuse('{outer}', '{inner}')"
     lo, li = get_loop(func, outer, where), get_loop(func, inner, where)
     if lo.body is not li:
@@ -116,8 +116,10 @@ def fuse(func: PrimFunc, outer: str, inner: str, name: str | None = None) -> Pri
     if li.loop_var.dtype != v.dtype:
         raise ScheduleError(f"{where}: the loop variables have different dtypes "
                             f"({lo.loop_var.dtype} and {li.loop_var.dtype})")
-    o_idx = _plus(lo.min, floordiv(v, IntImm(ni, v.dtype)) if ni != 1 else v)
-    i_idx = _plus(li.min, floormod(v, IntImm(ni, v.dtype)) if ni != 1 else IntImm(0, v.dtype))
+    # v >= 0: truncating division is floor division here, and C compilers simplify
+    # (v / n) * n + v % n back to v when the indices are flattened
+    o_idx = _plus(lo.min, truncdiv(v, IntImm(ni, v.dtype)) if ni != 1 else v)
+    i_idx = _plus(li.min, truncmod(v, IntImm(ni, v.dtype)) if ni != 1 else IntImm(0, v.dtype))
     body = substitute(li.body, {lo.loop_var: o_idx, li.loop_var: i_idx})
     kind = lo.kind if lo.kind == li.kind else "serial"
     ann = {**other_annotations(li), **lo.annotations}

@@ -117,6 +117,10 @@ def _name(lp: For) -> str:
     return lp.loop_var.name
 
 
+def _contig(access: Any, v: Any, max_stride: int = 1) -> bool | None:
+    return contiguous(access.indices, v, max_stride, access.buffer.static_shape)
+
+
 def _out_dtype(st: Stage) -> str:
     return st.output.buffer.dtype if st.output is not None else "float32"
 
@@ -147,13 +151,14 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     st = _stage(sch.func, root)
     if lanes < 2:
         return _scalar_reduction(sch, st)
+    budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
     if v is not None:
         assert st.update is not None
         if st.update.buffer.scope != "local":  # accumulate in registers, store once
             if _try(sch, "cache_write", _name(st.spatial[-1]), st.update.buffer.name):
                 st = _stage(sch.func, root)
-        _tile(sch, st, v, lanes, max(4, m.vector_registers // 2))
+        _tile(sch, st, v, lanes, budget)
         return sch.func
     r = _rfactor_axis(st, lanes) if _out_dtype(st) != "float16" else None  # fp16 sums: keep their order
     if r is not None:
@@ -166,9 +171,9 @@ def _elementwise(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc:
     inner = st.spatial[-1]
     n = const_int(inner.extent)
     v = inner.loop_var
-    if n is None or n < 2 or not st.stores or not all(contiguous(s.indices, v) for s in st.stores):
+    if n is None or n < 2 or not st.stores or not all(_contig(s, v) for s in st.stores):
         return func
-    if any(contiguous(ld.indices, v) is False for ld in st.loads()):
+    if any(_contig(ld, v) is False for ld in st.loads()):
         return func  # a transposing load: scalar code is as good as gathers
     sch = Schedule(func)
     sch.vectorize(_name(inner))
@@ -181,11 +186,11 @@ def _vector_axis(st: Stage, lanes: int) -> For | None:
     assert out is not None and st.update is not None
     for lp in reversed(st.spatial):
         n, v = const_int(lp.extent), lp.loop_var
-        if n is None or n < max(2, lanes // 2) or not contiguous(out.indices, v):
+        if n is None or n < max(2, lanes // 2) or not _contig(out, v):
             continue
-        if contiguous(st.update.indices, v) is False:
+        if _contig(st.update, v) is False:
             continue
-        if all(contiguous(ld.indices, v, max_stride=2) is not False for ld in st.loads()):
+        if all(_contig(ld, v, max_stride=2) is not False for ld in st.loads()):
             return lp
     return None
 
@@ -210,6 +215,10 @@ def tile_sizes(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int]:
     """(VB, UB): the register tile over the vector axis (extent ``ev``) and the reuse axis (``eu``)
     with at most ``budget`` vector accumulators that does the most vector work per load
     (``UB * VB / lanes`` multiply-adds for ``UB`` broadcasts and ``ceil(VB / lanes)`` vector loads)."""
+    return _best_tile(ev, eu, lanes, budget)[:2]
+
+
+def _best_tile(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int, float]:
     if ev % lanes == 0:
         vbs = [d for d in _divisors(ev) if d % lanes == 0 and d <= 8 * lanes]
     elif ev <= 8 * lanes:
@@ -226,7 +235,7 @@ def tile_sizes(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int]:
             key = (round(score, 9), ub * vb, vb, ub)
             if key > best:
                 best = key
-    return best[2], best[3]
+    return best[2], best[3], best[0]
 
 
 def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int) -> None:
@@ -269,7 +278,7 @@ def _rfactor_axis(st: Stage, lanes: int) -> For | None:
         n, r = const_int(lp.extent), lp.loop_var
         if n is None or n % lanes or n < 2 * lanes:
             continue
-        flags = [contiguous(ld.indices, r) for ld in st.loads()]
+        flags = [_contig(ld, r) for ld in st.loads()]
         if any(f is False for f in flags) or not any(flags):
             continue
         return lp

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from plait.tir.expr import BufferLoad, PrimExpr, Var
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, PrimFunc, Stmt
-from plait.schedule.analysis import chain, const_int, linear, same_indices, walk
+from plait.schedule.analysis import chain, const_int, flat_linear, linear, same_indices, walk
 
 
 @dataclass
@@ -91,9 +91,17 @@ def coefficient(comp: PrimExpr, v: Var) -> int | None:
     return form[0].get(v, 0)
 
 
-def contiguous(indices: tuple[PrimExpr, ...], v: Var, max_stride: int = 1) -> bool | None:
-    """True if ``v`` appears only in the last index with a coefficient in 1..max_stride; None if it does
-    not appear at all; False otherwise."""
+def contiguous(indices: tuple[PrimExpr, ...], v: Var, max_stride: int = 1,
+               shape: tuple[int, ...] | None = None) -> bool | None:
+    """True if the row-major offset of the access moves by 1..max_stride elements per step of ``v``
+    (``v`` only in the last index, or a fused loop's ``v / n, v % n`` over the last dimensions when
+    ``shape`` is given); None if ``v`` does not appear at all; False otherwise."""
+    if not uses(indices, v):
+        return None
+    if shape is not None:
+        flat = flat_linear(indices, shape)
+        if flat is not None:
+            return 1 <= flat[0].get(v, 0) <= max_stride
     coefs = [coefficient(i, v) for i in indices]
     if all(c == 0 for c in coefs):
         return None

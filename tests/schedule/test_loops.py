@@ -207,3 +207,19 @@ def test_all_permutations_of_elementwise_loops():
     f = fx.elementwise((2, 3, 4))
     for p in itertools.permutations(["add_i0", "add_i1", "add_i2"]):
         same(f, reorder(f, *p))
+
+
+def test_a_fused_loop_is_contiguous_and_independent():
+    from plait.schedule.analysis import flat_linear
+    from plait.schedule.stage import contiguous
+
+    f = fx.elementwise((2, 3, 10))
+    g = fuse(f, "add_i1", "add_i2")
+    store = [n for n in tir.functor.pre_order(g.body) if isinstance(n, tir.BufferStore)][0]
+    v = get_loop(g, "add_i1_add_i2_fused", "t").loop_var
+    i0 = get_loop(g, "add_i0", "t").loop_var
+    assert flat_linear(store.indices, (2, 3, 10)) == ({i0: 30, v: 1}, 0)  # (v / 10) * 10 + v % 10 == v
+    assert flat_linear(store.indices, (2, 3, 11)) is None
+    assert contiguous(store.indices, v, shape=(2, 3, 10)) and not contiguous(store.indices, v)
+    h = vectorize(g, "add_i1_add_i2_fused")  # each iteration writes its own element
+    same(f, h)
