@@ -252,7 +252,10 @@ class FunctionEmitter:
     def call(self, node: Call, a: list[R]) -> tuple[str, int, bool, str]:
         args = [r.code for r in a]
         if node.kind == "extern":
-            return f"{node.name}({', '.join(args)})", ATOM, True, ""
+            text = f"{node.name}({', '.join(args)})"
+            if node.dtype == "float16":  # declared as returning float: keep float16 values exact
+                text = self.use("plait_c_rh") + f"({text})"
+            return text, ATOM, True, ""
         intr = INTRINSICS.get(node.name)
         argd = node.args[0].dtype
         text = intr.c[argd].format(*args)

@@ -151,3 +151,22 @@ def test_copy_every_dtype(dtype, cache_dir):
     x = (np.arange(n) * 37 - 100).astype(dtype) if dtype != "bool" else np.arange(n) % 3 == 0
     (got,) = run_c([f], [[x, np.zeros(n, dtype)]], cache_dir)
     np.testing.assert_array_equal(got[1], x[::-1])
+
+
+def test_extern_calls_returning_values(cache_dir):
+    n = 4
+    X, Y, H = tir.Buffer("X", (n,)), tir.Buffer("Y", (n,)), tir.Buffer("H", (n,), "float16")
+    i = tir.Var("i")
+    body = tir.For(i, 0, n, "serial", tir.seq(
+        Y.store(i, tir.call_extern("float32", "my_scale", X[i], tir.const(3, "int32"))),
+        H.store(i, tir.call_extern("float16", "my_third", X[i]))))
+    f = tir.PrimFunc((X, Y, H), body, {"global_symbol": "ext"})
+    src = codegen_c([f])
+    assert "extern float my_scale(float, int32_t);\nextern float my_third(float);\n" in src.source
+    impl = "float my_scale(float x, int32_t k) { return x * (float)k; }\nfloat my_third(float x) { return x / 3.0f; }\n"
+    lib = CSourceModule(src.source + impl, src.signatures, compile_flags=src.compile_flags).compile(cache_dir=cache_dir)
+    x = np.array([1.0, -2.0, 0.1, 7.0], np.float32)
+    y, h = np.zeros(n, np.float32), np.zeros(n, np.float16)
+    lib["ext"](x, y, h)
+    np.testing.assert_array_equal(y, x * np.float32(3))
+    np.testing.assert_array_equal(h, (x / np.float32(3)).astype(np.float16))  # rounded once to float16
