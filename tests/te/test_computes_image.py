@@ -69,8 +69,8 @@ def test_resize_tf_crop_and_resize(method):
              ((3, 4), (1, 1), (0.1, 0.2, 0.6, 0.9)), ((5, 3), (8, 2), (0.5, -0.5, 0.0, 0.5)),
              ((5, 8), (9, 8), (0.21, 0.49, 0.3, 0.43))]
     for k, (hw, size, roi) in enumerate(cases):
-        resize(data((1, 2) + hw, key=k), size, roi=roi, method=method, coordinate_transformation_mode="tf_crop_and_resize",
-               extrapolation_value=-7.5, rtol=1e-5, atol=1e-4)
+        resize(data((1, 2) + hw, key=k), size, roi=roi, method=method,
+               coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-7.5, rtol=1e-5, atol=1e-4)
     resize(data((1, 1, 4, 4)), (6, 6), method=method, coordinate_transformation_mode="tf_crop_and_resize")
 
 

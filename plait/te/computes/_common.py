@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from plait import tir
-from plait.ir.types import TensorType, TupleType, Type
+from plait.ir.types import DTYPES, TensorType, TupleType, Type
 from plait.te.tensor import TEError, Tensor, compute, comm_reducer
 from plait.tir.dtype import int_range, is_float, is_int, is_uint
 from plait.tir.expr import PrimExpr
@@ -27,8 +29,9 @@ class ComputeError(TEError):
 
 
 __all__ = [
-    "ComputeError", "bcast_dims", "bcast_index", "cdtype", "clamp", "down", "elementwise", "highest", "is_float", "is_int",
-    "is_uint", "lowest", "nan_max", "nan_min", "out_tensor_type", "stage", "static_shape", "tir", "up",
+    "ComputeError", "bcast_dims", "bcast_index", "cdtype", "clamp", "down", "elementwise", "highest", "is_float",
+    "is_int", "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max", "nan_min", "out_tensor_type",
+    "scalar_const", "shape_of", "stage", "static_shape", "tir", "up",
 ]
 
 
@@ -98,6 +101,14 @@ def up(e: PrimExpr) -> PrimExpr:
 def down(e: PrimExpr, dtype: str) -> PrimExpr:
     """``e`` rounded to the result dtype."""
     return tir.cast(dtype, e)
+
+
+def scalar_const(value: Any, dtype: str) -> PrimExpr:
+    """The attribute ``value`` converted to ``dtype`` as numpy's ``astype`` does (a TIR immediate;
+    a float too large for the dtype becomes inf, as in numpy)."""
+    with np.errstate(all="ignore"):
+        v = np.asarray(value).astype(DTYPES[dtype])[()]
+    return tir.const(bool(v) if dtype == "bool" else float(v) if is_float(dtype) else int(v), dtype)
 
 
 def lowest(dtype: str) -> Any:

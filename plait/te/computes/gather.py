@@ -12,8 +12,7 @@ from typing import Any
 
 from plait.ir.attrs import Attrs
 from plait.op._common import norm_axis
-from plait.te.computes._common import clamp, make, out_tensor_type, shape_of, tir
-from plait.te.computes.transform import scalar_const
+from plait.te.computes._common import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.te.registry import register_compute
 from plait.tir.expr import PrimExpr
 

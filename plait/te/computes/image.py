@@ -15,8 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from plait.ir.attrs import Attrs
-from plait.te.computes._common import clamp, make, out_tensor_type, shape_of, tir
-from plait.te.computes.transform import scalar_const
+from plait.te.computes._common import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.te.registry import register_compute
 from plait.te.tensor import Tensor
 from plait.tir.expr import PrimExpr, Var
@@ -230,4 +229,4 @@ def _space_to_depth(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     return make("space_to_depth", shape, body)
 
 
-__all__: Sequence[str] = ("original_coord",)
+__all__ = ["original_coord"]

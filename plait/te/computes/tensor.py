@@ -11,7 +11,7 @@ import math
 from typing import Any, Callable
 
 from plait.ir.attrs import Attrs
-from plait.te.computes._common import elementwise, is_float, is_uint, nan_max, nan_min, tir, up
+from plait.te.computes._common import elementwise, is_float, is_uint, nan_max, nan_min, scalar_const, tir, up
 from plait.te.registry import register_compute
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
@@ -116,7 +116,7 @@ def _clip_to(x: PrimExpr, lo: float | None, hi: float | None) -> PrimExpr:
     """numpy.maximum(x, lo) then numpy.minimum(., hi); integer bounds saturate to the dtype first."""
     def bound(v: float) -> Any:
         if is_float(x.dtype):
-            return tir.const(v, x.dtype)
+            return scalar_const(v, x.dtype)
         lo_i, hi_i = int_range(x.dtype)
         return tir.const(int(min(max(v, lo_i), hi_i)), x.dtype)  # saturate, then truncate like astype
 

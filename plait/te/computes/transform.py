@@ -15,11 +15,12 @@ import numpy as np
 from plait.ir.attrs import Attrs
 from plait.op._common import norm_axis
 from plait.op.transform import _pad_widths, _perm, _slice_plan, _squeeze_axes, norm_axes, slice_bounds
-from plait.ir.types import DTYPES, TensorType
-from plait.te.computes._common import bcast_index, clamp, down, make, out_tensor_type, shape_of, tir, up
+from plait.ir.types import TensorType
+from plait.te.computes._common import (
+    bcast_index, clamp, down, make, out_tensor_type, scalar_const, shape_of, tir, up,
+)
 from plait.te.registry import register_compute
 from plait.te.tensor import Tensor
-from plait.tir.dtype import is_float
 from plait.tir.expr import PrimExpr
 
 
@@ -40,13 +41,6 @@ def unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
         v = flat if stride == 1 else flat // stride
         out.append(v if k == 0 else v % d)
     return tuple(out)
-
-
-def scalar_const(value: Any, dtype: str) -> PrimExpr:
-    """The attribute ``value`` converted to ``dtype`` as numpy's ``astype`` does (a TIR immediate)."""
-    with np.errstate(all="ignore"):
-        v = np.asarray(value).astype(DTYPES[dtype])[()]
-    return tir.const(bool(v) if dtype == "bool" else float(v) if is_float(dtype) else int(v), dtype)
 
 
 def _empty(op: str, shape: Sequence[int], dtype: str) -> Tensor:
