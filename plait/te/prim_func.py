@@ -162,6 +162,7 @@ class _Builder:
                 op = next(o for o in self.ops if isinstance(o, ComputeOp) and o.outputs[0].buffer is buf)
                 self.materialize(op)
                 resolver.memo.clear()
+                resolver.buffer_memo.clear()
 
     def materialized(self) -> list[ComputeOp]:
         return [op for op in self.ops if isinstance(op, ComputeOp) and op.outputs[0].buffer not in self.inlined]

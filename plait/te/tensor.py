@@ -38,9 +38,6 @@ class TEError(PlaitError):
     """A tensor expression is ill-formed (wrong index count, misplaced reduction, ...)."""
 
 
-Dim = "int | PrimExpr"
-
-
 def _norm_dim(d: Any, what: str) -> int | PrimExpr:
     if isinstance(d, IntImm):
         return d.value

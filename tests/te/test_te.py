@@ -334,14 +334,17 @@ def test_big_producer_loaded_twice_is_materialized():
     big = A
     for _ in range(20):
         big = te.compute((4,), lambda i, _t=big: tir.tanh(_t[i]) * 0.5, name="big")
-    out = te.compute((4,), lambda i: big[i] * big[i] + big[(i + 1) % 4], name="out")
-    g = te.create_prim_func([A, out], "g")
+    first = te.compute((4,), lambda i: big[i] + 1.0, name="first")  # loads big once: inlined here
+    out = te.compute((4,), lambda i: big[i] * big[i] + big[(i + 1) % 4] + first[i], name="out")
+    g = te.create_prim_func([A, first, out], "g")
     assert allocs(g) == [("big_19", "global.workspace")]
     x = rand(4)
     b = x.astype("float64")
     for _ in range(20):
         b = np.tanh(b) * 0.5
-    np.testing.assert_allclose(run(g, x, out_shapes=[(4,)])[0], b * b + np.roll(b, -1), rtol=1e-5)
+    f1, o = run(g, x, out_shapes=[(4,), (4,)])
+    np.testing.assert_allclose(f1, b + 1, rtol=1e-5)
+    np.testing.assert_allclose(o, b * b + np.roll(b, -1) + b + 1, rtol=1e-5)
 
 
 def test_epilogue_through_unit_dimensions():
