@@ -19,7 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from plait.tir import simplify, structural_equal, substitute
+from plait.tir import evaluate_expr, simplify, structural_equal, substitute
+from plait.tir.op import cast
 from plait.tir.dtype import is_float
 from plait.tir.expr import BufferLoad, FloatImm, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator, pre_order
@@ -191,8 +192,6 @@ def decompose_reduction(func: PrimFunc, loop: str) -> PrimFunc:
 
 
 def _as64(e: PrimExpr) -> PrimExpr:
-    from plait.tir.op import cast
-
     return cast("int64", e)
 
 
@@ -229,8 +228,6 @@ def find_combiner(st: BufferStore, init: PrimExpr | None = None) -> Combiner | N
     """The combiner of the update ``st`` (``acc[i] = F(acc[i], term)``), checked on sample values to be
     commutative and associative with an identity (the init value if it is one, else 0, 1, -inf, inf,
     the dtype's extremes); None if it is not such an update."""
-    from plait.tir import evaluate_expr
-
     acc, dtype = st.buffer, st.buffer.dtype
 
     def is_acc(n: PrimExpr) -> bool:

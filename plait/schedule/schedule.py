@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from plait.tir.stmt import For, PrimFunc
+from plait.tir.stmt import Allocate, For, PrimFunc
 from plait.schedule import compute, loops, reduction
-from plait.schedule.analysis import get_loop, loop_names
+from plait.schedule.analysis import get_loop, loop_names, walk
+from plait.schedule.errors import ScheduleError
 
 
 class Schedule:
     def __init__(self, func: PrimFunc):
         if not isinstance(func, PrimFunc):
-            from plait.schedule.errors import ScheduleError
-
             raise ScheduleError(f"Schedule: expected a PrimFunc, got {type(func).__name__}")
         self.func = func
         self.trace: list[str] = []
@@ -80,7 +79,7 @@ class Schedule:
 
     def rfactor(self, loop: str) -> str:
         """Returns the name of the partial-accumulator buffer."""
-        before = {b for b in _alloc_names(self.func)}
+        before = _alloc_names(self.func)
         self._apply(reduction.rfactor, loop)
         return next(iter(sorted(_alloc_names(self.func) - before)), "")
 
@@ -101,7 +100,4 @@ class Schedule:
 
 
 def _alloc_names(func: PrimFunc) -> set[str]:
-    from plait.schedule.analysis import walk
-    from plait.tir.stmt import Allocate
-
     return {s.buffer.name for s, _ in walk(func.body) if isinstance(s, Allocate)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from plait.tir.expr import BufferLoad, PrimExpr, Var
+from plait.tir.expr import BufferLoad, PrimExpr, Select, Var
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, PrimFunc, Stmt
 from plait.schedule.analysis import chain, const_int, flat_linear, linear, same_indices, walk
@@ -116,8 +116,6 @@ def uses(indices: tuple[PrimExpr, ...], v: Var) -> bool:
 
 def buffers_with_guards(st: Stage) -> list[Buffer]:
     """Buffers the stage reads through ``select(cond, buf[...], c)`` (candidates for pad_input)."""
-    from plait.tir.expr import Select
-
     out: list[Buffer] = []
     for s in st.stores:
         for n in pre_order(s.value):
