@@ -271,3 +271,20 @@ def test_reference_models(model):
         pytest.skip(f"no TE compute yet for {', '.join(missing)}")
     lowered = check_numerics(mod, rtol=1e-4, atol=1e-5)
     assert all(isinstance(c.op, GlobalVar) for c in main_calls(lowered))
+
+
+def test_default_schedule_is_applied_unless_disabled(monkeypatch):
+    import plait.schedule
+
+    seen = []
+
+    def spy(func, target):
+        seen.append((func.attrs["global_symbol"], str(target)))
+        return func
+
+    monkeypatch.setattr(plait.schedule, "default_schedule", spy, raising=False)
+    mod = FuseOps()(_mod(call("exp", var("x", (2,)))))
+    LowerToTIR("c")(mod)
+    assert seen == [("fused_exp", "c")]
+    LowerToTIR("c", schedule=False)(mod)
+    assert len(seen) == 1
