@@ -431,9 +431,13 @@ class FunctionEmitter:
                 count = r.code if count == "1" else f"{count} * {_p(r, r.prec <= UNARY)}"
         t = storage_type(b.dtype)
         if b.scope == "global.workspace" and static is not None:
-            # scratch memory: a static array until memory planning passes workspaces in
+            # scratch memory: a static array until memory planning passes workspaces in, used through
+            # a restrict pointer (with the array itself gcc keeps loop accumulators in memory:
+            # docs/schedules.md, section 4)
             self.uses_align = True
-            self.lines.append(f"{pad}static {t} {name}[{count}] PLAIT_C_ALIGN(64);")
+            storage = self.names.fresh(f"{name}_storage")
+            self.lines.append(f"{pad}static {t} {storage}[{count}] PLAIT_C_ALIGN(64);")
+            self.lines.append(f"{pad}{t}* restrict {name} = {storage};")
         else:
             # local (and dynamically sized workspace): a stack array
             self.lines.append(f"{pad}{t} {name}[{count}];")

@@ -97,7 +97,7 @@ def test_keyword_names_in_the_source():
     assert "int32_t main_(const float* restrict in_put, const float* restrict a__b, " in src
     # 'int', 'return', 'main' are taken by then (inputs, the function): unique suffixes
     assert "const float* restrict return_, float main__1, float* restrict return__1) {" in src
-    assert "  float int__1[3];\n  static float buf__[3] PLAIT_C_ALIGN(64);\n" in src
+    assert "  float int__1[3];\n  static float buf___storage[3] PLAIT_C_ALIGN(64);\n  float* restrict buf__ = buf___storage;\n" in src
     assert "const float v___ = " in src  # the let variable '??/'
     assert "for (int64_t i = 0; i < 3; ++i) {" in src and "for (int64_t i_1 = 0; i_1 < 3; ++i_1) {" in src
     assert "/* stage \\x2a\\x2f evil \\x3f\\x3f\\x2f */" in src
