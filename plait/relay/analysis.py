@@ -38,6 +38,23 @@ __all__ = ["assert_structural_equal", "attr_key", "structural_equal", "structura
 # ---- attribute values ---------------------------------------------------------------------
 
 
+# Other function kinds an IRModule may hold (TIR PrimFuncs) register how they compare and hash:
+# cls -> (equal(a, b) -> bool, hash(fn) -> int). Registered by the package that defines the kind.
+_FOREIGN: dict[type, tuple[Any, Any]] = {}
+
+
+def register_function_equality(cls: type, equal: Any, hash_: Any) -> None:
+    """Make modules holding functions of kind ``cls`` comparable with structural_equal/hash."""
+    _FOREIGN[cls] = (equal, hash_)
+
+
+def _foreign_ops(fn: Any) -> tuple[Any, Any] | None:
+    for c in type(fn).__mro__:
+        if c in _FOREIGN:
+            return _FOREIGN[c]
+    return None
+
+
 def attr_key(value: Any) -> Any:
     """A canonical, hashable key of an attribute value: equal keys <=> structurally equal values."""
     if value is None:
@@ -217,8 +234,13 @@ class _Equal:
             fa, fb = a[name], b[name]
             if isinstance(fa, Expr) and isinstance(fb, Expr):
                 self.exprs(fa, fb, (None, _global_step(name)))
-            elif type(fa) is not type(fb) or fa != fb:  # other function kinds (TIR) compare by ==
+            elif type(fa) is not type(fb):
                 raise Mismatch((None, _global_step(name)), "functions differ", repr(fa), repr(fb))
+            else:  # other function kinds (TIR): their registered equality, else ==
+                ops = _foreign_ops(fa)
+                same = ops[0](fa, fb) if ops is not None else fa == fb
+                if not same:
+                    raise Mismatch((None, _global_step(name)), "functions differ", repr(fa), repr(fb))
 
 
 def _global_step(name: str) -> str:
@@ -344,6 +366,9 @@ def _node_digest(n: Expr, memo: dict[int, bytes], binder: dict[Var, str], map_fr
 def _foreign_digest(name: str, fn: Any) -> bytes:
     from plait.relay.text_print import _FUNCTION_PRINTERS, foreign_function_text
 
+    ops = _foreign_ops(fn)
+    if ops is not None:
+        return _h("foreign", type(fn).__name__, str(ops[1](fn)))
     if any(c in _FUNCTION_PRINTERS for c in type(fn).__mro__):
         return _h("foreign", type(fn).__name__, foreign_function_text(name, fn))
     return _h("foreign", type(fn).__name__)

@@ -42,3 +42,8 @@ def parse_block(block: str, source_name: str, first_line: int) -> PrimFunc:
 
 text_print.register_function_printer(PrimFunc, print_block)
 text_parse.register_function_parser(KEYWORD, parse_block)
+
+from plait.relay import analysis as _relay_analysis  # noqa: E402
+from plait.tir.equal import structural_equal as _tir_equal, structural_hash as _tir_hash  # noqa: E402
+
+_relay_analysis.register_function_equality(PrimFunc, _tir_equal, _tir_hash)

@@ -208,3 +208,20 @@ def test_hash_is_deterministic_across_processes():
     x = var("x", ("n", 3))
     f = Function((x,), call("add", call("nn.relu", x, meta={"name": "r"}), const(np.arange(3, dtype="float32"))))
     assert outs == {f"{structural_hash(IRModule({'main': f}, attrs={'a': (1.5, None)}))}\n"}
+
+
+def test_modules_with_prim_funcs_compare_structurally():
+    from plait.backend.lower import LowerToTIR
+    from plait.frontend.onnx import from_onnx
+    from plait.relay import infer_type
+    from plait.relay.passes import FuseOps
+    from plait.relay.text import parse_module, print_module
+    from plait.target import Target
+    from plait.testing.onnx_models import mlp
+
+    lowered = LowerToTIR(target=Target("c"))(FuseOps()(infer_type(from_onnx(mlp(sizes=(8, 16, 4))))))
+    back = parse_module(print_module(lowered))
+    assert structural_equal(back, lowered)
+    assert structural_hash(back) == structural_hash(lowered)
+    other = LowerToTIR(target=Target("c"))(FuseOps()(infer_type(from_onnx(mlp(sizes=(8, 16, 4), seed=1)))))
+    assert not structural_equal(other, lowered)  # different weights
