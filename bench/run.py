@@ -7,7 +7,8 @@ Everything is measured in the same process and run: for each model, plait builds
 includes the C compiler: a fresh compile cache is used unless --cache), then plait, ONNX Runtime
 (intra_op_num_threads=1, inter_op_num_threads=1, sequential execution) and the numpy reference
 interpreter each run the same inputs: warmup runs, then the median of the timed runs. plait and ORT
-are timed end to end (inputs in, outputs out); numpy gets fewer runs (a time budget) on big models.
+are timed end to end (inputs in, outputs out) and in alternation (one run of each per round, so that
+other load on the machine affects both alike); numpy gets fewer runs (a time budget) on big models.
 The outputs are compared (max abs diff of plait vs ORT).
 
 ``--json`` writes ``{"models": {NAME: {"plait_ms", "ort_ms", "ratio", "compile_s", "numpy_ms",
@@ -52,6 +53,21 @@ def time_ms(fn: Callable[[], Any], repeat: int, warmup: int, budget_s: float | N
     return statistics.median(times) * 1e3
 
 
+def time_interleaved_ms(fns: list[Callable[[], Any]], repeat: int, warmup: int) -> list[float]:
+    """Median wall times (ms) of several functions measured in alternation (one run of each per
+    round), so that a change in machine load affects them alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
 def feeds_for(model: Any, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -93,8 +109,8 @@ def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, c
     diff = max(float(np.max(np.abs(g - w))) if g.size else 0.0 for g, w in zip(got, want))
 
     row: dict[str, Any] = {"target": target, "compile_s": round(compile_s, 3), "max_abs_diff": diff}
-    row["plait_ms"] = time_ms(lambda: gm(**feeds), repeat, warmup)
-    row["ort_ms"] = time_ms(lambda: sess.run(None, feeds), repeat, warmup)
+    row["plait_ms"], row["ort_ms"] = time_interleaved_ms([lambda: gm(**feeds), lambda: sess.run(None, feeds)],
+                                                         repeat, warmup)
     row["ratio"] = row["plait_ms"] / row["ort_ms"]
     if profile:
         calls = sorted(gm.profile(repeat=min(repeat, 10)), key=lambda c: -c["ms"])
