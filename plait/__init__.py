@@ -21,6 +21,8 @@ _LAZY = {
     "executor": "plait.executor",
     "runtime": "plait.runtime",
     "tir": "plait.tir",
+    "te": "plait.te",
+    "schedule": "plait.schedule",
 }
 
 
