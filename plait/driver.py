@@ -128,12 +128,9 @@ def relay_pipeline(piece: Any, opt_level: int = 2) -> list[Pass]:
     from plait.relay.infer import InferType
 
     passes: list[Pass] = [InferType()]
-    try:
-        from plait.relay.passes import FoldConstant  # type: ignore[attr-defined]
-    except ImportError:
-        pass
-    else:
-        passes.append(FoldConstant())
+    from plait.relay.passes import FoldBatchNorm, FoldConstant
+
+    passes += [FoldConstant(), FoldBatchNorm(), FoldConstant()]
     passes += [Lower(piece), InferType()]
     return passes
 

@@ -1,7 +1,8 @@
 """Graph-level passes over Relay modules: operator fusion (:class:`FuseOps`) and canonicalizations
-(:class:`FoldConstant`)."""
+(:class:`FoldConstant`, :class:`FoldBatchNorm`)."""
 
+from plait.relay.passes.fold_batch_norm import FoldBatchNorm
 from plait.relay.passes.fold_constant import FoldConstant
 from plait.relay.passes.fuse_ops import FUSION_PATTERN_OVERRIDES, FuseOps, find_groups, fuse_function, fusion_pattern
 
-__all__ = ["FUSION_PATTERN_OVERRIDES", "FoldConstant", "FuseOps", "find_groups", "fuse_function", "fusion_pattern"]
+__all__ = ["FUSION_PATTERN_OVERRIDES", "FoldBatchNorm", "FoldConstant", "FuseOps", "find_groups", "fuse_function", "fusion_pattern"]
