@@ -30,6 +30,7 @@ from plait.tir.expr import (
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
     ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
+from plait.tir.equal import structural_equal
 from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
@@ -62,6 +63,20 @@ class R:
     level: int = 0
     exact: bool = True  # False: an int64 literal printed as a (32-bit) int
     op: str = ""  # the top operator, for chains such as a && b && c
+
+
+def _fused_pair(a: PrimExpr, b: PrimExpr, inner: PrimExpr) -> PrimExpr | None:
+    """``x`` when two adjacent indices are ``(x / n, x % n)`` (trunc or floor, ``n > 0`` the inner
+    dimension's size, ``x`` plain integer arithmetic): ``(x / n) * n + x % n == x`` for every ``x``."""
+    pairs = ((TruncDiv, TruncMod), (FloorDiv, FloorMod))
+    if (type(a), type(b)) not in pairs or not isinstance(a.b, IntImm) or not isinstance(b.b, IntImm):
+        return None
+    if not (isinstance(inner, IntImm) and a.b.value == b.b.value == inner.value > 0):
+        return None
+    if not structural_equal(a.a, b.a) or any(not isinstance(n, (Var, IntImm, Add, Sub, Mul, Cast))
+                                            for n in pre_order(a.a)):
+        return None
+    return a.a
 
 
 def _p(r: R, ok: bool) -> str:
@@ -311,7 +326,15 @@ class FunctionEmitter:
                 strides.append(s)
                 s *= d.value if isinstance(d, IntImm) else 1
             terms, const = [], 0
-            for node, r, s in zip(nodes, rs, reversed(strides)):
+            items = list(zip(nodes, rs, reversed(strides)))
+            k = 0
+            while k < len(items):
+                node, r, s = items[k]
+                k += 1
+                if k < len(items) and (x := _fused_pair(node, items[k][0], dims[k])) is not None:
+                    # a fused loop's (x / n, x % n): offset x * stride(inner), linear for the vectorizer
+                    node, r, s = x, self.expr(x), items[k][2]
+                    k += 1
                 if isinstance(node, IntImm):
                     const += node.value * s
                     continue

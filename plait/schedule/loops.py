@@ -174,6 +174,18 @@ def reorder(func: PrimFunc, *loops: str) -> PrimFunc:
     return finish(replace(func, {seg[0]: body}), where)
 
 
+def remove_unit_loop(func: PrimFunc, loop: str) -> PrimFunc:
+    """Remove a loop of extent 1: its body runs once with the loop variable replaced by the loop's min
+    (a 1x1 kernel's reduce loops; their variables no longer clutter the indices)."""
+    where = f"remove_unit_loop('{loop}')"
+    lp = get_loop(func, loop, where)
+    if const_extent(lp, where) != 1:
+        raise ScheduleError(f"{where}: loop '{loop}' has extent {lp.extent.value}, not 1")  # type: ignore[attr-defined]
+    if stage_annotations(lp):
+        raise ScheduleError(f"{where}: loop '{loop}' carries the stage annotations")
+    return finish(replace(func, {lp: simplify(substitute(lp.body, {lp.loop_var: lp.min}))}), where)
+
+
 def _what(buf: object) -> str:
     return "an extern call or address_of" if buf is None else f"buffer '{buf.name}'"  # type: ignore[attr-defined]
 
@@ -216,4 +228,5 @@ def annotate(func: PrimFunc, loop: str, key: str, value: object) -> PrimFunc:
     return finish(replace(func, {lp: new}), where)
 
 
-__all__ = ["annotate", "finish", "fuse", "parallel", "reorder", "serial", "split", "unroll", "vectorize"]
+__all__ = ["annotate", "finish", "fuse", "parallel", "remove_unit_loop", "reorder", "serial", "split", "unroll",
+           "vectorize"]

@@ -148,11 +148,16 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
         if _try(sch, "pad_input", b.name):
             for loop in (f"{b.name}_pad_{b.ndim - 1}", f"{b.name}_copy_{b.ndim - 1}"):
                 _try(sch, "vectorize", loop)
+    for lp in _stage(sch.func, root).reduce:  # a 1x1 kernel's reduce loops
+        if const_int(lp.extent) == 1:
+            _try(sch, "remove_unit_loop", _name(lp))
     st = _stage(sch.func, root)
     if lanes < 2:
         return _scalar_reduction(sch, st)
     budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
+    if v is not None and len(st.spatial) > 1:
+        st, v, root = _fuse_short_rows(sch, st, v, root, lanes, budget)
     if v is not None:
         assert st.update is not None
         if st.update.buffer.scope != "local":  # accumulate in registers, store once
@@ -193,6 +198,35 @@ def _vector_axis(st: Stage, lanes: int) -> For | None:
         if all(_contig(ld, v, max_stride=2) is not False for ld in st.loads()):
             return lp
     return None
+
+
+def _tile_score(st: Stage, v: For, lanes: int, budget: int) -> float:
+    u = _reuse_axis(st, v)
+    eu = const_int(u.extent) if u is not None else 1
+    return _best_tile(const_int(v.extent), eu, lanes, budget)[2]  # type: ignore[arg-type]
+
+
+def _fuse_short_rows(sch: Schedule, st: Stage, v: For, root: str, lanes: int,
+                     budget: int) -> tuple[Stage, For, str]:
+    """Rows shorter than a few vectors (a 1x1 convolution over 25x5 pixels): fuse the vector loop with
+    the loop above it when every access stays contiguous in the fused loop (the C backend prints a
+    fused loop's ``x / n, x % n`` as ``x``) and the register tile gets better."""
+    k = st.spatial.index(v)
+    if k == 0 or v is not st.spatial[-1] or const_int(v.extent) >= 4 * lanes:  # type: ignore[operator]
+        return st, v, root
+    outer = st.spatial[k - 1]
+    trial = Schedule(sch.func)
+    try:
+        fused = trial.fuse(_name(outer), _name(v))
+    except ScheduleError:
+        return st, v, root
+    new_root = fused if outer is st.root else root
+    st2 = _stage(trial.func, new_root)
+    v2 = _vector_axis(st2, lanes)
+    if v2 is None or _name(v2) != fused or _tile_score(st2, v2, lanes, budget) <= _tile_score(st, v, lanes, budget):
+        return st, v, root
+    sch.func, sch.trace = trial.func, sch.trace + trial.trace
+    return st2, v2, new_root
 
 
 def _reuse_axis(st: Stage, v: For) -> For | None:

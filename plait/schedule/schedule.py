@@ -70,6 +70,9 @@ class Schedule:
     def serial(self, loop: str) -> None:
         self._apply(loops.serial, loop)
 
+    def remove_unit_loop(self, loop: str) -> None:
+        self._apply(loops.remove_unit_loop, loop)
+
     def annotate(self, loop: str, key: str, value: object) -> None:
         self._apply(loops.annotate, loop, key, value)
 

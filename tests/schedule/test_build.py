@@ -21,6 +21,7 @@ FUNCS = {
     "softmax": lambda: lower("nn.softmax", [(4, 48)]),
     "max_pool": lambda: lower("nn.max_pool2d", [(1, 4, 12, 16)], pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1)),
     "layer_norm": lambda: lower("nn.layer_norm", [(6, 64), (64,), (64,)]),
+    "pointwise": lambda: lower("nn.conv2d", [(1, 16, 25, 5), (16, 16, 1, 1)]),
 }
 
 
@@ -44,3 +45,16 @@ def test_compiled_schedule_matches_the_interpreter(built, name):
         for w, x in zip(want, arrays[f.attrs["num_inputs"]:]):
             np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)
     assert not tir.structural_equal(plain[name].body, sched[name].body)  # the rules did something
+
+
+def test_short_rows_of_a_1x1_conv_are_fused_into_linear_vector_loops():
+    from plait.backend.c import codegen_c
+
+    f = lower("nn.conv2d", [(1, 64, 25, 5), (64, 64, 1, 1)])
+    g = tir.simplify(default_schedule(f, "c"))
+    loops = [n.loop_var.name for n in tir.functor.pre_order(g.body) if isinstance(n, tir.For)]
+    assert "T_nn_conv2d_y_T_nn_conv2d_z_fused_1" in loops and "T_nn_conv2d_ry" not in loops
+    src = codegen_c([g]).source
+    # the backend prints a fused loop's (x / 5, x % 5) as x: a linear index gcc vectorizes
+    assert " / 5" not in src and " % 5" not in src
+    assert "T_nn_conv2d_y_T_nn_conv2d_z_fused_0 * 25 + T_nn_conv2d_y_T_nn_conv2d_z_fused_1]" in src

@@ -223,3 +223,15 @@ def test_a_fused_loop_is_contiguous_and_independent():
     assert contiguous(store.indices, v, shape=(2, 3, 10)) and not contiguous(store.indices, v)
     h = vectorize(g, "add_i1_add_i2_fused")  # each iteration writes its own element
     same(f, h)
+
+
+def test_remove_unit_loop():
+    from plait.schedule import remove_unit_loop
+
+    f = fx.conv2d(c=2, h=5, w=5, o=3, k=1, pad=0)
+    g = remove_unit_loop(remove_unit_loop(f, "conv_kh"), "conv_kw")
+    assert "conv_kh" not in kinds(g) and "conv_kw" not in kinds(g)
+    assert "data[conv_n, conv_ic, conv_oh, conv_ow]" in tir.print_prim_func(g)
+    same(f, g)
+    assert err(remove_unit_loop, f, "conv_ic") == "remove_unit_loop('conv_ic'): loop 'conv_ic' has extent 2, not 1"
+    assert err(remove_unit_loop, f, "conv_n") == "remove_unit_loop('conv_n'): loop 'conv_n' carries the stage annotations"
