@@ -74,9 +74,9 @@ def test_pad_input():
     f = fx.conv2d(c=2, h=5, w=6, o=3, pad=1)
     g = pad_input(f, "data")
     assert allocs(g)["data_pad"] == ((1, 2, 7, 8), "global.workspace")
-    text = tir.print_prim_func(g)
-    assert "select" not in text.split("stage")[1] if "stage" in text else True
-    assert "data_pad[conv_n, conv_ic, conv_oh + conv_kh, conv_ow + conv_kw]" in tir.print_prim_func(tir.simplify(g))
+    text = tir.print_prim_func(tir.simplify(g))
+    assert "select" not in text  # the guard is gone: the padded copy holds the zeros
+    assert "data_pad[conv_n, conv_ic, conv_oh + conv_kh, conv_ow + conv_kw]" in text
     same(f, g)
 
 
@@ -118,5 +118,5 @@ def test_pad_input_max_pool_value():
     g = pad_input(f, "x")
     assert allocs(g)["x_pad"] == ((1, 1, 5, 5), "global.workspace")
     args = fx.inputs_for(f)
-    args[0] = -np.abs(args[0]) - 1
-    same(f, g)
+    args[0] = -np.abs(args[0]) - 1  # all negative: a zero padding would win, the lowest value never does
+    np.testing.assert_array_equal(fx.run(g, args)[0], fx.run(f, args)[0])

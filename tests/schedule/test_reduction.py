@@ -177,20 +177,21 @@ def test_cache_write_accumulates_locally():
 
 
 def test_cache_write_copies_in_when_read_first():
+    # y[i] += x[i, k] accumulates onto the caller's values: the local copy must start from them
     X, Y = Buffer("x", (4, 3)), Buffer("y", (4,))
     i, k = Var("i"), Var("k")
     body = For(i, 0, 4, "serial", For(k, 0, 3, "serial", Y.store(i, Y[i] + X[i, k])))
     f = PrimFunc((X, Y), body, {"global_symbol": "acc_in_place", "num_inputs": 1})
-    g = cache_write(f, "k", "y")
-    assert "y_ci" not in tir.print_prim_func(g)  # region of one element per k-iteration... read first:
-    g = cache_write(f, "i", "y")
-    assert "y_ci0" not in tir.print_prim_func(g) and "y_local[0] = y[i]" in tir.print_prim_func(g)
-    args = fx.inputs_for(PrimFunc((X, Y), body, {"num_inputs": 1}))
-    args[1][:] = [1, 2, 3, 4]
-    a1, a2 = [a.copy() for a in args], [a.copy() for a in args]
-    tir.evaluate(f, *a1)
-    tir.evaluate(g, *a2)
-    np.testing.assert_array_equal(a1[1], a2[1])
+    for loop in ("i", "k"):
+        g = cache_write(f, loop, "y")
+        text = tir.print_prim_func(g)
+        assert "y_local[0] = y[i]" in text and "y[i] = y_local[0]" in text
+        args = [np.arange(12, dtype="float32").reshape(4, 3), np.array([1, 2, 3, 4], "float32")]
+        a1, a2 = [a.copy() for a in args], [a.copy() for a in args]
+        tir.evaluate(f, *a1)
+        tir.evaluate(g, *a2)
+        np.testing.assert_array_equal(a2[1], a1[1])
+        np.testing.assert_array_equal(a1[1], [4, 14, 24, 34])
 
 
 def test_cache_write_errors():
