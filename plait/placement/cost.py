@@ -1,0 +1,220 @@
+"""Cost model for placement: latency and energy of a call on a piece, and of a transfer between pieces.
+
+Sources, in order (every :class:`Estimate` says which one it came from):
+
+1. ``database``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
+   signature (:func:`signature`) and the target string;
+2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
+3. ``schedule``: the call lowered as its own function, scheduled by the target's default rules and
+   priced by :func:`plait.schedule.estimate_cost` (what the piece would really run);
+4. ``roofline``: the op's :class:`plait.ir.op.Cost` (FLOPs, bytes) against the target's machine
+   (:func:`plait.schedule.machine_for`: clock, FMA/cycle x SIMD lanes, soft-float cycles per flop
+   when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.
+
+Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when unknown). A transfer
+costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
+A fused group costs the sum of its calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.ir.op import Op
+from plait.ir.types import TensorType, TupleType, Type
+from plait.relay.expr import Call, Constant, Function, Var
+from plait.target.composite import Piece
+
+DEFAULT_POWER_MW = 1000.0
+CALL_OVERHEAD_CYCLES = 20.0
+DEFAULT_LINK_BYTES_PER_S = 100e6  # an on-board bus / shared SRAM between two cores: order of 100 MB/s
+DEFAULT_SWITCH_S = 10e-6  # handing control to another piece: a few thousand cycles of an MCU
+
+
+class CostError(PlaitError):
+    """A cost database is malformed, or a call cannot be priced."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    joules: float
+    source: str  # "database" | "hook" | "schedule" | "roofline" | "transfer"
+    detail: str = ""
+
+    def value(self, objective: str, weight: float = 0.5) -> float:
+        return objective_value(self.seconds, self.joules, objective, weight)
+
+
+def objective_value(seconds: float, joules: float, objective: str, weight: float = 0.5) -> float:
+    """``latency`` (s), ``energy`` (J) or ``weighted``: ``weight * us + (1 - weight) * mJ``."""
+    if objective == "latency":
+        return seconds
+    if objective == "energy":
+        return joules
+    if objective == "weighted":
+        return weight * seconds * 1e6 + (1 - weight) * joules * 1e3
+    raise CostError(f"unknown objective '{objective}': expected latency, energy or weighted")
+
+
+def _leaves(t: Type) -> list[TensorType]:
+    return [f for f in (t.fields if isinstance(t, TupleType) else (t,)) if isinstance(f, TensorType)]
+
+
+def type_bytes(t: Type) -> int:
+    """Bytes of a (tuple of) static tensor type(s); a symbolic dimension counts as 1."""
+    n = 0
+    for tt in _leaves(t):
+        size = 1
+        for d in tt.shape:
+            size *= d if isinstance(d, int) else 1
+        n += size * (1 if tt.dtype == "bool" else np.dtype(tt.dtype).itemsize)
+    return n
+
+
+def signature(call: Call) -> str:
+    """``op(arg types) attrs``: the database key of a call (with the target string)."""
+    types = ", ".join(str(a.checked_type) for a in call.args)
+    attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(call.attrs.items()))
+    return f"{call.op_name}({types}){' {' + attrs + '}' if attrs else ''}"
+
+
+class CostDatabase:
+    """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?}]}``."""
+
+    def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None):
+        self._entries = dict(entries or {})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "CostDatabase":
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CostError(f"cost database '{path}': {exc}") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "cost database") -> "CostDatabase":
+        if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+            raise CostError(f"{where}: expected an object with a list 'entries'")
+        out = {}
+        for k, e in enumerate(data["entries"]):
+            if not (isinstance(e, dict) and isinstance(e.get("op"), str) and isinstance(e.get("target"), str)
+                    and isinstance(e.get("seconds"), (int, float)) and e["seconds"] >= 0):
+                raise CostError(f"{where}: entry {k} needs 'op' and 'target' strings and 'seconds' >= 0")
+            j = e.get("joules")
+            out[(e["op"], e["target"])] = (float(e["seconds"]), None if j is None else float(j))
+        return cls(out)
+
+    def lookup(self, call: Call, target: Any) -> tuple[float, float | None] | None:
+        return self._entries.get((signature(call), str(target)))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _power_mw(target: Any) -> float:
+    from plait.schedule.machine import fact
+
+    return float(fact(target, "power_mw", DEFAULT_POWER_MW))
+
+
+def _as_piece(p: Piece | Any) -> Piece:
+    return p if isinstance(p, Piece) else Piece(p.kind_name, p)
+
+
+class CostModel:
+    """Prices calls on pieces. ``use_schedule=False`` skips lowering (roofline only: faster)."""
+
+    def __init__(self, database: CostDatabase | None = None, use_schedule: bool = True,
+                 link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, switch_s: float = DEFAULT_SWITCH_S):
+        self.database = database
+        self.use_schedule = use_schedule
+        self.link_bytes_per_s = float(link_bytes_per_s)
+        self.switch_s = float(switch_s)
+        self._cache: dict[tuple[str, str], Estimate] = {}
+
+    def call_cost(self, call: Call, piece: Piece | Any) -> Estimate:
+        piece = _as_piece(piece)
+        target = piece.target
+        power = _power_mw(target) * 1e-3
+        if self.database is not None:
+            got = self.database.lookup(call, target)
+            if got is not None:
+                s, j = got
+                return Estimate(s, s * power if j is None else j, "database", "measured")
+        from plait.target import call_cost
+
+        s = call_cost(piece, call)
+        if s is not None:
+            return Estimate(s, s * power, "hook", f"the 'cost' hook of target kind '{target.kind_name}'")
+        key = (signature(call), str(target))
+        if key not in self._cache:
+            self._cache[key] = self._analytic(call, target, power)
+        return self._cache[key]
+
+    def group_cost(self, calls: Iterable[Call], piece: Piece | Any) -> Estimate:
+        ests = [self.call_cost(c, piece) for c in calls]
+        srcs = sorted({e.source for e in ests})
+        return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), "sum of calls")
+
+    def transfer_cost(self, nbytes: int, a: Piece | Any, b: Piece | Any) -> Estimate:
+        """Moving ``nbytes`` from piece ``a`` to piece ``b`` (zero when they are the same piece)."""
+        a, b = _as_piece(a), _as_piece(b)
+        if a.name == b.name:
+            return Estimate(0.0, 0.0, "transfer", "same piece")
+        s = nbytes / self.link_bytes_per_s + self.switch_s
+        j = s * (_power_mw(a.target) + _power_mw(b.target)) * 1e-3
+        return Estimate(s, j, "transfer", f"{nbytes} bytes / {self.link_bytes_per_s:g} B/s + {self.switch_s:g} s")
+
+    # ---- analytic ------------------------------------------------------------------------------
+
+    def _analytic(self, call: Call, target: Any, power: float) -> Estimate:
+        if self.use_schedule:
+            try:
+                c = _schedule_cost(call, target)
+            except PlaitError:
+                c = None
+            if c is not None:
+                return Estimate(c.seconds, c.seconds * power, "schedule", str(c))
+        return _roofline(call, target, power)
+
+
+def _schedule_cost(call: Call, target: Any) -> Any:
+    from plait.backend.lower import lower_function
+    from plait.schedule import estimate_cost
+
+    from plait.relay.infer import infer_expr
+
+    params = [Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args)]
+    fn = Function(tuple(params), Call(call.op, tuple(params), call.attrs), None, {"Primitive": 1})
+    infer_expr(fn)
+    func = lower_function(fn, "placement_cost", target)
+    return estimate_cost(func, target)
+
+
+def _roofline(call: Call, target: Any, power: float) -> Estimate:
+    from plait.schedule import machine_for
+
+    op = call.op
+    assert isinstance(op, Op)
+    work = op.cost(tuple(a.checked_type for a in call.args), call.checked_type, call.attrs)
+    m = machine_for(target)
+    dtypes = [t.dtype for t in _leaves(call.checked_type)] or ["float32"]
+    dt = dtypes[0]
+    if dt.startswith("float") and not m.has_fpu(dt):
+        compute = work.flops * m.soft_float_cycles  # each float operation is a library call
+    else:
+        compute = work.flops / (2 * m.fma_per_cycle * m.lanes(dt))
+    memory = work.bytes / m.bytes_per_cycle
+    cycles = max(compute, memory) + CALL_OVERHEAD_CYCLES
+    s = cycles / (m.clock_mhz * 1e6)
+    return Estimate(s, s * power, "roofline",
+                    f"{work.flops:g} flops, {work.bytes:g} bytes: {cycles:.4g} cycles at {m.clock_mhz:g} MHz")

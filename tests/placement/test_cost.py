@@ -1,0 +1,83 @@
+import json
+
+import pytest
+
+from plait import relay
+from plait.placement.cost import (
+    CostDatabase, CostError, CostModel, DEFAULT_SWITCH_S, Estimate, objective_value, signature, type_bytes,
+)
+from plait.relay.infer import infer_expr
+from plait.target import CompositeTarget, Target, TargetKind, register_hook, register_kind
+
+CT = CompositeTarget("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")
+
+
+def _dense():
+    c = relay.call("nn.dense", relay.var("x", (1, 64)), relay.var("w", (16, 64)))
+    infer_expr(c)
+    return c
+
+
+def test_signature_and_bytes():
+    c = _dense()
+    assert signature(c) == "nn.dense(Tensor[(1, 64), float32], Tensor[(16, 64), float32])"
+    s = relay.call("nn.softmax", relay.var("x", (2, 3)), axis=0)
+    infer_expr(s)
+    assert signature(s) == "nn.softmax(Tensor[(2, 3), float32]) {axis=0}"
+    assert type_bytes(c.checked_type) == 16 * 4
+
+
+@pytest.mark.parametrize("use_schedule,source", [(True, "schedule"), (False, "roofline")])
+def test_soft_float_m0_is_much_slower_than_m7f(use_schedule, source):
+    cm = CostModel(use_schedule=use_schedule)
+    m0, m7 = (cm.call_cost(_dense(), p) for p in CT)
+    assert m0.source == m7.source == source
+    assert m0.seconds > 50 * m7.seconds  # 60x soft-float instructions and a 13.5x slower clock
+    # energy = latency x power_mw of the tag (13.2 mW and 330 mW)
+    assert m0.joules == pytest.approx(m0.seconds * 13.2e-3)
+    assert m7.joules == pytest.approx(m7.seconds * 330e-3)
+
+
+def test_database_overrides_and_is_keyed_by_target(tmp_path):
+    c = _dense()
+    p = tmp_path / "db.json"
+    p.write_text(json.dumps({"entries": [
+        {"op": signature(c), "target": str(CT["inference_cpu"]), "seconds": 1e-3, "joules": 2e-4}]}))
+    cm = CostModel(CostDatabase.load(p))
+    assert cm.call_cost(c, CT.piece("inference_cpu")) == Estimate(1e-3, 2e-4, "database", "measured")
+    assert cm.call_cost(c, CT.piece("low_power_cpu")).source == "schedule"
+
+
+@pytest.mark.parametrize("data,msg", [
+    ([], "cost database: expected an object with a list 'entries'"),
+    ({"entries": [{"op": "x", "target": "c"}]},
+     "cost database: entry 0 needs 'op' and 'target' strings and 'seconds' >= 0"),
+    ({"entries": [{"op": "x", "target": "c", "seconds": -1}]},
+     "cost database: entry 0 needs 'op' and 'target' strings and 'seconds' >= 0"),
+])
+def test_database_errors(data, msg):
+    with pytest.raises(CostError) as e:
+        CostDatabase.from_dict(data)
+    assert str(e.value) == msg
+
+
+def test_cost_hook_is_used():
+    register_kind(TargetKind("test_cost_acc", can_host=False))
+    register_hook("test_cost_acc", "cost", lambda call: 5e-6 if call.op_name == "nn.dense" else None)
+    e = CostModel().call_cost(_dense(), Target("test_cost_acc"))
+    assert (e.seconds, e.source) == (5e-6, "hook")
+
+
+def test_transfer_and_objectives():
+    cm = CostModel(link_bytes_per_s=1e6, switch_s=1e-5)
+    a, b = CT
+    assert cm.transfer_cost(1000, a, a) == Estimate(0.0, 0.0, "transfer", "same piece")
+    t = cm.transfer_cost(1000, a, b)
+    assert t.seconds == pytest.approx(1e-3 + 1e-5)
+    assert t.joules == pytest.approx(t.seconds * (13.2 + 330) * 1e-3)
+    assert CostModel().transfer_cost(0, a, b).seconds == DEFAULT_SWITCH_S
+    assert objective_value(2e-6, 3e-3, "latency") == 2e-6
+    assert objective_value(2e-6, 3e-3, "energy") == 3e-3
+    assert objective_value(2e-6, 3e-3, "weighted", 0.5) == pytest.approx(0.5 * 2 + 0.5 * 3)
+    with pytest.raises(CostError, match="unknown objective 'speed': expected latency, energy or weighted"):
+        objective_value(1, 1, "speed")
