@@ -1,0 +1,202 @@
+"""Placement: assign every operator call of a function to a piece of a composite target.
+
+    a = place(mod["main"], CompositeTarget("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"),
+              objective="latency", rules=parse_place("Gemm=low_power_cpu", ct))
+    a[call].piece, a[call].reason, a[call].alternatives, a.total, a.method
+
+Minimizes the objective (``latency``, ``energy`` or ``weighted``, see :func:`cost.objective_value`)
+of the calls' costs plus the transfers on edges whose ends are on different pieces (one copy per
+value and destination piece), subject to capability, pins (``on_target``, ``target`` function attribute,
+``--place`` rules; preferences act as pins where the piece can run the call) and each piece's memory:
+the bytes of the constant weights of the calls placed on a piece must fit its ``ram_kb`` fact.
+The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
+in parallel. Values entering from the function's parameters and leaving as its result are not charged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from plait.placement.capability import piece_supports
+from plait.placement.cost import CostModel, Estimate, objective_value, type_bytes
+from plait.placement.problem import TIME_LIMIT_S, Problem, solve
+from plait.placement.rules import Pin, PlacementError, Rule, call_name, pins_for
+from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
+from plait.relay.visitor import post_order
+from plait.target import CompositeTarget
+from plait.target.composite import Piece
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One call's placement: ``piece``, its ``estimate`` there, ``alternatives`` (piece -> Estimate, or the
+    reason it cannot run the call) and ``reason``: 'pinned by ...', 'only capable', 'cheapest',
+    'transfers' (cheaper elsewhere alone, but moving data costs more) or 'memory' (a cheaper piece is full)."""
+
+    call: Call
+    piece: str
+    estimate: Estimate
+    alternatives: dict[str, "Estimate | str"]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    placed: tuple[Placed, ...]  # in topological order
+    objective: str
+    total: float  # objective value of calls + transfers
+    seconds: float
+    joules: float
+    transfer_seconds: float
+    method: str  # 'ilp' (optimal) or 'greedy' (fallback, not proven optimal)
+    exact: bool
+    memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
+
+    def __getitem__(self, call: Call) -> Placed:
+        for p in self.placed:
+            if p.call is call:
+                return p
+        raise KeyError(call)
+
+    def __iter__(self) -> Iterator[Placed]:
+        return iter(self.placed)
+
+    def __len__(self) -> int:
+        return len(self.placed)
+
+    def pieces(self) -> dict[Call, str]:
+        return {p.call: p.piece for p in self.placed}
+
+
+def _calls(func: Function) -> list[Call]:
+    return [n for n in post_order(func.body) if isinstance(n, Call) and not isinstance(n.op, Expr)]
+
+
+def _producers(e: Expr) -> list[Call]:
+    """The operator calls whose values ``e`` passes on (through tuples and projections)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call):
+            out.append(x)
+        elif isinstance(x, Tuple):
+            stack.extend(reversed(x.fields))
+        elif isinstance(x, TupleGetItem):
+            stack.append(x.tuple_value)
+    return out
+
+
+def _capacity(piece: Piece) -> int | None:
+    from plait.schedule.machine import fact
+
+    kb = fact(piece.target, "ram_kb", None)
+    return None if kb is None else int(kb * 1024)
+
+
+def place(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
+          cost_model: CostModel | None = None, weight: float = 0.5, time_limit: float = TIME_LIMIT_S,
+          exact: bool = True) -> Assignment:
+    """Place every operator call of the typed function ``func`` on a piece of ``target``."""
+    ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
+    objective_value(0.0, 0.0, objective, weight)  # validates the objective name
+    cm = cost_model or CostModel()
+    pieces = list(ct.pieces)
+    calls = _calls(func)
+    index = {c: k for k, c in enumerate(calls)}
+    pins: dict[Call, Pin] = pins_for(func, ct, rules)
+    support = [[piece_supports(p, c) for p in pieces] for c in calls]
+    for c, row in zip(calls, support):
+        if not any(a.ok for a in row):
+            why = "; ".join(f"{p.name}: {a.reason}" for p, a in zip(pieces, row))
+            raise PlacementError(f"no piece can run {call_name(c)}: {why}")
+    est = [[cm.call_cost(c, p) if a.ok else None for p, a in zip(pieces, row)] for c, row in zip(calls, support)]
+    cost = [[None if e is None else e.value(objective, weight) for e in row] for row in est]
+    consumers: list[set[int]] = [set() for _ in calls]
+    for c in calls:
+        for a in c.args:
+            for u in _producers(a):
+                if u in index:
+                    consumers[index[u]].add(index[c])
+    outputs, transfers = [], []
+    for k, c in enumerate(calls):
+        nbytes = type_bytes(c.checked_type)
+        tr_est = [[cm.transfer_cost(nbytes, a, b) for b in pieces] for a in pieces]
+        transfers.append(tr_est)
+        outputs.append((tuple(sorted(consumers[k])), [[t.value(objective, weight) for t in row] for row in tr_est]))
+    weights = [sum(type_bytes(a.checked_type) for a in c.args if isinstance(a, Constant)) for c in calls]
+    capacity = [_capacity(p) for p in pieces]
+    names = [p.name for p in pieces]
+    pinned = [names.index(pins[c].piece) if c in pins else None for c in calls]
+    pr = Problem(cost, outputs, weights, capacity, pinned)
+    _check_memory(pr, calls, names)
+    assign, method = solve(pr, time_limit, exact)
+    if assign is None:
+        raise PlacementError(_infeasible_message(pr, calls, names))
+    return _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective)
+
+
+def _fmt_cap(names: list[str], pr: Problem) -> str:
+    return ", ".join(f"{n}: {'unlimited' if c is None else f'{c} bytes'}" for n, c in zip(names, pr.capacity))
+
+
+def _check_memory(pr: Problem, calls: list[Call], names: list[str]) -> None:
+    for u, c in enumerate(calls):
+        fits = [p for p in pr.allowed(u) if pr.capacity[p] is None or pr.weights[u] <= pr.capacity[p]]
+        if not fits:
+            where = " or ".join(f"'{names[p]}' ({pr.capacity[p]} bytes)" for p in pr.allowed(u))
+            raise PlacementError(f"{call_name(c)} has {pr.weights[u]} bytes of weights, more than {where} "
+                                 "can hold")
+    for p, cap in enumerate(pr.capacity):
+        need = sum(pr.weights[u] for u in range(len(calls)) if pr.pinned[u] == p)
+        if cap is not None and need > cap:
+            raise PlacementError(f"the calls pinned to piece '{names[p]}' have {need} bytes of weights, more than "
+                                 f"its memory ({cap} bytes)")
+
+
+def _infeasible_message(pr: Problem, calls: list[Call], names: list[str]) -> str:
+    total = sum(pr.weights)
+    return (f"cannot place the {len(calls)} calls within the pieces' memory: their weights need {total} bytes; "
+            f"capacities {_fmt_cap(names, pr)}")
+
+
+def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], names: list[str],
+                est: list[list[Estimate | None]], support: list, transfers: list, pins: dict[Call, Pin],
+                objective: str) -> Assignment:
+    used = [0] * len(names)
+    for u, p in enumerate(assign):
+        used[p] += pr.weights[u]
+    placed = []
+    for u, c in enumerate(calls):
+        p = assign[u]
+        alts: dict[str, Estimate | str] = {}
+        for q, n in enumerate(names):
+            e = est[u][q]
+            alts[n] = e if e is not None else support[u][q].reason
+        if c in pins:
+            pin = pins[c]
+            reason = f"preferred by {pin.source}" if pin.prefer else f"pinned by {pin.source}"
+        elif sum(e is not None for e in est[u]) == 1:
+            reason = "only capable"
+        else:
+            best = min((q for q in range(len(names)) if pr.cost[u][q] is not None), key=lambda q: (pr.cost[u][q], q))
+            if pr.cost[u][best] >= pr.cost[u][p]:
+                reason = "cheapest"
+            else:
+                cap = pr.capacity[best]
+                full = cap is not None and used[best] + pr.weights[u] > cap
+                reason = f"memory ('{names[best]}' is cheaper but full)" if full else \
+                    f"transfers ('{names[best]}' is cheaper alone, moving data costs more)"
+        placed.append(Placed(c, names[p], est[u][p], alts, reason))
+    seconds = sum(est[u][p].seconds for u, p in enumerate(assign))
+    joules = sum(est[u][p].joules for u, p in enumerate(assign))
+    t_s = 0.0
+    for u, (consumers, _) in enumerate(pr.outputs):
+        for b in sorted({assign[v] for v in consumers} - {assign[u]}):
+            t = transfers[u][assign[u]][b]
+            t_s += t.seconds
+            joules += t.joules
+    memory = {n: (used[q], pr.capacity[q]) for q, n in enumerate(names)}
+    return Assignment(tuple(placed), objective, pr.objective(assign), seconds + t_s, joules, t_s, method,
+                      method == "ilp", memory)
+

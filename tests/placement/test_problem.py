@@ -1,0 +1,64 @@
+"""The ILP against exhaustive search on random small DAGs (hypothesis)."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from plait.placement.problem import Problem, brute_force, solve
+
+
+@st.composite
+def problems(draw, max_nodes=9, max_pieces=3):
+    n = draw(st.integers(1, max_nodes))
+    m = draw(st.integers(1, max_pieces))
+    cost = []
+    for u in range(n):
+        row = [draw(st.one_of(st.none(), st.integers(0, 50).map(float))) for _ in range(m)]
+        cost.append(row)
+    outputs = []
+    for u in range(n):
+        consumers = tuple(v for v in range(u + 1, n) if draw(st.booleans()) and draw(st.booleans()))
+        tr = [[0.0 if a == b else float(draw(st.integers(0, 30))) for b in range(m)] for a in range(m)]
+        outputs.append((consumers, tr))
+    weights = [draw(st.integers(0, 10)) for _ in range(n)]
+    capacity = [draw(st.one_of(st.none(), st.integers(0, 40))) for _ in range(m)]
+    pinned = [draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, m - 1))) for _ in range(n)]
+    return Problem(cost, outputs, weights, capacity, pinned)
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_ilp_matches_brute_force(pr):
+    want, want_val = brute_force(pr)
+    got, method = solve(pr)
+    assert method == "ilp"
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and pr.feasible(got)
+    assert pr.objective(got) == pytest.approx(want_val, rel=1e-9, abs=1e-9)
+    assert got == solve(pr)[0]  # deterministic
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems())
+def test_greedy_is_feasible_when_it_answers(pr):
+    got, method = solve(pr, exact=False)
+    assert method == "greedy"
+    if got is not None:
+        assert pr.feasible(got)
+        assert pr.objective(got) >= brute_force(pr)[1] - 1e-9
+
+
+def test_transfer_is_charged_once_per_destination_piece():
+    # node 0 feeds 1 and 2; both must be on piece 1 while 0 is pinned on piece 0: one copy, not two
+    pr = Problem([[1.0, 1.0], [None, 1.0], [None, 1.0]], [((1, 2), [[0, 5.0], [5.0, 0]]), ((), [[0, 0], [0, 0]]),
+                                                          ((), [[0, 0], [0, 0]])], pinned=[0, None, None])
+    assert solve(pr) == ([0, 1, 1], "ilp")
+    assert pr.objective([0, 1, 1]) == 3 + 5
+
+
+def test_transfer_keeps_a_chain_together():
+    # alone, node 1 is cheaper on piece 1 (1 vs 2), but moving there and back costs 10
+    tr = [[0, 5.0], [5.0, 0]]
+    pr = Problem([[1.0, 9.0], [2.0, 1.0], [1.0, 9.0]], [((1,), tr), ((2,), tr), ((), tr)])
+    assert solve(pr) == ([0, 0, 0], "ilp")
