@@ -130,7 +130,7 @@ def relay_pipeline(piece: Any, opt_level: int = 2) -> list[Pass]:
     passes: list[Pass] = [InferType()]
     from plait.relay.passes import FoldBatchNorm, FoldConstant
 
-    passes += [FoldConstant(), FoldBatchNorm(), FoldConstant()]
+    passes += [FoldConstant(), FoldBatchNorm()]
     passes += [Lower(piece), InferType()]
     return passes
 
