@@ -11,7 +11,17 @@ Each case is classified:
   attribute or dtype plait does not support; the reason is recorded);
 - ``excluded``: the case is listed, with a reason, in ``exclusions.txt`` and did not pass.
 
-``python -m tests.conformance.run [--filter PATTERN] [--json OUT]`` runs it from the command line.
+Compiled mode (``compiled=True``): the imported module is built with ``plait.build(mod,
+target="c -opt-level=N", executor="graph")`` (a compile cache directory per run) and run by the
+:class:`~plait.executor.GraphModule`; outputs are compared exactly as above. A case is also
+``unsupported`` when the build refuses it for a documented reason (:data:`COMPILE_UNSUPPORTED`:
+symbolic shapes, an operator without a TE compute, control flow the graph executor does not run);
+any other build error (C that does not compile, an internal error in a pass), a crash or wrong
+numbers is ``failed``. Exclusions
+come from ``exclusions_compiled.txt`` (on top of ``exclusions.txt``).
+
+``python -m tests.conformance.run [--filter PATTERN] [--json OUT] [--compiled]`` runs it from the
+command line.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import glob
 import multiprocessing
 import os
 import re
+import shutil
+import tempfile
 import time
 import warnings
 from typing import Any, Iterator, Sequence
@@ -29,12 +41,14 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from plait.errors import UnsupportedError
+from plait.errors import PlaitError, UnsupportedError
 from plait.frontend.onnx import from_onnx
 from plait.relay import flatten_value, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXCLUSIONS_FILE = os.path.join(HERE, "exclusions.txt")
+COMPILED_EXCLUSIONS_FILE = os.path.join(HERE, "exclusions_compiled.txt")
+DEFAULT_OPT_LEVEL = 1  # -O1: about half the gcc time of -O3 per case, still optimizes (restrict, simd)
 DATA_DIRS = ("pytorch-converted", "pytorch-operator", "simple")
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-3, 1e-7  # what the ONNX backend test runner uses for model folders
 
@@ -81,6 +95,11 @@ def data_dir_cases() -> list[Case]:
     return out
 
 
+def sample(cases: Sequence[Case], every: int = 1) -> list[Case]:
+    """Every ``every``-th case by sorted name (deterministic), starting with the first."""
+    return sorted(cases, key=lambda c: c.name)[::max(1, every)]
+
+
 def all_cases(pattern: str | None = None) -> list[Case]:
     cases = node_cases() + data_dir_cases()
     if pattern:
@@ -89,9 +108,13 @@ def all_cases(pattern: str | None = None) -> list[Case]:
     return cases
 
 
-def load_exclusions(path: str = EXCLUSIONS_FILE) -> dict[str, str]:
-    """``name: reason`` per line; ``#`` starts a comment. Every entry must give a reason."""
+def load_exclusions(path: str = EXCLUSIONS_FILE, compiled: bool = False) -> dict[str, str]:
+    """``name: reason`` per line; ``#`` starts a comment. Every entry must give a reason.
+    ``compiled``: also the entries of ``exclusions_compiled.txt`` (they win on a name in both)."""
     out: dict[str, str] = {}
+    if compiled:
+        out.update(load_exclusions(path))
+        path = COMPILED_EXCLUSIONS_FILE
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
@@ -169,7 +192,41 @@ def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[st
             bound.update((n, feeds[n]) for n in want)
 
 
-def run_case(case: Case) -> Result:
+# Build errors that mean "this cannot be compiled, for a documented reason" rather than a bug:
+# symbolic shapes (lowering needs static ones), an operator without a TE compute or a compute that
+# says it cannot express the call, a construct the graph executor does not run (control flow).
+# Any other build error (an internal KeyError wrapped by the pass manager, a PrimFunc type
+# mismatch, C that does not compile...) is a failure.
+COMPILE_UNSUPPORTED = re.compile(r"has a symbolic dimension|not supported|has no TE compute|"
+                                 r"graph executor: unsupported")
+
+
+class _CompileUnsupported(Exception):
+    pass
+
+
+def _compile(mod: Any, opt_level: int, cache_dir: str | None) -> Any:
+    """``plait.build`` + a GraphModule; the runner maps feeds -> flat list of outputs."""
+    import plait
+    from plait.executor import GraphModule
+
+    config = {"cc.cache_dir": cache_dir} if cache_dir else {}
+    try:
+        art = plait.build(mod, target=f"c -opt-level={opt_level}", executor="graph", config=config)
+    except PlaitError as exc:
+        if COMPILE_UNSUPPORTED.search(str(exc)) is None:
+            raise
+        raise _CompileUnsupported(_first_line(exc)) from exc
+    gm = GraphModule(art)
+
+    def runner(feeds: dict[str, Any]) -> list[Any]:
+        return gm(**{n: feeds[n] for n in gm.input_names})
+    return runner
+
+
+def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LEVEL,
+             cache_dir: str | None = None) -> Result:
+    """Import, run (the interpreter, or with ``compiled`` the C build), compare."""
     t0 = time.perf_counter()
     bound: list[str] = []
     try:
@@ -185,11 +242,16 @@ def run_case(case: Case) -> Result:
             try:
                 if k == 0 or bound:
                     mod, bound = _import(case.model, feeds)
+                    if compiled:
+                        runner = _compile(mod, opt_level, cache_dir)
             except UnsupportedError as exc:
                 reasons = "; ".join(f"{op}: {why}" for _, op, _, why in exc.nodes)
                 return Result(case.name, "unsupported", reasons, time.perf_counter() - t0)
+            except _CompileUnsupported as exc:
+                return Result(case.name, "unsupported", f"compile: {exc}", time.perf_counter() - t0, bound)
+            feeds = {n: v for n, v in feeds.items() if n not in bound}
             with np.errstate(all="ignore"):
-                got = flatten_value(run(mod, {n: v for n, v in feeds.items() if n not in bound}))
+                got = runner(feeds) if compiled else flatten_value(run(mod, feeds))
             expected = [_array(v) for v in outs]
             if len(got) != len(expected):
                 raise AssertionError(f"data set {k}: {len(got)} outputs, expected {len(expected)}")
@@ -210,20 +272,31 @@ def run_case(case: Case) -> Result:
 # ---- running all ------------------------------------------------------------------------------
 
 _CASES: list[Case] = []
+_OPTIONS: dict[str, Any] = {}
 
 
 def _run_index(i: int) -> Result:
-    return run_case(_CASES[i])
+    return run_case(_CASES[i], **_OPTIONS)
 
 
-def run_cases(cases: Sequence[Case], jobs: int = 1) -> list[Result]:
-    if jobs <= 1 or len(cases) < 50:
-        return [run_case(c) for c in cases]
-    global _CASES
-    _CASES = list(cases)
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(jobs) as pool:
-        return pool.map(_run_index, range(len(cases)), chunksize=8)
+def run_cases(cases: Sequence[Case], jobs: int = 1, compiled: bool = False,
+              opt_level: int = DEFAULT_OPT_LEVEL) -> list[Result]:
+    """Run ``cases`` over ``jobs`` processes. ``compiled``: through ``plait.build`` with a fresh
+    compile cache directory (removed afterwards)."""
+    global _CASES, _OPTIONS
+    cache_dir = tempfile.mkdtemp(prefix="plait-conformance-cc-") if compiled else None
+    options = {"compiled": compiled, "opt_level": opt_level, "cache_dir": cache_dir}
+    try:
+        if jobs <= 1 or len(cases) < (10 if compiled else 50):
+            return [run_case(c, **options) for c in cases]
+        _CASES, _OPTIONS = list(cases), options
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(jobs) as pool:
+            return pool.map(_run_index, range(len(cases)), chunksize=1 if compiled else 8)
+    finally:
+        _CASES, _OPTIONS = [], {}
+        if cache_dir:
+            shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 def classify(results: list[Result], exclusions: dict[str, str]) -> tuple[list[Result], list[str]]:
@@ -246,7 +319,25 @@ def summary(results: list[Result]) -> tuple[str, str]:
             f"{count['excluded']} excluded")
 
 
-def iter_report(results: list[Result], stale: list[str], show_unsupported: bool = False) -> Iterator[str]:
+_QUOTED = re.compile(r"'[^']*'")
+
+
+def reason_group(message: str) -> str:
+    """An unsupported case's reason without the quoted names in it (so that cases group)."""
+    return _QUOTED.sub("'...'", message)
+
+
+def grouped_reasons(results: list[Result]) -> list[tuple[int, str, str]]:
+    """(count, reason group, first case) of the unsupported cases, most frequent first."""
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        if r.status == "unsupported":
+            groups.setdefault(reason_group(r.message), []).append(r.name)
+    return sorted(((len(v), k, v[0]) for k, v in groups.items()), key=lambda t: (-t[0], t[1]))
+
+
+def iter_report(results: list[Result], stale: list[str], show_unsupported: bool = False,
+                grouped: bool = False) -> Iterator[str]:
     for r in results:
         if r.status == "failed":
             yield f"FAILED {r.name}: {r.message}"
@@ -254,5 +345,8 @@ def iter_report(results: list[Result], stale: list[str], show_unsupported: bool 
         for r in results:
             if r.status == "unsupported":
                 yield f"UNSUPPORTED {r.name}: {r.message}"
+        if grouped:
+            for n, reason, first in grouped_reasons(results):
+                yield f"UNSUPPORTED x{n} (e.g. {first}): {reason}"
     for name in stale:
         yield f"STALE exclusion (the case passes now): {name}"

@@ -1,9 +1,13 @@
 """Run the ONNX conformance harness.
 
     python -m tests.conformance.run [--filter PATTERN] [--json OUT] [--jobs N] [--unsupported]
+                                    [--compiled [--opt-level N]] [--every K]
 
 Prints one line per unexpected failure, then ``N passed, M failed, K unsupported`` and
-``E excluded``. Exit status 1 if any case failed (excluded cases do not count).
+``E excluded``. Exit status 1 if any case failed (excluded cases do not count). ``--compiled``
+runs the compiled path (``plait.build(..., target="c -opt-level=N", executor="graph")``) instead of
+the interpreter, with exclusions from ``exclusions.txt`` and ``exclusions_compiled.txt``;
+``--unsupported`` then also prints the reasons grouped with counts.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from onnx_conformance import all_cases, classify, iter_report, load_exclusions, run_cases, summary  # noqa: E402
+from onnx_conformance import (DEFAULT_OPT_LEVEL, all_cases, classify, iter_report, load_exclusions,  # noqa: E402
+                              run_cases, sample, summary)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,11 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default 2)")
     p.add_argument("--unsupported", action="store_true", help="also list unsupported cases with the reason")
     p.add_argument("--slowest", type=int, default=0, help="print the N slowest cases")
+    p.add_argument("--compiled", action="store_true", help="run the compiled path (C build + graph executor)")
+    p.add_argument("--opt-level", type=int, default=DEFAULT_OPT_LEVEL, choices=(0, 1, 2, 3),
+                   help=f"with --compiled: the C target's -opt-level (default {DEFAULT_OPT_LEVEL})")
+    p.add_argument("--every", type=int, default=1, help="only every K-th case by sorted name (what the test samples)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    cases = all_cases(args.filter)
-    results, stale = classify(run_cases(cases, args.jobs), load_exclusions())
-    for line in iter_report(results, stale, args.unsupported):
+    cases = sample(all_cases(args.filter), args.every)
+    results, stale = classify(run_cases(cases, args.jobs, compiled=args.compiled, opt_level=args.opt_level),
+                              load_exclusions(compiled=args.compiled))
+    for line in iter_report(results, stale, args.unsupported, grouped=args.compiled):
         print(line)
     if args.slowest:
         for r in sorted(results, key=lambda r: -r.seconds)[:args.slowest]:
