@@ -62,3 +62,19 @@ def test_transfer_keeps_a_chain_together():
     tr = [[0, 5.0], [5.0, 0]]
     pr = Problem([[1.0, 9.0], [2.0, 1.0], [1.0, 9.0]], [((1,), tr), ((2,), tr), ((), tr)])
     assert solve(pr) == ([0, 0, 0], "ilp")
+
+
+def test_too_large_for_the_ilp_falls_back_to_greedy(monkeypatch):
+    import plait.placement.problem as problem
+
+    tr = [[0, 5.0], [5.0, 0]]
+    pr = Problem([[1.0, 9.0], [2.0, 1.0], [1.0, 9.0]], [((1,), tr), ((2,), tr), ((), tr)])
+    monkeypatch.setattr(problem, "ILP_MAX_VARIABLES", 3)
+    assert solve(pr) == ([0, 0, 0], "greedy")
+
+
+def test_infeasible_and_empty():
+    assert solve(Problem([[None, None]], [((), [[0, 0], [0, 0]])])) == (None, "ilp")
+    pr = Problem([[1.0], [1.0]], [((), [[0]]), ((), [[0]])], weights=[5, 5], capacity=[8])
+    assert solve(pr) == (None, "ilp") and solve(pr, exact=False) == (None, "greedy")
+    assert solve(Problem([], [])) == ([], "ilp")
