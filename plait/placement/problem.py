@@ -88,8 +88,10 @@ def solve(pr: Problem, time_limit: float = TIME_LIMIT_S, exact: bool = True) -> 
             exact = False
     if exact and _num_vars(pr) <= ILP_MAX_VARIABLES:
         got = _ilp(pr, time_limit)
+        if got is None:
+            return None, "ilp"
         if got != "timeout":
-            return got, "ilp"
+            return _improve(pr, got), "ilp"  # cleans up differences below HiGHS's tolerances
     return _greedy(pr), "greedy"
 
 
@@ -208,6 +210,12 @@ def _greedy(pr: Problem) -> list[int] | None:
         assign[u] = best[1]
         if pr.pinned[u] is None:
             used[best[1]] += pr.weights[u]
+    return _improve(pr, assign)
+
+
+def _improve(pr: Problem, assign: list[int]) -> list[int]:
+    """Single-node moves while they lower the objective (first improving move, in order)."""
+    n = len(assign)
     current = pr.objective(assign)
     improved = True
     while improved:

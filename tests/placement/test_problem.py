@@ -35,7 +35,7 @@ def test_ilp_matches_brute_force(pr):
         assert got is None
         return
     assert got is not None and pr.feasible(got)
-    assert pr.objective(got) == pytest.approx(want_val, rel=1e-9, abs=1e-9)
+    assert pr.objective(got) == pytest.approx(want_val, rel=1e-9, abs=1e-6)
     assert got == solve(pr)[0]  # deterministic
 
 
