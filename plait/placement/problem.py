@@ -214,7 +214,10 @@ def _greedy(pr: Problem) -> list[int] | None:
 
 
 def _improve(pr: Problem, assign: list[int]) -> list[int]:
-    """Single-node moves while they lower the objective (first improving move, in order)."""
+    """Single-node moves while they lower the objective (first improving move, in order); a move that
+    keeps the objective (within 1e-12 relative) to a lower piece index is taken too: ties go to the
+    earlier piece, whichever optimum the solver found. Terminates: each move lowers the objective or
+    keeps it and lowers the sum of piece indices."""
     n = len(assign)
     current = pr.objective(assign)
     improved = True
@@ -227,6 +230,7 @@ def _improve(pr: Problem, assign: list[int]) -> list[int]:
                 trial = assign[:u] + [p] + assign[u + 1:]
                 if pr.feasible(trial):
                     val = pr.objective(trial)
-                    if val < current - 1e-12 * max(1.0, abs(current)):
-                        assign, current, improved = trial, val, True
+                    tol = 1e-12 * max(1.0, abs(current))
+                    if val < current - tol or (p < assign[u] and val <= current + tol):
+                        assign, current, improved = trial, min(val, current), True
     return assign

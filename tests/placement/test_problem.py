@@ -78,3 +78,12 @@ def test_infeasible_and_empty():
     pr = Problem([[1.0], [1.0]], [((), [[0]]), ((), [[0]])], weights=[5, 5], capacity=[8])
     assert solve(pr) == (None, "ilp") and solve(pr, exact=False) == (None, "greedy")
     assert solve(Problem([], [])) == ([], "ilp")
+
+
+def test_ties_go_to_the_earlier_piece():
+    tr = [[0, 0, 1.0], [0, 0, 1.0], [1.0, 1.0, 0]]
+    pr = Problem([[3.0, 3.0, 3.0], [2.0, 2.0, 2.0], [1.0, 1.0, 5.0]], [((1, 2), tr), ((2,), tr), ((), tr)])
+    assert solve(pr) == ([0, 0, 0], "ilp")
+    assert solve(pr, exact=False) == ([0, 0, 0], "greedy")
+    pr.pinned = [1, None, None]  # transfers between pieces 0 and 1 are free: the rest still go to 0
+    assert solve(pr) == ([1, 0, 0], "ilp")
