@@ -142,6 +142,13 @@ def test_memory_capacity_respected_and_infeasible_message():
     assert all(used <= cap for used, cap in a.memory.values())
     assert any(p.reason.startswith("memory ('m7' is cheaper but full)") for p in a)
     with pytest.raises(PlacementError) as e:
+        place(f, CompositeTarget("m7: c -mcpu=cortex-m7f"))
+    assert str(e.value) == ("cannot place the 2 calls within the pieces' memory: their weights need 364800 "
+                            "bytes; capacities m7: 327680 bytes")
+    with pytest.raises(PlacementError) as e:  # pinned: only the pinned piece is considered
+        place(f, ct, rules=parse_place("fc1=m4", ct))
+    assert str(e.value) == "call 'fc1' (nn.dense) has 204800 bytes of weights, more than 'm4' (196608 bytes) can hold"
+    with pytest.raises(PlacementError) as e:
         place(f, ct, rules=parse_place("*=m7", ct))
     assert str(e.value) == ("the calls pinned to piece 'm7' have 364800 bytes of weights, more than its "
                             "memory (327680 bytes)")
