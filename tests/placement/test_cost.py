@@ -81,3 +81,16 @@ def test_transfer_and_objectives():
     assert objective_value(2e-6, 3e-3, "weighted", 0.5) == pytest.approx(0.5 * 2 + 0.5 * 3)
     with pytest.raises(CostError, match="unknown objective 'speed': expected latency, energy or weighted"):
         objective_value(1, 1, "speed")
+
+
+def test_group_cost_and_database_file_errors(tmp_path):
+    cm = CostModel(use_schedule=False)
+    d, m7 = _dense(), CT.piece("inference_cpu")
+    one = cm.call_cost(d, m7)
+    g = cm.group_cost([d, d], m7)
+    assert (g.seconds, g.joules, g.source) == (2 * one.seconds, 2 * one.joules, "roofline")
+    with pytest.raises(CostError, match=r"^cost database '.*missing\.json': \[Errno 2\] No such file"):
+        CostDatabase.load(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(CostError, match=r"^cost database '.*bad\.json': Expecting property name"):
+        CostDatabase.load(tmp_path / "bad.json")
