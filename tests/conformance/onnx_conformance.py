@@ -197,7 +197,7 @@ def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[st
 # says it cannot express the call, a construct the graph executor does not run (control flow).
 # Any other build error (an internal KeyError wrapped by the pass manager, a PrimFunc type
 # mismatch, C that does not compile...) is a failure.
-COMPILE_UNSUPPORTED = re.compile(r"has a symbolic dimension|not supported|has no TE compute|"
+COMPILE_UNSUPPORTED = re.compile(r"has a symbolic (dimension|shape)|not supported|has no TE compute|"
                                  r"graph executor: unsupported")
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 
-from onnx_conformance import all_cases, classify, load_exclusions, run_cases, sample, summary
+import numpy as np
+from onnx import TensorProto, helper
+from onnx_conformance import (Case, Result, all_cases, classify, grouped_reasons, load_exclusions, run_case, run_cases,
+                              sample, summary)
 
 JOBS = min(2, os.cpu_count() or 1)
 COMPILED_EVERY = 4  # ~500 cases, about a minute on 2 cores
@@ -36,3 +39,30 @@ def test_onnx_conformance():
 
 def test_onnx_conformance_compiled_sample():
     _check(compiled=True, every=COMPILED_EVERY, min_passed=1000 // COMPILED_EVERY)
+
+
+def _relu_case(dims: list, expected_shift: float = 0.0) -> Case:
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.array([[-1.0, 2.0, 3.0]], np.float32)
+    return Case("relu", m, [([x], [np.maximum(x, 0) + np.float32(expected_shift)])])
+
+
+def test_compiled_mode_classifies_build_refusals_and_compares_numbers():
+    sym = run_case(_relu_case(["N", 3]), compiled=True)  # lowering needs static shapes: documented
+    assert (sym.status, sym.message.split(": ")[:2]) == ("unsupported", ["compile", "LowerError"])
+    assert "has a symbolic dimension" in sym.message
+    assert run_case(_relu_case(["N", 3])).status == "passed"  # the interpreter runs it
+    assert run_case(_relu_case([1, 3]), compiled=True).status == "passed"
+    wrong = run_case(_relu_case([1, 3], expected_shift=1.0), compiled=True)
+    assert wrong.status == "failed" and "Mismatched elements: 3 / 3" in wrong.message
+
+
+def test_unsupported_reasons_group_without_quoted_names():
+    results = [Result("a", "unsupported", "input: dtype 'bfloat16' not supported"),
+               Result("b", "unsupported", "input: dtype 'string' not supported"),
+               Result("c", "unsupported", "Det: operator not supported"), Result("d", "passed")]
+    assert grouped_reasons(results) == [(2, "input: dtype '...' not supported", "a"),
+                                        (1, "Det: operator not supported", "c")]
