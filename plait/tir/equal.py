@@ -215,7 +215,9 @@ def structural_hash(node: Any) -> int:
 
     def buffer_sig(b: Buffer) -> bytes:
         if b not in sig:
-            sig[b] = digest("freebuf", b.dtype, b.scope, *(memo[d] for d in b.shape))
+            # a buffer only reached through its loads: its shape dims may not have been visited
+            sig[b] = digest("freebuf", b.dtype, b.scope,
+                            *(memo[d] if d in memo else digest("dim", structural_hash(d)) for d in b.shape))
         return sig[b]
 
     def local(n: Any) -> bytes:

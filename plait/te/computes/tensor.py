@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
+
 from plait.ir.attrs import Attrs
 from plait.te.computes._common import elementwise, is_float, is_uint, nan_max, nan_min, scalar_const, tir, up
 from plait.te.registry import register_compute
@@ -51,7 +53,22 @@ def _cmp(f: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Callable[[PrimExpr, Pri
 
 
 def _shift(left: bool) -> Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]:
-    return lambda a, b, attrs: tir.shift_left(a, b) if left else tir.shift_right(a, b)
+    """Shifts as numpy defines them for every amount: C leaves a negative amount or one of at least the
+    bit width undefined, so those give 0 (or the sign fill for a right shift of a negative value)."""
+
+    def fn(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+        width = np.dtype(a.dtype).itemsize * 8
+        signed = np.dtype(a.dtype).kind == "i"
+        out_of_range = b >= tir.const(width, b.dtype)
+        if np.dtype(b.dtype).kind == "i":
+            out_of_range = tir.logical_or(b < tir.const(0, b.dtype), out_of_range)
+        zero = tir.const(0, a.dtype)
+        if left:
+            return tir.select(out_of_range, zero, tir.shift_left(a, b))
+        fill = tir.select(a < zero, tir.const(-1, a.dtype), zero) if signed else zero
+        return tir.select(out_of_range, fill, tir.shift_right(a, b))
+
+    return fn
 
 
 _BINARY: dict[str, Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]] = {
