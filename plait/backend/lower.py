@@ -132,7 +132,10 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     if schedule:
         func = _schedule(func, target)
     func = simplify(func)
-    func = func.with_attrs({"global_symbol": name, "target": str(target), "num_inputs": len(inputs)})
+    attrs: dict[str, Any] = {"global_symbol": name, "target": str(target), "num_inputs": len(inputs)}
+    if isinstance(fn.body.checked_type, TupleType) and len(outs) == 1:
+        attrs["tuple_output"] = True  # a 1-tuple result, not a bare tensor
+    func = func.with_attrs(attrs)
     verify(func, name)
     want = FuncType(tuple(p.checked_type for p in fn.params), fn.body.checked_type)
     if func.relay_type != want:  # pragma: no cover - create_prim_func keeps the placeholders' shapes

@@ -356,7 +356,8 @@ class PrimFunc(TIRNode, BaseFunc):
         """The Relay ``FuncType`` (inputs -> output or tuple of outputs), or None if unknown.
 
         Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
-        entries are immediates or variables (which become symbolic dimensions).
+        entries are immediates or variables (which become symbolic dimensions). One output is a
+        tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple.
         """
         from plait.ir.types import FuncType, TensorType, TupleType
 
@@ -377,7 +378,8 @@ class PrimFunc(TIRNode, BaseFunc):
                     return None
             types.append(TensorType(tuple(dims), p.dtype))
         outs = types[n:]
-        return FuncType(tuple(types[:n]), outs[0] if len(outs) == 1 else TupleType(tuple(outs)))
+        single = len(outs) == 1 and not self.attrs.get("tuple_output", False)
+        return FuncType(tuple(types[:n]), outs[0] if single else TupleType(tuple(outs)))
 
     def _children(self) -> tuple[TIRNode, ...]:
         return (self.body,)
