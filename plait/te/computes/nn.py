@@ -23,6 +23,11 @@ from plait.tir.dtype import int_range, is_float
 from plait.tir.expr import PrimExpr
 
 
+def _rounded(op: str, out_shape: Any, acc: Tensor, dtype: str) -> Tensor:
+    """``acc`` (accumulated in the compute dtype) rounded to ``dtype`` when the two differ (float16)."""
+    return make(op, out_shape, lambda *i: down(acc[i], dtype)) if cdtype(dtype) != dtype else acc
+
+
 def _inside(iy: PrimExpr, ix: PrimExpr, h: int, w: int) -> PrimExpr:
     return tir.all_(iy >= 0, iy < h, ix >= 0, ix < w)
 
@@ -61,7 +66,7 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return te.sum(v, axis=[rc, ry, rx])
 
     acc = make(op, out_shape, body)
-    return make(op, out_shape, lambda *i: down(acc[i], dtype)) if cdtype(dtype) != dtype else acc
+    return _rounded(op, out_shape, acc, dtype)
 
 
 @register_compute("nn.conv2d_transpose")
@@ -91,7 +96,7 @@ def _conv2d_transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return te.sum(tir.select(tir.all_(*conds), prod, tir.const(0.0, prod.dtype)), axis=[rc, ky, kx])
 
     acc = make(op, out_shape, body)
-    return make(op, out_shape, lambda *i: down(acc[i], dtype)) if cdtype(dtype) != dtype else acc
+    return _rounded(op, out_shape, acc, dtype)
 
 
 # ---- matmul, dense ----------------------------------------------------------------------------
@@ -116,7 +121,7 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return te.sum(up(a[ia]) * up(b[ib]), axis=[k])
 
     acc = make(op, out_shape, body)
-    return make(op, out_shape, lambda *i: down(acc[i], dtype)) if cdtype(dtype) != dtype else acc
+    return _rounded(op, out_shape, acc, dtype)
 
 
 @register_compute("nn.dense")
@@ -131,7 +136,7 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return te.sum(up(x[tuple(i[:-1]) + (k,)]) * up(wt[i[-1], k]), axis=[k])
 
     acc = make(op, out_shape, body)
-    return make(op, out_shape, lambda *i: down(acc[i], dtype)) if cdtype(dtype) != dtype else acc
+    return _rounded(op, out_shape, acc, dtype)
 
 
 # ---- pooling ----------------------------------------------------------------------------------
