@@ -134,12 +134,32 @@ class CostModel:
     """Prices calls on pieces. ``use_schedule=False`` skips lowering (roofline only: faster)."""
 
     def __init__(self, database: CostDatabase | None = None, use_schedule: bool = True,
-                 link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, switch_s: float = DEFAULT_SWITCH_S):
+                 link_bytes_per_s: float = DEFAULT_LINK_BYTES_PER_S, switch_s: float = DEFAULT_SWITCH_S,
+                 composite: Any = None):
         self.database = database
         self.use_schedule = use_schedule
         self.link_bytes_per_s = float(link_bytes_per_s)
         self.switch_s = float(switch_s)
+        self.composite = composite  # a CompositeTarget: which pieces share memory (no transfer)
         self._cache: dict[tuple[str, str], Estimate] = {}
+
+    @classmethod
+    def for_target(cls, composite: Any, database: CostDatabase | None = None, use_schedule: bool = True) -> "CostModel":
+        """A cost model whose transfers follow the composite target's ``transfer`` settings."""
+        from plait.target import CompositeTarget
+
+        ct = CompositeTarget(composite)
+        t = ct.transfer
+        return cls(database, use_schedule, link_bytes_per_s=t.bandwidth, switch_s=t.switch, composite=ct)
+
+    def with_target(self, composite: Any) -> "CostModel":
+        """This model (same database and cache) with the composite target's transfer settings."""
+        from plait.target import CompositeTarget
+
+        ct = CompositeTarget(composite)
+        out = CostModel.for_target(ct, self.database, self.use_schedule)
+        out._cache = self._cache
+        return out
 
     def call_cost(self, call: Call, piece: Piece | Any) -> Estimate:
         piece = _as_piece(piece)
@@ -170,6 +190,8 @@ class CostModel:
         a, b = _as_piece(a), _as_piece(b)
         if a.name == b.name:
             return Estimate(0.0, 0.0, "transfer", "same piece")
+        if self.composite is not None and self.composite.shares_memory(a, b):
+            return Estimate(0.0, 0.0, "transfer", f"shared memory (device '{a.target.device}')")
         s = nbytes / self.link_bytes_per_s + self.switch_s
         j = s * (_power_mw(a.target) + _power_mw(b.target)) * 1e-3
         return Estimate(s, j, "transfer", f"{nbytes} bytes / {self.link_bytes_per_s:g} B/s + {self.switch_s:g} s")

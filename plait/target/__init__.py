@@ -13,7 +13,7 @@ from plait.target.options import Option
 from plait.target.kind import KINDS, TargetKind, get_kind, list_kinds, register_kind
 from plait.target.tag import TAGS, Fact, Facts, Tag, get_tag, list_tags, register_tag
 from plait.target.target import Target
-from plait.target.composite import CompositeTarget, Piece, current_piece
+from plait.target.composite import CompositeTarget, Piece, Transfer, current_piece
 from plait.target.hooks import (
     HOOKS, Hook, HookSpec, call_cost, call_supports, get_hook, hooks_of, register_hook, run_relay_to_runtime,
     run_relay_to_tir, run_tir_to_runtime,
@@ -23,7 +23,7 @@ from plait.target import tags as _tags  # noqa: F401  registers the in-tree tags
 
 __all__ = [
     "HOOKS", "KINDS", "TAGS", "CompositeTarget", "Fact", "Facts", "Hook", "HookError", "HookSpec", "Option",
-    "Piece", "PluginError", "Tag", "Target", "TargetError", "TargetKind", "call_cost", "call_supports",
+    "Piece", "PluginError", "Tag", "Target", "Transfer", "TargetError", "TargetKind", "call_cost", "call_supports",
     "current_piece", "get_hook", "get_kind", "get_tag", "hooks_of", "list_kinds", "list_tags", "register_hook",
     "register_kind", "register_tag", "run_relay_to_runtime", "run_relay_to_tir", "run_tir_to_runtime",
 ]

@@ -5,7 +5,13 @@
 The host is, in order: the piece a ``host: <piece name>`` entry names; the piece called ``host``;
 the first piece whose kind can run the executor. A plain single target is a composite with one piece
 named after its kind. Also accepted as a dict / JSON:
-``{"pieces": {"low_power_cpu": "c -mcpu=cortex-m0", ...}, "host": "low_power_cpu"}``.
+``{"pieces": {"low_power_cpu": "c -mcpu=cortex-m0", ...}, "host": "low_power_cpu",
+"transfer": {"bandwidth": "50MB/s", "switch": "20us"}}``.
+
+Moving data between pieces (:class:`Transfer`, the entry ``transfer: -bandwidth=50MB/s -switch=20us
+-shared-memory=auto``): pieces on the same device (``Target.device``) share memory, so no copy is
+made and nothing is charged; otherwise a copy costs ``bytes / bandwidth + switch``.
+``-shared-memory=yes`` makes every pair share memory, ``no`` none.
 """
 
 from __future__ import annotations
@@ -19,6 +25,105 @@ from plait.errors import PlaitError
 from plait.registry import Registry
 from plait.target.errors import TargetError
 from plait.target.target import Target, _load_json, _pop, _push, current_entry
+
+_BANDWIDTH_UNITS = {"": 1.0, "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_QUANTITY = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*\Z")
+_SHARED = ("auto", "yes", "no")
+
+
+def _quantity(value: Any, units: Mapping[str, float], what: str, example: str) -> float:
+    if isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        m = _QUANTITY.match(str(value))
+        lower = {u.lower(): scale for u, scale in units.items()}
+        if not m or m.group(2).lower() not in lower:
+            raise TargetError(f"composite target: transfer {what} '{value}' is not understood; "
+                              f"expected a number with an optional unit ({', '.join(u for u in units if u)}), "
+                              f"e.g. {example}")
+        number = float(m.group(1)) * lower[m.group(2).lower()]
+    if not number >= 0 or number == float("inf"):
+        raise TargetError(f"composite target: transfer {what} must be a finite number >= 0, got {value!r}")
+    return number
+
+
+def _fmt(value: float, units: list[tuple[str, float]]) -> str:
+    for unit, scale in units:
+        if value >= scale and float(f"{value / scale:g}") * scale == value:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}{units[-1][0] if value == 0 else ''}"
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """How data moves between pieces: link ``bandwidth`` (bytes/s), ``switch`` overhead (seconds) per
+    copy, and ``shared_memory`` (``auto``: pieces on the same device share memory; ``yes``; ``no``)."""
+
+    bandwidth: float = 100e6  # an on-board bus or shared SRAM between two cores
+    switch: float = 10e-6  # handing control to another piece: a few thousand MCU cycles
+    shared_memory: str = "auto"
+
+    OPTIONS = ("bandwidth", "switch", "shared-memory")
+
+    @classmethod
+    def parse(cls, spec: "str | Mapping[str, Any] | Transfer") -> "Transfer":
+        if isinstance(spec, Transfer):
+            return spec
+        if isinstance(spec, str):
+            items: dict[str, Any] = {}
+            for word in spec.split():
+                if not word.startswith("-") or "=" not in word:
+                    raise TargetError(f"composite target: transfer option '{word}' must be written "
+                                      "-name=value (options: -bandwidth, -switch, -shared-memory)")
+                k, v = word[1:].split("=", 1)
+                items[k] = v
+        elif isinstance(spec, Mapping):
+            items = {str(k).replace("_", "-"): v for k, v in spec.items()}
+        else:
+            raise TargetError(f"composite target: 'transfer' must be a string or a dict, got {type(spec).__name__}")
+        unknown = [k for k in items if k not in cls.OPTIONS]
+        if unknown:
+            raise TargetError(f"composite target: unknown transfer option '-{unknown[0]}'; "
+                              "options: -bandwidth, -switch, -shared-memory")
+        t = cls()
+        bw = _quantity(items["bandwidth"], _BANDWIDTH_UNITS, "bandwidth", "100MB/s") if "bandwidth" in items else t.bandwidth
+        if bw == 0:
+            raise TargetError("composite target: transfer bandwidth must be > 0")
+        sw = _quantity(items["switch"], _TIME_UNITS, "switch", "10us") if "switch" in items else t.switch
+        shared = str(items.get("shared-memory", t.shared_memory)).lower()
+        if shared not in _SHARED:
+            raise TargetError(f"composite target: transfer -shared-memory must be one of auto, yes, no; got "
+                              f"'{items['shared-memory']}'")
+        return cls(bw, sw, shared)
+
+    def shares_memory(self, a: "Piece", b: "Piece") -> bool:
+        """Do pieces ``a`` and ``b`` see the same memory (no copy between them)?"""
+        if a.name == b.name or self.shared_memory == "yes":
+            return True
+        if self.shared_memory == "no":
+            return False
+        return a.target.device == b.target.device
+
+    def is_default(self) -> bool:
+        return self == Transfer()
+
+    def __str__(self) -> str:
+        d = Transfer()
+        parts = []
+        if self.bandwidth != d.bandwidth:
+            parts.append("-bandwidth=" + _fmt(self.bandwidth, [("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3), ("B/s", 1.0)]))
+        if self.switch != d.switch:
+            parts.append("-switch=" + _fmt(self.switch, [("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)]))
+        if self.shared_memory != d.shared_memory:
+            parts.append(f"-shared-memory={self.shared_memory}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bandwidth": self.bandwidth, "switch": self.switch, "shared_memory": self.shared_memory}
+
 
 _NAMED = re.compile(r"\s*([^\s:;]+)\s*:(.*)\Z", re.S)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -54,23 +159,26 @@ def current_piece() -> Piece | None:
 class CompositeTarget:
     """Named pieces plus the host. Immutable and hashable; ``str()`` is canonical and parses back."""
 
-    __slots__ = ("_pieces", "_host_ref", "_plain", "_host", "_host_reason")
+    __slots__ = ("_pieces", "_host_ref", "_plain", "_host", "_host_reason", "_transfer")
 
     def __init__(self, spec: "str | Mapping[str, Any] | Target | CompositeTarget", *, require_host: bool = False):
+        transfer = Transfer()
         if isinstance(spec, CompositeTarget):
-            pieces, host_ref, plain = spec._pieces, spec._host_ref, spec._plain
+            pieces, host_ref, plain, transfer = spec._pieces, spec._host_ref, spec._plain, spec._transfer
         elif isinstance(spec, Target):
             pieces, host_ref, plain = (Piece(spec.kind_name, spec, str(spec)),), None, True
         elif isinstance(spec, str) and not spec.lstrip().startswith("{"):
-            pieces, host_ref, plain = _parse_text(spec)
+            pieces, host_ref, plain, transfer = _parse_text(spec)
         elif isinstance(spec, (str, Mapping)):
-            pieces, host_ref, plain = _from_dict(_load_json(spec, "composite target") if isinstance(spec, str) else spec)
+            pieces, host_ref, plain, transfer = _from_dict(
+                _load_json(spec, "composite target") if isinstance(spec, str) else spec)
         else:
             raise TargetError(f"cannot make a CompositeTarget from {type(spec).__name__}: expected a string, "
                               "a dict, a Target or a CompositeTarget")
         object.__setattr__(self, "_pieces", tuple(pieces))
         object.__setattr__(self, "_host_ref", host_ref)
         object.__setattr__(self, "_plain", plain)
+        object.__setattr__(self, "_transfer", transfer)
         host, reason = self._find_host()
         object.__setattr__(self, "_host", host)
         object.__setattr__(self, "_host_reason", reason)
@@ -139,6 +247,17 @@ class CompositeTarget:
     def host_reason(self) -> str:
         return self._host_reason
 
+    @property
+    def transfer(self) -> Transfer:
+        """How data moves between the pieces (bandwidth, switch overhead, shared memory)."""
+        return self._transfer
+
+    def shares_memory(self, a: "Piece | str", b: "Piece | str") -> bool:
+        """Do the two pieces see the same memory (no ``device_copy`` between them)?"""
+        pa = a if isinstance(a, Piece) else self.piece(a)
+        pb = b if isinstance(b, Piece) else self.piece(b)
+        return self._transfer.shares_memory(pa, pb)
+
     # ---- printing -------------------------------------------------------------------------------
 
     def __str__(self) -> str:
@@ -147,6 +266,8 @@ class CompositeTarget:
         parts = [str(p) for p in self._pieces]
         if self._host_ref is not None:
             parts.append(f"host: {self._host_ref}")
+        if not self._transfer.is_default():
+            parts.append(f"transfer: {self._transfer}")
         return "; ".join(parts)
 
     def __repr__(self) -> str:
@@ -158,6 +279,8 @@ class CompositeTarget:
         d: dict[str, Any] = {"pieces": {p.name: p.target.to_dict() for p in self._pieces}}
         if self._host_ref is not None:
             d["host"] = self._host_ref
+        if not self._transfer.is_default():
+            d["transfer"] = self._transfer.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -166,10 +289,11 @@ class CompositeTarget:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CompositeTarget):
             return NotImplemented
-        return (self._pieces, self._host_ref, self._plain) == (other._pieces, other._host_ref, other._plain)
+        return (self._pieces, self._host_ref, self._plain, self._transfer) == \
+            (other._pieces, other._host_ref, other._plain, other._transfer)
 
     def __hash__(self) -> int:
-        return hash((self._pieces, self._host_ref, self._plain))
+        return hash((self._pieces, self._host_ref, self._plain, self._transfer))
 
 
 def _piece_target(name: str, spec: Any) -> Target:
@@ -184,13 +308,13 @@ def _piece_target(name: str, spec: Any) -> Target:
         raise err from None
 
 
-def _parse_text(text: str) -> tuple[list[Piece], str | None, bool]:
+def _parse_text(text: str) -> tuple[list[Piece], str | None, bool, Transfer]:
     if not text.strip():
         raise TargetError("empty target string")
     parts = text.split(";")
     if len(parts) == 1 and not _NAMED.match(parts[0]):
         t = Target(parts[0])
-        return [Piece(t.kind_name, t, parts[0].strip())], None, True
+        return [Piece(t.kind_name, t, parts[0].strip())], None, True, Transfer()
     named: list[tuple[str, str]] = []
     for i, part in enumerate(parts, 1):
         if not part.strip():
@@ -203,7 +327,13 @@ def _parse_text(text: str) -> tuple[list[Piece], str | None, bool]:
     names = {n for n, _ in named}
     pieces: list[Piece] = []
     host_ref = None
+    transfer: Transfer | None = None
     for name, body in named:
+        if name == "transfer" and body.startswith("-"):
+            if transfer is not None:
+                raise TargetError("composite target: the 'transfer' entry is given twice")
+            transfer = Transfer.parse(body)
+            continue
         _check_name(name, [p.name for p in pieces] + (["host"] if host_ref else []))
         if not body:
             raise TargetError(f"composite target: piece '{name}' is empty")
@@ -211,7 +341,9 @@ def _parse_text(text: str) -> tuple[list[Piece], str | None, bool]:
             host_ref = body  # a reference to another piece, not a piece of its own
             continue
         pieces.append(Piece(name, _piece_target(name, body), body))
-    return pieces, host_ref, False
+    if not pieces:
+        raise TargetError("composite target: no pieces (only settings)")
+    return pieces, host_ref, False, transfer or Transfer()
 
 
 def _check_name(name: str, seen: list[str]) -> None:
@@ -222,13 +354,13 @@ def _check_name(name: str, seen: list[str]) -> None:
         raise TargetError(f"composite target: duplicate piece name '{name}'")
 
 
-def _from_dict(d: Mapping[str, Any]) -> tuple[list[Piece], str | None, bool]:
+def _from_dict(d: Mapping[str, Any]) -> tuple[list[Piece], str | None, bool, Transfer]:
     if "kind" in d or "tag" in d:
         t = Target(d)
-        return [Piece(t.kind_name, t, dict(d))], None, True
-    unknown = sorted(set(d) - {"pieces", "host"})
+        return [Piece(t.kind_name, t, dict(d))], None, True, Transfer()
+    unknown = sorted(set(d) - {"pieces", "host", "transfer"})
     if unknown or "pieces" not in d:
-        raise TargetError(f"composite target dict: expected keys 'pieces' and optionally 'host', "
+        raise TargetError(f"composite target dict: expected keys 'pieces' and optionally 'host', 'transfer', "
                           f"got {', '.join(repr(k) for k in d) or 'none'}")
     raw = d["pieces"]
     if isinstance(raw, Mapping):
@@ -250,4 +382,5 @@ def _from_dict(d: Mapping[str, Any]) -> tuple[list[Piece], str | None, bool]:
     if host_ref is not None and host_ref not in [p.name for p in pieces]:
         raise TargetError(f"composite target dict: 'host' names the piece '{host_ref}', which does not exist; "
                           f"pieces: {', '.join(p.name for p in pieces)}")
-    return pieces, host_ref, False
+    transfer = Transfer.parse(d["transfer"]) if "transfer" in d else Transfer()
+    return pieces, host_ref, False, transfer

@@ -67,6 +67,12 @@ def c_compiler_flags(target: Any, host_simulation: bool = False) -> list[str]:
     return flags
 
 
+def c_device(target: Any) -> str:
+    """The device a c piece runs on: its Cortex-M core (``cortex-m7``), else ``host``. Pieces on the
+    same device share memory (placement inserts no ``device_copy`` between them)."""
+    return target.options["mcpu"] if is_cortex_m(target) else "host"
+
+
 def c_schedule_rules(target: Any) -> str:
     """The default-schedule rule set (:mod:`plait.schedule`): ``microcontroller`` for Cortex-M CPUs
     (scalar loops, small unrolls), ``cpu`` otherwise (SIMD register tiles; widths from the tag facts)."""
@@ -88,7 +94,8 @@ C: TargetKind = register_kind(
         Option("cc", str, "", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc"),
     ),
     default_keys=("cpu",),
-    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "schedule_rules": c_schedule_rules},
+    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "schedule_rules": c_schedule_rules,
+           "device": c_device},
     normalize=_normalize_c,
 )
 

@@ -191,6 +191,13 @@ class Target:
         tag = self.matched_tag
         return tag.facts if tag else None
 
+    @property
+    def device(self) -> str:
+        """The device this target's code runs on (the kind's ``device`` attribute, else ``host``).
+        Pieces of a composite target on the same device share memory."""
+        fn = self._kind.attrs.get("device")
+        return "host" if fn is None else str(fn(self))
+
     def attr(self, name: str) -> Any:
         """A kind attribute, e.g. ``target.attr("compiler_flags")(target)``."""
         return self._kind.attr(name)

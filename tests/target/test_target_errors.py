@@ -171,7 +171,7 @@ def test_malformed_composites():
     assert message(TargetError, CompositeTarget, {"pieces": {"a": "c"}, "host": "b"}) == \
         "composite target dict: 'host' names the piece 'b', which does not exist; pieces: a"
     assert message(TargetError, CompositeTarget, {"targets": {}}) == \
-        "composite target dict: expected keys 'pieces' and optionally 'host', got 'targets'"
+        "composite target dict: expected keys 'pieces' and optionally 'host', 'transfer', got 'targets'"
     assert message(RegistryError, CompositeTarget("a: c").piece, "b") == "unknown piece 'b'"
 
 
