@@ -1,0 +1,138 @@
+"""The ``onnxruntime`` target kind: functions placed on it are exported back to ONNX and run by an
+ONNX Runtime session (external code generation through the ``relay_to_runtime`` hook).
+
+    art = plait.build(mod, "host: c; ort: onnxruntime -threads=1", place="*=ort")
+
+Hooks:
+
+- ``relay_to_runtime(func, target)``: :func:`plait.frontend.onnx_export.to_onnx` of the region
+  function, then an :class:`~plait.runtime.ort_module.OrtModule` (one InferenceSession on the CPU
+  execution provider) exporting one function named ``func.attrs["global_symbol"]``;
+- ``supports(call)``: the call is exportable, and ONNX Runtime's CPU provider has kernels for the
+  node(s) it exports to, with these dtypes. Decided by ORT itself: a one-call model (every argument
+  a graph input of the call's argument type) is loaded into a session with graph optimizations off;
+  a missing kernel or a rejected model means "no". Answers are cached per (operator, attributes,
+  argument types, opset); a probe takes about a millisecond. :func:`explain_support` gives the
+  reason.
+
+Options: ``-threads`` (intra-op threads, default 1), ``-opt-level`` (ORT graph optimization level
+0..3 = disable/basic/extended/all, default 3), ``-opset`` (ONNX opset of the exported models). The
+kind cannot host the executor: pair it with a host piece (``host: c; ort: onnxruntime``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plait.errors import PlaitError
+from plait.frontend.onnx_export import DEFAULT_OPSET, MIN_OPSET, exportable, to_onnx
+from plait.ir.op import Op
+from plait.ir.types import TensorType, TupleType, Type
+from plait.relay.expr import Call, Function, Var
+from plait.runtime.ort_module import OrtModule, import_onnxruntime, session_options
+from plait.target.hooks import register_hook
+from plait.target.kind import TargetKind, register_kind
+from plait.target.options import Option
+
+ORT: TargetKind = register_kind(
+    "onnxruntime",
+    device_type="cpu",
+    can_host=False,
+    doc="ONNX Runtime (CPU execution provider): functions placed here are exported to ONNX and run by a session",
+    options=(
+        Option("threads", int, 1, "intra-op threads of each session"),
+        Option("opt-level", int, 3, "graph optimization level: 0 disable, 1 basic, 2 extended, 3 all",
+               choices=(0, 1, 2, 3)),
+        Option("opset", int, DEFAULT_OPSET, f"ONNX opset of the exported models (>= {MIN_OPSET})"),
+    ),
+    default_keys=("onnxruntime", "cpu"),
+)
+
+
+def _options(target: Any) -> tuple[int, int, int]:
+    o = target.options
+    threads, opset = o["threads"], o["opset"]
+    if threads < 1:
+        raise PlaitError(f"target kind 'onnxruntime': -threads must be >= 1, got {threads}")
+    if opset < MIN_OPSET:
+        raise PlaitError(f"target kind 'onnxruntime': -opset must be >= {MIN_OPSET}, got {opset}")
+    return threads, o["opt-level"], opset
+
+
+@register_hook("onnxruntime", "relay_to_runtime")
+def relay_to_runtime(func: Function, target: Any) -> OrtModule:
+    """Export ``func`` to ONNX and wrap it in a session; the module's function is the global symbol."""
+    import_onnxruntime()
+    threads, opt_level, opset = _options(target)
+    symbol = func.attrs.get("global_symbol") if func.attrs else None
+    if not symbol:
+        raise PlaitError("target kind 'onnxruntime': the function has no 'global_symbol' attribute")
+    model = to_onnx(func, name=str(symbol), opset=opset)
+    return OrtModule(str(symbol), model.SerializeToString(), threads=threads, opt_level=opt_level)
+
+
+# ---- capability ----------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, tuple[bool, str]] = {}
+
+
+def _signature(call: Call, opset: int) -> tuple:
+    return (call.op.name, call.attrs, tuple(a.checked_type for a in call.args), opset)  # type: ignore[union-attr]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _probe(call: Call, opset: int) -> tuple[bool, str]:
+    """Load the one-call model into a session: (True, "") if ORT has kernels for it."""
+    ort = import_onnxruntime()
+    params = [Var(f"in{i}", a.checked_type) for i, a in enumerate(call.args)]
+    one = Call(call.op, tuple(params), call.attrs, {"name": call.op_name})
+    func = Function(tuple(params), one)
+    try:
+        model = to_onnx(func, name="probe", opset=opset)
+    except PlaitError as exc:
+        return False, str(exc)
+    try:
+        ort.InferenceSession(model.SerializeToString(), session_options(ort, 1, 0), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        return False, f"onnxruntime: {_first_line(exc)}"
+    return True, ""
+
+
+def _has_tensor_types(call: Call) -> bool:
+    def ok(t: Type) -> bool:
+        return isinstance(t, TensorType) or (isinstance(t, TupleType) and all(ok(f) for f in t.fields))
+
+    return all(e.has_type and ok(e.checked_type) for e in (*call.args, call))
+
+
+def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
+    """(can the onnxruntime kind run ``call``, why not)."""
+    opset = _options(target)[2] if target is not None else DEFAULT_OPSET
+    if not isinstance(call.op, Op):
+        return False, f"'{call.op_name}' is not an operator call"
+    if not _has_tensor_types(call):
+        from plait.relay.infer import infer_expr
+
+        try:
+            infer_expr(call)
+        except PlaitError as exc:
+            return False, f"the call does not type-check: {exc}"
+    ok, reason = exportable(call, opset)
+    if not ok:
+        return False, f"no ONNX export: {reason}"
+    key = _signature(call, opset)
+    if key not in _CACHE:
+        _CACHE[key] = _probe(call, opset)
+    return _CACHE[key]
+
+
+@register_hook("onnxruntime", "supports")
+def supports(call: Call, target: Any) -> bool:
+    return explain_support(call, target)[0]
+
+
+__all__ = ["ORT", "OrtModule", "explain_support", "relay_to_runtime", "supports"]

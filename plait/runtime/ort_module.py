@@ -1,0 +1,117 @@
+"""A runtime module that runs an ONNX model with ONNX Runtime (the ``onnxruntime`` target kind).
+
+    m = OrtModule("ort_0", model_bytes, threads=1)
+    m["ort_0"](x, w, out)          # inputs, then outputs (numpy arrays): runs the session, fills ``out``
+
+The module exports one function, called destination-passing style like every function the graph
+executor calls: ``f(*inputs, *outputs)`` with C-contiguous numpy arrays, in the order of the ONNX
+graph's inputs and outputs. The arrays are bound to the session directly (ONNX Runtime reads the
+inputs and writes the outputs in place; no copy), and the binding is reused while the same
+buffers are passed again. ``onnx_model`` keeps the serialized model (``save(path)`` writes it).
+``onnxruntime`` is imported when a module is created, never by ``import plait``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.runtime.module import PyModule, RuntimeError_
+
+# -opt-level of the kind -> onnxruntime.GraphOptimizationLevel member
+OPT_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL")
+
+
+def import_onnxruntime(who: str = "target kind 'onnxruntime'") -> Any:
+    """The ``onnxruntime`` package, or a PlaitError telling how to install it."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise PlaitError(f"{who} needs onnxruntime: pip install onnxruntime") from None
+    return onnxruntime
+
+
+def session_options(ort: Any, threads: int = 1, opt_level: int = 3) -> Any:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[opt_level])
+    so.log_severity_level = 3  # errors only
+    return so
+
+
+class OrtModule(PyModule):
+    """One ONNX Runtime session (CPU execution provider) behind one exported function."""
+
+    kind = "onnxruntime"
+
+    def __init__(self, symbol: str, onnx_model: bytes, threads: int = 1, opt_level: int = 3):
+        ort = import_onnxruntime()
+        self.symbol = symbol
+        self.onnx_model = bytes(onnx_model)
+        self.threads, self.opt_level = threads, opt_level
+        try:
+            self.session = ort.InferenceSession(self.onnx_model, session_options(ort, threads, opt_level),
+                                                providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PlaitError(f"onnxruntime cannot load the model of function '{symbol}': {msg}") from None
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self._binding: Any = None
+        self._bound_key: tuple | None = None
+        super().__init__({symbol: self._run})
+
+    def _run(self, *arrays: np.ndarray) -> int:
+        n_in, n_out = len(self.input_names), len(self.output_names)
+        if len(arrays) != n_in + n_out:
+            raise RuntimeError_(f"function '{self.symbol}' takes {n_in + n_out} arrays ({n_in} inputs, then {n_out} "
+                                f"outputs), got {len(arrays)}")
+        if all(isinstance(a, np.ndarray) and a.flags.c_contiguous for a in arrays):
+            self._run_bound(arrays)
+        else:
+            self._run_copy(arrays)
+        return 0
+
+    def _run_bound(self, arrays: Sequence[np.ndarray]) -> None:
+        key = tuple((a.ctypes.data, a.shape, a.dtype.str) for a in arrays)
+        if key != self._bound_key:
+            b = self.session.io_binding()
+            n_in = len(self.input_names)
+            for name, a in zip(self.input_names, arrays[:n_in]):
+                b.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+            for name, a in zip(self.output_names, arrays[n_in:]):
+                b.bind_output(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+            self._binding, self._bound_key = b, key
+        try:
+            self.session.run_with_iobinding(self._binding)
+        except Exception as exc:
+            self._bound_key = None
+            raise RuntimeError_(f"function '{self.symbol}': onnxruntime failed: {str(exc).strip()}") from None
+
+    def _run_copy(self, arrays: Sequence[np.ndarray]) -> None:
+        n_in = len(self.input_names)
+        feeds = {name: np.ascontiguousarray(a) for name, a in zip(self.input_names, arrays[:n_in])}
+        try:
+            outs = self.session.run(self.output_names, feeds)
+        except Exception as exc:
+            raise RuntimeError_(f"function '{self.symbol}': onnxruntime failed: {str(exc).strip()}") from None
+        for name, dst, src in zip(self.output_names, arrays[n_in:], outs):
+            if dst.shape != src.shape or dst.dtype != src.dtype:
+                raise RuntimeError_(f"function '{self.symbol}': output '{name}' is {src.dtype}{list(src.shape)}, "
+                                    f"the buffer {dst.dtype}{list(dst.shape)}")
+            np.copyto(dst, src)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the ONNX model to ``path``."""
+        p = Path(path)
+        p.write_bytes(self.onnx_model)
+        return p
+
+    def __repr__(self) -> str:
+        return (f"OrtModule({self.symbol!r}, {len(self.input_names)} inputs, {len(self.output_names)} outputs, "
+                f"threads={self.threads})")
