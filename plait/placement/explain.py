@@ -318,10 +318,10 @@ class Report:
                 if src in param_ids:
                     lines.append(f"  {param_ids[src]} -> {c.id};")
                     continue
-                t = crossing.get((src, c.piece)) if piece_of.get(src) != c.piece else None
                 attrs = ""
-                if t is not None:
-                    text = f"{t['bytes']} B, {fmt_seconds(t['seconds'])}"
+                if src in piece_of and piece_of[src] != c.piece:
+                    t = crossing.get((src, c.piece))
+                    text = "shared memory" if t is None else f"{t['bytes']} B, {fmt_seconds(t['seconds'])}"
                     attrs = f' [style=dashed, color="#d62728", label={_q(text)}]'
                 lines.append(f"  {src} -> {c.id}{attrs};")
         for i, src in enumerate(self.outputs):
@@ -447,7 +447,7 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
     weight = check_weight(weight)
     rules = rules_of(place, ct)
     func = prepare(mod_or_func)
-    cm = cost_model or CostModel()
+    cm = CostModel.for_target(ct) if cost_model is None else cost_model
     quiet_solver_banner()
     a = place_calls(func, ct, objective, rules, cost_model=cm, weight=weight)
     return report_of(a, func, ct, cm, weight, rules)
@@ -478,6 +478,8 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
     for c in calls:
         for dst in (n for n in pieces if n in consumers[c.id] and n != c.piece):
             e = cost_model.transfer_cost(c.out_bytes, by_name[c.piece], by_name[dst])
+            if e.seconds == 0 and e.joules == 0:
+                continue  # the pieces share memory: no copy
             transfers.append({"value": c.id, "from": c.piece, "to": dst, "bytes": c.out_bytes,
                               "seconds": e.seconds, "joules": e.joules})
     call_s = sum(c.costs[c.piece]["seconds"] for c in calls)
