@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -25,9 +26,10 @@ import numpy as np
 
 from plait.errors import PlaitError
 from plait.executor.graph_codegen import GraphCodegenError, check_graph, dumps, entry_bytes, graph_codegen
+from plait.executor.memory_plan import memory_report
 from plait.ir.types import DTYPES
 from plait.relay.module import IRModule
-from plait.runtime.module import CSourceModule, DSOModule, Module, RuntimeError_, load_module
+from plait.runtime.module import CSourceModule, DSOModule, Module, PyModule, RuntimeError_, load_module
 
 _ALIGN = 64
 GRAPH_FILE, PARAMS_FILE = "graph.json", "params.npz"
@@ -76,31 +78,41 @@ class GraphArtifact:
         return GraphModule(self)
 
     def __repr__(self) -> str:
-        calls = sum(1 for n in self.graph["nodes"] if n["op"] == "call")
+        calls = sum(1 for n in self.graph["nodes"] if n["op"] in ("call", "copy"))
         return f"GraphArtifact(target={self.target!r}, {calls} calls, {len(self.params)} params, lib={self.lib!r})"
 
+    def memory_report(self, top: int = 10) -> str:
+        """The memory plan as text: bytes per storage kind, the peak, the biggest workspaces."""
+        return memory_report(self.graph, top)
+
     def export(self, path: str | Path) -> Path:
-        """Write ``graph.json``, ``params.npz`` and the library (``lib.so``, or ``lib.c`` for a
-        C source module that was not compiled for the host) into the directory ``path``."""
+        """Write ``graph.json``, ``params.npz`` and the library into the directory ``path``.
+
+        The library is ``lib.so`` (a compiled module), or ``lib.c`` for a C source module that was
+        not compiled for the host (e.g. a Cortex-M build). When it imports other modules (one per
+        piece), each is written too (``lib_1.so``, ``lib_2.c``, ...) with ``modules.json`` saying
+        which file imports which; a module without functions of its own (a container host module)
+        has no file. Python modules (:class:`~plait.runtime.PyModule`) cannot be exported.
+        """
         out = Path(path)
+        entries = _module_entries(self.lib)
         out.mkdir(parents=True, exist_ok=True)
-        if self.lib.imported_modules:
-            raise ExecutorError("exporting a library that imports other modules is not supported yet")
-        if isinstance(self.lib, DSOModule):
-            lib_name = "lib.so"
-        elif isinstance(self.lib, CSourceModule):
-            lib_name = "lib.c"
-        else:
-            raise ExecutorError(f"cannot export a {type(self.lib).__name__} (only compiled or C source libraries)")
         (out / GRAPH_FILE).write_text(self.graph_json, encoding="utf-8")
         with open(out / PARAMS_FILE, "wb") as f:
             np.savez(f, **self.params)
-        self.lib.export_library(out / lib_name)
+        for m, entry in entries:
+            if entry["file"] is not None:
+                m.export_library(out / entry["file"])
+        if len(entries) > 1 or entries[0][1]["file"] is None:
+            manifest = {"format": "plait.modules", "version": 1, "modules": [e for _, e in entries]}
+            (out / MODULES_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        else:
+            (out / MODULES_FILE).unlink(missing_ok=True)
         return out
 
     @classmethod
     def load(cls, path: str | Path) -> "GraphArtifact":
-        """Read an artifact written by :meth:`export`."""
+        """Read an artifact written by :meth:`export` (with every imported module)."""
         d = Path(path)
         try:
             text = (d / GRAPH_FILE).read_text(encoding="utf-8")
@@ -114,16 +126,121 @@ class GraphArtifact:
             graph = check_graph(json.loads(text), f"'{d / GRAPH_FILE}'")
         except json.JSONDecodeError as exc:
             raise ExecutorError(f"cannot load graph artifact '{d}': {GRAPH_FILE} is not JSON: {exc}") from None
-        if (d / "lib.so").exists():
-            lib: Module = load_module(d / "lib.so")
+        if (d / MODULES_FILE).exists():
+            lib = _load_modules(d)
+        elif (d / "lib.so").exists():
+            lib = _load_file(d, "lib.so")
         elif (d / "lib.c").exists():
-            lib = CSourceModule((d / "lib.c").read_text(encoding="utf-8"), {}, name="lib")
+            lib = _load_file(d, "lib.c")
         else:
             raise ExecutorError(f"cannot load graph artifact '{d}': no lib.so or lib.c")
         return cls(text, params, lib, graph.get("target", ""))
 
 
+MODULES_FILE = "modules.json"
+_MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c)")
+
+
+def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
+    """Every module of the tree once (breadth first from ``lib``), with its file name and imports."""
+    order: list[Module] = []
+    index: dict[int, int] = {}
+    stack = [lib]
+    while stack:
+        m = stack.pop(0)
+        if id(m) in index:
+            continue
+        index[id(m)] = len(order)
+        order.append(m)
+        stack.extend(m.imported_modules)
+    out = []
+    for k, m in enumerate(order):
+        base = "lib" if k == 0 else f"lib_{k}"
+        if isinstance(m, DSOModule):
+            name: str | None = base + ".so"
+        elif isinstance(m, CSourceModule):
+            name = base + ".c"
+        elif not m.function_names() and type(m) in (Module, PyModule):
+            name = None  # a container: only imports
+        elif isinstance(m, PyModule):
+            names = m.function_names()
+            raise ExecutorError(f"cannot export {_which(k)}: it is a PyModule (functions {', '.join(names[:3])}"
+                                f"{', ...' if len(names) > 3 else ''}) and Python functions cannot be written to a file")
+        elif callable(getattr(m, "export_library", None)):
+            suffix = getattr(m, "export_suffix", ".so")
+            if suffix not in (".so", ".c"):
+                raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} exports "
+                                    f"'{suffix}' files; the graph artifact holds .so and .c modules")
+            name = base + suffix
+        else:
+            raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} has no export_library "
+                                "(only compiled or C source modules can be exported)")
+        out.append((m, {"file": name, "imports": [index[id(x)] for x in m.imported_modules]}))
+    return out
+
+
+def _which(k: int) -> str:
+    return "the library" if k == 0 else f"module {k} imported by the library"
+
+
+def _load_file(d: Path, name: str) -> Module:
+    if name.endswith(".so"):
+        return load_module(d / name)
+    return CSourceModule((d / name).read_text(encoding="utf-8"), {}, name=name[:-2])
+
+
+def _load_modules(d: Path) -> Module:
+    where = f"cannot load graph artifact '{d}': {MODULES_FILE}"
+    try:
+        manifest = json.loads((d / MODULES_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ExecutorError(f"{where}: {exc}") from None
+    entries = manifest.get("modules") if isinstance(manifest, dict) else None
+    if manifest.get("format") != "plait.modules" or not isinstance(entries, list) or not entries:
+        raise ExecutorError(f"{where}: not a plait module manifest")
+    n = len(entries)
+    for k, e in enumerate(entries):
+        ok = isinstance(e, dict) and (e.get("file") is None or isinstance(e["file"], str)
+                                      and _MODULE_FILE.fullmatch(e["file"]) is not None)
+        ok = ok and isinstance(e.get("imports"), list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 < i < n and i != k for i in e["imports"])
+        if not ok:
+            raise ExecutorError(f"{where}: malformed module {k}")
+    # the import graph must be acyclic (walking it must end)
+    state = [0] * n
+    for root in range(n):
+        stack = [(root, 0)]
+        while stack:
+            k, it = stack.pop()
+            if it == 0:
+                if state[k] == 1:
+                    raise ExecutorError(f"{where}: module {k} imports itself (a cycle)")
+                if state[k] == 2:
+                    continue
+                state[k] = 1
+            imports = entries[k]["imports"]
+            if it < len(imports):
+                stack.append((k, it + 1))
+                stack.append((imports[it], 0))
+            else:
+                state[k] = 2
+    try:
+        modules = [Module() if e["file"] is None else _load_file(d, e["file"]) for e in entries]
+    except OSError as exc:
+        raise ExecutorError(f"{where}: {exc.strerror or exc}") from None
+    for m, e in zip(modules, entries):
+        for i in e["imports"]:
+            m.import_module(modules[i])
+    return modules[0]
+
+
 # ---- running -------------------------------------------------------------------------------
+
+
+def _copy(dst: np.ndarray, src: np.ndarray) -> int:
+    np.copyto(dst, src)
+    return 0
+
 
 
 def _aligned(nbytes: int) -> np.ndarray:
@@ -133,12 +250,13 @@ def _aligned(nbytes: int) -> np.ndarray:
 
 
 def _find_function(lib: Module, name: str, nargs: int, where: str) -> tuple[Callable, bool]:
-    """(function, takes_pointers): the ctypes function of a DSO, or a Python callable."""
+    """(function, takes_pointers): the raw function of a compiled module (any module with a
+    ``raw(name)`` method: a DSO, an LLVM JIT module...), or a Python callable."""
     for m in lib.walk():
         if name not in m.function_names():
             continue
-        if isinstance(m, DSOModule):
-            sig = m.signatures[name]
+        if callable(getattr(m, "raw", None)):
+            sig = getattr(m, "signatures", {}).get(name, ("ptr",) * nargs)
             if len(sig) != nargs or any(k != "ptr" for k in sig):
                 raise ExecutorError(f"{where}: runtime function '{name}' has signature ({', '.join(sig)}); "
                                     f"the graph executor passes {nargs} buffers (inputs, then outputs)")
@@ -181,9 +299,13 @@ class GraphModule:
         self._calls: list[tuple[Callable, tuple]] = []
         self._call_nodes: list[dict[str, Any]] = []
         for nid, n in enumerate(nodes):
+            if n["op"] == "copy":  # between pieces: a DMA on a device, a copy in host simulation
+                self._calls.append((_copy, (self._views[n["outputs"][0]], self._views[n["inputs"][0]])))
+                self._call_nodes.append(n)
+                continue
             if n["op"] != "call":
                 continue
-            buffers = [self._views[e] for e in (*n["inputs"], *n["outputs"])]
+            buffers = [self._views[e] for e in (*n["inputs"], *n["outputs"], *n.get("workspace", ()))]
             where = f"graph node {nid} ('{n['name']}')"
             fn, raw = _find_function(artifact.lib, n["func"], len(buffers), where)
             args = tuple(ctypes.c_void_p(b.ctypes.data) for b in buffers) if raw else tuple(buffers)
@@ -236,7 +358,8 @@ class GraphModule:
 
     def _failed(self, i: int, status: Any) -> None:
         n = self._call_nodes[i]
-        raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n['func']}' returned error status {status}")
+        raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n.get('func', n['op'])}' returned "
+                            f"error status {status}")
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
         """Per call: ``{"name", "func", "ms"}`` (median over ``repeat`` runs of the current inputs),
@@ -251,7 +374,7 @@ class GraphModule:
                 times[i].append(time.perf_counter() - t0)
                 if status:
                     self._failed(i, status)
-        return [{"name": n["name"], "func": n["func"], "ms": float(np.median(t)) * 1e3}
+        return [{"name": n["name"], "func": n.get("func", n["op"]), "ms": float(np.median(t)) * 1e3}
                 for n, t in zip(self._call_nodes, times)]
 
     def __call__(self, *args: Any, **inputs: Any) -> list[np.ndarray]:

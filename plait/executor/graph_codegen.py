@@ -10,18 +10,22 @@ The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
     nodes    [{"op": "input", "name": "x", "outputs": [0]},
               {"op": "param", "name": "p0", "outputs": [1]},
               {"op": "call", "name": "/fc0/Gemm", "func": "fused_nn_dense_add", "inputs": [0, 1],
-               "outputs": [2]}, ...]                     (calls in execution order)
+               "outputs": [2]},                        (calls in execution order)
+              {"op": "call", ..., "workspace": [7], "piece": "c"},   (a PrimFunc with a workspace arena)
+              {"op": "copy", "name": "device_copy", "src": "a", "dst": "b", "inputs": [2],
+               "outputs": [3]}, ...]                   (a device_copy between pieces)
     entries  [{"shape": [1, 256], "dtype": "float32", "storage": 0}, ...]   (every tensor value)
-    storage  [{"bytes": 1024, "kind": "input" | "param" | "activation"}, ...]
+    storage  [{"bytes": 1024, "kind": "input" | "param" | "activation" | "workspace"}, ...]
     inputs, params   node ids;   outputs   entry ids;   output_names
     memory   {"input_bytes", "param_bytes", "activation_bytes" (planned), "activation_bytes_naive"
-              (one buffer per value), "peak_bytes" (everything the executor allocates)}
+              (one buffer per value), "workspace_bytes", "peak_bytes" (everything the executor allocates)}
 
-Storage: inputs and params get their own buffers. Call outputs share buffers by liveness: walking
-the calls in order, an output takes a free buffer of exactly its size (or a new one); after the
-call, the buffers of values whose last use was that call (and that are not graph outputs) are free
-again. Outputs are assigned before inputs are released, so a call never writes into a buffer it
-reads.
+A call whose PrimFunc has a workspace arena (``attrs["workspace_bytes"]``, see
+:mod:`plait.tir.workspace`) gets one ``workspace`` entry per arena parameter, passed after its
+outputs, and the ``piece`` it runs on (the PrimFunc's ``target`` attr). Storage is planned by
+:func:`plait.executor.memory_plan.plan_memory`: inputs and params have their own buffers,
+activations share buffers by liveness (a call never writes a buffer it reads), each piece has one
+workspace buffer.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.executor.memory_plan import entry_bytes, plan_memory, plan_storage  # noqa: F401 - re-exported
+from plait.ir.op import Op
 from plait.ir.types import DTYPES, TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
@@ -40,6 +46,8 @@ from plait.relay.visitor import post_order
 
 GRAPH_FORMAT = "plait.graph"
 GRAPH_VERSION = 1
+NODE_OPS = ("input", "param", "call", "copy")
+STORAGE_KINDS = ("input", "param", "activation", "workspace")
 
 
 class GraphCodegenError(PlaitError):
@@ -86,7 +94,8 @@ class _Builder:
         node["outputs"] = _flatten(outputs)
         self.nodes.append(node)
 
-    def callee(self, call: Call) -> str:
+    def callee(self, call: Call) -> tuple[str, Any]:
+        """(runtime symbol, the lowered function) of a call of a lowered function."""
         op = call.op
         if isinstance(op, GlobalVar):
             if op.name not in self.mod:
@@ -94,7 +103,7 @@ class _Builder:
             fn = self.mod[op.name]
             if not isinstance(fn, Function):
                 symbol = getattr(fn, "attrs", {}).get("global_symbol") if hasattr(fn, "attrs") else None
-                return symbol if isinstance(symbol, str) else op.name
+                return (symbol if isinstance(symbol, str) else op.name), fn
             what = "a Relay function"
         elif isinstance(op, Function):
             what = "a Primitive function literal" if op.attrs.get("Primitive") else "a function literal"
@@ -148,12 +157,25 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
         elif isinstance(e, Let):
             values[id(e)] = values[id(e.body)]
         elif isinstance(e, Call):
-            func = b.callee(e)
             inputs = [i for a in e.args for i in _flatten(values[id(a)])]
-            outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
             name = e.meta.get("name")
-            b.add_node({"op": "call", "name": name if isinstance(name, str) else func, "func": func,
-                        "inputs": inputs}, outs)
+            if isinstance(e.op, Op) and e.op.name == "device_copy":
+                outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
+                b.add_node({"op": "copy", "name": name if isinstance(name, str) else "device_copy",
+                            "src": str(e.attrs["src"]), "dst": str(e.attrs["dst"]), "inputs": inputs}, outs)
+                values[id(e)] = outs
+                continue
+            func, fn = b.callee(e)
+            outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
+            node: dict[str, Any] = {"op": "call", "name": name if isinstance(name, str) else func, "func": func,
+                                    "inputs": inputs}
+            ws = _workspace_params(fn)
+            if ws:
+                node["workspace"] = [b.entry(TensorType(tuple(p.static_shape), p.dtype), f"the workspace of {func}")
+                                     for p in ws]
+                piece = fn.attrs.get("target")
+                node["piece"] = piece if isinstance(piece, str) else ""
+            b.add_node(node, outs)
             values[id(e)] = outs
         elif isinstance(e, GlobalVar):
             continue  # resolved by the call that uses it
@@ -169,55 +191,21 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
         "params": [i for i, n in enumerate(b.nodes) if n["op"] == "param"],
         "outputs": outputs, "output_names": output_names,
     }
-    plan_storage(graph)
+    plan_memory(graph)
     return graph, dict(b.params)
 
 
-def entry_bytes(entry: dict[str, Any]) -> int:
-    return int(np.prod(entry["shape"], dtype=np.int64)) * DTYPES[entry["dtype"]].itemsize
+def _workspace_params(fn: Any) -> list[Any]:
+    """The workspace arena params of a lowered function (plait.tir.workspace), if it has any."""
+    attrs = getattr(fn, "attrs", None)
+    if not attrs or not attrs.get("workspace_bytes"):
+        return []
+    from plait.tir.workspace import workspace_params
 
-
-def plan_storage(graph: dict[str, Any]) -> None:
-    """Assign ``storage`` to every entry (liveness-based reuse of same-size buffers); set
-    ``graph["storage"]`` and ``graph["memory"]``. Deterministic."""
-    nodes, entries = graph["nodes"], graph["entries"]
-    storage: list[dict[str, Any]] = []
-    is_output = set(graph["outputs"])
-
-    def new(nbytes: int, kind: str) -> int:
-        storage.append({"bytes": nbytes, "kind": kind})
-        return len(storage) - 1
-
-    last_use: dict[int, int] = {}
-    for nid, n in enumerate(nodes):
-        for e in n.get("inputs", ()):
-            last_use[e] = nid
-    free: dict[int, list[int]] = {}
-    for nid, n in enumerate(nodes):
-        if n["op"] != "call":
-            for e in n["outputs"]:
-                entries[e]["storage"] = new(entry_bytes(entries[e]), "input" if n["op"] == "input" else "param")
-            continue
-        for e in n["outputs"]:
-            size = entry_bytes(entries[e])
-            pool = free.get(size)
-            entries[e]["storage"] = pool.pop() if pool else new(size, "activation")
-        released = [e for e in dict.fromkeys(n["inputs"]) if last_use[e] == nid]
-        released += [e for e in n["outputs"] if e not in last_use]
-        for e in released:
-            sid = entries[e]["storage"]
-            if e not in is_output and storage[sid]["kind"] == "activation":
-                free.setdefault(storage[sid]["bytes"], []).append(sid)
-
-    def total(kind: str) -> int:
-        return sum(s["bytes"] for s in storage if s["kind"] == kind)
-
-    naive = sum(entry_bytes(entries[e]) for n in nodes if n["op"] == "call" for e in n["outputs"])
-    graph["storage"] = storage
-    graph["memory"] = {
-        "input_bytes": total("input"), "param_bytes": total("param"), "activation_bytes": total("activation"),
-        "activation_bytes_naive": naive, "peak_bytes": sum(s["bytes"] for s in storage),
-    }
+    params = workspace_params(fn)
+    if any(p.static_shape is None for p in params):
+        raise GraphCodegenError(f"graph executor: the workspace of '{fn.name}' has a symbolic size")
+    return params
 
 
 def check_graph(graph: Any, where: str = "graph") -> dict[str, Any]:
@@ -231,6 +219,10 @@ def check_graph(graph: Any, where: str = "graph") -> dict[str, Any]:
         if not isinstance(graph.get(key), list):
             raise GraphCodegenError(f"{where}: missing or malformed '{key}'")
     n_entries, n_storage = len(graph["entries"]), len(graph["storage"])
+    for i, st in enumerate(graph["storage"]):
+        if not isinstance(st, dict) or not isinstance(st.get("bytes"), int) or st["bytes"] < 0 or \
+                st.get("kind") not in STORAGE_KINDS:
+            raise GraphCodegenError(f"{where}: malformed storage {i}")
     for i, e in enumerate(graph["entries"]):
         if e.get("dtype") not in DTYPES or not isinstance(e.get("shape"), list) or \
                 not isinstance(e.get("storage"), int) or not 0 <= e["storage"] < n_storage:
@@ -238,9 +230,19 @@ def check_graph(graph: Any, where: str = "graph") -> dict[str, Any]:
         if entry_bytes(e) > graph["storage"][e["storage"]]["bytes"]:
             raise GraphCodegenError(f"{where}: entry {i} does not fit its storage {e['storage']}")
     for i, n in enumerate(graph["nodes"]):
-        ids = list(n.get("outputs", [])) + list(n.get("inputs", []))
-        if n.get("op") not in ("input", "param", "call") or any(not 0 <= x < n_entries for x in ids):
+        if not isinstance(n, dict) or n.get("op") not in NODE_OPS:
             raise GraphCodegenError(f"{where}: malformed node {i}")
+        lists = [n.get(k, []) for k in ("outputs", "inputs", "workspace")]
+        if any(not isinstance(x, list) for x in lists) or \
+                any(not isinstance(x, int) or not 0 <= x < n_entries for x in lists[0] + lists[1] + lists[2]):
+            raise GraphCodegenError(f"{where}: malformed node {i}")
+        if n["op"] == "call" and not isinstance(n.get("func"), str):
+            raise GraphCodegenError(f"{where}: node {i} calls no function")
+        if n["op"] == "copy":
+            ins, outs = n.get("inputs", []), n.get("outputs", [])
+            if len(ins) != 1 or len(outs) != 1 or \
+                    entry_bytes(graph["entries"][ins[0]]) != entry_bytes(graph["entries"][outs[0]]):
+                raise GraphCodegenError(f"{where}: copy node {i} must copy one value into one of the same size")
     if any(not 0 <= x < n_entries for x in graph["outputs"]):
         raise GraphCodegenError(f"{where}: malformed outputs")
     return graph

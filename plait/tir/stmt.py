@@ -357,15 +357,20 @@ class PrimFunc(TIRNode, BaseFunc):
 
         Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
         entries are immediates or variables (which become symbolic dimensions). One output is a
-        tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple.
+        tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
+        position ``attrs["workspace_param"]`` on (workspace arenas) are not part of the type.
         """
         from plait.ir.types import FuncType, TensorType, TupleType
 
         n = self.attrs.get("num_inputs")
-        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(self.params):
+        params = self.params
+        ws = self.attrs.get("workspace_param")  # trailing workspace arenas (plait.tir.workspace) are not outputs
+        if isinstance(ws, int) and not isinstance(ws, bool) and 0 <= ws <= len(params):
+            params = params[:ws]
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(params):
             return None
         types = []
-        for p in self.params:
+        for p in params:
             if not isinstance(p, Buffer):
                 return None
             dims: list[int | str] = []
