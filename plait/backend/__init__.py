@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-_KIND_MODULES = ("plait.backend.c", "plait.backend.onnxruntime")
+_KIND_MODULES = ("plait.backend.c", "plait.backend.onnxruntime", "plait.backend.blas")
 
 for _name in _KIND_MODULES:
     try:

@@ -189,14 +189,16 @@ def _name_functions(exc: CompileError, funcs: Sequence[PrimFunc], target: Any) -
 
 
 def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: bool = False,
-            cache_dir: Any = None, name: str = "module") -> Module:
+            cache_dir: Any = None, name: str = "module", link_flags: Sequence[str] = ()) -> Module:
     """Generate and compile C for ``funcs``: a :class:`DSOModule` for the host (or with
-    ``host_simulation``), a :class:`CrossModule` (object file) for a Cortex-M target."""
+    ``host_simulation``), a :class:`CrossModule` (object file) for a Cortex-M target.
+    ``link_flags`` (host builds) link libraries the PrimFuncs' extern calls need (``-L.. -l..``)."""
     from plait.target import Target
 
     target = Target(target if target is not None else "c")
     funcs = list(funcs)
     src = codegen_c(funcs, target, name)
+    src.link_flags = tuple(link_flags)
     cc, flags, cross = compiler_and_flags(target, host_simulation)
     try:
         if cross:
