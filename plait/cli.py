@@ -1,9 +1,17 @@
 """The ``plait`` command.
 
     plait show model.onnx                 print the Relay text of an imported model
-    plait run model.onnx [--inputs in.npz] [--output out.npz] [--target TARGET]
+    plait run model.onnx [--inputs in.npz] [--output out.npz] [--target TARGET] [placement flags]
+    plait compile model.onnx --target TARGET [placement flags] -o OUTDIR
+                                          build and export graph.json, params.npz and the library
+    plait explain model.onnx --target TARGET [placement flags] [--graph out.svg] [--json]
+                                          where every call goes, why, and what the alternatives cost
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
+
+Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
+Exit codes: 0 success, 1 an error (a PlaitError: bad model, build failure), 2 a bad command line
+(argparse's errors, and bad --target, --objective, --weight, --place or --graph values).
 
 Other tools script against these commands: keep their flags and output stable.
 """
@@ -15,6 +23,10 @@ import sys
 from typing import Callable, Sequence
 
 from plait.errors import PlaitError
+
+class UsageError(PlaitError):
+    """A flag's value is wrong (exit code 2, like argparse's own errors)."""
+
 
 # Each subcommand: name -> (add_arguments(parser), run(args) -> exit code, one-line help)
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]] = {}
@@ -78,8 +90,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                                     "missing inputs are random with a fixed seed")
     p.add_argument("--output", help="write outputs to this .npz, keyed by the model's output names")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
-    p.add_argument("--target", help='compile for this target (e.g. "c") and run with the graph executor; '
-                                    "without it the model runs in the reference interpreter")
+    p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
+                                    '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
+                                    "with the graph executor; without it the model runs in the reference interpreter")
+    _placement_flags(p)
 
 
 @command("run", "run a model (reference interpreter, or compiled with --target) and print or save its outputs",
@@ -90,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from plait.relay.interpreter import flatten_value, run
     from plait.relay.io import make_inputs, output_names
 
+    opts = _placement_options(args) if args.target else _no_placement(args)
     mod = _load_any(args.model)
     given = {}
     if args.inputs:
@@ -100,10 +115,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise PlaitError(f"cannot read inputs '{args.inputs}': {exc}") from None
     inputs = make_inputs(mod, given, seed=args.seed)
     if args.target:
-        from plait.driver import build
         from plait.executor.graph import GraphModule
 
-        outs = GraphModule(build(mod, target=args.target))(**inputs)
+        art = _build(mod, opts)
+        _print_placement(art)
+        outs = GraphModule(art)(**inputs)
     else:
         outs = flatten_value(run(mod, inputs))
     names = output_names(mod, len(outs))
@@ -117,6 +133,137 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(np.array2string(value, threshold=64))
     return 0
 
+
+
+# ---- placement flags (run, compile, explain) ------------------------------------------------------
+
+
+def _placement_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--objective", default="latency", metavar="OBJECTIVE",
+                   help="what placement minimizes over the pieces of a composite target: latency (default), "
+                        "energy, or weighted (weight x us + (1 - weight) x mJ)")
+    p.add_argument("--weight", default="0.5", metavar="W",
+                   help="the weight of latency in the weighted objective, in [0, 1] (default 0.5)")
+    p.add_argument("--place", metavar="RULES",
+                   help='placement by hand: "PATTERN=PIECE,..." (PATTERN: a glob over ONNX node names, ONNX op '
+                        'types and plait op names; PIECE? only prefers), e.g. "Conv=inference_cpu,/fc/*=low_power_cpu?"')
+
+
+def _placement_options(args: argparse.Namespace) -> dict:
+    """The checked --target, --objective, --weight and --place values; bad ones are UsageErrors (exit 2)."""
+    from plait.placement.explain import check_objective, check_weight, rules_of
+    from plait.target import CompositeTarget
+
+    try:
+        ct = CompositeTarget(args.target)
+        objective = check_objective(args.objective)
+        weight = check_weight(_number(args.weight))
+        rules = rules_of(args.place, ct) if args.place is not None else None
+    except PlaitError as exc:
+        raise UsageError(str(exc)) from None
+    return {"target": ct, "objective": objective, "weight": weight, "place": rules}
+
+
+def _number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _no_placement(args: argparse.Namespace) -> dict:
+    given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
+                            ("--place", args.place is not None)) if v]
+    if given:
+        raise UsageError(f"{', '.join(given)} needs --target: placement chooses the pieces of a compiled target")
+    return {}
+
+
+def _build(mod, opts: dict):
+    """plait.build with the placement options (passed only when they are not the defaults)."""
+    from plait.driver import build
+    from plait.placement.explain import quiet_solver_banner
+
+    kw = {}
+    if opts["place"] is not None:
+        kw["place"] = opts["place"]
+    if opts["objective"] != "latency" or opts["weight"] != 0.5:
+        kw.update(objective=opts["objective"], weight=opts["weight"])
+    if len(opts["target"]) > 1 or kw:
+        quiet_solver_banner()  # keep stdout for our output
+    return build(mod, target=opts["target"], **kw)
+
+
+def _print_placement(art) -> None:
+    a = getattr(art, "placement", None)
+    if a is not None and len({p.piece for p in a} | set(a.memory)) > 1:
+        from plait.placement.explain import summarize
+
+        print(summarize(a), end="")
+
+
+# ---- plait compile ----------------------------------------------------------------------------
+
+
+def _compile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("--target", default="c", help='the target, e.g. "c" (default) or a composite target '
+                                                 '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
+    _placement_flags(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
+                   help="directory to write graph.json, params.npz and the library into")
+
+
+@command("compile", "compile a model for a target and export it (graph.json, params.npz, library)", _compile_args)
+def cmd_compile(args: argparse.Namespace) -> int:
+    opts = _placement_options(args)
+    mod = _load_any(args.model)
+    art = _build(mod, opts)
+    out = art.export(args.output)
+    _print_placement(art)
+    mem = art.memory
+    print(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
+          f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
+    files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    print(f"wrote {out}: {', '.join(files)}")
+    return 0
+
+
+# ---- plait explain ----------------------------------------------------------------------------
+
+
+def _explain_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("--target", required=True,
+                   help='a composite target, e.g. "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
+    _placement_flags(p)
+    p.add_argument("--graph", metavar="FILE",
+                   help="also draw the placement: .svg, .png or .pdf (needs graphviz's dot), or .dot")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+
+@command("explain", "show where every call of a model would run on a composite target, why, and what the "
+                    "alternatives cost", _explain_args)
+def cmd_explain(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    from plait.placement.explain import NO_DOT, explain
+
+    opts = _placement_options(args)
+    if args.graph is not None:
+        fmt = Path(args.graph).suffix.lower().lstrip(".")
+        if fmt not in ("svg", "png", "pdf", "dot", "gv"):
+            raise UsageError(f"--graph: cannot draw to '{args.graph}': expected a .svg, .png, .pdf or .dot file")
+        if fmt not in ("dot", "gv") and shutil.which("dot") is None:
+            raise PlaitError(NO_DOT)
+    mod = _load_any(args.model)
+    report = explain(mod, opts["target"], opts["objective"], opts["place"], opts["weight"])
+    print(report.to_json() if args.json else report.text(), end="\n" if args.json else "")
+    if args.graph is not None:
+        path = report.render(args.graph)
+        print(f"wrote the placement drawing to {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
 
 
 # ---- plait ops --------------------------------------------------------------------------------
@@ -182,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, run_cmd, _ = COMMANDS[args.command]
     try:
         return run_cmd(args)
+    except UsageError as exc:
+        print(f"plait: error: {exc}", file=sys.stderr)
+        return 2
     except PlaitError as exc:
         print(f"plait: error: {exc}", file=sys.stderr)
         return 1

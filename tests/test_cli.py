@@ -1,5 +1,8 @@
-"""The `plait` command: show, run, ops. Other tools script against these; keep them stable."""
+"""The `plait` command: show, run, compile, explain, ops. Other tools script against these; keep them stable."""
 
+import json
+import re
+import shutil
 import subprocess
 import sys
 
@@ -8,7 +11,9 @@ import onnx
 import pytest
 
 from plait.cli import main
-from plait.frontend.onnx import from_onnx
+from plait.executor.graph import GraphArtifact, GraphModule
+from plait.frontend.onnx import from_onnx, load_onnx
+from plait.placement.explain import explain
 from plait.relay import run
 from plait.testing import onnx_models
 
@@ -83,3 +88,135 @@ def test_installed_entry_point_runs(mlp_path):
     r = subprocess.run([sys.executable, "-m", "plait.cli", "show", str(mlp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "nn.softmax" in r.stdout
+
+
+# ---- placement: explain, compile, and the placement flags ---------------------------------------------
+
+SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
+HAS_DOT = shutil.which("dot") is not None
+
+
+@pytest.fixture(scope="module")
+def ds_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ds") / "ds_cnn.onnx"
+    onnx.save(onnx_models.ds_cnn(), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def ds_report(ds_path):
+    return explain(load_onnx(str(ds_path)), SEED, place="/fc/*=low_power_cpu")
+
+
+def test_explain_prints_the_report(ds_path, ds_report, capsys):
+    assert main(["explain", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out == ds_report.text()
+    for c in ds_report.calls:
+        assert f"  {c.label}  " in out
+    assert out.count("pinned by --place rule '/fc/*=low_power_cpu'") == 2  # the Gemm's dense and bias add
+
+
+def test_explain_json(ds_path, ds_report, capsys):
+    assert main(["explain", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d == ds_report.to_dict()
+    assert d["rules"] == ["/fc/*=low_power_cpu"] and len(d["calls"]) == 31
+    assert {c["piece"] for c in d["calls"] if c["name"] == "/fc/Gemm"} == {"low_power_cpu"}
+
+
+def test_explain_objectives(ds_path, capsys):
+    assert main(["explain", str(ds_path), "--target", SEED, "--objective", "weighted", "--weight", "0.25",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["objective"], d["weight"]) == ("weighted", 0.25)
+    assert d["totals"]["value"] == pytest.approx(0.25 * d["totals"]["seconds"] * 1e6
+                                                 + 0.75 * d["totals"]["joules"] * 1e3)
+    assert main(["explain", str(ds_path), "--target", SEED, "--objective", "energy"]) == 0
+    assert "objective: energy; solver: ilp (optimal)" in capsys.readouterr().out
+
+
+def test_explain_graph_dot(ds_path, ds_report, tmp_path, capsys):
+    out = tmp_path / "p.dot"
+    assert main(["explain", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu", "--json",
+                 "--graph", str(out)]) == 0
+    got = capsys.readouterr()
+    json.loads(got.out)  # stdout stays JSON
+    assert got.err == f"wrote the placement drawing to {out}\n"
+    assert out.read_text() == ds_report.to_dot()
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="graphviz's 'dot' is not installed")
+def test_explain_graph_svg(ds_path, ds_report, tmp_path, capsys):
+    out = tmp_path / "p.svg"
+    assert main(["explain", str(ds_path), "--target", SEED, "--graph", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote the placement drawing to {out}\n")
+    svg = out.read_text()
+    assert "<svg" in svg and all(f"<title>{c.id}</title>" in svg for c in ds_report.calls)
+
+
+def test_explain_graph_without_graphviz(ds_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["explain", str(ds_path), "--target", SEED, "--graph", str(tmp_path / "p.svg")]) == 1
+    got = capsys.readouterr()
+    assert got.out == ""
+    assert got.err == ("plait: error: drawing needs graphviz's 'dot' program (apt install graphviz); "
+                       "write a .dot file instead\n")
+
+
+BAD_FLAGS = [
+    (["--objective", "fast"], "unknown objective 'fast': expected latency, energy or weighted"),
+    (["--objective", "weighted", "--weight", "1.5"],
+     "weight must be between 0 and 1 (weighted = weight x us + (1 - weight) x mJ), got 1.5"),
+    (["--weight", "abc"], "weight must be between 0 and 1 (weighted = weight x us + (1 - weight) x mJ), got 'abc'"),
+    (["--place", "Conv"], "--place: rule 'Conv' has no '=': expected PATTERN=PIECE or PATTERN=PIECE?"),
+    (["--place", ""], "--place: empty rule list; expected PATTERN=PIECE[,PATTERN=PIECE...]"),
+    (["--place", "Conv=inference_cp"], "--place: rule 'Conv=inference_cp': unknown piece 'inference_cp'; did you "
+                                       "mean 'inference_cpu'? (pieces: low_power_cpu, inference_cpu)"),
+    (["--graph", "p.jpeg"], "--graph: cannot draw to 'p.jpeg': expected a .svg, .png, .pdf or .dot file"),
+]
+
+
+@pytest.mark.parametrize("cmd, flags, message", [(cmd, f, m) for cmd in ("explain", "compile", "run")
+                                                 for f, m in BAD_FLAGS if cmd == "explain" or f[0] != "--graph"])
+def test_bad_placement_flags_exit_2(ds_path, tmp_path, capsys, cmd, flags, message):
+    extra = ["-o", str(tmp_path / "out")] if cmd == "compile" else []
+    assert main([cmd, str(ds_path), "--target", SEED, *flags, *extra]) == 2
+    got = capsys.readouterr()
+    assert (got.out, got.err) == ("", f"plait: error: {message}\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_target_and_flags_without_target(ds_path, capsys):
+    assert main(["explain", str(ds_path), "--target", "a: nosuchkind"]) == 2
+    assert capsys.readouterr().err == ("plait: error: composite target: piece 'a': unknown target kind or tag "
+                                       "'nosuchkind'\n")
+    assert main(["run", str(ds_path), "--place", "Conv=a", "--objective", "energy"]) == 2
+    assert capsys.readouterr().err == ("plait: error: --objective, --place needs --target: placement chooses "
+                                       "the pieces of a compiled target\n")
+    with pytest.raises(SystemExit) as e:  # argparse: a missing required flag
+        main(["explain", str(ds_path)])
+    assert e.value.code == 2
+    assert "the following arguments are required: --target" in capsys.readouterr().err
+
+
+def test_bad_flag_exit_code_in_a_process(ds_path):
+    r = subprocess.run([sys.executable, "-m", "plait.cli", "explain", str(ds_path), "--target", SEED,
+                        "--place", "=cpu"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "plait: error: --place: rule '=cpu' has an empty pattern\n")
+    r = subprocess.run([sys.executable, "-m", "plait.cli", "explain", str(ds_path), "--target", SEED, "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["calls"]) == 31  # nothing else on stdout (no solver banner)
+
+
+def test_compile_exports_the_artifact(mlp_path, tmp_path, capsys):
+    out = tmp_path / "mlp_c"
+    assert main(["compile", str(mlp_path), "--target", "c", "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"wrote {out}: graph.json, lib.so, params.npz"
+    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 848, activations \d+, workspace \d+\)", lines[-2])
+    art = GraphArtifact.load(out)
+    x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
+    (y,) = GraphModule(art)(x=x)
+    np.testing.assert_allclose(y, run(from_onnx(onnx.load(str(mlp_path))), {"x": x}), rtol=1e-5, atol=1e-6)

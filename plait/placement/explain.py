@@ -353,6 +353,19 @@ class Report:
         return out
 
 
+def summarize(a: Any) -> str:
+    """Two lines about an Assignment (what ``plait run``/``compile`` print): calls per piece, transfer time,
+    estimated totals; the weights in each piece's memory."""
+    counts = {p: 0 for p in a.memory}
+    for p in a.placed:
+        counts[p.piece] = counts.get(p.piece, 0) + 1
+    calls = ", ".join(f"{p} {n} call{'s' if n != 1 else ''}" for p, n in counts.items())
+    memory = {p: {"used": int(u), "capacity": c} for p, (u, c) in a.memory.items()}
+    return (f"placement ({a.objective}, {_method(a.method, a.exact)}): {calls}; transfers "
+            f"{fmt_seconds(a.transfer_seconds)}; estimated {fmt_seconds(a.seconds)}, {fmt_joules(a.joules)}\n"
+            f"weights in memory: {_memory_line(memory)}\n")
+
+
 # ---- formatting ---------------------------------------------------------------------------------------
 
 
@@ -511,4 +524,5 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
 
 
 __all__ = ["CallReport", "ExplainError", "NO_DOT", "OBJECTIVES", "Report", "check_objective", "check_weight",
-           "explain", "fmt_joules", "fmt_seconds", "prepare", "quiet_solver_banner", "report_of", "rules_of"]
+           "explain", "fmt_joules", "fmt_seconds", "prepare", "quiet_solver_banner", "report_of", "rules_of",
+           "summarize"]
