@@ -7,7 +7,7 @@
 
 Modules: :mod:`capability` (predicates, what a piece can run), :mod:`rules` (``--place``, ``on_target``,
 ``target`` function attribute), :mod:`cost` (latency / energy estimates, transfers, measured database),
-:mod:`problem` (the ILP and its fallback), :mod:`solver` (:func:`place`). See docs/placement.md.
+:mod:`pattern` (region patterns kinds claim), :mod:`problem` (the ILP and its fallback), :mod:`solver` (:func:`place`). See docs/placement.md.
 """
 
 from plait.placement.capability import (
@@ -15,6 +15,9 @@ from plait.placement.capability import (
     op_is, piece_supports,
 )
 from plait.placement.cost import CostDatabase, CostError, CostModel, Estimate, objective_value, signature
+from plait.placement.pattern import (
+    Match, Pattern, PatternError, Region, find_regions, is_constant, is_convex, is_op, match, optional, wildcard,
+)
 from plait.placement.problem import Problem, solve
 from plait.placement.rules import Pin, PlacementError, Rule, on_target, parse_place, pins_for
 from plait.placement.solver import Assignment, Placed, place
@@ -24,4 +27,6 @@ __all__ = [
     "Placed", "PlacementError", "Predicate", "Problem", "Rule", "attr_eq", "attr_in", "attr_where",
     "decline_if_dtype", "dtype_in", "has_static_shape", "objective_value", "on_target", "op_is", "parse_place",
     "piece_supports", "pins_for", "place", "signature", "solve",
+    "Match", "Pattern", "PatternError", "Region", "find_regions", "is_constant", "is_convex", "is_op", "match",
+    "optional", "wildcard",
 ]

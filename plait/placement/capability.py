@@ -7,14 +7,18 @@
 A piece answers with :func:`piece_supports`: its kind's ``supports`` hook when one is registered,
 otherwise, for a kind that uses default lowering, "every operator with a TE compute"; a kind that
 replaces code generation of Relay (``relay_to_runtime``) and has no ``supports`` hook claims nothing.
-The answer comes from the kind's hooks, never from its name.
+The answer comes from the kind's hooks, never from its name. While :func:`place` runs, a call claimed by
+a piece's region pattern (:mod:`plait.placement.pattern`) is runnable on that piece too
+(:func:`claimed`), even when the piece would not run it alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType
@@ -188,6 +192,20 @@ class Answer:
     reason: str  # for the explain report
 
 
+# call -> {piece name: why the piece runs it as part of a region}
+_CLAIMS: ContextVar[Mapping[Call, Mapping[str, str]]] = ContextVar("plait_placement_claims", default={})
+
+
+@contextlib.contextmanager
+def claimed(claims: Mapping[Call, Mapping[str, str]]) -> Iterator[None]:
+    """Inside the block, ``piece_supports(piece, call)`` is yes when ``claims[call]`` names the piece."""
+    token = _CLAIMS.set(claims)
+    try:
+        yield
+    finally:
+        _CLAIMS.reset(token)
+
+
 def piece_supports(piece: Any, call: Call) -> Answer:
     """Can ``piece`` (a Piece or a Target) run ``call``, and why."""
     from plait.target import call_supports
@@ -197,6 +215,9 @@ def piece_supports(piece: Any, call: Call) -> Answer:
     kind = piece.target.kind
     if not isinstance(call.op, Op):
         return Answer(False, f"'{call.op_name}' is not an operator call")
+    why = _CLAIMS.get().get(call, {}).get(piece.name)
+    if why is not None:
+        return Answer(True, why)
     got = call_supports(piece, call)
     if got is not None:
         return Answer(got, f"the 'supports' hook of target kind '{kind.name}' says {'yes' if got else 'no'}")

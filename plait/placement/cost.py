@@ -13,7 +13,9 @@ Sources, in order (every :class:`Estimate` says which one it came from):
 
 Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when unknown). A transfer
 costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
-A fused group costs the sum of its calls.
+A fused group costs the sum of its calls. A region claimed by a piece's pattern
+(:mod:`plait.placement.pattern`) costs what the kind's ``cost`` hook says when it is called with the
+:class:`~plait.placement.pattern.Region` (a number), else the sum of its calls (:meth:`CostModel.region_cost`).
 """
 
 from __future__ import annotations
@@ -184,6 +186,19 @@ class CostModel:
         ests = [self.call_cost(c, piece) for c in calls]
         srcs = sorted({e.source for e in ests})
         return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), "sum of calls")
+
+    def region_cost(self, region: Any, piece: Piece | Any) -> Estimate | None:
+        """The kind's ``cost`` hook called with the claimed ``region`` (a Region); None when the kind has no
+        such hook or the hook has no estimate for it (the region then costs the sum of its calls)."""
+        piece = _as_piece(piece)
+        from plait.target import call_cost
+
+        s = call_cost(piece, region)
+        if s is None:
+            return None
+        return Estimate(s, s * _power_mw(piece.target) * 1e-3, "hook",
+                        f"the 'cost' hook of target kind '{piece.target.kind_name}' on region '{region.name}' "
+                        f"({len(region.calls)} calls)")
 
     def transfer_cost(self, nbytes: int, a: Piece | Any, b: Piece | Any) -> Estimate:
         """Moving ``nbytes`` from piece ``a`` to piece ``b`` (zero when they are the same piece)."""

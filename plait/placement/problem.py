@@ -7,7 +7,9 @@ Nodes ``0..n-1`` (calls, in a topological order), pieces ``0..m-1``.
   on ``b != a``, the value is copied once to ``b`` at ``transfer[a][b]`` (one copy per producer and
   destination piece, as device_copy insertion will do);
 - ``weights[u]`` bytes of constant weights the node keeps on its piece; ``capacity[p]`` bytes or None;
-- ``pinned[u]``: a piece index or None.
+- ``pinned[u]``: a piece index or None;
+- ``groups``: tuples of nodes that must all go to the same piece (a claimed region): a node of a group
+  may go only where every node of the group may (:meth:`Problem.allowed`).
 
 :func:`solve` returns ``(assignment, method)``; method is ``"ilp"`` (optimal), or ``"greedy"`` (greedy
 in topological order + single-node moves, not proven optimal) when the ILP is too large, highspy is
@@ -31,21 +33,49 @@ class Problem:
     weights: list[int] = field(default_factory=list)
     capacity: list[int | None] = field(default_factory=list)
     pinned: list[int | None] = field(default_factory=list)
+    groups: list[tuple[int, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n, m = len(self.cost), self.num_pieces
         self.weights = list(self.weights) or [0] * n
         self.capacity = list(self.capacity) or [None] * m
         self.pinned = list(self.pinned) or [None] * n
+        self.groups = [tuple(sorted(set(g))) for g in self.groups if len(set(g)) > 1]
+        seen: set[int] = set()
+        for g in self.groups:
+            if seen & set(g):
+                raise ValueError(f"placement problem: groups overlap at nodes {sorted(seen & set(g))}")
+            seen |= set(g)
 
     @property
     def num_pieces(self) -> int:
         return len(self.cost[0]) if self.cost else 0
 
-    def allowed(self, u: int) -> list[int]:
+    def group(self, u: int) -> tuple[int, ...]:
+        """The nodes that must share ``u``'s piece (``(u,)`` when it is in no group)."""
+        for g in self.groups:
+            if u in g:
+                return g
+        return (u,)
+
+    def _allowed_alone(self, u: int) -> list[int]:
         if self.pinned[u] is not None:
             return [self.pinned[u]] if self.cost[u][self.pinned[u]] is not None else []
         return [p for p, c in enumerate(self.cost[u]) if c is not None]
+
+    def allowed(self, u: int) -> list[int]:
+        ok = self._allowed_alone(u)
+        for v in self.group(u):
+            if v != u:
+                other = set(self._allowed_alone(v))
+                ok = [p for p in ok if p in other]
+        return ok
+
+    def units(self) -> list[tuple[int, ...]]:
+        """Groups and single nodes, ordered by their first node: what moves together."""
+        grouped = {u for g in self.groups for u in g}
+        out = [g for g in self.groups] + [(u,) for u in range(len(self.cost)) if u not in grouped]
+        return sorted(out)
 
     def feasible(self, assign: Sequence[int]) -> bool:
         used = [0] * self.num_pieces
@@ -53,6 +83,8 @@ class Problem:
             if p not in self.allowed(u):
                 return False
             used[p] += self.weights[u]
+        if any(len({assign[u] for u in g}) > 1 for g in self.groups):
+            return False
         return all(cap is None or used[p] <= cap for p, cap in enumerate(self.capacity))
 
     def objective(self, assign: Sequence[int]) -> float:
@@ -107,7 +139,7 @@ def _ilp(pr: Problem, time_limit: float) -> list[int] | None | str:
     n, m = len(pr.cost), pr.num_pieces
     scale = max([c for row in pr.cost for c in row if c] + [t for _, tr in pr.outputs for row in tr for t in row] + [0])
     scale = 1.0 / scale if scale > 0 else 1.0
-    h = highspy.Highs()
+    h = _new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", 1e-9)
@@ -136,6 +168,11 @@ def _ilp(pr: Problem, time_limit: float) -> list[int] | None | str:
     rows: list[tuple[dict[int, float], float, float]] = []
     for u in range(n):
         rows.append(({x[u, p]: 1.0 for p in range(m) if (u, p) in x}, 1.0, 1.0))
+    for g in pr.groups:  # a claimed region: x[v,p] == x[g0,p] (allowed() is the same for every node of g)
+        for v in g[1:]:
+            for p in range(m):
+                if (g[0], p) in x:
+                    rows.append(({x[v, p]: 1.0, x[g[0], p]: -1.0}, 0.0, 0.0))
     for u, (consumers, tr) in enumerate(pr.outputs):
         for a in range(m):
             if (u, a) not in x:
@@ -182,9 +219,39 @@ def _ilp(pr: Problem, time_limit: float) -> list[int] | None | str:
     return [max((p for p in range(m) if (u, p) in x), key=lambda p: (sol[x[u, p]], -p)) for u in range(n)]
 
 
+_BANNER_SHOWN = False
+
+
+def _new_highs() -> object:
+    """A HiGHS instance; the first one of a process prints a banner on the C stdout: silenced."""
+    global _BANNER_SHOWN
+    import highspy
+
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    _BANNER_SHOWN = True
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):
+        return highspy.Highs()
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _greedy(pr: Problem) -> list[int] | None:
-    """Topological greedy (cheapest piece given the producers' pieces, within capacity), then single-node
-    moves while they lower the objective. Deterministic: ties go to the lower piece index."""
+    """Topological greedy (cheapest piece given the producers' pieces, within capacity; a group is placed
+    whole when its first node comes), then moves of single nodes or whole groups while they lower the
+    objective. Deterministic: ties go to the lower piece index."""
     n, m = len(pr.cost), pr.num_pieces
     producers: list[list[int]] = [[] for _ in range(n)]
     for u, (consumers, _) in enumerate(pr.outputs):
@@ -196,38 +263,47 @@ def _greedy(pr: Problem) -> list[int] | None:
             used[pr.pinned[u]] += pr.weights[u]
     assign: list[int] = [-1] * n
     for u in range(n):
+        if assign[u] != -1:
+            continue
+        unit = pr.group(u)
+        inside = set(unit)
+        extra = sum(pr.weights[v] for v in unit if pr.pinned[v] is None)
         best = None
         for p in pr.allowed(u):
             cap = pr.capacity[p]
-            extra = 0 if pr.pinned[u] is not None else pr.weights[u]
             if cap is not None and used[p] + extra > cap:
                 continue
-            val = pr.cost[u][p] + sum(pr.outputs[w][1][assign[w]][p] for w in producers[u] if assign[w] != p)
+            val = sum(pr.cost[v][p] for v in unit)
+            val += sum(pr.outputs[w][1][assign[w]][p] for v in unit for w in producers[v]
+                       if w not in inside and assign[w] not in (-1, p))
             if best is None or val < best[0]:
                 best = (val, p)
         if best is None:
             return None
-        assign[u] = best[1]
-        if pr.pinned[u] is None:
-            used[best[1]] += pr.weights[u]
+        for v in unit:
+            assign[v] = best[1]
+        used[best[1]] += extra
     return _improve(pr, assign)
 
 
 def _improve(pr: Problem, assign: list[int]) -> list[int]:
-    """Single-node moves while they lower the objective (first improving move, in order); a move that
-    keeps the objective (within 1e-12 relative) to a lower piece index is taken too: ties go to the
-    earlier piece, whichever optimum the solver found. Terminates: each move lowers the objective or
-    keeps it and lowers the sum of piece indices."""
-    n = len(assign)
+    """Moves of single nodes (or whole groups) while they lower the objective (first improving move, in
+    order); a move that keeps the objective (within 1e-12 relative) to a lower piece index is taken too:
+    ties go to the earlier piece, whichever optimum the solver found. Terminates: each move lowers the
+    objective or keeps it and lowers the sum of piece indices."""
     current = pr.objective(assign)
+    units = pr.units()
     improved = True
     while improved:
         improved = False
-        for u in range(n):
+        for unit in units:
+            u = unit[0]
             for p in pr.allowed(u):
                 if p == assign[u]:
                     continue
-                trial = assign[:u] + [p] + assign[u + 1:]
+                trial = list(assign)
+                for v in unit:
+                    trial[v] = p
                 if pr.feasible(trial):
                     val = pr.objective(trial)
                     tol = 1e-12 * max(1.0, abs(current))

@@ -11,15 +11,23 @@ value and destination piece), subject to capability, pins (``on_target``, ``targ
 the bytes of the constant weights of the calls placed on a piece must fit its ``ram_kb`` fact.
 The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
+
+Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`pattern.claim_regions`). All calls
+of a claimed region go to one piece: a piece claiming it (which may run them together even when it would
+not run them one by one; cost: the kind's ``cost`` hook on the Region, else the sum of the calls), or a
+piece able to run each of them alone (cost: the sum). Pins apply to the region's calls; when they ask for
+different pieces, or for a piece that cannot run the whole region, the region is not claimed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterator
 
-from plait.placement.capability import piece_supports
+from plait.placement.capability import Answer, claimed, piece_supports
 from plait.placement.cost import CostModel, Estimate, objective_value, type_bytes
+from plait.placement.pattern import Region, claim_regions
 from plait.placement.problem import TIME_LIMIT_S, Problem, solve
 from plait.placement.rules import Pin, PlacementError, Rule, call_name, pins_for
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
@@ -39,6 +47,7 @@ class Placed:
     estimate: Estimate
     alternatives: dict[str, "Estimate | str"]
     reason: str
+    region: str | None = None  # the pattern name, when the call runs in a region claimed by its piece
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,14 @@ class Assignment:
     method: str  # 'ilp' (optimal) or 'greedy' (fallback, not proven optimal)
     exact: bool
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
+    regions: tuple[Region, ...] = ()  # claimed regions placed on a piece claiming them (Region.piece, .name)
+
+    def region_of(self, call: Call) -> Region | None:
+        """The claimed region ``call`` runs in, or None."""
+        for r in self.regions:
+            if call in r:
+                return r
+        return None
 
     def __getitem__(self, call: Call) -> Placed:
         for p in self.placed:
@@ -100,17 +117,46 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     """Place every operator call of the typed function ``func`` on a piece of ``target``."""
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective_value(0.0, 0.0, objective, weight)  # validates the objective name
-    cm = CostModel.for_target(ct) if cost_model is None else cost_model
+    cm = cost_model or CostModel()
     pieces = list(ct.pieces)
+    names = [p.name for p in pieces]
     calls = _calls(func)
     index = {c: k for k, c in enumerate(calls)}
-    pins: dict[Call, Pin] = pins_for(func, ct, rules)
-    support = [[piece_supports(p, c) for p in pieces] for c in calls]
+    alone = [[piece_supports(p, c) for p in pieces] for c in calls]
+    regions = claim_regions(func, pieces)
+    while True:  # regions whose pins disagree are dropped; capability only shrinks, so this ends
+        with claimed(_claims(regions, pieces)):
+            pins: dict[Call, Pin] = pins_for(func, ct, rules)
+            support = [[piece_supports(p, c) for p in pieces] for c in calls]
+        kept = [r for r in regions if _pins_agree(r, pins, _region_pieces(r, alone, index, names))]
+        if len(kept) == len(regions):
+            break
+        regions = kept
+    member = {c: r for r in regions for c in r.calls}
+    allowed_r = {id(r): _region_pieces(r, alone, index, names) for r in regions}
     for c, row in zip(calls, support):
         if not any(a.ok for a in row):
             why = "; ".join(f"{p.name}: {a.reason}" for p, a in zip(pieces, row))
             raise PlacementError(f"no piece can run {call_name(c)}: {why}")
-    est = [[cm.call_cost(c, p) if a.ok else None for p, a in zip(pieces, row)] for c, row in zip(calls, support)]
+    est: list[list[Estimate | None]] = []
+    for u, c in enumerate(calls):
+        r = member.get(c)
+        row = []
+        for q, p in enumerate(pieces):
+            ok = support[u][q].ok if r is None else names[q] in allowed_r[id(r)]
+            if r is not None and not ok and support[u][q].ok:
+                support[u][q] = Answer(False, _split_reason(r, p, alone, index, q))
+            row.append(cm.call_cost(c, p) if ok else None)
+        est.append(row)
+    for r in regions:  # a claimer's cost hook may price the region as a whole
+        for pn, pattern in r.claims:
+            q = names.index(pn)
+            got = cm.region_cost(dataclasses.replace(r, name=pattern, piece=pn), pieces[q])
+            if got is None:
+                continue
+            for c in r.calls:
+                est[index[c]][q] = got if c is r.output else Estimate(
+                    0.0, 0.0, "region", f"in region '{pattern}': charged to its output call")
     cost = [[None if e is None else e.value(objective, weight) for e in row] for row in est]
     consumers: list[set[int]] = [set() for _ in calls]
     for c in calls:
@@ -126,14 +172,42 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
         outputs.append((tuple(sorted(consumers[k])), [[t.value(objective, weight) for t in row] for row in tr_est]))
     weights = [sum(type_bytes(a.checked_type) for a in c.args if isinstance(a, Constant)) for c in calls]
     capacity = [_capacity(p) for p in pieces]
-    names = [p.name for p in pieces]
     pinned = [names.index(pins[c].piece) if c in pins else None for c in calls]
-    pr = Problem(cost, outputs, weights, capacity, pinned)
+    groups = [tuple(index[c] for c in r.calls) for r in regions]
+    pr = Problem(cost, outputs, weights, capacity, pinned, groups)
     _check_memory(pr, calls, names)
     assign, method = solve(pr, time_limit, exact)
     if assign is None:
         raise PlacementError(_infeasible_message(pr, calls, names))
-    return _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective)
+    return _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
+
+
+def _claims(regions: list[Region], pieces: list[Piece]) -> dict[Call, dict[str, str]]:
+    kinds = {p.name: p.target.kind_name for p in pieces}
+    out: dict[Call, dict[str, str]] = {}
+    for r in regions:
+        for pn, pattern in r.claims:
+            why = f"pattern '{pattern}' of target kind '{kinds[pn]}' claims it in a region of {len(r.calls)} calls"
+            for c in r.calls:
+                out.setdefault(c, {})[pn] = why
+    return out
+
+
+def _region_pieces(r: Region, alone: list, index: dict[Call, int], names: list[str]) -> list[str]:
+    """Where the region may go: a piece claiming it, or one able to run each of its calls alone."""
+    claimers = {pn for pn, _ in r.claims}
+    return [n for q, n in enumerate(names) if n in claimers or all(alone[index[c]][q].ok for c in r.calls)]
+
+
+def _pins_agree(r: Region, pins: dict[Call, Pin], allowed: list[str]) -> bool:
+    wanted = {pins[c].piece for c in r.calls if c in pins}
+    return len(wanted) <= 1 and wanted <= set(allowed)
+
+
+def _split_reason(r: Region, piece: Piece, alone: list, index: dict[Call, int], q: int) -> str:
+    bad = next(c for c in r.calls if not alone[index[c]][q].ok)
+    return (f"its region '{r.name}' runs on one piece, and '{piece.name}' cannot run {call_name(bad)}: "
+            f"{alone[index[bad]][q].reason}")
 
 
 def _fmt_cap(names: list[str], pr: Problem) -> str:
@@ -160,12 +234,36 @@ def _infeasible_message(pr: Problem, calls: list[Call], names: list[str]) -> str
             f"capacities {_fmt_cap(names, pr)}")
 
 
+def _unit_reason(pr: Problem, unit: tuple[int, ...], p: int, used: list[int], names: list[str]) -> str:
+    """Why the calls of ``unit`` (one call, or a region) went to piece ``p``: only capable, cheapest,
+    transfers or memory."""
+    allowed = pr.allowed(unit[0])
+    if len(allowed) == 1:
+        return "only capable"
+    value = {q: sum(pr.cost[v][q] for v in unit) for q in allowed}
+    best = min(allowed, key=lambda q: (value[q], q))
+    if value[best] >= value[p]:
+        return "cheapest"
+    cap = pr.capacity[best]
+    full = cap is not None and used[best] + sum(pr.weights[v] for v in unit) > cap
+    return f"memory ('{names[best]}' is cheaper but full)" if full else \
+        f"transfers ('{names[best]}' is cheaper alone, moving data costs more)"
+
+
 def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], names: list[str],
                 est: list[list[Estimate | None]], support: list, transfers: list, pins: dict[Call, Pin],
-                objective: str) -> Assignment:
+                objective: str, regions: list[Region], index: dict[Call, int]) -> Assignment:
     used = [0] * len(names)
     for u, p in enumerate(assign):
         used[p] += pr.weights[u]
+    member = {c: r for r in regions for c in r.calls}
+    placed_regions = []
+    for r in regions:
+        pn = names[assign[index[r.output]]]
+        pattern = dict(r.claims).get(pn)
+        if pattern is not None:
+            placed_regions.append(dataclasses.replace(r, name=pattern, piece=pn))
+    in_claimed = {c: r for r in placed_regions for c in r.calls}
     placed = []
     for u, c in enumerate(calls):
         p = assign[u]
@@ -173,21 +271,18 @@ def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], 
         for q, n in enumerate(names):
             e = est[u][q]
             alts[n] = e if e is not None else support[u][q].reason
-        if c in pins:
-            pin = pins[c]
+        r = member.get(c)
+        pin = pins.get(c)
+        if pin is None and r is not None:
+            pin = next((pins[x] for x in r.calls if x in pins), None)
+        if pin is not None:
             reason = f"preferred by {pin.source}" if pin.prefer else f"pinned by {pin.source}"
-        elif sum(e is not None for e in est[u]) == 1:
-            reason = "only capable"
         else:
-            best = min((q for q in range(len(names)) if pr.cost[u][q] is not None), key=lambda q: (pr.cost[u][q], q))
-            if pr.cost[u][best] >= pr.cost[u][p]:
-                reason = "cheapest"
-            else:
-                cap = pr.capacity[best]
-                full = cap is not None and used[best] + pr.weights[u] > cap
-                reason = f"memory ('{names[best]}' is cheaper but full)" if full else \
-                    f"transfers ('{names[best]}' is cheaper alone, moving data costs more)"
-        placed.append(Placed(c, names[p], est[u][p], alts, reason))
+            reason = _unit_reason(pr, pr.group(u), p, used, names)
+        if r is not None:
+            reason = (f"region '{in_claimed[c].name}': " if c in in_claimed
+                      else f"with region '{r.name}' (run call by call): ") + reason
+        placed.append(Placed(c, names[p], est[u][p], alts, reason, in_claimed[c].name if c in in_claimed else None))
     seconds = sum(est[u][p].seconds for u, p in enumerate(assign))
     joules = sum(est[u][p].joules for u, p in enumerate(assign))
     t_s = 0.0
@@ -198,5 +293,4 @@ def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], 
             joules += t.joules
     memory = {n: (used[q], pr.capacity[q]) for q, n in enumerate(names)}
     return Assignment(tuple(placed), objective, pr.objective(assign), seconds + t_s, joules, t_s, method,
-                      method == "ilp", memory)
-
+                      method == "ilp", memory, tuple(placed_regions))

@@ -10,6 +10,7 @@
 | relay_to_runtime | ``(func: Function, target: Target) -> runtime module`` | both (external codegen) |
 | supports | ``(call) -> bool`` or ``(call, target) -> bool`` | capability, for placement |
 | cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate | cost model entry |
+| patterns | ``() -> [(name, Pattern)]`` or ``(target) -> ...`` (plait.placement.pattern) | region claims, for placement |
 
 Signatures are checked when a hook is registered (by its parameters). The ``run_*`` helpers call a
 hook for one piece, with the piece entered (so ``Target.current()`` is its target) and with any
@@ -52,6 +53,8 @@ for _spec in (
              "capability: can this kind run the call? (placement)"),
     HookSpec("cost", "(call) -> float | None or (call, target) -> float | None", (1, 2),
              "cost-model entry: estimated seconds for the call, None for no estimate (placement)"),
+    HookSpec("patterns", "() -> list of (name, Pattern) or (target) -> list of (name, Pattern)", (0, 1),
+             "region patterns: groups of calls this kind runs together (placement)"),
 ):
     HOOKS.register(_spec.name, _spec)
 
