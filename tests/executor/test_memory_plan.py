@@ -1,0 +1,359 @@
+"""The graph executor's memory plan: invariants on random graphs, best-fit sharing, workspaces of
+lifted PrimFuncs (interpreter and compiled C), copy nodes, pre-binding of raw() modules, export of
+a library with imported modules."""
+
+import json
+
+import numpy as np
+import pytest
+
+from plait import relay, te
+from plait.errors import PlaitError
+from plait.executor.graph import GraphArtifact, GraphModule
+from plait.executor.graph_codegen import check_graph, graph_codegen
+from plait.executor.memory_plan import MemoryPlan, entry_bytes, plan_memory
+from plait.relay import IRModule
+from plait.relay.expr import call as relay_call
+from plait.runtime import Module, PyModule
+from plait.tir.workspace import LiftWorkspaces, lift_workspaces
+
+from tests.executor.lowered import c_module, call, prim_funcs, tir_module
+
+
+# ---- random graphs ------------------------------------------------------------------------------
+
+
+def random_graph(rng: np.random.Generator) -> dict:
+    sizes = [1, 2, 3, 4, 6, 8, 16]
+    entries, nodes = [], []
+
+    def entry(n):
+        entries.append({"shape": [int(n)], "dtype": "float32"})
+        return len(entries) - 1
+
+    avail = []
+    for k in range(int(rng.integers(1, 3))):
+        e = entry(rng.choice(sizes))
+        nodes.append({"op": "input", "name": f"x{k}", "outputs": [e]})
+        avail.append(e)
+    for k in range(int(rng.integers(0, 3))):
+        e = entry(rng.choice(sizes))
+        nodes.append({"op": "param", "name": f"p{k}", "outputs": [e]})
+        avail.append(e)
+    for k in range(int(rng.integers(1, 25))):
+        if rng.random() < 0.15:
+            src = int(rng.choice(avail))
+            out = entry(entries[src]["shape"][0])
+            nodes.append({"op": "copy", "name": f"c{k}", "src": "a", "dst": "b", "inputs": [src], "outputs": [out]})
+        else:
+            recent = avail[-6:]  # mostly recent values: realistic, short lifetimes
+            ins = [int(rng.choice(recent if rng.random() < 0.8 else avail)) for _ in range(int(rng.integers(1, 4)))]
+            outs = [entry(rng.choice(sizes)) for _ in range(int(rng.integers(1, 3)))]
+            nodes.append({"op": "call", "name": f"f{k}", "func": "f", "inputs": ins, "outputs": outs})
+        avail += nodes[-1]["outputs"]
+    produced = [e for n in nodes if n["op"] in ("call", "copy") for e in n["outputs"]]
+    outputs = sorted({produced[-1], *[int(e) for e in rng.choice(produced, int(rng.integers(0, 3)))]})
+    return {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries,
+            "inputs": [i for i, n in enumerate(nodes) if n["op"] == "input"],
+            "params": [i for i, n in enumerate(nodes) if n["op"] == "param"],
+            "outputs": outputs, "output_names": [f"y{k}" for k in range(len(outputs))]}
+
+
+def check_plan(graph: dict) -> None:
+    nodes, entries = graph["nodes"], graph["entries"]
+    store = [e["storage"] for e in entries]
+    producer, last = {}, {}
+    for nid, n in enumerate(nodes):
+        for e in n["outputs"]:
+            producer[e] = nid
+        for e in n.get("inputs", ()):
+            last[e] = nid
+    end = len(nodes)
+    acts = [e for n in nodes if n["op"] in ("call", "copy") for e in n["outputs"]]
+    live = {e: (producer[e], end if e in graph["outputs"] else last.get(e, producer[e])) for e in acts}
+    for a in acts:  # no two simultaneously-live values share a buffer
+        for b in acts:
+            if a < b and store[a] == store[b]:
+                (p1, l1), (p2, l2) = live[a], live[b]
+                assert l1 < p2 or l2 < p1, f"entries {a} and {b} are live together in storage {store[a]}"
+    for n in nodes:  # a node never writes a buffer it reads
+        if n["op"] in ("call", "copy"):
+            assert not {store[e] for e in n["outputs"]} & {store[e] for e in n["inputs"]}
+    for e in entries:
+        assert entry_bytes(e) <= graph["storage"][e["storage"]]["bytes"]
+    kinds = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}
+    for n in nodes:
+        assert all(graph["storage"][store[e]]["kind"] == kinds[n["op"]] for e in n["outputs"])
+    mem = graph["memory"]
+    assert mem["activation_bytes"] <= mem["activation_bytes_naive"]
+    assert mem["peak_bytes"] == sum(s["bytes"] for s in graph["storage"])
+    check_graph(graph)
+
+
+def test_random_graphs_plan_invariants():
+    rng = np.random.default_rng(0)
+    better = 0
+    for _ in range(300):
+        g = random_graph(rng)
+        plan = plan_memory(g)
+        check_plan(g)
+        g2 = json.loads(json.dumps(g))
+        for e in g2["entries"]:
+            del e["storage"]
+        assert plan_memory(g2).entry_storage == plan.entry_storage and g2 == g  # deterministic
+        for strategy in ("exact", "best_fit"):
+            gs = json.loads(json.dumps(g2))
+            p = plan_memory(gs, strategy)
+            check_plan(gs)
+            assert plan.memory["activation_bytes"] <= p.memory["activation_bytes"]
+        exact = plan_memory(json.loads(json.dumps(g2)), "exact").memory["activation_bytes"]
+        better += plan.memory["activation_bytes"] < exact
+    assert better > 20  # best fit beats exact sizes on a good share of them
+
+
+def test_best_fit_reuses_a_bigger_free_buffer():
+    # x -> v1 (100 floats) -> v2 (50) -> v3 (100) -> v4 (50) -> v5 (25)
+    sizes = [7, 100, 50, 100, 50, 25]
+    entries = [{"shape": [s], "dtype": "float32"} for s in sizes]
+    nodes = [{"op": "input", "name": "x", "outputs": [0]}]
+    nodes += [{"op": "call", "name": f"f{k}", "func": "f", "inputs": [k - 1], "outputs": [k]} for k in range(1, 6)]
+    graph = {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries, "inputs": [0],
+             "params": [], "outputs": [5], "output_names": ["y"]}
+    exact = plan_memory(json.loads(json.dumps(graph)), "exact")
+    assert exact.memory["activation_bytes"] == (100 + 50 + 25) * 4
+    plan = plan_memory(graph)
+    assert plan.strategy == "best_fit" and plan.memory["activation_bytes"] == 150 * 4
+    assert [e["storage"] for e in graph["entries"]] == [0, 1, 2, 1, 2, 1]
+    with pytest.raises(ValueError, match="unknown strategy 'fast'"):
+        plan_memory(graph, "fast")
+
+
+# ---- workspaces ---------------------------------------------------------------------------------
+
+
+def softmax_rows(target="c"):
+    A = te.placeholder((4, 8), name="A")
+    B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    D = te.compute((4, 8), lambda i, j: B[i, j] / C[i], name="D")
+    return te.create_prim_func([A, D], name="softmax_rows", inline=False).with_attrs(target=target)
+
+
+def square_plus(target="dsp"):
+    A = te.placeholder((4, 8), name="A")
+    B = te.compute((4, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    D = te.compute((4, 8), lambda i, j: B[i, j] * B[i, j], name="D")
+    return te.create_prim_func([A, D], name="square_plus", inline=False).with_attrs(target=target)
+
+
+def sm(a):
+    return (2 * a) / (2 * a).sum(1, keepdims=True)
+
+
+def ws_module():
+    """y = softmax_rows(square_plus(device_copy(softmax_rows(x))))  (pieces c, dsp, c)."""
+    x = relay.var("x", (4, 8))
+    s = call("softmax_rows", x, node="/sm0")
+    t = relay_call("device_copy", s, src="c", dst="dsp", meta={"name": "/copy"})
+    u = call("square_plus", t, node="/sq")
+    y = call("softmax_rows", u, node="/sm1")
+    mod = IRModule({"main": relay.Function((x,), y), "softmax_rows": softmax_rows(), "square_plus": square_plus()},
+                   attrs={"output_names": ["y"]})
+    return LiftWorkspaces()(mod)
+
+
+def ws_reference(x):
+    return sm((sm(x) + 1) ** 2)
+
+
+@pytest.fixture(scope="module")
+def ws_c_lib(tmp_path_factory):
+    from plait.backend.c import build_c
+
+    mod = ws_module()
+    return build_c([mod["softmax_rows"], mod["square_plus"]], cache_dir=str(tmp_path_factory.mktemp("cc")))
+
+
+def test_workspaces_in_the_graph_and_the_report():
+    mod = ws_module()
+    graph, _ = graph_codegen(mod)
+    ops = [(n["op"], n["name"]) for n in graph["nodes"]]
+    assert ops == [("input", "x"), ("call", "/sm0"), ("copy", "/copy"), ("call", "/sq"), ("call", "/sm1")]
+    copy = graph["nodes"][2]
+    assert (copy["src"], copy["dst"], copy["inputs"], copy["outputs"]) == ("c", "dsp", [1], [3])
+    sm0, sq = graph["nodes"][1], graph["nodes"][3]
+    assert sm0["piece"] == "c" and sq["piece"] == "dsp" and len(sm0["workspace"]) == 1
+    ws_storage = [s for s in graph["storage"] if s["kind"] == "workspace"]
+    assert ws_storage == [{"bytes": 192, "kind": "workspace", "piece": "c"},
+                          {"bytes": 128, "kind": "workspace", "piece": "dsp"}]
+    assert graph["entries"][sm0["workspace"][0]] == {"shape": [48], "dtype": "float32", "storage": 3}
+    mem = graph["memory"]
+    assert mem["workspace_bytes"] == 320
+    assert mem["peak_bytes"] == mem["input_bytes"] + mem["param_bytes"] + mem["activation_bytes"] + 320
+    art = GraphArtifact.from_module(mod, tir_module({"softmax_rows": mod["softmax_rows"],
+                                                     "square_plus": mod["square_plus"]}))
+    report = art.memory_report()
+    assert report == MemoryPlan.from_graph(art.graph).report()
+    lines = report.splitlines()
+    assert lines[0] == f"memory plan: peak {mem['peak_bytes']:,} B"
+    assert lines[4] == "  workspace            320 B  2 buffers (piece 'c': 192 B, piece 'dsp': 128 B)"
+    assert lines[5:] == ["biggest workspaces:",
+                         "  softmax_rows                                       192 B  piece 'c', 2 calls",
+                         "  square_plus                                        128 B  piece 'dsp', 1 call"]
+
+
+@pytest.mark.parametrize("kind", ["tir", "c"])
+def test_workspace_graph_runs(kind, ws_c_lib):
+    mod = ws_module()
+    lib = ws_c_lib if kind == "c" else tir_module({"softmax_rows": mod["softmax_rows"],
+                                                   "square_plus": mod["square_plus"]})
+    gm = GraphModule(GraphArtifact.from_module(mod, lib))
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).random((4, 8)).astype(np.float32)
+        (y,) = gm(x)
+        np.testing.assert_allclose(y, ws_reference(x), rtol=1e-5)
+    assert [p["func"] for p in gm.profile(1)] == ["softmax_rows", "copy", "square_plus", "softmax_rows"]
+
+
+def test_check_graph_copy_nodes():
+    graph, _ = graph_codegen(ws_module())
+    bad = json.loads(json.dumps(graph))
+    bad["nodes"][2]["inputs"] = [0, 1]
+    with pytest.raises(PlaitError) as e:
+        check_graph(bad)
+    assert str(e.value) == "graph: copy node 2 must copy one value into one of the same size"
+    bad = json.loads(json.dumps(graph))
+    bad["nodes"][1]["workspace"] = [99]
+    with pytest.raises(PlaitError) as e:
+        check_graph(bad)
+    assert str(e.value) == "graph: malformed node 1"
+    bad = json.loads(json.dumps(graph))
+    bad["storage"][0]["kind"] = "scratch"
+    with pytest.raises(PlaitError) as e:
+        check_graph(bad)
+    assert str(e.value) == "graph: malformed storage 0"
+
+
+def test_lowered_model_with_workspaces_end_to_end(tmp_path):
+    """infer_type -> FuseOps -> LowerToTIR -> LiftWorkspaces -> build_c -> graph executor."""
+    from plait.backend.c import build
+    from plait.backend.lower import LowerToTIR
+    from plait.frontend.onnx import from_onnx
+    from plait.ir.transform import PassContext
+    from plait.relay import run
+    from plait.relay.infer import InferType
+    from plait.relay.passes import FoldBatchNorm, FoldConstant, FuseOps
+    from plait.target import Target
+    from plait.testing import onnx_models
+
+    model = onnx_models.ds_cnn(channels=8, blocks=1)
+    mod = from_onnx(model)
+    ctx = PassContext(config={"cc.cache_dir": str(tmp_path)})
+    for p in (InferType(), FoldConstant(), FoldBatchNorm(), InferType(), FuseOps(), LowerToTIR(Target("c")),
+              LiftWorkspaces()):
+        mod = ctx.run(p, mod)
+    lifted = [k for k in mod if getattr(mod[k], "attrs", {}).get("workspace_bytes")]
+    assert lifted  # the padded input of the convolutions
+    art = GraphArtifact.from_module(mod, build(mod, Target("c"), ctx), "c")
+    graph = art.graph
+    assert graph["memory"]["workspace_bytes"] == max(mod[k].attrs["workspace_bytes"] for k in lifted)
+    assert "biggest workspaces:" in art.memory_report()
+    x = np.random.default_rng(0).standard_normal((1, 1, 49, 10)).astype(np.float32)
+    (got,) = GraphModule(art)(x)
+    want = run(from_onnx(model), {"input": x})
+    np.testing.assert_allclose(got, np.asarray(want), rtol=0, atol=1e-4)
+
+
+# ---- runtime modules ------------------------------------------------------------------------------
+
+
+class RawModule(Module):
+    """A compiled module that is not a DSOModule (like an LLVM JIT module): signatures + raw()."""
+
+    def __init__(self, dso):
+        super().__init__()
+        self.dso, self.signatures, self.asked = dso, dso.signatures, []
+
+    def function_names(self):
+        return self.dso.function_names()
+
+    def raw(self, name):
+        self.asked.append(name)
+        return self.dso.raw(name)
+
+
+def test_any_module_with_raw_is_prebound(ws_c_lib):
+    mod = ws_module()
+    raw = RawModule(ws_c_lib)
+    gm = GraphModule(GraphArtifact.from_module(mod, raw))
+    assert raw.asked == ["softmax_rows", "square_plus", "softmax_rows"]
+    x = np.random.default_rng(3).random((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(gm(x)[0], ws_reference(x), rtol=1e-5)
+
+
+def test_export_a_library_with_imported_modules(tmp_path, ws_c_lib):
+    from plait.backend.c import build_c
+
+    mod = ws_module()
+    other = build_c([mod["square_plus"]], cache_dir=str(tmp_path / "cc"), name="dsp")
+    host = build_c([mod["softmax_rows"]], cache_dir=str(tmp_path / "cc"), name="host")
+    host.import_module(other)
+    x = np.random.default_rng(4).random((4, 8)).astype(np.float32)
+    art = GraphArtifact.from_module(mod, host)
+    out = art.export(tmp_path / "two")
+    assert sorted(p.name for p in out.iterdir()) == ["graph.json", "lib.so", "lib_1.so", "modules.json", "params.npz"]
+    manifest = json.loads((out / "modules.json").read_text())
+    assert manifest["modules"] == [{"file": "lib.so", "imports": [1]}, {"file": "lib_1.so", "imports": []}]
+    back = GraphArtifact.load(out)
+    assert [m.function_names() for m in back.lib.walk()] == [["softmax_rows"], ["square_plus"]]
+    np.testing.assert_allclose(GraphModule(back)(x)[0], ws_reference(x), rtol=1e-5)
+    # a container host module (no functions of its own) has no file
+    box = Module()
+    box.import_module(ws_c_lib)
+    back = GraphArtifact.load(GraphArtifact.from_module(mod, box).export(tmp_path / "box"))
+    assert json.loads((tmp_path / "box" / "modules.json").read_text())["modules"][0] == {"file": None, "imports": [1]}
+    np.testing.assert_allclose(GraphModule(back)(x)[0], ws_reference(x), rtol=1e-5)
+    # a single module: no manifest (as before)
+    single = GraphArtifact.from_module(mod, ws_c_lib).export(tmp_path / "one")
+    assert not (single / "modules.json").exists() and (single / "lib.so").exists()
+    # Python modules cannot be written
+    host.import_module(PyModule({"f": lambda: 0}))
+    with pytest.raises(PlaitError) as e:
+        art.export(tmp_path / "py")
+    assert str(e.value) == ("cannot export module 2 imported by the library: it is a PyModule (functions f) and "
+                            "Python functions cannot be written to a file")
+
+
+def test_load_rejects_a_bad_module_manifest(tmp_path, ws_c_lib):
+    mod = ws_module()
+    box = Module()
+    box.import_module(ws_c_lib)
+    out = GraphArtifact.from_module(mod, box).export(tmp_path / "a")
+    m = json.loads((out / "modules.json").read_text())
+    for change, msg in [
+        (lambda m: m["modules"][1].update(file="../evil.so"), "malformed module 1"),
+        (lambda m: m["modules"][1].update(imports=[1]), "malformed module 1"),
+        (lambda m: m["modules"].append({"file": None, "imports": [1]}) or m["modules"][1].update(imports=[2]),
+         "module 1 imports itself (a cycle)"),
+    ]:
+        bad = json.loads(json.dumps(m))
+        change(bad)
+        (out / "modules.json").write_text(json.dumps(bad))
+        with pytest.raises(PlaitError) as e:
+            GraphArtifact.load(out)
+        assert str(e.value) == f"cannot load graph artifact '{out}': modules.json: {msg}"
+
+
+def test_copy_node_between_hand_written_functions(tmp_path):
+    """device_copy between two C functions of the hand-written library."""
+    c_lib = c_module().compile(cache_dir=str(tmp_path))
+    x = relay.var("x", (2, 3))
+    t = call("twice", x)
+    d = relay_call("device_copy", t, src="a", dst="b")
+    mod = IRModule({"main": relay.Function((x,), call("relu", d)), **prim_funcs()})
+    for lib in (c_lib, tir_module(prim_funcs())):
+        gm = GraphModule(GraphArtifact.from_module(mod, lib))
+        v = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+        np.testing.assert_array_equal(gm(v)[0], np.maximum(v * 2, 0))
+        assert [n["op"] for n in gm.graph["nodes"]] == ["input", "call", "copy", "call"]
