@@ -146,7 +146,10 @@ def _add_init(g: _Graph, array: np.ndarray, hint: str) -> str:
     from onnx import numpy_helper
 
     name = g.names.fresh(hint)
-    g.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+        array = array.copy(order="C")
+    g.inits.append(numpy_helper.from_array(array, name))
     g.init_names.add(name)
     return name
 
@@ -246,6 +249,9 @@ def _mod(cx: ExportContext) -> str:
 
 @exporter("left_shift", "right_shift")
 def _shift(cx: ExportContext) -> str:
+    dtype = cx.arg_type(0).dtype
+    if not dtype.startswith("uint"):
+        raise NotExportable(f"shift of {dtype} values (ONNX BitShift takes unsigned integers)")
     return cx.node("BitShift", cx.ins, direction="LEFT" if cx.call.op.name == "left_shift" else "RIGHT")  # type: ignore
 
 
@@ -568,26 +574,35 @@ def _convert_call(g: _Graph, call: Call, ins: list[str]) -> Any:
     return fn(ExportContext(g, call, ins, base))
 
 
+def call_function(call: Call) -> Function:
+    """A function of one call of ``call``'s operator and attributes, each argument a parameter of
+    the argument's type (what :func:`exportable` and capability probes export)."""
+    _ensure_typed(call)
+    params = tuple(Var(f"in{i}", a.checked_type) for i, a in enumerate(call.args))
+    return Function(params, Call(call.op, params, call.attrs, call.meta))
+
+
 def exportable(call: Call, opset: int = DEFAULT_OPSET) -> tuple[bool, str]:
-    """(True, "") if ``call`` (a typed operator call) can be exported to ONNX at ``opset``, else
-    (False, the reason)."""
+    """(True, "") if ``call`` (a typed operator call) can be exported to ONNX at ``opset`` (the
+    exported node(s) type-check in ONNX's own shape inference), else (False, the reason)."""
+    if not isinstance(call, Call) or not isinstance(call.op, Op):
+        return False, "not an operator call"
     try:
-        _ensure_typed(call)
-        g = _Graph(opset)
-        ins = [g.names.fresh(f"in{i}") for i in range(len(call.args))]
-        _convert_call(g, call, ins)
+        to_onnx(call_function(call), name="call", opset=opset)
     except NotExportable as exc:
         return False, str(exc)
     except FrontendError as exc:
-        return False, str(exc)
+        return False, str(exc).removeprefix("to_onnx: ")
     return True, ""
 
 
 def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
-            output_names: Sequence[str] | None = None) -> Any:
+            output_names: Sequence[str] | None = None, check: bool = True) -> Any:
     """Export ``func`` (a Relay function of operator calls, tuples, tuple items and constants) to an
     ``onnx.ModelProto`` with the default-domain ``opset``. ``output_names`` name the graph outputs
-    (one per leaf of the result); by default they are the names of the values."""
+    (one per leaf of the result); by default they are the names of the values. With ``check``, the
+    model goes through ONNX's strict type and shape inference (a dtype an ONNX operator does not
+    accept, e.g. ``Celu`` on float16, raises :class:`ExportError` naming the node)."""
     import onnx
     import onnx.helper as oh
 
@@ -670,7 +685,13 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
     graph = oh.make_graph(g.nodes, sanitize(name), inputs, outputs, g.inits)
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], producer_name="plait")
     model.ir_version = min(model.ir_version, oh.find_min_ir_version_for([oh.make_opsetid("", opset)]))
+    if check:
+        try:
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        except onnx.shape_inference.InferenceError as exc:
+            msg = " ".join(str(exc).split())
+            raise ExportError(f"to_onnx: the exported model does not type-check in ONNX: {msg}") from None
     return model
 
 
-__all__ = ["DEFAULT_OPSET", "EXPORTERS", "ExportError", "exportable", "sanitize", "to_onnx"]
+__all__ = ["DEFAULT_OPSET", "EXPORTERS", "ExportError", "call_function", "exportable", "sanitize", "to_onnx"]
