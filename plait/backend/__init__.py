@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-_KIND_MODULES = ("plait.backend.c", "plait.backend.onnxruntime", "plait.backend.blas")
+_KIND_MODULES = ("plait.backend.c", "plait.backend.onnxruntime", "plait.backend.blas", "plait.backend.llvm")
 
 for _name in _KIND_MODULES:
     try:

@@ -94,6 +94,12 @@ register_tag(
 )
 
 register_tag(
+    "host-llvm", "llvm", {}, match=("mcpu",),
+    doc="this host through LLVM: any 'llvm' target without -mcpu (code for the host CPU)",
+    facts=HOST_FACTS,
+)
+
+register_tag(
     "host-c", "c", {}, match=("mcpu", "march"),
     doc="this host through its C compiler: any 'c' target without -mcpu/-march",
     facts=HOST_FACTS,

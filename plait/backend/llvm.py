@@ -1,0 +1,202 @@
+"""The LLVM backend: TIR PrimFuncs -> LLVM IR text -> machine code JIT-compiled in this process.
+
+    text = codegen_llvm(funcs, Target("llvm"))         # LLVM IR (deterministic text)
+    lib = build_llvm_funcs(funcs, Target("llvm"))       # an LLVMModule: lib["matmul"](A, B, C)
+    art = plait.build(mod, "llvm")                     # the llvm kind's tir_to_runtime hook
+
+No external compiler: llvmlite (``pip install 'plait[llvm]'``) parses the IR, optimizes it with
+LLVM's O3 pipeline (new pass manager; loop and SLP vectorizers) for the host CPU (``-mcpu`` /
+``-mattr`` override it) and MCJIT-compiles it. The llvm kind uses the same default lowering and
+the same ``cpu`` schedule rules as a host ``c`` target. Each PrimFunc becomes
+``i32 @name(ptr noalias %buf, ..., i64 %scalar)`` returning 0 (see :mod:`plait.backend.llvm_emit`
+for the semantics). Functions called by name (libm for the intrinsics LLVM has no instruction
+for, extern calls, libgcc's float16 conversions) are looked up in the process before compiling:
+a missing one is a :class:`LLVMCodegenError` naming the PrimFunc.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from plait.backend.llvm_emit import RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
+from plait.errors import PlaitError, RegistryError
+from plait.tir.expr import Call
+from plait.tir.functor import pre_order
+from plait.tir.stmt import PrimFunc
+from plait.tir.verify import verify
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _func_name(f: PrimFunc, k: int) -> str:
+    return f.name if f.name else f"func{k}"
+
+
+def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """Extern functions called: name -> (return dtype, argument dtypes, first caller)."""
+    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
+    for k, f in enumerate(funcs):
+        where = f"PrimFunc '{_func_name(f, k)}'"
+        for n in pre_order(f.body):
+            if not (isinstance(n, Call) and n.kind == "extern"):
+                continue
+            if not _IDENT.fullmatch(n.name) or n.name.startswith("llvm."):
+                raise LLVMCodegenError(f"LLVM codegen of {where}: extern function name {n.name!r} is not a C "
+                                       "identifier")
+            sig = (n.dtype, tuple(a.dtype for a in n.args), where)
+            have = out.setdefault(n.name, sig)
+            if have[:2] != sig[:2]:
+                raise LLVMCodegenError(
+                    f"LLVM codegen of {where}: extern function '{n.name}' is called as "
+                    f"{sig[0]}({', '.join(sig[1])}) here and as {have[0]}({', '.join(have[1])}) in {have[2]}")
+    return out
+
+
+def _symbols(funcs: Sequence[PrimFunc], reserved: set[str]) -> tuple[list[str], list[str]]:
+    """(exported names, LLVM symbols): a PrimFunc's global_symbol is its exported name; the LLVM
+    symbol is the same unless it clashes with a function the module calls by name."""
+    names, symbols, seen = [], [], set()
+    for k, f in enumerate(funcs):
+        name = _func_name(f, k)
+        if name in seen:
+            raise LLVMCodegenError(f"LLVM codegen: two PrimFuncs have the global_symbol '{name}'")
+        seen.add(name)
+        names.append(name)
+        clash = name in reserved or name.startswith("llvm.") or name.startswith("plait.")
+        symbols.append(f"plait.fn{k}" if clash else name)
+    return names, symbols
+
+
+class LLVMSource:
+    """Generated LLVM IR: ``text``, ``signatures`` (exported name -> argument kinds), ``symbols``
+    (exported name -> LLVM symbol), ``externals`` (C symbols called by name, name -> caller)."""
+
+    def __init__(self, text: str, signatures: dict, symbols: dict, externals: dict, lines: list):
+        self.text, self.signatures, self.symbols, self.externals = text, signatures, symbols, externals
+        self._lines = lines  # (first line, last line, where) of each function
+
+    def where(self, line: int) -> str:
+        for first, last, where in self._lines:
+            if first <= line <= last:
+                return where
+        return ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> LLVMSource:
+    """LLVM IR for ``funcs`` (verified first), with what building it needs to know."""
+    funcs = list(funcs)
+    for k, f in enumerate(funcs):
+        if not isinstance(f, PrimFunc):
+            raise LLVMCodegenError(f"codegen_llvm expects PrimFuncs, got {type(f).__name__} at position {k}")
+        verify(f)
+    externs = _externs(funcs)
+    state = ModuleState()
+    bodies, sigs = [], {}
+    where_of: dict[str, str] = {}
+    names, symbols = _symbols(funcs, set(externs) | _libm_names(funcs))
+    for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
+        where = f"PrimFunc '{export}'"
+        em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}")
+        text, sig = em.function()
+        bodies.append((text, where))
+        sigs[export] = sig
+        for d in state.externals:
+            where_of.setdefault(d, where)
+    target_text = str(target) if target is not None else "llvm"
+    head = [f"; Generated by plait's LLVM backend for target \"{target_text.encode('unicode_escape').decode()}\""
+            f" (module {name})", ""]
+    head += state.globals + ([""] if state.globals else [])
+    head += [state.decls[k] for k in sorted(state.decls)] + [""]
+    lines, out, line = [], list(head), len(head) + 1
+    for text, where in bodies:
+        n = text.count("\n")
+        lines.append((line, line + n - 1, where))
+        out.append(text)
+        line += n + 1
+    out.append('attributes #0 = { nounwind "frame-pointer"="none" }')
+    out.append("attributes #1 = { nounwind willreturn memory(none) }")
+    out += [f"!{k} = {m}" for k, m in enumerate(state.metadata)]
+    return LLVMSource("\n".join(out) + "\n", sigs, dict(zip(names, symbols)),
+                      {e: where_of.get(e, "") for e in sorted(state.externals)}, lines)
+
+
+def _libm_names(funcs: Sequence[PrimFunc]) -> set[str]:
+    from plait.backend.llvm_emit import LLVM_INTRINSICS, libm_name
+
+    out = set()
+    for f in funcs:
+        for n in pre_order(f.body, unique=True):
+            if isinstance(n, Call) and n.kind == "intrin" and n.name not in LLVM_INTRINSICS:
+                out.update({libm_name(n.name, "float32"), libm_name(n.name, "float64")})
+    return out | set(RUNTIME_SYMBOLS)
+
+
+def codegen_llvm(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> str:
+    """LLVM IR text for ``funcs`` (one function each, named by their global_symbol)."""
+    return generate(funcs, target, name).text
+
+
+def cpu_and_features(target: Any) -> tuple[str, str]:
+    """(LLVM CPU name, feature string): ``-mcpu`` / ``-mattr``, else the host's."""
+    from plait.runtime.llvm_module import host_cpu
+
+    cpu = target.options.get("mcpu", "") if target is not None else ""
+    attrs = target.options.get("mattr", ()) if target is not None else ()
+    hcpu, hfeat = host_cpu()
+    features = ",".join(attrs) if attrs else ("" if cpu else hfeat)
+    return cpu or hcpu, features
+
+
+def build_llvm_funcs(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> Any:
+    """Generate LLVM IR for ``funcs`` and JIT-compile it: an :class:`LLVMModule`."""
+    from plait.runtime.llvm_module import LLVMError, LLVMModule, llvm_binding, resolve_symbols
+    from plait.target import Target
+
+    target = Target(target if target is not None else "llvm")
+    llvm_binding()  # fails first, clearly, without llvmlite
+    src = generate(funcs, target, name)
+    missing = resolve_symbols([*src.externals, *RUNTIME_SYMBOLS])
+    for m in missing:
+        if m in src.externals:
+            raise LLVMCodegenError(
+                f"LLVM codegen of {src.externals[m]}: function '{m}' is not found in this process (load "
+                "the library that defines it first, e.g. with ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))")
+    cpu, features = cpu_and_features(target)
+    try:
+        return LLVMModule(src.text, src.signatures, src.symbols, cpu=cpu, features=features, name=name,
+                          describe_line=src.where)
+    except LLVMError as exc:
+        raise LLVMCodegenError(str(exc)) from None
+
+
+def build_llvm(mod: Any, target: Any) -> Any:
+    """The llvm kind's ``tir_to_runtime`` hook: every PrimFunc of ``mod`` (in name order; external
+    declarations, attrs ``external=1``, skipped) JIT-compiled into one :class:`LLVMModule`."""
+    funcs = []
+    for key in sorted(mod):
+        f = mod[key]
+        if isinstance(f, PrimFunc) and not f.attrs.get("external"):
+            funcs.append(f if f.name else f.with_attrs(global_symbol=key))
+    return build_llvm_funcs(funcs, target)
+
+
+def _register() -> None:
+    from plait.target import get_kind, register_hook
+
+    kind = get_kind("llvm")
+    have = kind.hooks.get("tir_to_runtime")
+    if have is not None and getattr(have.fn, "__module__", None) != __name__:
+        raise RegistryError(f"target kind 'llvm' already has a 'tir_to_runtime' hook from {have.fn.__module__}")
+    if have is None:
+        register_hook("llvm", "tir_to_runtime", build_llvm)
+    for attr, value in (("codegen", codegen_llvm), ("schedule_rules", "cpu")):
+        kind.attrs.setdefault(attr, value)
+
+
+_register()
+
+__all__ = ["LLVMCodegenError", "build_llvm", "build_llvm_funcs", "codegen_llvm", "cpu_and_features", "generate"]

@@ -1,0 +1,685 @@
+"""One PrimFunc -> one LLVM IR function (text), the body of :func:`plait.backend.llvm.codegen_llvm`.
+
+Mirrors the C backend (:mod:`plait.backend.c_emit`) and TIR's semantics (:mod:`plait.tir.expr`):
+
+- values: ``bool`` is ``i1`` (``i8`` in memory, like numpy), signed and unsigned integers are
+  ``iN`` (the TIR dtype says which instructions: ``sdiv``/``udiv``, ``ashr``/``lshr``,
+  ``slt``/``ult``), ``float16`` is LLVM ``half`` (LLVM computes each operation in float and rounds
+  once, as the C backend does; math intrinsics run in float32 and are rounded back);
+- integer ``+ - * <<`` wrap (no ``nsw``, except in buffer index arithmetic, where an overflow
+  would be an out-of-bounds access anyway); shifts of 8/16-bit values are done in ``i32`` like C's
+  integer promotion; floordiv/floormod/truncdiv/truncmod handle ``INT_MIN / -1`` as TIR wraps;
+  ``min``/``max`` are ``a < b ? a : b`` (``fcmp olt`` + ``select``); float ``+ - *`` carry the
+  ``contract`` flag (FMA contraction, like ``-ffp-contract=fast``); no other fast-math flag;
+- ``Select``, ``And``, ``Or`` are lazy: when the operand not always evaluated may load, divide or
+  call an extern function, they become branches and a ``phi`` (a select may guard an
+  out-of-bounds load); otherwise a ``select`` / ``and`` / ``or`` instruction;
+- loops: a header with a ``phi``; min and extent are evaluated once at entry. ``vectorized``
+  loops get ``llvm.loop.vectorize.enable`` and ``llvm.loop.parallel_accesses`` (every memory
+  access inside is in the loop's access group: iterations are independent, as ``#pragma omp simd``
+  asserts in C); ``unrolled`` loops ``llvm.loop.unroll.full`` (constant extent) or
+  ``unroll.count 4``; ``parallel`` loops run serially (single thread, as in C);
+- ``global.workspace`` allocations of static size are internal globals aligned to 64 bytes (not
+  reentrant, as in C); ``local`` ones ``alloca`` in the entry block; dynamic sizes ``alloca``
+  between ``llvm.stacksave``/``stackrestore``.
+
+Traversals are iterative (explicit work stacks), so 2,000-deep expressions and long statement
+sequences compile.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from plait.backend.c_emit import _fused_pair
+from plait.errors import PlaitError
+from plait.tir.dtype import bits, is_float, is_uint
+from plait.tir.expr import (
+    EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
+    Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
+    ShiftRight, Sub, TruncDiv, TruncMod, Var,
+)
+from plait.tir.functor import pre_order
+from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
+
+
+class LLVMCodegenError(PlaitError):
+    """TIR that the LLVM backend cannot express (the message names the PrimFunc)."""
+
+
+VALUE_TYPES = {
+    "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
+    "int64": "i64", "uint64": "i64", "float16": "half", "float32": "float", "float64": "double",
+    "handle": "ptr", "void": "void",
+}
+STORAGE_TYPES = dict(VALUE_TYPES, bool="i8")
+_FSUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
+
+# math intrinsics LLVM knows (llvm.<name>.f32); the others call libm (expf, erff, ...)
+LLVM_INTRINSICS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "cos", "fabs", "floor", "ceil", "trunc",
+                   "round", "nearbyint", "pow", "copysign"}
+# what the loop vectorizer can vectorize without a vector math library
+VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
+                     "isinf", "isfinite"}
+# the libm symbols LLVM may call for those (and for half conversions, memset/memcpy from loop idioms)
+RUNTIME_SYMBOLS = ("memset", "memcpy", "memmove", "__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
+
+_ARITH = {Add: ("add", "fadd"), Sub: ("sub", "fsub"), Mul: ("mul", "fmul")}
+_BITS = {BitwiseAnd: "and", BitwiseOr: "or", BitwiseXor: "xor"}
+_ICMP = {EQ: ("eq", "eq"), NE: ("ne", "ne"), LT: ("slt", "ult"), LE: ("sle", "ule"), GT: ("sgt", "ugt"),
+         GE: ("sge", "uge")}
+_FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
+_DIVS = (FloorDiv, FloorMod, TruncDiv, TruncMod)
+
+
+def libm_name(name: str, dtype: str) -> str:
+    """The libm function computing intrinsic ``name`` on ``dtype`` (float16 uses the float one)."""
+    return name if dtype == "float64" else name + "f"
+
+
+def float_literal(value: float, dtype: str) -> str:
+    """The exact LLVM literal: ``0xH....`` for half, the double's bits in hex for float/double."""
+    if dtype == "float16":
+        return "0xH%04X" % int(np.array(value, np.float16).view(np.uint16))
+    if dtype == "float32":
+        value = float(np.float32(value))
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+
+
+def int_literal(value: int, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    n = bits(dtype)
+    value &= (1 << n) - 1
+    if value >= 1 << (n - 1):
+        value -= 1 << n
+    return str(value)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _local(name: str) -> str:
+    s = _SAFE.sub("_", name)[:24]
+    return s or "v"
+
+
+@dataclass
+class ModuleState:
+    """What the functions of one LLVM module share: declarations, globals, metadata."""
+
+    decls: dict[str, str] = field(default_factory=dict)  # symbol -> declare line
+    externals: set[str] = field(default_factory=set)  # C symbols the module calls by name
+    globals: list[str] = field(default_factory=list)
+    metadata: list[str] = field(default_factory=list)
+    _md_cache: dict[str, str] = field(default_factory=dict)
+
+    def declare(self, symbol: str, line: str, external: bool = True) -> None:
+        if symbol not in self.decls:
+            self.decls[symbol] = line
+            if external:
+                self.externals.add(symbol)
+
+    def md(self, text: str | None = None, cache: bool = True) -> str:
+        """A new metadata node ``!N`` (``text`` may contain ``{self}`` for a self reference)."""
+        if cache and text is not None and text in self._md_cache:
+            return self._md_cache[text]
+        ref = f"!{len(self.metadata)}"
+        self.metadata.append((text or "").replace("{self}", ref))
+        if cache and text is not None:
+            self._md_cache[text] = ref
+        return ref
+
+    def set_md(self, ref: str, text: str) -> None:
+        self.metadata[int(ref[1:])] = text.replace("{self}", ref)
+
+
+def _unsafe_nodes(root: PrimExpr, memo: dict[int, bool]) -> bool:
+    """May evaluating ``root`` trap or have an effect (a load, an extern call, an integer division
+    by something that is not a non-zero constant)? Memoized per node object."""
+    if id(root) in memo:
+        return memo[id(root)]
+    stack: list[tuple[PrimExpr, bool]] = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        if id(n) in memo:
+            continue
+        if not done:
+            stack.append((n, True))
+            stack.extend((c, False) for c in n._children() if id(c) not in memo)
+            continue
+        bad = isinstance(n, BufferLoad) or (isinstance(n, Call) and n.kind == "extern") or (
+            isinstance(n, _DIVS) and not (isinstance(n.b, IntImm) and n.b.value != 0))
+        memo[id(n)] = bad or any(memo[id(c)] for c in n._children())
+    return memo[id(root)]
+
+
+class FunctionEmitter:
+    def __init__(self, func: PrimFunc, symbol: str, state: ModuleState, where: str, workspace_prefix: str):
+        self.func, self.symbol, self.m, self.where = func, symbol, state, where
+        self.ws_prefix = workspace_prefix
+        self.lines: list[str] = []
+        self.entry: list[str] = []
+        self.count = 0
+        self.block = "entry"
+        self.vals: dict[Var, str] = {}
+        self.bufs: dict[Buffer, str] = {}
+        self.groups: list[str] = []  # access groups of the enclosing vectorized loops
+        self.unsafe_memo: dict[int, bool] = {}
+        nodes = list(pre_order(func.body, unique=True))
+        self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
+
+    def fail(self, msg: str) -> LLVMCodegenError:
+        return LLVMCodegenError(f"LLVM codegen of {self.where}: {msg}")
+
+    # ---- helpers ----------------------------------------------------------------------------------
+    def tmp(self, hint: str = "t") -> str:
+        self.count += 1
+        return f"%{hint}.{self.count}"
+
+    def label(self, hint: str) -> str:
+        self.count += 1
+        return f"{hint}.{self.count}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def op(self, text: str, hint: str = "t") -> str:
+        r = self.tmp(hint)
+        self.emit(f"{r} = {text}")
+        return r
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def access_md(self) -> str:
+        if not self.groups:
+            return ""
+        ref = self.groups[0] if len(self.groups) == 1 else self.m.md("!{" + ", ".join(self.groups) + "}")
+        return f", !llvm.access.group {ref}"
+
+    # ---- expressions ------------------------------------------------------------------------------
+    def expr(self, root: PrimExpr, index: bool = False) -> str:
+        """Emit ``root``; returns its LLVM value (a register or a constant)."""
+        work: list[tuple[str, Any]] = [("e", root)]
+        vals: list[str] = []
+        while work:
+            kind, x = work.pop()
+            if kind == "e":
+                node = x
+                if isinstance(node, Var):
+                    if node not in self.vals:
+                        raise self.fail(f"variable '{node.name}' is not bound")  # pragma: no cover - verify
+                    vals.append(self.vals[node])
+                elif isinstance(node, IntImm):
+                    vals.append(int_literal(node.value, node.dtype))
+                elif isinstance(node, FloatImm):
+                    vals.append(float_literal(node.value, node.dtype))
+                elif isinstance(node, Let):
+                    work += [("e", node.body), ("bind", node.var), ("e", node.value)]
+                elif isinstance(node, Select) and (_unsafe_nodes(node.true_value, self.unsafe_memo)
+                                                   or _unsafe_nodes(node.false_value, self.unsafe_memo)):
+                    st: dict[str, Any] = {}
+                    work += [("sel_end", (node, st)), ("e", node.false_value), ("sel_else", st),
+                             ("e", node.true_value), ("sel_then", st), ("e", node.cond)]
+                elif isinstance(node, (And, Or)) and _unsafe_nodes(node.b, self.unsafe_memo):
+                    st = {}
+                    work += [("lg_end", (node, st)), ("e", node.b), ("lg_mid", (node, st)), ("e", node.a)]
+                else:
+                    children = node._children()
+                    work.append(("c", node))
+                    work.extend(("e", c) for c in reversed(children))
+            elif kind == "c":
+                n = len(x._children())
+                args = vals[len(vals) - n:] if n else []
+                if n:
+                    del vals[len(vals) - n:]
+                vals.append(self.compose(x, args, index))
+            elif kind == "bind":
+                self.vals[x] = vals.pop()
+            elif kind == "sel_then":
+                c = vals.pop()
+                x["then"], x["else"], x["end"] = self.label("sel.t"), self.label("sel.f"), self.label("sel.end")
+                self.emit(f"br i1 {c}, label %{x['then']}, label %{x['else']}")
+                self.start(x["then"])
+            elif kind == "sel_else":
+                x["tv"], x["tb"] = vals.pop(), self.block
+                self.emit(f"br label %{x['end']}")
+                self.start(x["else"])
+            elif kind == "sel_end":
+                node, st = x
+                fv, fb = vals.pop(), self.block
+                self.emit(f"br label %{st['end']}")
+                self.start(st["end"])
+                t = VALUE_TYPES[node.dtype]
+                vals.append(self.op(f"phi {t} [ {st['tv']}, %{st['tb']} ], [ {fv}, %{fb} ]", "sel"))
+            elif kind == "lg_mid":
+                node, st = x
+                a = vals.pop()
+                st["a_block"], st["rhs"], st["end"] = self.block, self.label("lg.rhs"), self.label("lg.end")
+                st["short"] = "true" if isinstance(node, Or) else "false"
+                if isinstance(node, And):
+                    self.emit(f"br i1 {a}, label %{st['rhs']}, label %{st['end']}")
+                else:
+                    self.emit(f"br i1 {a}, label %{st['end']}, label %{st['rhs']}")
+                self.start(st["rhs"])
+            elif kind == "lg_end":
+                node, st = x
+                b, bb = vals.pop(), self.block
+                self.emit(f"br label %{st['end']}")
+                self.start(st["end"])
+                vals.append(self.op(f"phi i1 [ {st['short']}, %{st['a_block']} ], [ {b}, %{bb} ]", "lg"))
+        return vals[0]
+
+    def compose(self, node: PrimExpr, a: list[str], index: bool) -> str:
+        d = node.dtype
+        t = VALUE_TYPES[d]
+        if type(node) in _ARITH:
+            iop, fop = _ARITH[type(node)]
+            if is_float(d):
+                flags = " contract" if d != "float16" else ""
+                return self.op(f"{fop}{flags} {t} {a[0]}, {a[1]}")
+            nsw = " nsw" if index and d in ("int32", "int64") else ""
+            return self.op(f"{iop}{nsw} {t} {a[0]}, {a[1]}")
+        if isinstance(node, Div):
+            return self.op(f"fdiv {t} {a[0]}, {a[1]}")
+        if isinstance(node, _DIVS):
+            return self.division(node, a[0], a[1])
+        if isinstance(node, (Min, Max)):
+            lt = isinstance(node, Min)
+            if is_float(d):
+                c = self.op(f"fcmp {'olt' if lt else 'ogt'} {t} {a[0]}, {a[1]}", "c")
+            else:
+                pred = ("slt" if lt else "sgt") if not (is_uint(d) or d == "bool") else ("ult" if lt else "ugt")
+                c = self.op(f"icmp {pred} {t} {a[0]}, {a[1]}", "c")
+            return self.op(f"select i1 {c}, {t} {a[0]}, {t} {a[1]}")
+        if type(node) in _BITS:
+            return self.op(f"{_BITS[type(node)]} {t} {a[0]}, {a[1]}")
+        if isinstance(node, (ShiftLeft, ShiftRight)):
+            return self.shift(node, a[0], a[1])
+        if type(node) in _ICMP:
+            od = node.a.dtype
+            ot = VALUE_TYPES[od]
+            if is_float(od):
+                return self.op(f"fcmp {_FCMP[type(node)]} {ot} {a[0]}, {a[1]}", "c")
+            s, u = _ICMP[type(node)]
+            return self.op(f"icmp {u if (is_uint(od) or od == 'bool') else s} {ot} {a[0]}, {a[1]}", "c")
+        if isinstance(node, And):
+            return self.op(f"and i1 {a[0]}, {a[1]}")
+        if isinstance(node, Or):
+            return self.op(f"or i1 {a[0]}, {a[1]}")
+        if isinstance(node, Not):
+            return self.op(f"xor i1 {a[0]}, true")
+        if isinstance(node, BitwiseNot):
+            return self.op(f"xor {t} {a[0]}, -1")
+        if isinstance(node, Select):
+            return self.op(f"select i1 {a[0]}, {t} {a[1]}, {t} {a[2]}")
+        if isinstance(node, Cast):
+            return self.cast(a[0], node.value.dtype, d)
+        if isinstance(node, BufferLoad):
+            ptr = self.address(node.buffer, node.indices, a)
+            st = STORAGE_TYPES[d]
+            v = self.tmp("ld")
+            self.emit(f"{v} = load {st}, ptr {ptr}{self.access_md()}")
+            return self.op(f"trunc i8 {v} to i1") if d == "bool" else v
+        if isinstance(node, AddressOf):
+            return self.address(node.buffer, node.indices, a)
+        if isinstance(node, Call):
+            return self.call(node, a)
+        raise self.fail(f"cannot emit {type(node).__name__}")  # pragma: no cover - verify rejects it first
+
+    def cast(self, v: str, src: str, dst: str) -> str:
+        if src == dst:
+            return v
+        st, dt = VALUE_TYPES[src], VALUE_TYPES[dst]
+        if dst == "bool":
+            if is_float(src):
+                return self.op(f"fcmp une {st} {v}, 0.0", "c")
+            return self.op(f"icmp ne {st} {v}, 0", "c")
+        if src == "bool":
+            return self.op(f"{'uitofp' if is_float(dst) else 'zext'} i1 {v} to {dt}")
+        if is_float(src) and is_float(dst):
+            return self.op(f"{'fpext' if bits(dst) > bits(src) else 'fptrunc'} {st} {v} to {dt}")
+        if is_float(src):
+            return self.op(f"{'fptoui' if is_uint(dst) else 'fptosi'} {st} {v} to {dt}")
+        if is_float(dst):
+            return self.op(f"{'uitofp' if is_uint(src) else 'sitofp'} {st} {v} to {dt}")
+        if bits(dst) == bits(src):
+            return v
+        if bits(dst) < bits(src):
+            return self.op(f"trunc {st} {v} to {dt}")
+        return self.op(f"{'zext' if is_uint(src) else 'sext'} {st} {v} to {dt}")
+
+    def shift(self, node: PrimExpr, x: str, y: str) -> str:
+        d = node.dtype
+        t = VALUE_TYPES[d]
+        right = isinstance(node, ShiftRight)
+        inst = "shl" if not right else ("lshr" if is_uint(d) else "ashr")
+        if bits(d) >= 32:
+            return self.op(f"{inst} {t} {x}, {y}")
+        # C promotes 8/16-bit operands to int: shift in i32, convert back
+        ext = "zext" if is_uint(d) else "sext"
+        x32 = self.op(f"{ext} {t} {x} to i32")
+        y32 = self.op(f"{ext} {t} {y} to i32")
+        r = self.op(f"{'ashr' if right else 'shl'} i32 {x32}, {y32}")
+        return self.op(f"trunc i32 {r} to {t}")
+
+    def division(self, node: PrimExpr, x: str, y: str) -> str:
+        d = node.dtype
+        t = VALUE_TYPES[d]
+        mod = isinstance(node, (FloorMod, TruncMod))
+        if is_uint(d):
+            return self.op(f"{'urem' if mod else 'udiv'} {t} {x}, {y}")
+        floor = isinstance(node, (FloorDiv, FloorMod))
+        const = node.b.value if isinstance(node.b, IntImm) else None
+        if const == -1:
+            return "0" if mod else self.op(f"sub {t} 0, {x}")
+        if const is not None:  # a constant other than -1: sdiv/srem never overflow
+            ysafe, minus1 = y, None
+        else:  # b == -1: TIR wraps (INT_MIN / -1 traps in hardware)
+            minus1 = self.op(f"icmp eq {t} {y}, -1", "c")
+            ysafe = self.op(f"select i1 {minus1}, {t} 1, {t} {y}")
+        if not floor:
+            r = self.op(f"{'srem' if mod else 'sdiv'} {t} {x}, {ysafe}")
+            if minus1 is None:
+                return r
+            neg = "0" if mod else self.op(f"sub {t} 0, {x}")
+            return self.op(f"select i1 {minus1}, {t} {neg}, {t} {r}")
+        # floor: the truncated quotient/remainder, adjusted when the remainder's sign differs from b's
+        q = self.op(f"sdiv {t} {x}, {ysafe}")
+        r = self.op(f"srem {t} {x}, {ysafe}")
+        if const is not None and const > 0:
+            adj = self.op(f"icmp slt {t} {r}, 0", "c")
+        else:
+            nz = self.op(f"icmp ne {t} {r}, 0", "c")
+            rneg = self.op(f"icmp slt {t} {r}, 0", "c")
+            bneg = self.op(f"icmp slt {t} {ysafe}, 0", "c")
+            diff = self.op(f"xor i1 {rneg}, {bneg}", "c")
+            adj = self.op(f"and i1 {nz}, {diff}", "c")
+        if mod:
+            rb = self.op(f"add {t} {r}, {ysafe}")
+            return self.op(f"select i1 {adj}, {t} {rb}, {t} {r}")
+        q1 = self.op(f"sub {t} {q}, 1")
+        return self.op(f"select i1 {adj}, {t} {q1}, {t} {q}")
+
+    def call(self, node: Call, a: list[str]) -> str:
+        d = node.dtype
+        if node.kind == "extern":
+            return self.extern_call(node, a)
+        name = node.name
+        argd = node.args[0].dtype
+        at = VALUE_TYPES[argd]
+        if name == "isnan":
+            return self.op(f"fcmp uno {at} {a[0]}, {a[0]}", "c")
+        if name in ("isinf", "isfinite"):
+            fabs = f"llvm.fabs.{_FSUFFIX[argd]}"
+            self.m.declare(fabs, f"declare {at} @{fabs}({at})", external=False)
+            m = self.op(f"call {at} @{fabs}({at} {a[0]})")
+            inf = float_literal(float("inf"), argd)
+            return self.op(f"fcmp {'oeq' if name == 'isinf' else 'olt'} {at} {m}, {inf}", "c")
+        # float16: computed with the float32 function, rounded back (as in C)
+        cd = "float32" if argd == "float16" else argd
+        ct = VALUE_TYPES[cd]
+        args = [self.cast(v, argd, cd) for v in a]
+        if name == "rsqrt":
+            fn = f"llvm.sqrt.{_FSUFFIX[cd]}"
+            self.m.declare(fn, f"declare {ct} @{fn}({ct})", external=False)
+            s = self.op(f"call {ct} @{fn}({ct} {args[0]})")
+            r = self.op(f"fdiv {ct} {float_literal(1.0, cd)}, {s}")
+        else:
+            if name in LLVM_INTRINSICS:
+                fn, ext = f"llvm.{name}.{_FSUFFIX[cd]}", False
+            else:
+                fn, ext = libm_name(name, cd), True
+            params = ", ".join([ct] * len(args))
+            attrs = " #1" if ext else ""
+            self.m.declare(fn, f"declare {ct} @{fn}({params}){attrs}", external=ext)
+            r = self.op(f"call {ct} @{fn}({', '.join(f'{ct} {v}' for v in args)})")
+        return self.cast(r, cd, d) if d != cd else r
+
+    def extern_call(self, node: Call, a: list[str]) -> str:
+        def ctype(dt: str) -> str:  # C passes float16 values as float, bools as zero-extended i1
+            return "float" if dt == "float16" else ("i1 zeroext" if dt == "bool" else VALUE_TYPES[dt])
+
+        args = []
+        for v, e in zip(a, node.args):
+            if e.dtype == "float16":
+                v = self.cast(v, "float16", "float32")
+            args.append(f"{ctype(e.dtype)} {v}")
+        ret = "float" if node.dtype == "float16" else ("zeroext i1" if node.dtype == "bool" else VALUE_TYPES[node.dtype])
+        ret_t = ret.replace("zeroext ", "")
+        params = ", ".join(ctype(e.dtype) for e in node.args)
+        sym = _global_name(node.name)
+        self.m.declare(node.name, f"declare {ret} {sym}({params})")
+        text = f"call {ret_t} {sym}({', '.join(args)})"
+        if node.dtype == "void":
+            self.emit(text)
+            return "undef"
+        r = self.op(text, "call")
+        return self.cast(r, "float32", "float16") if node.dtype == "float16" else r
+
+    # ---- addresses --------------------------------------------------------------------------------
+    def address(self, buf: Buffer, nodes: tuple[PrimExpr, ...], evaluated: list[str]) -> str:
+        """A pointer to ``buf[nodes]`` (``evaluated``: the indices' values, in order)."""
+        base = self.bufs.get(buf)
+        if base is None:
+            raise self.fail(f"buffer '{buf.name}' is not a parameter or allocated here")  # pragma: no cover
+        off = self.flat_index(buf, nodes, evaluated)
+        if off == "0":
+            return base
+        return self.op(f"getelementptr inbounds {STORAGE_TYPES[buf.dtype]}, ptr {base}, i64 {off}", "p")
+
+    def to_i64(self, v: str, dtype: str) -> str:
+        if dtype in ("int64", "uint64"):
+            return v
+        if v.lstrip("-").isdigit():
+            return str(int(v) & ((1 << bits(dtype)) - 1)) if is_uint(dtype) else v
+        return self.op(f"{'zext' if is_uint(dtype) or dtype == 'bool' else 'sext'} {VALUE_TYPES[dtype]} {v} to i64")
+
+    def flat_index(self, buf: Buffer, nodes: tuple[PrimExpr, ...], vals: list[str]) -> str:
+        """The row-major element offset of ``buf[nodes]`` as an i64 value."""
+        if not nodes:
+            return "0"
+        dims = buf.shape
+        if all(isinstance(d, IntImm) for d in dims[1:]):
+            strides, s = [], 1
+            for d in reversed(dims):
+                strides.append(s)
+                s *= d.value if isinstance(d, IntImm) else 1
+            strides.reverse()
+            terms, const, k = [], 0, 0
+            while k < len(nodes):
+                node, v, stride = nodes[k], vals[k], strides[k]
+                k += 1
+                if k < len(nodes) and (x := _fused_pair(node, nodes[k], dims[k])) is not None:
+                    # a fused loop's (x / n, x % n): offset x * stride(inner), linear for the vectorizer
+                    node, v, stride = x, self.expr(x, index=True), strides[k]
+                    k += 1
+                if isinstance(node, IntImm):
+                    const += node.value * stride
+                    continue
+                v = self.to_i64(v, node.dtype)
+                terms.append(v if stride == 1 else self.op(f"mul nsw i64 {v}, {stride}", "i"))
+            acc = None
+            for term in terms:
+                acc = term if acc is None else self.op(f"add nsw i64 {acc}, {term}", "i")
+            if acc is None:
+                return str(const)
+            return self.op(f"add nsw i64 {acc}, {const}", "i") if const else acc
+        acc = self.to_i64(vals[0], nodes[0].dtype)
+        for k in range(1, len(nodes)):
+            dim = self.to_i64(self.expr(dims[k], index=True), dims[k].dtype)
+            acc = self.op(f"mul nsw i64 {acc}, {dim}", "i")
+            acc = self.op(f"add nsw i64 {acc}, {self.to_i64(vals[k], nodes[k].dtype)}", "i")
+        return acc
+
+    # ---- statements -------------------------------------------------------------------------------
+    def function(self) -> tuple[str, tuple[str, ...]]:
+        """The LLVM definition and the runtime signature (``"ptr"`` or a scalar dtype per param)."""
+        params, sig = [], []
+        for k, p in enumerate(self.func.params):
+            if isinstance(p, Buffer):
+                name = f"%{_local(p.name)}.a{k}"
+                self.bufs[p] = name
+                ro = "" if p in self.written else " readonly"
+                params.append(f"ptr noalias{ro} {name}")
+                sig.append("ptr")
+            else:
+                if p.dtype in ("float16", "handle"):
+                    raise self.fail(f"scalar parameter '{p.name}' has dtype {p.dtype}, which the LLVM backend "
+                                    "cannot pass (use a buffer)")
+                name = f"%{_local(p.name)}.a{k}"
+                self.vals[p] = name
+                params.append(f"{'i1 zeroext' if p.dtype == 'bool' else VALUE_TYPES[p.dtype]} {name}")
+                sig.append(p.dtype)
+        self.statements(self.func.body)
+        self.emit("ret i32 0")
+        head = f"define i32 {_global_name(self.symbol)}({', '.join(params)}) #0 {{"
+        comment = "; PrimFunc " + (self.func.name or "").encode("unicode_escape").decode("ascii")
+        text = "\n".join([comment, head, "entry:", *("  " + e for e in self.entry), *self.lines, "}"])
+        return text + "\n", tuple(sig)
+
+    def statements(self, root: Any) -> None:
+        work: list[Any] = [root]
+        while work:
+            s = work.pop()
+            if callable(s) and not isinstance(s, (PrimExpr, SeqStmt)) and not hasattr(s, "_kind"):
+                s()
+            elif isinstance(s, SeqStmt):
+                work.extend(reversed(s.stmts))
+            elif isinstance(s, BufferStore):
+                vals = [self.expr(i, index=True) for i in s.indices]
+                v = self.expr(s.value)
+                ptr = self.address(s.buffer, s.indices, vals)
+                if s.buffer.dtype == "bool":
+                    v = self.op(f"zext i1 {v} to i8")
+                self.emit(f"store {STORAGE_TYPES[s.buffer.dtype]} {v}, ptr {ptr}{self.access_md()}")
+            elif isinstance(s, Evaluate):
+                if any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(s.value)):
+                    self.expr(s.value)
+            elif isinstance(s, LetStmt):
+                self.vals[s.var] = self.expr(s.value)
+                work.append(s.body)
+            elif isinstance(s, Allocate):
+                restore = self.allocate(s.buffer)
+                if restore is not None:
+                    work.append(restore)
+                work.append(s.body)
+            elif isinstance(s, For):
+                work += self.loop(s)
+            elif isinstance(s, IfThenElse):
+                c = self.expr(s.cond)
+                then, merge = self.label("if.then"), self.label("if.end")
+                other = self.label("if.else") if s.else_case is not None else merge
+                self.emit(f"br i1 {c}, label %{then}, label %{other}")
+                self.start(then)
+                close = self._jump(merge)
+                if s.else_case is None:
+                    work += [lambda merge=merge: self.start(merge), close, s.then_case]
+                else:
+                    work += [lambda merge=merge: self.start(merge), close, s.else_case,
+                             lambda other=other: self.start(other), close, s.then_case]
+            else:
+                raise self.fail(f"cannot emit {type(s).__name__}")  # pragma: no cover
+
+    def _jump(self, label: str) -> Callable[[], None]:
+        return lambda: self.emit(f"br label %{label}")
+
+    def allocate(self, b: Buffer) -> Callable[[], None] | None:
+        st = STORAGE_TYPES[b.dtype]
+        static = b.static_shape
+        if static is not None:
+            size = 1
+            for n in static:
+                size *= n
+            size = max(size, 1)
+            if b.scope == "global.workspace":
+                name = f"@{self.ws_prefix}.{_local(b.name)}.{len(self.m.globals)}"
+                self.m.globals.append(f"{name} = internal global [{size} x {st}] zeroinitializer, align 64")
+                self.bufs[b] = name
+            else:
+                name = f"%{_local(b.name)}.{self.count + 1}"
+                self.count += 1
+                self.entry.append(f"{name} = alloca {st}, i64 {size}, align 32")
+                self.bufs[b] = name
+            return None
+        count = "1"
+        for d in b.shape:
+            v = self.to_i64(self.expr(d, index=True), d.dtype)
+            count = v if count == "1" else self.op(f"mul i64 {count}, {v}")
+        self.m.declare("llvm.stacksave.p0", "declare ptr @llvm.stacksave.p0()", external=False)
+        self.m.declare("llvm.stackrestore.p0", "declare void @llvm.stackrestore.p0(ptr)", external=False)
+        sp = self.op("call ptr @llvm.stacksave.p0()", "sp")
+        self.bufs[b] = self.op(f"alloca {st}, i64 {count}, align 32", _local(b.name))
+        return lambda: self.emit(f"call void @llvm.stackrestore.p0(ptr {sp})")
+
+    def loop(self, s: For) -> list[Any]:
+        d = s.loop_var.dtype
+        t = VALUE_TYPES[d]
+        lo = self.expr(s.min)
+        ext = self.expr(s.extent)
+        if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm):
+            end = int_literal(s.min.value + s.extent.value, d)
+            if s.extent.value <= 0:
+                return []  # never runs
+        else:
+            end = self.op(f"add {t} {lo}, {ext}", "end")
+        var = self.tmp(_local(s.loop_var.name))
+        nxt = self.tmp(_local(s.loop_var.name) + ".next")
+        hdr, body, latch, done = (self.label(h) for h in ("for.hdr", "for.body", "for.latch", "for.end"))
+        pre = self.block
+        self.emit(f"br label %{hdr}")
+        self.start(hdr)
+        self.emit(f"{var} = phi {t} [ {lo}, %{pre} ], [ {nxt}, %{latch} ]")
+        cmp = "ult" if is_uint(d) else "slt"
+        c = self.op(f"icmp {cmp} {t} {var}, {end}", "c")
+        self.emit(f"br i1 {c}, label %{body}, label %{done}")
+        self.start(body)
+        self.vals[s.loop_var] = var
+        props = ['!{!"llvm.loop.mustprogress"}']
+        group = None
+        if s.kind == "vectorized":
+            group = self.m.md("distinct !{}", cache=False)
+            props.append('!{!"llvm.loop.parallel_accesses", ' + group + "}")
+            if _vectorizable_calls(s.body):  # else LLVM warns that it could not do what was asked
+                props.append('!{!"llvm.loop.vectorize.enable", i1 true}')
+            self.groups.append(group)
+        elif s.kind == "unrolled":
+            if isinstance(s.extent, IntImm):
+                props.append('!{!"llvm.loop.unroll.full"}')
+            else:
+                props.append('!{!"llvm.loop.unroll.count", i32 4}')
+        refs = [self.m.md(p, cache="parallel_accesses" not in p) for p in props]
+        loop_md = self.m.md("distinct !{{self}, " + ", ".join(refs) + "}", cache=False)
+        nsw = "nuw" if is_uint(d) else "nsw"
+
+        def close() -> None:
+            if group is not None:
+                self.groups.remove(group)
+            self.emit(f"br label %{latch}")
+            self.start(latch)
+            self.emit(f"{nxt} = add {nsw} {t} {var}, 1")
+            self.emit(f"br label %{hdr}, !llvm.loop {loop_md}")
+            self.start(done)
+
+        return [close, s.body]
+
+
+def _vectorizable_calls(body: Any) -> bool:
+    """Only calls LLVM can vectorize without a vector math library (sqrt, fabs, floor, ...)?"""
+    return all(n.kind == "intrin" and n.name in VECTOR_INTRINSICS for n in pre_order(body, unique=True)
+               if isinstance(n, Call))
+
+
+def _global_name(name: str) -> str:
+    """``@name``, quoted unless it is a plain identifier."""
+    if re.fullmatch(r"[A-Za-z_.$][A-Za-z0-9_.$]*", name):
+        return "@" + name
+    return '@"' + "".join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else "\\%02X" % c
+                          for c in name.encode("utf-8")) + '"'

@@ -1,0 +1,202 @@
+"""LLVMModule: LLVM IR compiled in this process by llvmlite's MCJIT (the ``llvm`` target kind).
+
+    lib = LLVMModule(ir_text, {"matmul": ("ptr", "ptr", "ptr")})
+    lib["matmul"](a, b, c)            # numpy arrays / Python numbers, like a DSOModule
+    lib.raw("matmul")                 # the ctypes function (argtypes set), for executors
+
+The IR is parsed, verified, optimized with LLVM's new pass manager (the ``default<O3>`` pipeline
+of the target machine: loop and SLP vectorization, unrolling) and JIT-compiled for the host CPU
+(or the ``cpu``/``features`` given). Functions called by name (libm, libc, extern calls) must be
+in the process: :func:`resolve_symbols` looks them up and hands their addresses to LLVM before
+compiling, so that a missing one is a clear error instead of a call through a null pointer.
+llvmlite is imported here only, when a module is built.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from plait.errors import PlaitError
+from plait.runtime.module import _SCALAR_CTYPES, Module, _wrap
+
+LLVMLITE_MISSING = "target kind 'llvm' needs llvmlite: pip install 'plait[llvm]'"
+
+
+class LLVMError(PlaitError):
+    """LLVM IR that does not parse, verify or compile, or a symbol the JIT cannot resolve."""
+
+
+def llvm_binding() -> Any:
+    """``llvmlite.binding`` with the native target initialized; a PlaitError without llvmlite."""
+    try:
+        import llvmlite.binding as llvm
+    except ImportError:
+        raise LLVMError(LLVMLITE_MISSING) from None
+    if not getattr(llvm, "_plait_ready", False):
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm._plait_ready = True
+    return llvm
+
+
+_LIBS: list[Any] = []
+
+
+def _libraries() -> list[Any]:
+    """ctypes handles searched for symbols: the process, libm, libgcc_s (float16 conversions)."""
+    if not _LIBS:
+        _LIBS.append(ctypes.CDLL(None))
+        for name in ("m", "gcc_s"):
+            path = ctypes.util.find_library(name)
+            for p in ([path] if path else []) + [f"lib{name}.so.1", f"lib{name}.so.6"]:
+                try:
+                    _LIBS.append(ctypes.CDLL(p))
+                    break
+                except OSError:
+                    continue
+    return _LIBS
+
+
+def symbol_address(name: str) -> int | None:
+    """The address of the C symbol ``name`` in this process (or libm / libgcc_s), else None."""
+    for lib in _libraries():
+        try:
+            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+    return None
+
+
+def resolve_symbols(names: Iterable[str], required: Mapping[str, str] | None = None) -> list[str]:
+    """Give LLVM the address of each symbol in ``names`` that it cannot find itself; returns the
+    names found nowhere (those in ``required`` are errors for the caller; the others are optional)."""
+    llvm = llvm_binding()
+    missing = []
+    for n in names:
+        if llvm.address_of_symbol(n):
+            continue
+        addr = symbol_address(n)
+        if addr:
+            llvm.add_symbol(n, addr)
+        else:
+            missing.append(n)
+    return missing
+
+
+def host_cpu() -> tuple[str, str]:
+    """(CPU name, feature string) of this machine, as LLVM sees them."""
+    llvm = llvm_binding()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+class LLVMModule(Module):
+    """Functions JIT-compiled from LLVM IR text (MCJIT). ``signatures``: exported name -> argument
+    kinds (``"ptr"`` or a scalar dtype), as for a DSOModule; ``symbols``: exported name -> LLVM
+    symbol (default: the same). Every function returns an int32 status (0 = success)."""
+
+    kind = "llvm"
+
+    def __init__(self, ir: str, signatures: Mapping[str, Sequence[str]], symbols: Mapping[str, str] | None = None,
+                 cpu: str | None = None, features: str | None = None, opt_level: int = 3, name: str = "module",
+                 describe_line: Callable[[int], str] | None = None):
+        super().__init__()
+        llvm = llvm_binding()
+        self.name = name
+        self.source = ir
+        self.signatures: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in signatures.items()}
+        self.symbols = {k: (symbols or {}).get(k, k) for k in self.signatures}
+        hcpu, hfeat = host_cpu()
+        self.cpu = cpu or hcpu
+        self.features = features if features is not None else (hfeat if not cpu else "")
+        self.opt_level = opt_level
+        try:
+            target = llvm.Target.from_default_triple()
+            self.target_machine = target.create_target_machine(cpu=self.cpu, features=self.features,
+                                                               opt=opt_level, jit=True)
+        except RuntimeError as exc:
+            raise LLVMError(f"LLVM cannot generate code for cpu '{self.cpu}' with features "
+                            f"'{self.features}': {exc}") from None
+        try:
+            mod = llvm.parse_assembly(ir)
+            mod.verify()
+        except RuntimeError as exc:
+            raise LLVMError(_located(str(exc), describe_line)) from None
+        mod.triple = self.target_machine.triple
+        mod.data_layout = str(self.target_machine.target_data)
+        if opt_level > 0:
+            pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
+            pto.loop_vectorization = True
+            pto.slp_vectorization = True
+            pto.loop_unrolling = True
+            pb = llvm.create_pass_builder(self.target_machine, pto)
+            pb.getModulePassManager().run(mod, pb)
+        self.llvm_module = mod
+        self.engine = llvm.create_mcjit_compiler(mod, self.target_machine)
+        self.engine.finalize_object()
+        self._funcs: dict[str, Callable] = {}
+        self._raw: dict[str, Any] = {}
+        for k in self.signatures:
+            if not self.engine.get_function_address(self.symbols[k]):
+                raise LLVMError(f"LLVM module '{name}': function '{k}' was not compiled")
+
+    def function_names(self) -> list[str]:
+        return sorted(self.signatures)
+
+    def optimized_ir(self) -> str:
+        """The LLVM IR after optimization."""
+        return str(self.llvm_module)
+
+    def assembly(self) -> str:
+        """The machine code as assembly text."""
+        return self.target_machine.emit_assembly(self.llvm_module)
+
+    def raw(self, name: str) -> Any:
+        """The ctypes function object (restype int32, argtypes set), for executors that pre-bind
+        arguments. It keeps this module (and so the compiled code) alive."""
+        if name not in self._raw:
+            if name not in self.signatures:
+                raise PlaitError(f"LLVM module '{self.name}' has no function '{name}'")
+            argtypes = [ctypes.c_void_p if k == "ptr" else _SCALAR_CTYPES[k] for k in self.signatures[name]]
+            proto = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)
+            fn = proto(self.engine.get_function_address(self.symbols[name]))
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int32
+            fn._plait_module = self  # type: ignore[attr-defined]
+            self._raw[name] = fn
+        return self._raw[name]
+
+    def _own_function(self, name: str) -> Callable | None:
+        if name not in self.signatures:
+            return None
+        if name not in self._funcs:
+            self._funcs[name] = _wrap(name, self.raw(name), self.signatures[name])
+        return self._funcs[name]
+
+    def export_library(self, path: str | Path) -> Path:
+        """Write the module: an object file for ``.o`` paths, assembly for ``.s``, else the LLVM IR
+        text (before optimization, as generated)."""
+        p = Path(path)
+        if p.suffix == ".o":
+            p.write_bytes(self.target_machine.emit_object(self.llvm_module))
+        elif p.suffix == ".s":
+            p.write_text(self.assembly(), encoding="utf-8")
+        else:
+            p.write_text(self.source, encoding="utf-8")
+        return p
+
+
+def _located(msg: str, describe_line: Callable[[int], str] | None) -> str:
+    """An LLVM parse/verify message, with the PrimFunc that a ``<string>:LINE:COL`` refers to."""
+    import re
+
+    m = re.search(r"<string>:(\d+):", msg)
+    where = describe_line(int(m.group(1))) if (m and describe_line) else ""
+    text = " ".join(msg.split())
+    return f"LLVM rejected the IR{' of ' + where if where else ''}: {text}"
+
+
+__all__ = ["LLVMError", "LLVMLITE_MISSING", "LLVMModule", "host_cpu", "llvm_binding", "resolve_symbols",
+           "symbol_address"]
