@@ -197,7 +197,7 @@ def test_workspaces_in_the_graph_and_the_report():
     assert report == MemoryPlan.from_graph(art.graph).report()
     lines = report.splitlines()
     assert lines[0] == f"memory plan: peak {mem['peak_bytes']:,} B"
-    assert lines[4] == "  workspace            320 B  2 buffers (piece 'c': 192 B, piece 'dsp': 128 B)"
+    assert lines[4] == "  workspace             320 B  2 buffers (piece 'c': 192 B, piece 'dsp': 128 B)"
     assert lines[5:] == ["biggest workspaces:",
                          "  softmax_rows                                       192 B  piece 'c', 2 calls",
                          "  square_plus                                        128 B  piece 'dsp', 1 call"]
