@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from plait.errors import PlaitError
@@ -30,20 +30,6 @@ from plait.relay.module import IRModule
 
 class BuildError(PlaitError):
     """``plait.build`` was called wrongly or a stage of the pipeline is missing for the target."""
-
-
-def resolve_piece(target: Any):
-    """The single piece to build for: from a Target, a target string, a CompositeTarget or a Piece."""
-    from plait.target import CompositeTarget, Piece
-
-    if isinstance(target, Piece):
-        return target
-    ct = CompositeTarget(target)
-    if len(ct) != 1:
-        names = ", ".join(p.name for p in ct.pieces)
-        raise BuildError(f"placement across several pieces is not supported yet: the target has "
-                         f"{len(ct)} pieces ({names}); build for one piece")
-    return ct.pieces[0]
 
 
 def _load_backends() -> None:
@@ -59,29 +45,213 @@ def _load_backends() -> None:
 
 
 @dataclass(frozen=True)
-class Lower(Pass):
-    """Default lowering (or the kind's ``relay_to_tir`` hook) with the piece entered."""
+class Place(Pass):
+    """Assign every operator call of ``main`` to a piece (:func:`plait.placement.place`); the
+    :class:`~plait.placement.Assignment` goes into ``state["assignment"]``. One piece: no solver."""
 
-    piece: Any = None
-    name: ClassVar[str] = "lower"
+    composite: Any = None
+    rules: tuple = ()
+    objective: str = "latency"
+    weight: float = 0.5
+    cost_model: Any = None
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+    name: ClassVar[str] = "place"
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        from plait.target import run_relay_to_tir
+        import copy
 
-        if self.piece.target.kind.hooks.get("relay_to_tir") is not None:
-            return run_relay_to_tir(self.piece, mod, ctx)
-        with self.piece:
-            for p in default_lowering(self.piece):
-                mod = ctx.run(p, mod)
+        from plait.placement import place
+        from plait.placement.cost import CostModel
+
+        if len(self.composite) == 1:
+            self.state["assignment"] = None
+            return mod
+        cm = self.cost_model
+        if cm is None:
+            cm = CostModel.for_target(self.composite)
+        elif getattr(cm, "composite", None) is None:
+            cm = copy.copy(cm)  # the caller's model, told which pieces share memory
+            cm.composite = self.composite
+        self.state["assignment"] = place(mod.main, self.composite, self.objective, self.rules,
+                                         cost_model=cm, weight=self.weight)
         return mod
 
 
-def default_lowering(piece: Any) -> list[Pass]:
+@dataclass(frozen=True)
+class Partition(Pass):
+    """``device_copy`` insertion and outlining of same-piece regions (:mod:`plait.placement.partition`)."""
+
+    composite: Any = None
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+    name: ClassVar[str] = "partition"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        from plait.placement.partition import partition
+
+        a = self.state.get("assignment")
+        return partition(mod, a.pieces() if a is not None else {}, self.composite)
+
+
+def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:
+    from plait.tir.stmt import PrimFunc
+
+    return [k for k, f in after.items() if isinstance(f, PrimFunc) and (k not in before or before[k] is not f)]
+
+
+def _tag(mod: IRModule, names: list[str], piece: Any) -> IRModule:
+    for k in names:
+        f = mod[k]
+        attrs = {"piece": piece.name}
+        if "global_symbol" not in f.attrs:
+            attrs["global_symbol"] = k
+        mod = mod.with_function(k, f.with_attrs(**attrs))
+    return mod
+
+
+@dataclass(frozen=True)
+class Lower(Pass):
+    """Per piece, in composite order: its kind's ``relay_to_runtime`` hook, else its ``relay_to_tir``
+    hook, else default lowering (FuseOps + LowerToTIR) of the piece's region functions."""
+
+    composite: Any = None
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+    name: ClassVar[str] = "lower"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        from plait.placement.partition import regions_of
+
+        self.state.setdefault("external", {})
+        for piece in self.composite.pieces:
+            names = regions_of(mod, piece.name)
+            if not names:
+                continue
+            hooks = piece.target.kind.hooks
+            if hooks.get("relay_to_runtime") is not None:
+                mod = self._external(mod, piece, names)
+            elif hooks.get("relay_to_tir") is not None:
+                mod = self._hook(mod, piece, names, ctx)
+            else:
+                mod = self._default(mod, piece, names, ctx)
+        return mod
+
+    def _default(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:
+        from plait.tir.stmt import PrimFunc
+
+        sub = IRModule({k: f for k, f in mod.items() if k in names or isinstance(f, PrimFunc)}, mod.attrs)
+        reserved = [k for k in mod if k not in sub]
+        with piece:
+            for p in default_lowering(piece, reserved):
+                sub = ctx.run(p, sub)
+        new = _new_prim_funcs(mod, sub)
+        for k in [*names, *new]:
+            mod = mod.with_function(k, sub[k])
+        return _tag(mod, new, piece)
+
+    def _hook(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:
+        from plait.target import run_relay_to_tir
+
+        out = run_relay_to_tir(piece, mod, ctx)
+        check_hook_result(piece, "relay_to_tir", mod, out, names)
+        new = _new_prim_funcs(mod, out)
+        return _tag(out, new, piece)
+
+    def _external(self, mod: IRModule, piece: Any, names: list[str]) -> IRModule:
+        from plait.relay.infer import infer_type
+        from plait.target import HookError, run_relay_to_runtime
+
+        infer_type(mod)
+        for k in names:
+            fn = mod[k]
+            rt = run_relay_to_runtime(piece, fn)
+            where = f"hook 'relay_to_runtime' of target kind '{piece.target.kind_name}' on piece '{piece.name}'"
+            if not hasattr(rt, "get_function") or not hasattr(rt, "function_names"):
+                raise HookError(f"{where} returned {type(rt).__name__} for function '{k}'; expected a runtime Module")
+            if k not in rt.function_names():
+                raise HookError(f"{where}: the module it returned for function '{k}' has no function '{k}' "
+                                f"(it has: {', '.join(rt.function_names()) or 'none'})")
+            self.state["external"].setdefault(piece.name, []).append(rt)
+            mod = mod.with_function(k, external_declaration(fn, k, piece))
+        return mod
+
+
+def external_declaration(fn: Any, name: str, piece: Any) -> Any:
+    """A PrimFunc without a body standing for ``fn`` implemented by an external runtime module:
+    buffers for its (flattened) inputs then outputs."""
+    from plait.ir.types import TensorType, TupleType
+    from plait.tir.expr import const
+    from plait.tir.stmt import Buffer, Evaluate, PrimFunc
+
+    def leaves(t: Any, what: str) -> list[TensorType]:
+        if isinstance(t, TensorType) and t.is_static:
+            return [t]
+        if isinstance(t, TupleType) and what == "result" and all(isinstance(f, TensorType) for f in t.fields):
+            return [f for f in t.fields if f.is_static] if all(f.is_static for f in t.fields) else []
+        return []
+
+    ins = [leaves(p.checked_type, "param") for p in fn.params]
+    outs = leaves(fn.body.checked_type, "result")
+    if any(not x for x in ins) or not outs:
+        raise BuildError(f"function '{name}' on piece '{piece.name}' has tuple-valued or symbolic parameters or "
+                         "result; an external runtime (relay_to_runtime) takes static tensors only")
+    params = [Buffer(f"in{i}", t.shape, t.dtype) for i, (t,) in enumerate(ins)]
+    params += [Buffer(f"out{i}", t.shape, t.dtype) for i, t in enumerate(outs)]
+    attrs = {"global_symbol": name, "external": 1, "piece": piece.name, "target": str(piece.target),
+             "num_inputs": len(ins)}
+    if isinstance(fn.body.checked_type, TupleType) and len(outs) == 1:
+        attrs["tuple_output"] = 1
+    return PrimFunc(tuple(params), Evaluate(const(0, "int32")), attrs)
+
+
+def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, names: list[str]) -> None:
+    """A relay_to_tir hook must lower every region function of its piece to PrimFuncs that verify."""
+    from plait.ir.op import Op
+    from plait.relay.expr import Call, Function
+    from plait.relay.visitor import post_order
+    from plait.target import HookError
+    from plait.tir.stmt import PrimFunc
+    from plait.tir.verify import verify
+
+    where = f"hook '{hook}' of target kind '{piece.target.kind_name}' on piece '{piece.name}'"
+    if "main" not in after:
+        raise HookError(f"{where} returned a module without 'main'")
+    for k in names:
+        if k not in after:
+            raise HookError(f"{where} removed function '{k}' instead of lowering it")
+        f = after[k]
+        if isinstance(f, Function):
+            left = [n for n in post_order(f.body) if isinstance(n, Call) and isinstance(n.op, Op)
+                    and n.op.name != "device_copy"]
+            if left:
+                raise HookError(f"{where} left function '{k}' with operator calls "
+                                f"({', '.join(sorted({c.op_name for c in left}))}); it must call PrimFuncs")
+        elif not isinstance(f, PrimFunc):
+            raise HookError(f"{where} turned function '{k}' into a {type(f).__name__}; expected a PrimFunc or a "
+                            "Relay function calling PrimFuncs")
+    for k in _new_prim_funcs(before, after):
+        try:
+            verify(after[k])
+        except PlaitError as exc:
+            raise HookError(f"{where} produced an invalid PrimFunc '{k}': {exc}") from None
+
+
+def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     """Fusion and lowering to TIR: what every kind without a ``relay_to_tir`` hook runs."""
     from plait.backend.lower import LowerToTIR
     from plait.relay.passes import FuseOps
 
-    return [FuseOps(), LowerToTIR(piece.target)]
+    return [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
+
+
+@dataclass(frozen=True)
+class InlineRegions(Pass):
+    """Region functions (now calling PrimFuncs) inlined back into ``main``."""
+
+    name: ClassVar[str] = "inline_regions"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        from plait.placement.partition import inline_regions
+
+        return inline_regions(mod)
 
 
 @dataclass(frozen=True)
@@ -105,6 +275,63 @@ class Codegen(Pass):
             return build(mod, self.piece.target, ctx)
 
 
+def piece_module(mod: IRModule, piece: Any) -> IRModule:
+    """The PrimFuncs of ``mod`` that ``piece`` compiles (not external declarations)."""
+    from plait.tir.stmt import PrimFunc
+
+    funcs = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and f.attrs.get("piece") == piece.name
+             and not f.attrs.get("external")}
+    return IRModule(funcs, mod.attrs)
+
+
+@dataclass(frozen=True)
+class CodegenPieces(Pass):
+    """Code generation per piece; ``state["modules"]`` (runnable), ``state["cross"]`` (compile checks of
+    pieces on another device when simulating on the host); returns the host module, importing the rest."""
+
+    composite: Any = None
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+    name: ClassVar[str] = "codegen_pieces"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> Any:
+        from plait.runtime.module import PyModule
+
+        modules: dict[str, Any] = {}
+        cross: dict[str, Any] = {}
+        external = self.state.get("external", {})
+        sim = bool(ctx.config.get("c.host_simulation", False))
+        for piece in self.composite.pieces:
+            sub = piece_module(mod, piece)
+            ext = external.get(piece.name, [])
+            if not len(sub) and not ext:
+                continue
+            m = None
+            if len(sub):
+                if sim and piece.target.device != "host" and ctx.config.get("c.cross_check", True):
+                    ctx.config["c.host_simulation"] = False
+                    try:
+                        cross[piece.name] = ctx.run(Codegen(piece), sub)
+                    finally:
+                        ctx.config["c.host_simulation"] = True
+                m = ctx.run(Codegen(piece), sub)
+            if ext:
+                if m is None:
+                    m = ext[0] if len(ext) == 1 else PyModule({})
+                for e in ext:
+                    if e is not m:
+                        m.import_module(e)
+            modules[piece.name] = m
+        self.state["modules"], self.state["cross"] = modules, cross
+        host_name = self.composite.host.name if self.composite._host is not None else None
+        host = modules.get(host_name) if host_name else None
+        if host is None:
+            host = next(iter(modules.values())) if len(modules) == 1 else PyModule({})
+        for name, m in modules.items():
+            if m is not host:
+                host.import_module(m)
+        return host
+
+
 @dataclass(frozen=True)
 class ExecutorCodegen(Pass):
     """(lowered IRModule, runtime module) -> the executor's artifact."""
@@ -123,31 +350,56 @@ class ExecutorCodegen(Pass):
         return EXECUTORS.get(self.executor)(mod, self.lib, self.target)
 
 
-def relay_pipeline(piece: Any, opt_level: int = 2) -> list[Pass]:
-    """The IRModule -> IRModule part of the pipeline, for ``piece``."""
+def relay_pipeline(composite: Any, opt_level: int = 2, *, rules: tuple = (), objective: str = "latency",
+                   weight: float = 0.5, cost_model: Any = None, state: dict | None = None) -> list[Pass]:
+    """The IRModule -> IRModule part of the pipeline for a composite target (``state`` collects the
+    placement and the external modules)."""
     from plait.relay.infer import InferType
-
-    passes: list[Pass] = [InferType()]
     from plait.relay.passes import FoldBatchNorm, FoldConstant
 
-    passes += [FoldConstant(), FoldBatchNorm()]
-    passes += [Lower(piece), InferType()]
-    return passes
+    state = {} if state is None else state
+    return [InferType(), FoldConstant(), FoldBatchNorm(), InferType(),
+            Place(composite, tuple(rules), objective, weight, cost_model, state),
+            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType()]
 
 
 # ---- build -----------------------------------------------------------------------------------------
 
 
+def _composite(target: Any) -> Any:
+    from plait.target import CompositeTarget, Piece
+
+    if isinstance(target, Piece):
+        return CompositeTarget({"pieces": {target.name: target.target}})
+    return CompositeTarget(target)
+
+
+def _rules(place: Any, ct: Any) -> tuple:
+    from plait.placement import parse_place
+
+    if place is None:
+        return ()
+    if isinstance(place, str):
+        return parse_place(place, ct)
+    return tuple(place)
+
+
 def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: int = 2,
           config: Mapping[str, Any] | None = None, instruments: Sequence[Any] = (),
-          ctx: PassContext | None = None) -> Any:
+          ctx: PassContext | None = None, *, place: Any = None, objective: str = "latency",
+          weight: float = 0.5, cost_model: Any = None) -> Any:
     """Compile ``mod`` for ``target`` and return the executor's artifact (a ``GraphArtifact``).
 
-    ``target``: a Target, a target string, or a composite target with one piece. ``config`` goes
-    to the PassContext (e.g. ``{"cc.cache_dir": ...}``); ``instruments`` are added to it. The
-    artifact's ``timings`` lists (stage, seconds).
+    ``target``: a Target, a target string, or a composite target (``"a: c; b: blas"``): every call is
+    placed on a piece by cost (``objective``: latency, energy or weighted, with ``weight``), or by the
+    ``place`` rules (``"Conv=b,/head/*=a,*=b?"``, see docs/placement.md) and ``on_target``
+    annotations. ``config`` goes to the PassContext (e.g. ``{"cc.cache_dir": ...,
+    "c.host_simulation": True}``); ``instruments`` are added to it. The artifact has ``timings``
+    (stage, seconds), ``placement`` (the Assignment; None for one piece), ``piece_modules`` and
+    ``cross_modules`` (compile checks of pieces on other devices when simulating on the host).
     """
     from plait.executor import EXECUTORS
+    from plait.placement.cost import objective_value
 
     if not isinstance(mod, IRModule):
         raise BuildError(f"plait.build expects an IRModule, got {type(mod).__name__}; import a model "
@@ -155,23 +407,32 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     if "main" not in mod:
         raise BuildError("plait.build: the module has no 'main' function")
     EXECUTORS.get(executor)  # unknown names fail before any work
-    piece = resolve_piece(target)
+    ct = _composite(target)
+    rules = _rules(place, ct)
+    objective_value(0.0, 0.0, objective, weight)  # unknown objective / bad weight fail early
     _load_backends()
     timing = Timing()
     if ctx is None:
         ctx = PassContext(opt_level=opt_level, config=dict(config or {}), instruments=[*instruments, timing])
     else:
         ctx.instruments = [*ctx.instruments, *instruments, timing]
+    state: dict = {}
     start = time.perf_counter()
     try:
-        for p in relay_pipeline(piece, ctx.opt_level):
+        for p in relay_pipeline(ct, ctx.opt_level, rules=rules, objective=objective, weight=weight,
+                                cost_model=cost_model, state=state):
             mod = ctx.run(p, mod)
-        lib = ctx.run(Codegen(piece), mod)
-        art = ctx.run(ExecutorCodegen(executor, lib, str(piece.target)), mod)
+        lib = ctx.run(CodegenPieces(ct, state), mod)
+        art = ctx.run(ExecutorCodegen(executor, lib, str(ct)), mod)
     finally:
         ctx.instruments = [i for i in ctx.instruments if i is not timing]
     if hasattr(art, "timings"):
         art.timings = [*timing.times, ("total", time.perf_counter() - start)]
+    for key, attr in (("assignment", "placement"), ("modules", "piece_modules"), ("cross", "cross_modules")):
+        try:
+            setattr(art, attr, state.get(key))
+        except AttributeError:
+            pass
     return art
 
 
@@ -183,5 +444,6 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
     return build(mod, target, executor, **kwargs)
 
 
-__all__ = ["BuildError", "Codegen", "ExecutorCodegen", "Lower", "build", "build_onnx", "default_lowering",
+__all__ = ["BuildError", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower", "Partition", "Place",
+           "build", "build_onnx", "check_hook_result", "default_lowering", "external_declaration", "piece_module",
            "relay_pipeline", "resolve_piece"]

@@ -5,12 +5,12 @@ import pytest
 
 import plait
 from plait import relay
-from plait.driver import Codegen, build, resolve_piece
+from plait.driver import Codegen, build
 from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext, Timing
 from plait.relay import ExprMutator, IRModule
-from plait.target import Target, register_hook, register_kind
+from plait.target import Target, current_piece, register_hook, register_kind
 from plait.target.testing import isolated_registry
 
 from tests.executor.lowered import c_module, prim_funcs
@@ -32,6 +32,17 @@ class _ToHandWritten(ExprMutator):
         return relay.Call(relay.GlobalVar(self.NAMES[post.op_name]), post.args, meta=post.meta)
 
 
+def lower_my_regions(mod, funcs):
+    """The hook contract: replace the region functions placed on the current piece."""
+    piece = current_piece()
+    for name, fn in list(mod.items()):
+        if isinstance(fn, relay.Function) and fn.attrs.get("target") == piece.name:
+            mod = mod.with_function(name, relay.Function(fn.params, _ToHandWritten().visit(fn.body), None, fn.attrs))
+    for name, f in funcs.items():
+        mod = mod.with_function(name, f)
+    return mod
+
+
 @pytest.fixture
 def hand_kind(tmp_path):
     """A kind whose hooks lower to hand-written PrimFuncs and build hand-written C."""
@@ -41,10 +52,8 @@ def hand_kind(tmp_path):
 
         def relay_to_tir(mod):
             seen["target"] = str(Target.current())
-            main = mod.main
-            new = relay.Function(main.params, _ToHandWritten().visit(main.body))
             funcs = prim_funcs()
-            return IRModule({"main": new, "add": funcs["add"], "relu": funcs["relu"]}, mod.attrs)
+            return lower_my_regions(mod, {"add": funcs["add"], "relu": funcs["relu"]})
 
         def tir_to_runtime(mod, target):
             seen["funcs"] = sorted(k for k in mod if k != "main")
@@ -61,7 +70,8 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     assert hand_kind == {"target": "handwritten", "funcs": ["add", "relu"]}
     assert art.target == "handwritten"
     names = [n for n, _ in timing.times]
-    assert names == ["infer_type", "fold_constant", "fold_batch_norm", "handwritten.relay_to_tir", "lower", "infer_type", "codegen",
+    assert names == ["infer_type", "fold_constant", "fold_batch_norm", "infer_type", "place", "partition",
+                     "handwritten.relay_to_tir", "lower", "inline_regions", "infer_type", "codegen", "codegen_pieces",
                      "graph_executor_codegen"]
     assert [n for n, _ in art.timings][-1] == "total"
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
@@ -72,15 +82,7 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     assert art.graph["nodes"][-1]["name"] == "/add"
 
 
-def test_composite_with_one_piece_and_errors():
-    p = resolve_piece("cpu: c -mcpu=cortex-m7f")
-    assert p.name == "cpu" and str(p.target) == str(Target("c -mcpu=cortex-m7f"))
-    assert resolve_piece(Target("c")).name == "c"
-    with pytest.raises(PlaitError) as e:
-        resolve_piece("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")
-    assert str(e.value) == (
-        "placement across several pieces is not supported yet: the target has 2 pieces "
-        "(low_power_cpu, inference_cpu); build for one piece")
+def test_build_errors():
     mod = relu_add_model()
     with pytest.raises(PlaitError) as e:
         build(mod, executor="aot")
@@ -100,10 +102,12 @@ def test_composite_with_one_piece_and_errors():
 def test_kind_without_code_generator():
     from plait.target import CompositeTarget
 
-    piece = CompositeTarget("llvm").pieces[0]
-    with pytest.raises(PlaitError) as e:
-        Codegen(piece)(relu_add_model(), PassContext())
-    assert str(e.value) == ("target kind 'llvm' (piece 'llvm') cannot generate code: it has no "
+    with isolated_registry():
+        register_kind("nocodegen", doc="test kind: lowers by default, generates nothing")
+        piece = CompositeTarget("nocodegen").pieces[0]
+        with pytest.raises(PlaitError) as e:
+            Codegen(piece)(relu_add_model(), PassContext())
+    assert str(e.value) == ("target kind 'nocodegen' (piece 'nocodegen') cannot generate code: it has no "
                             "'tir_to_runtime' hook and no 'build' attribute")
 
 
@@ -127,8 +131,11 @@ def test_cli_run_with_target(hand_kind, tmp_path, capsys):
     np.savez(tmp_path / "bad.npz", x=x.astype(np.float64))
     assert main(["run", str(path), "--inputs", str(tmp_path / "bad.npz"), "--target", "handwritten"]) == 1
     assert capsys.readouterr().err == "plait: error: input 'x': expected dtype float32, got float64\n"
-    assert main(["run", str(path), "--target", "a: c; b: c"]) == 1
-    assert "placement across several pieces is not supported yet" in capsys.readouterr().err
+    assert main(["run", str(path), "--target", "a: c; b: c", "--place", "/relu=b,/add=a"]) == 0
+    printed = capsys.readouterr().out
+    assert "a 1 call, b 1 call;" in printed
+    assert main(["run", str(path), "--target", "a: c; b: c", "--place", "/relu=z"]) == 2
+    assert "unknown piece 'z'" in capsys.readouterr().err
 
 
 def test_cortex_m_build_is_a_cross_module_unless_host_simulated(tmp_path):
@@ -151,9 +158,9 @@ def test_cortex_m_build_is_a_cross_module_unless_host_simulated(tmp_path):
 def test_build_for_c_runs_and_instruments_see_default_lowering(tmp_path):
     timing = Timing()
     art = build(relu_add_model(), target="c", config={"cc.cache_dir": str(tmp_path)}, instruments=[timing])
-    assert [n for n, _ in timing.times] == ["infer_type", "fold_constant", "fold_batch_norm", "fuse_ops",
-                                            "lower_to_tir", "lower",
-                                            "infer_type", "codegen", "graph_executor_codegen"]
+    assert [n for n, _ in timing.times] == ["infer_type", "fold_constant", "fold_batch_norm", "infer_type", "place",
+                                            "partition", "fuse_ops", "lower_to_tir", "lower", "inline_regions",
+                                            "infer_type", "codegen", "codegen_pieces", "graph_executor_codegen"]
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     (y,) = GraphModule(art)(x=x)
     np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5, atol=1e-6)

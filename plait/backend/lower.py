@@ -281,17 +281,20 @@ class LowerToTIR(Pass):
     """Lower every Primitive function call of the module's Relay functions to a PrimFunc call.
 
     ``target``: a Target, a target string or a Piece (None: ``Target.current()``); ``schedule``:
-    apply the target's default schedule (if :mod:`plait.schedule` provides one).
+    apply the target's default schedule (if :mod:`plait.schedule` provides one); ``reserved``: names
+    taken elsewhere (the driver lowers one piece's functions at a time).
     """
 
     target: Any = None
     schedule: bool = True
+    reserved: tuple[str, ...] = ()  # names the new PrimFuncs must not take (functions of a wider module)
     name: ClassVar[str] = "lower_to_tir"
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         mod = infer_type(mod)
         target, piece = _resolve_target(self.target)
         state = _State(mod, target, piece, self.schedule)
+        state.used.update(self.reserved)
         new_funcs: dict[str, Function] = {}
         for gname, fn in mod.items():
             if isinstance(fn, Function) and not fn.attrs.get("Primitive"):

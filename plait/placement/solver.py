@@ -117,7 +117,7 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     """Place every operator call of the typed function ``func`` on a piece of ``target``."""
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective_value(0.0, 0.0, objective, weight)  # validates the objective name
-    cm = cost_model or CostModel()
+    cm = CostModel.for_target(ct) if cost_model is None else cost_model
     pieces = list(ct.pieces)
     names = [p.name for p in pieces]
     calls = _calls(func)

@@ -1,0 +1,413 @@
+"""Device planning and partitioning: a placement -> ``device_copy`` calls and region functions.
+
+    mod = partition(mod, {call: piece name, ...}, composite)
+
+1. **Device planning.** Every value lives where it is made: an operator call's result on its piece,
+   ``main``'s parameters on the host piece; constants anywhere (each region keeps its own copy).
+   Where a call reads a value that lives on a piece with other memory (see
+   :meth:`CompositeTarget.shares_memory`), a ``device_copy(x, src=..., dst=...)`` call is inserted,
+   one per value and destination memory (redundant copies are never made). ``main``'s results are
+   copied back to the host's memory.
+2. **Partitioning.** The calls of each piece are grouped into maximal regions, walking the calls in
+   topological order: a call joins a region of its piece (first one it reads from, else any other)
+   unless that would create a cycle (a path leaving the region and coming back: checked with the
+   transitive ancestors of every region and copy), else it opens a new region.
+3. **Outlining.** Each region becomes a global Relay function ``<piece>_<k>`` with attrs
+   ``target`` (the piece name), ``region`` (1) and ``global_symbol``; its parameters are the values
+   entering it (whole call results, main parameters), constants stay inline, its result is the one
+   value leaving it or a tuple of them. ``main`` calls the regions in a topological order, with the
+   ``device_copy`` calls between them.
+
+A one-piece target takes a fast path: one region holding ``main``'s whole body.
+:func:`inline_regions` undoes the outlining after lowering (``main`` then calls PrimFuncs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from plait.errors import PlaitError
+from plait.ir.attrs import Attrs
+from plait.ir.op import Op, get_op
+from plait.ir.types import TupleType
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
+from plait.relay.infer import infer_type
+from plait.relay.module import IRModule
+from plait.relay.visitor import ExprMutator, post_order
+
+
+class PartitionError(PlaitError):
+    """The module cannot be partitioned (an unsupported construct, a call without a piece)."""
+
+
+@dataclass
+class Region:
+    name: str
+    piece: str
+    calls: list[Call] = field(default_factory=list)
+
+
+def is_region(fn: Any) -> bool:
+    return isinstance(fn, Function) and bool(fn.attrs.get("region"))
+
+
+def regions_of(mod: IRModule, piece: str | None = None) -> list[str]:
+    """Names of the region functions of ``mod`` (of ``piece`` only, when given), in module order."""
+    return [k for k, f in mod.items() if is_region(f) and (piece is None or f.attrs.get("target") == piece)]
+
+
+def _unique(base: str, used: set[str]) -> str:
+    k = 0
+    while f"{base}_{k}" in used:
+        k += 1
+    used.add(f"{base}_{k}")
+    return f"{base}_{k}"
+
+
+def _region_attrs(name: str, piece: str) -> Attrs:
+    return Attrs({"target": piece, "region": 1, "global_symbol": name})
+
+
+class _Subst(ExprMutator):
+    def __init__(self, mapping: Mapping[Var, Expr]):
+        super().__init__()
+        self.mapping = mapping
+
+    def rewrite_var(self, pre: Var, post: Expr) -> Expr:
+        return self.mapping.get(pre, post)
+
+    def rewrite_tuple_getitem(self, pre: TupleGetItem, post: Expr) -> Expr:
+        if isinstance(post, TupleGetItem) and isinstance(post.tuple_value, Tuple):
+            return post.tuple_value.fields[post.index]
+        return post
+
+
+def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
+    """``e`` with the variables of ``mapping`` replaced (tuple projections of tuples folded)."""
+    return _Subst(mapping).visit(e)
+
+
+def _single_region(mod: IRModule, piece: str) -> IRModule:
+    main = mod.main
+    params = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
+    body = substitute(main.body, dict(zip(main.params, params)))
+    name = _unique(piece, set(mod))
+    region = Function(params, body, main.ret_type, _region_attrs(name, piece))
+    outer = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
+    new_main = Function(outer, Call(GlobalVar(name), outer), main.ret_type, main.attrs)
+    return infer_type(mod.with_function(name, region).with_function("main", new_main))
+
+
+def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any) -> IRModule:
+    """Insert ``device_copy`` calls and outline same-piece regions of ``mod['main']``.
+
+    ``pieces`` maps every operator call of the typed ``main`` to a piece name of ``composite``
+    (e.g. ``assignment.pieces()``)."""
+    from plait.target import CompositeTarget
+
+    ct = CompositeTarget(composite)
+    if len(ct) == 1:
+        return _single_region(mod, ct.pieces[0].name)
+    infer_type(mod)
+    host = ct.host.name
+    main = mod.main
+    new_body, piece_of = _insert_copies(main, pieces, ct, host)
+    planned = infer_type(mod.with_function("main", Function(main.params, new_body, main.ret_type, main.attrs)))
+    return infer_type(_outline(planned, piece_of, ct))
+
+
+# ---- 1. device planning ----------------------------------------------------------------------------
+
+
+def _check_node(e: Expr) -> None:
+    if isinstance(e, (Var, Constant, Tuple, TupleGetItem)):
+        return
+    if isinstance(e, Call) and isinstance(e.op, Op):
+        return
+    what = type(e).__name__ if not isinstance(e, Call) else f"a call of {e.op_name}"
+    raise PartitionError(f"placement across pieces: main contains {what}; only operator calls, tuples and "
+                         "constants can be placed on several pieces (build for one piece)")
+
+
+def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any, host: str) -> tuple[Expr, dict[Call, str]]:
+    domain = {}
+    for p in ct.pieces:  # the first piece sharing memory with p stands for its memory
+        domain[p.name] = next(q.name for q in ct.pieces if ct.shares_memory(q, p))
+    copy_op = get_op("device_copy")
+    new: dict[Expr, Expr] = {}
+    piece_of: dict[Call, str] = {}  # new call -> piece
+    copies: dict[tuple[Any, str], Expr] = {}
+
+    def home(e: Expr) -> str | None:
+        """The piece whose memory holds the (non-tuple-literal) value ``e``; None: a constant."""
+        while isinstance(e, TupleGetItem):
+            if isinstance(e.tuple_value, Tuple):
+                e = e.tuple_value.fields[e.index]
+            else:
+                e = e.tuple_value
+        if isinstance(e, Var):
+            return host
+        if isinstance(e, Call):
+            return piece_of[new[e]]  # type: ignore[index]
+        if isinstance(e, Tuple):
+            raise PartitionError("internal: home of a tuple literal")
+        return None
+
+    def copy_of(ne: Expr, t: Any, src: str, dst: str, key: Any) -> Expr:
+        if isinstance(t, TupleType):
+            return Tuple(tuple(copy_of(TupleGetItem(ne, i), f, src, dst, (key, i)) for i, f in enumerate(t.fields)))
+        k = (key, domain[dst])
+        if k not in copies:
+            copies[k] = Call(copy_op, (ne,), {"src": src, "dst": dst})
+        return copies[k]
+
+    def fix(e: Expr, dst: str) -> Expr:
+        """The value ``e`` (original), readable from piece ``dst``'s memory."""
+        if isinstance(e, Tuple):
+            return Tuple(tuple(fix(f, dst) for f in e.fields))
+        src = home(e)
+        if src is None or domain[src] == domain[dst]:
+            return new[e]
+        return copy_of(new[e], e.checked_type, src, dst, e)
+
+    for e in post_order(main.body):
+        _check_node(e)
+        if e in new:
+            continue
+        if isinstance(e, (Var, Constant)):
+            new[e] = e
+        elif isinstance(e, Tuple):
+            new[e] = Tuple(tuple(new[f] for f in e.fields))
+        elif isinstance(e, TupleGetItem):
+            new[e] = TupleGetItem(new[e.tuple_value], e.index)
+        else:
+            assert isinstance(e, Call)
+            if e not in pieces:
+                name = e.meta.get("name")
+                raise PartitionError(f"placement across pieces: call {e.op_name}"
+                                     f"{f' (node {name!r})' if name else ''} has no piece")
+            p = pieces[e]
+            c = Call(e.op, tuple(fix(a, p) for a in e.args), e.attrs, e.meta)
+            new[e] = c
+            piece_of[c] = p
+    return fix(main.body, host), piece_of
+
+
+# ---- 2-3. regions and outlining ------------------------------------------------------------------
+
+
+def _leaf_calls(e: Expr) -> list[Call]:
+    """Calls whose results ``e`` passes on (through tuples and projections)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call):
+            out.append(x)
+        elif isinstance(x, Tuple):
+            stack.extend(x.fields)
+        elif isinstance(x, TupleGetItem):
+            stack.append(x.tuple_value)
+    return out
+
+
+def _is_copy(c: Call) -> bool:
+    return isinstance(c.op, Op) and c.op.name == "device_copy"
+
+
+def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any) -> IRModule:
+    main = mod.main
+    calls = [n for n in post_order(main.body) if isinstance(n, Call)]
+    unit_of: dict[Call, int] = {}
+    units: list[Region | Call] = []  # a Region, or a device_copy call
+    anc: list[set[int]] = []
+    used = set(mod)
+    by_piece: dict[str, list[int]] = {}
+
+    def producers(c: Call) -> list[int]:
+        return sorted({unit_of[x] for a in c.args for x in _leaf_calls(a)})
+
+    for c in calls:
+        prods = producers(c)
+        if _is_copy(c):
+            units.append(c)
+            anc.append(set().union(*(anc[s] | {s} for s in prods)) if prods else set())
+            unit_of[c] = len(units) - 1
+            continue
+        p = piece_of[c]
+        mine = by_piece.setdefault(p, [])
+        candidates = [r for r in prods if r in mine] + [r for r in reversed(mine) if r not in prods]
+        chosen = None
+        for r in candidates:
+            if all(s == r or r not in anc[s] for s in prods):
+                chosen = r
+                break
+        if chosen is None:
+            units.append(Region(_unique(p, used), p))
+            anc.append(set())
+            chosen = len(units) - 1
+            mine.append(chosen)
+        region = units[chosen]
+        assert isinstance(region, Region)
+        region.calls.append(c)
+        unit_of[c] = chosen
+        grow = set().union(*(anc[s] | {s} for s in prods if s != chosen)) if prods else set()
+        if not grow <= anc[chosen]:
+            anc[chosen] |= grow
+            for x in range(len(units)):
+                if chosen in anc[x]:
+                    anc[x] |= anc[chosen]
+
+    # topological order of the units (Kahn, smallest id first: deterministic)
+    deps: list[set[int]] = [set() for _ in units]
+    for c in calls:
+        u = unit_of[c]
+        for a in c.args:
+            for x in _leaf_calls(a):
+                if unit_of[x] != u:
+                    deps[u].add(unit_of[x])
+    order = _toposort(deps)
+
+    # outputs of each region: its calls read from outside it (other units, main's result)
+    outputs: dict[int, list[Call]] = {u: [] for u in range(len(units))}
+    out_seen: set[Call] = set()
+
+    def mark(x: Call, reader: int | None) -> None:
+        if unit_of[x] != reader and x not in out_seen and not _is_copy(x):
+            out_seen.add(x)
+            outputs[unit_of[x]].append(x)
+
+    for c in calls:
+        for a in c.args:
+            for x in _leaf_calls(a):
+                mark(x, unit_of[c])
+    for x in _leaf_calls(main.body):
+        mark(x, None)
+    position = {c: k for k, c in enumerate(calls)}
+    for u in outputs:
+        outputs[u].sort(key=position.__getitem__)
+
+    out = mod
+    outer: dict[Expr, Expr] = {p: p for p in main.params}  # original value -> main-level expression
+
+    def in_main(e: Expr) -> Expr:
+        if e in outer:
+            return outer[e]
+        if isinstance(e, Tuple):
+            r: Expr = Tuple(tuple(in_main(f) for f in e.fields))
+        elif isinstance(e, TupleGetItem):
+            r = TupleGetItem(in_main(e.tuple_value), e.index)
+        elif isinstance(e, Constant):
+            r = e
+        else:
+            raise PartitionError(f"internal: value {e!r} used in main before it is made")
+        outer[e] = r
+        return r
+
+    for u in order:
+        unit = units[u]
+        if isinstance(unit, Call):
+            outer[unit] = Call(unit.op, tuple(in_main(a) for a in unit.args), unit.attrs, unit.meta)
+            continue
+        fn, inputs = _region_function(unit, outputs[u], unit_of, u)
+        out = out.with_function(unit.name, fn)
+        rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
+        outs = outputs[u]
+        if len(outs) == 1:
+            outer[outs[0]] = rcall
+        else:
+            for k, x in enumerate(outs):
+                outer[x] = TupleGetItem(rcall, k)
+    body = in_main(main.body)
+    return out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
+
+
+def _toposort(deps: list[set[int]]) -> list[int]:
+    import heapq
+
+    users: list[list[int]] = [[] for _ in deps]
+    count = [len(d) for d in deps]
+    for u, d in enumerate(deps):
+        for s in d:
+            users[s].append(u)
+    ready = [u for u, n in enumerate(count) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in users[u]:
+            count[v] -= 1
+            if count[v] == 0:
+                heapq.heappush(ready, v)
+    if len(order) != len(deps):
+        raise PartitionError("internal: the regions depend on each other in a cycle")
+    return order
+
+
+def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call, int], me: int) -> tuple[Function, list[Expr]]:
+    inputs: list[Expr] = []
+    params: dict[Expr, Var] = {}
+    inner: dict[Expr, Expr] = {}
+
+    def param(e: Expr) -> Var:
+        if e not in params:
+            name = e.name_hint if isinstance(e, Var) else f"p{len(params)}"
+            params[e] = Var(name, e.checked_type)
+            inputs.append(e)
+        return params[e]
+
+    def arg(e: Expr) -> Expr:
+        if e in inner:
+            return inner[e]
+        if isinstance(e, Constant):
+            return e
+        if isinstance(e, Var) or (isinstance(e, Call) and unit_of.get(e) != me):
+            return param(e)
+        if isinstance(e, Tuple):
+            r: Expr = Tuple(tuple(arg(f) for f in e.fields))
+        elif isinstance(e, TupleGetItem):
+            r = TupleGetItem(arg(e.tuple_value), e.index)
+        else:
+            raise PartitionError(f"internal: unexpected {e!r} in region '{region.name}'")
+        inner[e] = r
+        return r
+
+    for c in region.calls:
+        inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, c.meta)
+    if not outputs:
+        raise PartitionError(f"internal: region '{region.name}' has no result")
+    result = inner[outputs[0]] if len(outputs) == 1 else Tuple(tuple(inner[x] for x in outputs))
+    fn = Function(tuple(params[x] for x in inputs), result, None, _region_attrs(region.name, region.piece))
+    return fn, inputs
+
+
+# ---- after lowering ----------------------------------------------------------------------------------
+
+
+def inline_regions(mod: IRModule) -> IRModule:
+    """Replace main's calls of region functions that are Relay functions by their bodies; drop the
+    region functions. Regions that became PrimFuncs stay called by name."""
+    regions = {k: f for k, f in mod.items() if is_region(f)}
+
+    class _Inline(ExprMutator):
+        def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+            assert isinstance(post, Call)
+            if isinstance(post.op, GlobalVar) and post.op.name in regions:
+                fn = regions[post.op.name]
+                return substitute(fn.body, dict(zip(fn.params, post.args)))
+            return post
+
+        def rewrite_tuple_getitem(self, pre: TupleGetItem, post: Expr) -> Expr:
+            if isinstance(post, TupleGetItem) and isinstance(post.tuple_value, Tuple):
+                return post.tuple_value.fields[post.index]
+            return post
+
+    main = mod.main
+    body = _Inline().visit(main.body)
+    out = IRModule({k: f for k, f in mod.items() if k not in regions and k != "main"}, mod.attrs)
+    out = out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
+    return infer_type(out)
+
+
+__all__ = ["PartitionError", "Region", "inline_regions", "is_region", "partition", "regions_of", "substitute"]
