@@ -140,7 +140,7 @@ def quiet_solver_banner() -> None:
 class CallReport:
     """One placed call. ``costs``: piece -> ``{"seconds", "joules", "value", "source", "detail"}`` (value =
     the objective), or ``{"cannot": why}``; ``inputs``: ids of the calls (``n3``) or ``%``-names of the
-    function's parameters that it reads."""
+    function's parameters that it reads; ``region``: the pattern name of the claimed region it runs in."""
 
     id: str
     name: str
@@ -152,6 +152,7 @@ class CallReport:
     weight_bytes: int
     out_bytes: int
     costs: dict[str, dict[str, Any]]
+    region: str | None = None  # the pattern's name when the call runs in a region its piece claimed
 
     @property
     def label(self) -> str:
@@ -177,6 +178,7 @@ class Report:
     memory: dict[str, dict[str, Any]]  # piece -> {"used": bytes of weights, "capacity": bytes or None}
     totals: dict[str, float]  # value, seconds, joules, call_seconds, call_joules, transfer_seconds, transfer_joules
     single_piece: dict[str, dict[str, Any]]  # piece -> totals with every call there, or {"cannot": [ids], ...}
+    regions: list[dict[str, Any]] = field(default_factory=list)  # claimed regions: {"name", "piece", "calls": [ids]}
     assignment: Any = field(default=None, repr=False, compare=False)  # the solver's Assignment (not serialized)
 
     # ---- data ----
@@ -187,11 +189,13 @@ class Report:
             "rules": list(self.rules), "method": self.method, "exact": self.exact,
             "calls": [{"id": c.id, "name": c.name, "op": c.op, "op_type": c.op_type, "piece": c.piece,
                        "reason": c.reason, "inputs": list(c.inputs), "weight_bytes": c.weight_bytes,
-                       "out_bytes": c.out_bytes, "costs": {p: dict(v) for p, v in c.costs.items()}}
+                       "out_bytes": c.out_bytes, "costs": {p: dict(v) for p, v in c.costs.items()},
+                       "region": c.region}
                       for c in self.calls],
             "params": dict(self.params), "outputs": list(self.outputs),
             "transfers": [dict(t) for t in self.transfers], "memory": {p: dict(m) for p, m in self.memory.items()},
             "totals": dict(self.totals), "single_piece": {p: dict(s) for p, s in self.single_piece.items()},
+            "regions": [dict(r, calls=list(r["calls"])) for r in self.regions],
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -201,11 +205,12 @@ class Report:
     def from_dict(cls, d: dict[str, Any]) -> "Report":
         try:
             calls = [CallReport(c["id"], c["name"], c["op"], c["op_type"], c["piece"], c["reason"],
-                                tuple(c["inputs"]), c["weight_bytes"], c["out_bytes"], dict(c["costs"]))
+                                tuple(c["inputs"]), c["weight_bytes"], c["out_bytes"], dict(c["costs"]),
+                                c.get("region"))
                      for c in d["calls"]]
             return cls(d["target"], dict(d["pieces"]), d["objective"], d["weight"], list(d["rules"]), d["method"],
                        d["exact"], calls, dict(d["params"]), list(d["outputs"]), list(d["transfers"]),
-                       dict(d["memory"]), dict(d["totals"]), dict(d["single_piece"]))
+                       dict(d["memory"]), dict(d["totals"]), dict(d["single_piece"]), list(d.get("regions", [])))
         except (KeyError, TypeError) as exc:
             raise ExplainError(f"not a placement report: missing or malformed {exc}") from None
 
@@ -265,6 +270,9 @@ class Report:
         for i, n in enumerate(notes, 1):
             out.append(f"[{i}] {n}")
         out.append("")
+        for r in self.regions:
+            out.append(f"region '{r['name']}' on {r['piece']}: " + ", ".join(
+                f"{self.call(i).label} ({i})" for i in r["calls"]))
         if self.transfers:
             out.append(f"transfers ({len(self.transfers)}):")
             for tr in self.transfers:
@@ -308,11 +316,21 @@ class Report:
         for i, (name, ty) in enumerate(self.params.items()):
             lines.append(f"  {_param_id(i)} [shape=ellipse, style=solid, label={_q(f'{name}: {ty}')}];")
         param_ids = {"%" + name: _param_id(i) for i, name in enumerate(self.params)}
-        for c in self.calls:
+        in_region = {i: k for k, r in enumerate(self.regions) for i in r["calls"]}
+
+        def node(c: CallReport, indent: str) -> str:
             cost = c.costs[c.piece]
             label = f"{c.label}\n{c.op}\n{c.piece}: {fmt_seconds(cost['seconds'])}"
-            lines.append(f"  {c.id} [label={_q(label)}, fillcolor={_q(colour[c.piece])}, "
-                         f"tooltip={_q(c.reason)}];")
+            return (f"{indent}{c.id} [label={_q(label)}, fillcolor={_q(colour[c.piece])}, "
+                    f"tooltip={_q(c.reason)}];")
+
+        for k, r in enumerate(self.regions):
+            lines.append(f"  subgraph cluster_region_{k} {{")
+            title = f"region '{r['name']}' on {r['piece']}"
+            lines.append(f"    label={_q(title)}; style=rounded;")
+            lines.extend(node(self.call(i), "    ") for i in r["calls"])
+            lines.append("  }")
+        lines.extend(node(c, "  ") for c in self.calls if c.id not in in_region)
         for c in self.calls:
             for src in c.inputs:
                 if src in param_ids:
@@ -480,7 +498,8 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
             ids[c], str(c.meta.get("name") or ""), c.op_name, str(c.meta.get("op_type") or ""), p.piece, p.reason,
             tuple(x for arg in c.args for x in _sources(arg, ids)),
             sum(type_bytes(x.checked_type) for x in c.args if isinstance(x, Constant)), type_bytes(c.checked_type),
-            {n: _estimate_dict(p.alternatives.get(n, "not considered"), objective, weight) for n in pieces}))
+            {n: _estimate_dict(p.alternatives.get(n, "not considered"), objective, weight) for n in pieces},
+            getattr(p, "region", None)))
     piece_of = {c.id: c.piece for c in calls}
     consumers: dict[str, set[str]] = {c.id: set() for c in calls}
     for c in calls:
@@ -517,10 +536,12 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
         cap = memory.get(n, {}).get("capacity")
         single[n] = {"seconds": s, "joules": j, "value": objective_value(s, j, objective, weight), "weight_bytes": wb,
                      "capacity": cap, "fits": cap is None or wb <= cap}
+    regions = [{"name": str(r.name), "piece": str(r.piece), "calls": [ids[c] for c in r.calls if c in ids]}
+               for r in getattr(a, "regions", ())]
     params = {v.name_hint: str(v.checked_type if v.has_type else v.type_annotation) for v in func.params}
     outputs = _sources(func.body, ids)
     return Report(str(ct), pieces, objective, weight, [str(r) for r in rules], a.method, a.exact, calls, params,
-                  outputs, transfers, memory, totals, single, a)
+                  outputs, transfers, memory, totals, single, regions, a)
 
 
 __all__ = ["CallReport", "ExplainError", "NO_DOT", "OBJECTIVES", "Report", "check_objective", "check_weight",

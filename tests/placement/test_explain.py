@@ -74,6 +74,7 @@ def test_chosen_piece_is_cheapest_unless_the_reason_says_otherwise(reports):
                 assert v["source"] in ("database", "hook", "schedule", "roofline")
                 assert v["value"] == pytest.approx(objective_value(v["seconds"], v["joules"], r.objective, r.weight))
             best = min(v["value"] for v in capable.values())
+            assert not c.reason.startswith(("region ", "with region ")) and c.region is None  # no patterns here
             if c.reason.startswith(special):
                 n_special += 1
                 if c.reason.startswith(("transfers (", "memory (")):
@@ -217,7 +218,7 @@ def _parse_dot(text):
             if m.group(1) not in ("node", "edge"):
                 nodes[m.group(1)] = attrs
         else:
-            assert re.match(r'^\s+(rankdir=|label=|subgraph cluster_legend \{|\}$)', line), line
+            assert re.match(r'^\s+(rankdir=|label=|subgraph cluster_(legend|region_\d+) \{|\}$)', line), line
     for a, b, _ in edges:
         assert a in nodes and b in nodes, (a, b)
     return nodes, edges
@@ -371,6 +372,47 @@ def test_incapable_piece_is_reported_with_its_reason():
     text = r.text()
     assert f"[1] {why}" in text and "cannot [1]" in text
     assert "  npu  cannot run 2 calls: nn.relu, nn.softmax" in text
+
+
+def test_claimed_region_is_reported_and_drawn():
+    """A kind whose pattern claims dense (+ relu): the region's calls go together, its cost on the output call."""
+    import numpy as np
+
+    from plait.placement.pattern import Region, is_constant, is_op, wildcard
+
+    register_kind(TargetKind("test_explain_acc", can_host=False))
+    register_hook("test_explain_acc", "supports", op_is("nn.dense"))
+    register_hook("test_explain_acc", "patterns", lambda: [
+        ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))])
+    register_hook("test_explain_acc", "cost", lambda x: 1e-9 if isinstance(x, Region) else None)
+    x = relay.var("x", (1, 8))
+    d = relay.call("nn.dense", x, relay.const(np.ones((4, 8), np.float32)), meta={"name": "fc"})
+    y = relay.call("nn.relu", d, meta={"name": "act"})
+    z = relay.call("nn.softmax", y, meta={"name": "sm"})
+    f = Function((x,), z)
+    infer_expr(f)
+    r = explain(f, "cpu: c; acc: test_explain_acc")
+    assert [(c.name, c.piece, c.region, c.reason) for c in r.calls] == [
+        ("fc", "acc", "dense_relu", "region 'dense_relu': cheapest"),
+        ("act", "acc", "dense_relu", "region 'dense_relu': cheapest"),
+        ("sm", "cpu", None, "only capable")]
+    assert r.regions == [{"name": "dense_relu", "piece": "acc", "calls": ["n0", "n1"]}]
+    # the region's cost (the hook's 1 ns) is charged to its output call; the others cost nothing there
+    assert (r.calls[0].costs["acc"]["seconds"], r.calls[0].costs["acc"]["source"]) == (0.0, "region")
+    assert (r.calls[1].costs["acc"]["seconds"], r.calls[1].costs["acc"]["source"]) == (1e-9, "hook")
+    region_cpu = r.calls[0].costs["cpu"]["value"] + r.calls[1].costs["cpu"]["value"]
+    assert 1e-9 < region_cpu  # cheaper as a region on acc than call by call on cpu
+    assert r.totals["seconds"] == pytest.approx(1e-9 + r.calls[2].costs["cpu"]["seconds"])
+    assert r.single_piece["acc"] == {"cannot": ["n2"], "message": "cannot run 1 call: nn.softmax"}
+    assert "region 'dense_relu' on acc: fc (n0), act (n1)" in r.text()
+    dot = r.to_dot()
+    nodes, edges = _parse_dot(dot)
+    assert {"n0", "n1", "n2"} <= set(nodes)
+    cluster = dot[dot.index("subgraph cluster_region_0 {"):]
+    cluster = cluster[:cluster.index("  }")]
+    assert "label=\"region 'dense_relu' on acc\"" in cluster and "n0 [" in cluster and "n1 [" in cluster
+    assert "n2 [" not in cluster
+    assert Report.from_dict(json.loads(r.to_json())) == r
 
 
 # ---- bad input -------------------------------------------------------------------------------------------
