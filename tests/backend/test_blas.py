@@ -1,0 +1,212 @@
+"""The blas target kind: capability, lowering to cblas_sgemm / sgemv PrimFuncs (vs numpy), the im2col
+workspace, naming and deduplication, options, the cost hook, the missing-library message."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("scipy_openblas32")
+
+from plait import tir  # noqa: E402
+from plait.backend import blas  # noqa: E402
+from plait.ir.op import get_op  # noqa: E402
+from plait.relay import run  # noqa: E402
+from plait.relay.expr import Call, Tuple  # noqa: E402
+from plait.relay.visitor import post_order  # noqa: E402
+from plait.target import CompositeTarget, get_kind, run_relay_to_tir  # noqa: E402
+
+from tests.backend.region_eval import partitioned, prim_funcs, run_region, tensor  # noqa: E402
+
+PIECE = CompositeTarget("host: c; blas: blas").piece("blas")
+
+
+def lower(op, shapes, attrs=None, dtype="float32", piece=PIECE):
+    mod = partitioned(lambda ps: Call(get_op(op), ps, attrs or {}, {"name": "/n0"}),
+                      [tensor(s, dtype) for s in shapes], piece.name)
+    return mod, run_relay_to_tir(piece, mod)
+
+
+def check(op, shapes, attrs=None, cache_dir=None):
+    mod, out = lower(op, shapes, attrs)
+    pfs = prim_funcs(out)
+    lib = blas.build(_module(pfs), PIECE.target, _Ctx(cache_dir))
+    rng = np.random.default_rng(len(shapes[0]))
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = run_region(out, "blas_0", lib, xs)
+    want = run(mod, {f"m{k}": x for k, x in enumerate(xs)})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return pfs
+
+
+class _Ctx:
+    def __init__(self, cache_dir):
+        self.config = {"cc.cache_dir": str(cache_dir)} if cache_dir else {}
+
+
+def _module(pfs):
+    from plait.relay.module import IRModule
+
+    return IRModule(pfs)
+
+
+def externs(pf):
+    return [n.name for n in tir.pre_order(pf.body) if isinstance(n, tir.Call) and n.kind == "extern"]
+
+
+@pytest.mark.parametrize("x, w", [((4, 8), (5, 8)), ((2, 3, 8), (5, 8)), ((1, 8), (5, 8)), ((8,), (5, 8)),
+                                  ((3, 1), (7, 1)), ((6, 8), (1, 8))])
+def test_dense(x, w, cache_dir):
+    (pf,) = check("nn.dense", [x, w], cache_dir=cache_dir).values()
+    lib = blas.openblas()
+    gemv = x[0] == 1 or len(x) == 1 or w[0] == 1
+    assert externs(pf) == [lib.symbol("openblas_set_num_threads"),
+                           lib.symbol("cblas_sgemv" if gemv else "cblas_sgemm")]
+
+
+@pytest.mark.parametrize("a, b", [
+    ((4, 8), (8, 5)), ((3, 4, 8), (8, 5)), ((3, 4, 8), (3, 8, 5)), ((2, 1, 4, 8), (3, 8, 5)),
+    ((4, 8), (3, 8, 5)), ((2, 3, 4, 8), (1, 3, 8, 5)), ((8,), (3, 8, 5)), ((2, 4, 8), (8,)), ((8,), (8,)),
+    ((1, 8), (8, 5)), ((4, 1), (1, 5)), ((2, 4, 8), (2, 8, 1)),
+])
+def test_matmul_with_broadcast_batches_and_vectors(a, b, cache_dir):
+    check("nn.matmul", [a, b], cache_dir=cache_dir)
+
+
+def test_a_batched_matmul_loops_over_the_batch_and_a_shared_b_folds_into_one_product():
+    _, out = lower("nn.matmul", [(2, 3, 4, 8), (3, 8, 5)])
+    (pf,) = prim_funcs(out).values()
+    loops = [n for n in tir.pre_order(pf.body) if isinstance(n, tir.For)]
+    assert [(lp.loop_var.name, lp.extent.value) for lp in loops] == [("b0", 2), ("b1", 3)]
+    mod, out = lower("nn.matmul", [(2, 3, 4, 8), (8, 5)])
+    (pf,) = prim_funcs(out).values()
+    assert not any(isinstance(n, tir.For) for n in tir.pre_order(pf.body))
+    assert blas.plan(_call(mod)) == blas.Plan("nn.matmul", 24, 5, 8, 1)
+
+
+def _call(mod):
+    return next(n for n in post_order(mod["blas_0"].body) if isinstance(n, Call))
+
+
+CONVS = [
+    ((2, 3, 9, 9), (4, 3, 1, 1), {}),  # 1x1 stride 1: one GEMM per image, no workspace
+    ((1, 3, 9, 9), (4, 3, 1, 1), {"strides": (2, 2)}),
+    ((1, 3, 9, 9), (4, 3, 1, 1), {"padding": (1, 0, 0, 1)}),
+    ((1, 3, 7, 6), (5, 3, 3, 3), {"padding": (1, 1, 1, 1)}),
+    ((2, 3, 9, 9), (4, 3, 3, 3), {"padding": (1, 2, 0, 1), "strides": (2, 1), "dilation": (1, 2)}),
+    ((1, 1, 49, 10), (8, 1, 10, 4), {"padding": (4, 1, 5, 2), "strides": (2, 2)}),  # DS-CNN's first layer
+    ((1, 2, 3, 3), (3, 2, 5, 5), {"padding": (2, 2, 2, 2)}),  # kernel larger than the image
+    ((1, 2, 5, 5), (3, 2, 2, 2), {"padding": (3, 3, 3, 3), "strides": (3, 3)}),  # rows/cols entirely padding
+]
+
+
+@pytest.mark.parametrize("x, w, attrs", CONVS)
+def test_conv2d(x, w, attrs, cache_dir):
+    check("nn.conv2d", [x, w], attrs, cache_dir=cache_dir)
+
+
+def test_conv_im2col_is_a_workspace_and_1x1_needs_none():
+    _, out = lower("nn.conv2d", [(1, 3, 7, 6), (5, 3, 3, 3)], {"padding": (1, 1, 1, 1)})
+    (pf,) = prim_funcs(out).values()
+    allocs = [n.buffer for n in tir.pre_order(pf.body) if isinstance(n, tir.Allocate)]
+    assert [(b.scope, b.static_shape) for b in allocs] == [("global.workspace", (3, 3, 3, 7, 6))]
+    assert not any(isinstance(n, (tir.IfThenElse, tir.Select)) for n in tir.pre_order(pf.body))  # padding split out
+    mod, out = lower("nn.conv2d", [(1, 3, 7, 6), (5, 3, 1, 1)])
+    (pf,) = prim_funcs(out).values()
+    assert not any(isinstance(n, tir.Allocate) for n in tir.pre_order(pf.body))
+    assert blas.plan(_call(mod)) == blas.Plan("nn.conv2d", 5, 42, 3, 1, 0)
+
+
+def test_names_dedup_and_unsupported_calls_in_a_region(cache_dir):
+    def body(ps):
+        x, w1, w2 = ps
+        h = Call(get_op("nn.dense"), (x, w1))
+        h = Call(get_op("nn.relu"), (h,))  # blas cannot: default lowering on the piece's target
+        y1 = Call(get_op("nn.dense"), (h, w2))
+        y2 = Call(get_op("nn.dense"), (x, w1))  # the same dense again
+        return Tuple((y1, y2))
+
+    mod = partitioned(body, [tensor((3, 8)), tensor((8, 8)), tensor((8, 8))], "blas")
+    out = run_relay_to_tir(PIECE, mod)
+    pfs = prim_funcs(out)
+    assert sorted(pfs) == ["blas_nn_relu", "blas_sgemm_dense"]
+    assert all(pf.attrs["target"] == "blas" for pf in pfs.values())
+    lib = blas.build(_module(pfs), PIECE.target, _Ctx(cache_dir))
+    xs = [np.random.default_rng(k).standard_normal(s).astype(np.float32) for k, s in enumerate([(3, 8), (8, 8), (8, 8)])]
+    got = run_region(out, "blas_0", lib, xs)
+    want = run(mod, {f"m{k}": x for k, x in enumerate(xs)})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_threads_option():
+    piece = CompositeTarget("host: c; blas: blas -threads=0").piece("blas")
+    _, out = lower("nn.dense", [(4, 8), (5, 8)], piece=piece)
+    (pf,) = prim_funcs(out).values()
+    assert externs(pf) == [blas.openblas().symbol("cblas_sgemm")]
+    piece = CompositeTarget("host: c; blas: blas -threads=2").piece("blas")
+    _, out = lower("nn.dense", [(4, 8), (5, 8)], piece=piece)
+    (pf,) = prim_funcs(out).values()
+    sets = [n for n in tir.pre_order(pf.body) if isinstance(n, tir.Call) and n.name.endswith("set_num_threads")]
+    assert [a.value for a in sets[0].args] == [2]
+
+
+def _typed(op, shapes, attrs=None, dtype="float32"):
+    mod = partitioned(lambda ps: Call(get_op(op), ps, attrs or {}), [tensor(s, dtype) for s in shapes], "blas")
+    return _call(mod)
+
+
+def test_supports():
+    kind = get_kind("blas")
+    sup = kind.hook("supports")
+    t = PIECE.target
+    assert sup(_typed("nn.dense", [(4, 8), (5, 8)]), t)
+    assert sup(_typed("nn.matmul", [(2, 4, 8), (8,)]), t)
+    assert sup(_typed("nn.conv2d", [(1, 3, 7, 6), (5, 3, 3, 3)]), t)
+    assert not sup(_typed("nn.conv2d", [(1, 4, 7, 6), (4, 1, 3, 3)], {"groups": 4}), t)  # depthwise
+    assert not sup(_typed("nn.dense", [(4, 8), (5, 8)], dtype="float16"), t)
+    assert not sup(_typed("nn.matmul", [(4, 8), (8, 5)], dtype="int32"), t)
+    assert not sup(_typed("nn.dense", [(0, 8), (5, 8)]), t)  # empty
+    assert not sup(_typed("nn.dense", [("n", 8), (5, 8)]), t)  # symbolic
+    assert not sup(_typed("nn.relu", [(4, 8)]), t)
+    assert sorted(kind.hooks) == ["cost", "relay_to_tir", "supports"] and not kind.can_host
+
+
+def test_cost_hook_is_monotone_and_charges_im2col():
+    cost = get_kind("blas").hook("cost")
+    t = PIECE.target
+    small = cost(_typed("nn.dense", [(4, 8), (5, 8)]), t)
+    big = cost(_typed("nn.dense", [(64, 512), (512, 512)]), t)
+    assert 0 < small < big < 1e-3
+    assert cost(_typed("nn.relu", [(4, 8)]), t) is None
+    direct = cost(_typed("nn.conv2d", [(1, 27, 8, 8), (16, 27, 1, 1)]), t)
+    im2col = cost(_typed("nn.conv2d", [(1, 3, 8, 8), (16, 3, 3, 3)], {"padding": (1, 1, 1, 1)}), t)
+    assert im2col > direct  # same GEMM (16 x 64 x 27), plus writing the im2col matrix
+    batched = cost(_typed("nn.matmul", [(4, 32, 16), (4, 16, 32)]), t)
+    assert batched == pytest.approx(4 * cost(_typed("nn.matmul", [(32, 16), (16, 32)]), t))
+    # a big GEMM runs near the measured peak
+    assert blas.gemm_seconds(1024, 1024, 1024) == pytest.approx(2 * 1024**3 / (blas.PEAK_GFLOPS * 1e9), rel=0.05)
+
+
+def test_without_scipy_openblas32_blas_says_what_to_install(monkeypatch):
+    blas.openblas.cache_clear()
+    monkeypatch.setitem(sys.modules, "scipy_openblas32", None)
+    try:
+        call = _typed("nn.dense", [(4, 8), (5, 8)])
+        for fn in (lambda: get_kind("blas").hook("supports")(call, PIECE.target),
+                   lambda: run_relay_to_tir(PIECE, _region_mod()),
+                   lambda: blas.build(_module({}), PIECE.target)):
+            with pytest.raises(blas.BlasError) as e:
+                fn()
+            assert str(e.value) == "target kind 'blas' needs scipy-openblas32: pip install 'plait[blas]'"
+    finally:
+        monkeypatch.undo()
+        blas.openblas.cache_clear()
+    assert blas.openblas().prefix == "scipy_"
+
+
+def _region_mod():
+    return partitioned(lambda ps: Call(get_op("nn.dense"), ps), [tensor((4, 8)), tensor((5, 8))], "blas")
