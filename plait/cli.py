@@ -117,7 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.target:
         from plait.executor.graph import GraphModule
 
-        art = _build(mod, opts)
+        # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
+        art = _build(mod, opts, config={"c.host_simulation": True})
         _print_placement(art)
         outs = GraphModule(art)(**inputs)
     else:
@@ -179,24 +180,19 @@ def _no_placement(args: argparse.Namespace) -> dict:
     return {}
 
 
-def _build(mod, opts: dict):
-    """plait.build with the placement options (passed only when they are not the defaults)."""
+def _build(mod, opts: dict, config: dict | None = None):
+    """plait.build with the placement options."""
     from plait.driver import build
     from plait.placement.explain import quiet_solver_banner
 
-    kw = {}
-    if opts["place"] is not None:
-        kw["place"] = opts["place"]
-    if opts["objective"] != "latency" or opts["weight"] != 0.5:
-        kw.update(objective=opts["objective"], weight=opts["weight"])
-    if len(opts["target"]) > 1 or kw:
-        quiet_solver_banner()  # keep stdout for our output
-    return build(mod, target=opts["target"], **kw)
+    quiet_solver_banner()  # keep stdout for our output
+    return build(mod, target=opts["target"], config=config, place=opts["place"], objective=opts["objective"],
+                 weight=opts["weight"])
 
 
 def _print_placement(art) -> None:
     a = getattr(art, "placement", None)
-    if a is not None and len({p.piece for p in a} | set(a.memory)) > 1:
+    if a is not None:  # None for one piece
         from plait.placement.explain import summarize
 
         print(summarize(a), end="")

@@ -220,3 +220,37 @@ def test_compile_exports_the_artifact(mlp_path, tmp_path, capsys):
     x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
     (y,) = GraphModule(art)(x=x)
     np.testing.assert_allclose(y, run(from_onnx(onnx.load(str(mlp_path))), {"x": x}), rtol=1e-5, atol=1e-6)
+
+
+def test_run_on_a_composite_target_prints_the_placement(ds_path, ds_report, tmp_path, capsys):
+    x = np.random.default_rng(3).standard_normal((1, 1, 49, 10)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    out_path = tmp_path / "out.npz"
+    assert main(["run", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu",
+                 "--inputs", str(tmp_path / "in.npz"), "--output", str(out_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    counts = ds_report.per_piece()  # explain and build place the same way
+    assert counts == {"low_power_cpu": 2, "inference_cpu": 29}
+    assert lines[0].startswith("placement (latency, ilp (optimal)): low_power_cpu 2 calls, inference_cpu 29 calls; "
+                               "transfers ")
+    assert lines[1] == ds_report.summary().splitlines()[1]
+    assert lines[2] == f"wrote 1 output(s) to {out_path}: logits"
+    with np.load(out_path) as data:
+        expected = run(load_onnx(str(ds_path)), {"input": x})
+        np.testing.assert_allclose(data["logits"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_compile_on_a_composite_target(ds_path, tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["compile", str(ds_path), "--target", SEED, "--objective", "energy", "--place",
+                 "/pool/*=low_power_cpu", "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("placement (energy, ilp (optimal)): low_power_cpu ")
+    assert lines[1].startswith("weights in memory: low_power_cpu ")
+    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 90416, activations \d+, workspace \d+\)", lines[2])
+    files = lines[3].split(": ", 1)[1].split(", ")
+    assert lines[3].startswith(f"wrote {out}: ")
+    assert sorted(files) == sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    assert {"graph.json", "params.npz"} <= set(files)
+    graph = json.loads((out / "graph.json").read_text())
+    assert any(n.get("op") == "copy" for n in graph["nodes"])  # the pooled value crosses to the M0

@@ -478,7 +478,15 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
     weight = check_weight(weight)
     rules = rules_of(place, ct)
     func = prepare(mod_or_func)
-    cm = CostModel.for_target(ct) if cost_model is None else cost_model
+    if cost_model is None:
+        cm = CostModel.for_target(ct)
+    elif getattr(cost_model, "composite", None) is None:  # as plait.build does: told which pieces share memory
+        import copy
+
+        cm = copy.copy(cost_model)
+        cm.composite = ct
+    else:
+        cm = cost_model
     quiet_solver_banner()
     a = place_calls(func, ct, objective, rules, cost_model=cm, weight=weight)
     return report_of(a, func, ct, cm, weight, rules)
