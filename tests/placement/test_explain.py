@@ -317,7 +317,8 @@ def test_hand_made_chain_exact_numbers():
     table = {("r0", "a"): 1.0, ("r0", "b"): 9.0, ("r1", "a"): 2.0, ("r1", "b"): 0.5, ("r2", "a"): 1.0,
              ("r2", "b"): 9.0}
     cm = FixedCosts(table, link_bytes_per_s=1024.0, switch_s=0.0)  # 1 KiB relu output: 1 s per copy
-    r = explain(f, "a: c; b: c", cost_model=cm)
+    two = "a: c; b: c; transfer: -shared-memory=no"  # two host pieces that copy data between them
+    r = explain(f, two, cost_model=cm)
     assert [c.piece for c in r.calls] == ["a", "a", "a"]
     assert r.calls[1].reason == "transfers ('b' is cheaper alone, moving data costs more)"
     assert r.totals["value"] == 4.0 and r.totals["joules"] == 8.0 and r.transfers == []
@@ -327,7 +328,7 @@ def test_hand_made_chain_exact_numbers():
                               "b": {"seconds": 18.5, "joules": 37.0, "value": 18.5, "weight_bytes": 0,
                                     "capacity": cap, "fits": True}}
     table[("r1", "b")] = 0.1  # and copies of 0.5 s: moving there and back pays (1 + 0.1 + 1 + 2 x 0.5 < 4)
-    r = explain(f, "a: c; b: c", cost_model=FixedCosts(table, link_bytes_per_s=2048.0, switch_s=0.0))
+    r = explain(f, two, cost_model=FixedCosts(table, link_bytes_per_s=2048.0, switch_s=0.0))
     assert [c.piece for c in r.calls] == ["a", "b", "a"]
     assert [c.reason for c in r.calls] == ["cheapest"] * 3
     # energy of a copy: its time at both pieces' power
@@ -347,6 +348,14 @@ def test_hand_made_chain_exact_numbers():
     assert (f"chosen: 3.1 s (calls 2.1 s + transfers 1 s), {fmt_joules(4.2 + 2 * copy_j)}; latency 3.1 s") in text
     nodes, edges = _parse_dot(r.to_dot())
     assert [(a, b) for a, b, attrs in edges if "dashed" in attrs] == [("n0", "n1"), ("n1", "n2")]
+    # pieces sharing memory (the same device): no copies, however the cost model prices a link
+    r = explain(f, "a: c; b: c", cost_model=FixedCosts(table, link_bytes_per_s=2048.0, switch_s=0.0))
+    assert [c.piece for c in r.calls] == ["a", "b", "a"]
+    assert r.transfers == [] and r.totals["seconds"] == pytest.approx(2.1)
+    assert r.totals["value"] == pytest.approx(r.assignment.total)
+    _, edges = _parse_dot(r.to_dot())
+    assert [attrs for a, b, attrs in edges if "dashed" in attrs] == ['style=dashed, color="#d62728", '
+                                                                    'label="shared memory"'] * 2
 
 
 def test_incapable_piece_is_reported_with_its_reason():
