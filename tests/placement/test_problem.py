@@ -22,7 +22,9 @@ def problems(draw, max_nodes=9, max_pieces=3):
     weights = [draw(st.integers(0, 10)) for _ in range(n)]
     capacity = [draw(st.one_of(st.none(), st.integers(0, 40))) for _ in range(m)]
     pinned = [draw(st.one_of(st.none(), st.none(), st.none(), st.integers(0, m - 1))) for _ in range(n)]
-    return Problem(cost, outputs, weights, capacity, pinned)
+    label = [draw(st.integers(0, n)) for _ in range(n)]  # nodes with the same label < n/2 form a group (a region)
+    groups = [tuple(u for u in range(n) if label[u] == g) for g in range(n // 2)]
+    return Problem(cost, outputs, weights, capacity, pinned, [g for g in groups if len(g) > 1])
 
 
 @settings(max_examples=150, deadline=None)
@@ -71,6 +73,19 @@ def test_too_large_for_the_ilp_falls_back_to_greedy(monkeypatch):
     pr = Problem([[1.0, 9.0], [2.0, 1.0], [1.0, 9.0]], [((1,), tr), ((2,), tr), ((), tr)])
     monkeypatch.setattr(problem, "ILP_MAX_VARIABLES", 3)
     assert solve(pr) == ([0, 0, 0], "greedy")
+
+
+def test_groups_go_to_one_piece():
+    # nodes 0 and 2 form a region: alone, 0 is cheaper on piece 0 and 2 on piece 1; together piece 1 wins
+    tr = [[0, 0.0], [0.0, 0]]
+    out = [((), tr)] * 3
+    pr = Problem([[1.0, 2.0], [1.0, 1.0], [9.0, 1.0]], out, groups=[(0, 2)])
+    assert solve(pr) == ([1, 0, 1], "ilp") and solve(pr, exact=False) == ([1, 0, 1], "greedy")
+    assert not pr.feasible([0, 0, 1]) and pr.allowed(0) == [0, 1]
+    pr = Problem([[1.0, None], [1.0, 1.0], [None, 1.0]], out, groups=[(0, 2)])  # no piece runs both
+    assert pr.allowed(0) == [] and solve(pr) == (None, "ilp")
+    with pytest.raises(ValueError, match=r"placement problem: groups overlap at nodes \[1\]"):
+        Problem([[1.0]] * 3, [((), [[0]])] * 3, groups=[(0, 1), (1, 2)])
 
 
 def test_infeasible_and_empty():
