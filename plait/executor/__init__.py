@@ -28,7 +28,12 @@ def __getattr__(name: str) -> Any:
         from plait.executor import graph
 
         return getattr(graph, name)
+    if name in ("MemoryPlan", "plan_memory"):
+        from plait.executor import memory_plan
+
+        return getattr(memory_plan, name)
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 
-__all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule"]
+__all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
+           "plan_memory"]

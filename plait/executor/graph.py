@@ -47,7 +47,8 @@ class GraphArtifact:
     """What ``plait.build(..., executor="graph")`` returns: the graph, its params and the library.
 
     ``ir`` is the lowered module (not exported); ``target`` the canonical target string;
-    ``timings`` (pass name, seconds) of the build.
+    ``timings`` (pass name, seconds) of the build; ``placement`` and ``piece_modules`` (set by the
+    driver for a composite target; not exported).
     """
 
     graph_json: str
@@ -56,6 +57,8 @@ class GraphArtifact:
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
     timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
+    placement: Any = field(default=None, repr=False)  # a plait.placement.Assignment (None: one piece)
+    piece_modules: dict[str, Module] = field(default_factory=dict, repr=False)  # piece name -> its module
     executor = "graph"
 
     @classmethod
