@@ -1,18 +1,26 @@
 """Latency of plait (graph executor) vs ONNX Runtime single-thread and numpy, on the reference models.
 
-    python bench/run.py                               # all models, target c
-    python bench/run.py --models mlp,ds_cnn --repeat 50 --target "c" --json out.json
+    python bench/run.py                               # all models, rows c, blas, llvm, auto
+    python bench/run.py --models mlp,ds_cnn --repeat 50 --rows c,blas --json out.json
+    python bench/run.py --target "c -opt-level=3" --place ...   # one custom row instead
 
-Everything is measured in the same process and run: for each model, plait builds it (compile time
-includes the C compiler: a fresh compile cache is used unless --cache), then plait, ONNX Runtime
-(intra_op_num_threads=1, inter_op_num_threads=1, sequential execution) and the numpy reference
-interpreter each run the same inputs: warmup runs, then the median of the timed runs. plait and ORT
-are timed end to end (inputs in, outputs out) and in alternation (one run of each per round, so that
-other load on the machine affects both alike); numpy gets fewer runs (a time budget) on big models.
-The outputs are compared (max abs diff of plait vs ORT).
+Rows (``--rows``, default all of them): ``c`` (target ``c``), ``blas`` (``host: c; blas: blas`` with
+``--place "*=blas?"``: every call the blas kind can run on it, the rest on c), ``llvm`` (target
+``llvm``; skipped with a note when that kind cannot build here) and ``auto`` (``host: c; blas: blas``
+placed by the cost model, no rules). The auto row is checked against the better of ``c`` and
+``blas`` (``auto <= min * (1 + --tolerance)``), the issue's acceptance.
 
-``--json`` writes ``{"models": {NAME: {"plait_ms", "ort_ms", "ratio", "compile_s", "numpy_ms",
-"max_abs_diff", "target"}}, "machine": {...}}`` so that results can be compared across commits.
+Everything is measured in the same process and run: for each model, plait builds each row (compile
+time includes the C compiler: a fresh compile cache is used unless --cache), then every row and ONNX
+Runtime (intra_op_num_threads=1, inter_op_num_threads=1, sequential execution) run the same inputs,
+timed end to end (inputs in, outputs out) and in alternation (one run of each per round, so that other
+load on the machine affects them alike): warmup rounds, then the median of the timed runs. The numpy
+reference interpreter gets fewer runs (a time budget) on big models. The outputs are compared (max
+abs diff of plait vs ORT).
+
+``--json`` writes ``{"models": {NAME: {"ort_ms", "numpy_ms", "rows": {ROW: {"plait_ms", "ratio",
+"compile_s", "max_abs_diff", "target", "place"}}}}, "machine": {...}}`` so that results can be
+compared across commits.
 """
 
 from __future__ import annotations
@@ -87,9 +95,27 @@ def ort_session(model: Any) -> Any:
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, cache_dir: str | None,
-                profile: int = 0) -> dict[str, Any]:
+# row name -> (target, place rules, what it is)
+ROWS: dict[str, tuple[str, str | None, str]] = {
+    "c": ("c", None, "C through gcc -O3 -march=native"),
+    "blas": ("host: c; blas: blas", "*=blas?", "every call the blas kind can run on OpenBLAS, the rest on c"),
+    "llvm": ("llvm", None, "LLVM JIT (llvmlite)"),
+    "auto": ("host: c; blas: blas", None, "c + blas placed by the cost model"),
+}
+
+
+def build_row(mod: Any, target: str, place: str | None, config: dict[str, Any]) -> tuple[Any, float]:
     import plait
+    import plait.backend  # noqa: F401  registers the in-tree kinds (blas, ...)
+
+    t0 = time.perf_counter()
+    art = plait.build(mod, target=target, place=place, config=config)
+    return art, time.perf_counter() - t0
+
+
+def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int, warmup: int, numpy: bool,
+                cache_dir: str | None, profile: int = 0) -> dict[str, Any]:
+    from plait.errors import PlaitError
     from plait.executor import GraphModule
     from plait.frontend.onnx import from_onnx
     from plait.relay import flatten_value, run
@@ -98,28 +124,53 @@ def bench_model(name: str, target: str, repeat: int, warmup: int, numpy: bool, c
     feeds = feeds_for(model)
     mod = from_onnx(model)
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
-    t0 = time.perf_counter()
-    art = plait.build(mod, target=target, config=config)
-    compile_s = time.perf_counter() - t0
-    gm = GraphModule(art)
     sess = ort_session(model)
-
-    got = gm(**feeds)
     want = sess.run(None, feeds)
-    diff = max(float(np.max(np.abs(g - w))) if g.size else 0.0 for g, w in zip(got, want))
-
-    row: dict[str, Any] = {"target": target, "compile_s": round(compile_s, 3), "max_abs_diff": diff}
-    row["plait_ms"], row["ort_ms"] = time_interleaved_ms([lambda: gm(**feeds), lambda: sess.run(None, feeds)],
-                                                         repeat, warmup)
-    row["ratio"] = row["plait_ms"] / row["ort_ms"]
-    if profile:
-        calls = sorted(gm.profile(repeat=min(repeat, 10)), key=lambda c: -c["ms"])
-        row["slowest_calls"] = [{"func": c["func"], "ms": round(c["ms"], 4)} for c in calls[:profile]]
+    out: dict[str, Any] = {"rows": {}}
+    gms = {}
+    for row, (target, place) in rows.items():
+        r: dict[str, Any] = {"target": target, "place": place}
+        try:
+            art, r["compile_s"] = build_row(mod, target, place, config)
+        except PlaitError as exc:
+            r["error"] = str(exc).splitlines()[0]
+            out["rows"][row] = r
+            continue
+        gm = GraphModule(art)
+        got = gm(**feeds)
+        r["compile_s"] = round(r["compile_s"], 3)
+        r["max_abs_diff"] = max(float(np.max(np.abs(g - w))) if g.size else 0.0 for g, w in zip(got, want))
+        if art.placement is not None:
+            r["on"] = {}
+            for p in art.placement.placed:
+                r["on"][p.piece] = r["on"].get(p.piece, 0) + 1
+        out["rows"][row] = r
+        gms[row] = gm
+    names = list(gms)
+    fns = [(lambda gm=gms[n]: gm(**feeds)) for n in names] + [lambda: sess.run(None, feeds)]
+    times = time_interleaved_ms(fns, repeat, warmup)
+    out["ort_ms"] = times[-1]
+    for n, ms in zip(names, times):
+        out["rows"][n]["plait_ms"] = ms
+        out["rows"][n]["ratio"] = ms / out["ort_ms"]
+        if profile:
+            calls = sorted(gms[n].profile(repeat=min(repeat, 10)), key=lambda c: -c["ms"])
+            out["rows"][n]["slowest_calls"] = [{"func": c["func"], "ms": round(c["ms"], 4)} for c in calls[:profile]]
     if numpy:
         ref = flatten_value(run(mod, feeds))
-        row["numpy_diff"] = max(float(np.max(np.abs(r - w))) if r.size else 0.0 for r, w in zip(ref, want))
-        row["numpy_ms"] = time_ms(lambda: run(mod, feeds), repeat, 1, budget_s=2.0)
-    return row
+        out["numpy_diff"] = max(float(np.max(np.abs(r - w))) if r.size else 0.0 for r, w in zip(ref, want))
+        out["numpy_ms"] = time_ms(lambda: run(mod, feeds), repeat, 1, budget_s=2.0)
+    return out
+
+
+def auto_check(result: dict[str, Any], tolerance: float) -> str | None:
+    """'ok' / 'SLOWER' when the auto row is within ``tolerance`` of the better of c and blas (or not);
+    None when a row is missing."""
+    rows = result.get("rows", {})
+    if not all("plait_ms" in rows.get(k, {}) for k in ("auto", "c", "blas")):
+        return None
+    best = min(rows["c"]["plait_ms"], rows["blas"]["plait_ms"])
+    return "ok" if rows["auto"]["plait_ms"] <= best * (1 + tolerance) else "SLOWER"
 
 
 def machine() -> dict[str, Any]:
@@ -135,32 +186,50 @@ def machine() -> dict[str, Any]:
             "onnxruntime": onnxruntime.__version__}
 
 
-def table(results: dict[str, dict[str, Any]]) -> str:
-    head = f"{'model':22s} {'plait ms':>10s} {'ORT ms':>10s} {'plait/ORT':>10s} {'numpy ms':>10s} " \
-           f"{'compile s':>10s} {'max|diff|':>10s}"
+def table(results: dict[str, dict[str, Any]], tolerance: float) -> str:
+    head = f"{'model':20s} {'row':6s} {'plait ms':>10s} {'ORT ms':>9s} {'plait/ORT':>10s} {'numpy ms':>9s} " \
+           f"{'compile s':>10s} {'max|diff|':>10s}  placement"
     lines = [head, "-" * len(head)]
-    for name, r in results.items():
-        if "error" in r:
-            lines.append(f"{name:22s} error: {r['error']}")
+    for name, res in results.items():
+        if "error" in res:
+            lines.append(f"{name:20s} error: {res['error']}")
             continue
-        numpy_ms = f"{r['numpy_ms']:10.3f}" if "numpy_ms" in r else f"{'-':>10s}"
-        lines.append(f"{name:22s} {r['plait_ms']:10.3f} {r['ort_ms']:10.3f} {r['ratio']:9.2f}x {numpy_ms} "
-                     f"{r['compile_s']:10.2f} {r['max_abs_diff']:10.2e}")
-        for c in r.get("slowest_calls", []):
-            lines.append(f"{'':24s}{c['ms']:10.3f} ms  {c['func']}")
+        first = True
+        for row, r in res["rows"].items():
+            label = f"{name if first else '':20s} {row:6s}"
+            first = False
+            if "error" in r:
+                lines.append(f"{label} skipped: {r['error']}")
+                continue
+            numpy_ms = f"{res['numpy_ms']:9.3f}" if "numpy_ms" in res else f"{'-':>9s}"
+            on = ", ".join(f"{k} {v}" for k, v in r.get("on", {}).items())
+            lines.append(f"{label} {r['plait_ms']:10.3f} {res['ort_ms']:9.3f} {r['ratio']:9.2f}x {numpy_ms} "
+                         f"{r['compile_s']:10.2f} {r['max_abs_diff']:10.2e}  {on}")
+            for c in r.get("slowest_calls", []):
+                lines.append(f"{'':29s}{c['ms']:10.3f} ms  {c['func']}")
+        check = auto_check(res, tolerance)
+        if check is not None:
+            rows = res["rows"]
+            best = min(("c", "blas"), key=lambda k: rows[k]["plait_ms"])
+            lines.append(f"{'':20s} auto vs best single-piece ({best}): "
+                         f"{rows['auto']['plait_ms'] / rows[best]['plait_ms']:.2f}x  {check}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: {','.join(MODELS)})")
+    p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows (default: {','.join(ROWS)})")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per measurement (median; default 30)")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    p.add_argument("--target", default="c", help='plait target (default "c")')
+    p.add_argument("--target", help="one custom row: this plait target instead of --rows")
+    p.add_argument("--place", help="--place rules of the custom --target row")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="noise allowed when checking auto against the better of c and blas (default 0.05)")
     p.add_argument("--json", help="write the results to this JSON file")
     p.add_argument("--no-numpy", action="store_true", help="skip the numpy reference interpreter")
     p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="also show the N slowest calls of each model (graph executor profile)")
+                   help="also show the N slowest calls of each model and row (graph executor profile)")
     p.add_argument("--cache", action="store_true", help="use the default C compile cache (compile_s then "
                                                           "excludes the C compiler when the code is unchanged)")
     args = p.parse_args(argv)
@@ -168,6 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         p.error(f"unknown model '{unknown[0]}' (models: {', '.join(MODELS)})")
+    if args.target:
+        rows = {"custom": (args.target, args.place)}
+    else:
+        wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
+        bad = [r for r in wanted if r not in ROWS]
+        if bad:
+            p.error(f"unknown row '{bad[0]}' (rows: {', '.join(ROWS)})")
+        rows = {r: ROWS[r][:2] for r in wanted}
 
     from plait.errors import PlaitError
 
@@ -175,18 +252,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="plait-bench-cc-") as tmp:
         for name in names:
             try:
-                results[name] = bench_model(name, args.target, args.repeat, args.warmup, not args.no_numpy,
+                results[name] = bench_model(name, rows, args.repeat, args.warmup, not args.no_numpy,
                                             None if args.cache else tmp, args.profile)
             except PlaitError as exc:
-                results[name] = {"target": args.target, "error": str(exc).splitlines()[0]}
+                results[name] = {"error": str(exc).splitlines()[0]}
             print(f"  {name}: done", file=sys.stderr, flush=True)
-    print(f"target: {args.target}   ORT: 1 thread, sequential   median of {args.repeat} runs after {args.warmup} warmup")
-    print(table(results))
+    print("rows: " + "; ".join(f"{r} = {t!r}" + (f" --place {pl!r}" if pl else "") for r, (t, pl) in rows.items()))
+    print(f"ORT: 1 thread, sequential   median of {args.repeat} runs after {args.warmup} warmup, "
+          "all rows and ORT in alternation")
+    print(table(results, args.tolerance))
     if args.json:
         out = {"models": results, "machine": machine(), "repeat": args.repeat, "warmup": args.warmup}
         Path(args.json).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
-    return 1 if any("error" in r for r in results.values()) else 0
+    failed = any("error" in r for r in results.values())
+    failed = failed or any(auto_check(r, args.tolerance) == "SLOWER" for r in results.values())
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
