@@ -173,6 +173,7 @@ def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any, host: st
 
     for e in post_order(main.body):
         _check_node(e)
+    for e in post_order(main.body):
         if e in new:
             continue
         if isinstance(e, (Var, Constant)):

@@ -1,0 +1,95 @@
+"""Issue 5's acceptance: the seed composite target places, cross-compiles and runs DS-CNN (float32)."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import plait
+from plait.errors import PlaitError
+from plait.executor import GraphModule
+from plait.frontend.onnx import from_onnx
+from plait.runtime.module import CrossModule
+from plait.target import register_hook, register_kind
+from plait.testing import onnx_models
+
+SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
+HEAD = "/pool/*=low_power_cpu,/Flatten=low_power_cpu,/fc/*=low_power_cpu"
+
+needs_arm = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                               reason="arm-none-eabi-gcc is not installed (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def ds_cnn():
+    model = onnx_models.ds_cnn()
+    x = np.random.default_rng(7).standard_normal((1, 1, 49, 10)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    return from_onnx(model), sess.get_inputs()[0].name, x, want
+
+
+def _readelf_attrs(path):
+    return subprocess.run(["arm-none-eabi-readelf", "-A", str(path)], capture_output=True, text=True).stdout
+
+
+@needs_arm
+def test_latency_puts_every_convolution_on_the_m7_and_runs_on_the_host(ds_cnn, tmp_path):
+    mod, name, x, want = ds_cnn
+    art = plait.build(mod, SEED, objective="latency", config={"c.host_simulation": True, "cc.cache_dir": str(tmp_path)})
+    convs = [p for p in art.placement if p.call.op_name == "nn.conv2d"]
+    assert len(convs) == 9 and {p.piece for p in convs} == {"inference_cpu"}
+    for p in convs:  # the M7 was cheaper: the M0 has no FPU
+        assert p.alternatives["low_power_cpu"].seconds > 10 * p.alternatives["inference_cpu"].seconds
+    (got,) = GraphModule(art)(**{name: x})
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    cross = art.cross_modules["inference_cpu"]
+    assert isinstance(cross, CrossModule) and "-mcpu=cortex-m7" in cross.flags and "-mfloat-abi=hard" in cross.flags
+    assert "Tag_FP_arch" in _readelf_attrs(cross.object_path)
+
+
+@needs_arm
+def test_pinned_head_on_the_m0_cross_compiles_both_pieces_and_matches_ort(ds_cnn, tmp_path):
+    mod, name, x, want = ds_cnn
+    art = plait.build(mod, SEED, place=HEAD, config={"c.host_simulation": True, "cc.cache_dir": str(tmp_path)})
+    on = {p.call.meta.get("name"): p.piece for p in art.placement}
+    assert on["/fc/Gemm"] == on["/pool/GlobalAveragePool"] == on["/Flatten"] == "low_power_cpu"
+    assert all(on[n] == "inference_cpu" for n in on if n.endswith("/Conv"))
+    assert all(p.reason.startswith("pinned by") for p in art.placement if p.piece == "low_power_cpu")
+    # each piece's C, cross-compiled with its own flags
+    m0, m7 = art.cross_modules["low_power_cpu"], art.cross_modules["inference_cpu"]
+    assert "-mcpu=cortex-m0" in m0.flags and "-mthumb" in m0.flags and not any("mfpu" in f for f in m0.flags)
+    assert "-mcpu=cortex-m7" in m7.flags and "-mfpu=fpv5-sp-d16" in m7.flags
+    assert "Tag_FP_arch" not in _readelf_attrs(m0.object_path)
+    assert "Tag_CPU_arch: v6S-M" in _readelf_attrs(m0.object_path)
+    assert "Tag_CPU_arch: v7E-M" in _readelf_attrs(m7.object_path)
+    # data crosses from the M7's memory to the M0's once, where the head starts
+    copies = [(n["src"], n["dst"]) for n in art.graph["nodes"] if n["op"] == "copy"]
+    assert copies.count(("inference_cpu", "low_power_cpu")) == 1
+    # the whole model runs on the host, each piece's C compiled natively
+    assert set(art.piece_modules) == {"low_power_cpu", "inference_cpu"}
+    (got,) = GraphModule(art)(**{name: x})
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+def test_infeasible_requests_fail_with_exact_messages(ds_cnn):
+    mod = ds_cnn[0]
+    with pytest.raises(PlaitError) as e:
+        plait.build(mod, SEED, place="*=low_power_cpu")
+    assert str(e.value) == ("the calls pinned to piece 'low_power_cpu' have 90416 bytes of weights, more than its "
+                            "memory (16384 bytes)")
+    register_kind("relu_only", doc="test kind: runs nn.relu only")
+    register_hook("relu_only", "supports", lambda call: call.op_name == "nn.relu")
+    with pytest.raises(PlaitError) as e:
+        plait.build(mod, "cpu: c; npu: relu_only", place="/conv0/*=npu")
+    assert str(e.value) == ("call '/conv0/Conv' (nn.conv2d) is pinned to piece 'npu' by --place rule '/conv0/*=npu', "
+                            "but that piece cannot run it: the 'supports' hook of target kind 'relu_only' says no")
+    with pytest.raises(PlaitError) as e:
+        plait.build(mod, SEED, place="Conv=inference_cp")
+    assert str(e.value) == ("--place: rule 'Conv=inference_cp': unknown piece 'inference_cp'; did you mean "
+                            "'inference_cpu'? (pieces: low_power_cpu, inference_cpu)")
+    with pytest.raises(PlaitError) as e:
+        plait.build(mod, SEED, objective="speed")
+    assert "speed" in str(e.value)
