@@ -302,8 +302,8 @@ def test_conformance_model_folders_round_trip():
     ONNX Runtime; none fails. Collecting the node cases alone takes ~30 s, so they run from the
     script: ``python tests/frontend/onnx_export_roundtrip.py`` (all 2024 cases: 1564 passed,
     0 failed, 31 not exported, 6 without an ORT kernel, 423 not imported)."""
+    from onnx_export_roundtrip import roundtrip  # (puts tests/conformance on sys.path)
     from onnx_conformance import data_dir_cases
-    from onnx_export_roundtrip import roundtrip
 
     results = [(c.name, *roundtrip(c)) for c in data_dir_cases()]
     assert [r for r in results if r[1] == "failed"] == []
