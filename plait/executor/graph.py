@@ -3,14 +3,16 @@
     art = plait.build(mod, target="c")            # a GraphArtifact
     gm = GraphModule(art)
     y, = gm(x=np.ones((1, 256), np.float32))      # or set_input / run / get_output
-    art.export("out/")  ->  out/graph.json, out/params.npz, out/lib.so
+    print(art.memory_report())                    # the memory plan (plait.executor.memory_plan)
+    art.export("out/")  ->  out/graph.json, out/params.npz, out/lib.so [, lib_1.so ..., modules.json]
     GraphArtifact.load("out/")
 
 ``GraphModule`` allocates every buffer once (the storage plan of the graph), copies the params in,
-and pre-binds each call's arguments: ``run()`` is a loop over (function, arguments) pairs calling
-the ctypes functions of the library, with no allocation. Functions of a non-compiled module
+and pre-binds each call's arguments (inputs, outputs, workspaces): ``run()`` is a loop over
+(function, arguments) pairs calling the raw functions of compiled modules (any module with a
+``raw(name)`` method), with no allocation. Functions of a non-compiled module
 (:class:`~plait.runtime.PyModule`, e.g. a hook's external runtime) are called with numpy views of
-the same buffers.
+the same buffers; ``copy`` nodes (between pieces) are ``np.copyto``.
 """
 
 from __future__ import annotations
