@@ -6,14 +6,21 @@
 The pipeline is a list of passes run by one :class:`~plait.ir.transform.PassContext` (so its
 instruments, e.g. ``Timing`` or ``PrintAfter``, see every stage):
 
-    infer_type, [fold_constant], fuse_ops, lower_to_tir | <kind>.relay_to_tir,   (IRModule -> IRModule)
-    codegen            lowered IRModule -> runtime module (the kind's tir_to_runtime hook, else
-                       the kind's ``build`` attribute, registered by its backend)
+    infer_type, fold_constant, fold_batch_norm, infer_type          (IRModule -> IRModule)
+    place              every operator call -> a piece (plait.placement.place; skipped for one piece)
+    partition          device_copy between memories; same-piece regions outlined into functions
+                       ``<piece>_<k>`` with attrs target/region/global_symbol (plait.placement.partition)
+    lower              per piece, in composite order: <kind>.relay_to_runtime (external module; the
+                       region becomes an external PrimFunc declaration), else <kind>.relay_to_tir (a
+                       module pass; its result is checked and its PrimFuncs verified), else
+                       fuse_ops + lower_to_tir on the piece's regions
+    inline_regions, infer_type, lift_workspaces   main calls PrimFuncs (and copies); scratch memory
+                       becomes a workspace argument the executor plans
+    codegen_pieces     per piece: its PrimFuncs -> a runtime module (the kind's tir_to_runtime hook,
+                       else its ``build`` attribute); the host piece's module imports the others
     <executor>         lowered IRModule + runtime module -> artifact (plait.executor.EXECUTORS)
 
-Lowering runs with ``Target.current()`` set to the piece. Nothing here branches on a kind's name.
-Placement across several pieces of a composite target is a later stage of the pipeline; for now a
-composite target must have exactly one piece.
+Hooks run with ``Target.current()`` set to their piece. Nothing here branches on a kind's name.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from plait.errors import PlaitError
 from plait.ir.transform import Pass, PassContext, Timing
+from plait.target.errors import HookError
 from plait.relay.module import IRModule
 
 
@@ -150,7 +158,10 @@ class Lower(Pass):
     def _hook(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:
         from plait.target import run_relay_to_tir
 
-        out = run_relay_to_tir(piece, mod, ctx)
+        try:
+            out = run_relay_to_tir(piece, mod, ctx)
+        except HookError as exc:
+            raise _name_functions(exc, names) from exc.__cause__
         check_hook_result(piece, "relay_to_tir", mod, out, names)
         new = _new_prim_funcs(mod, out)
         return _tag(out, new, piece)
@@ -162,7 +173,10 @@ class Lower(Pass):
         infer_type(mod)
         for k in names:
             fn = mod[k]
-            rt = run_relay_to_runtime(piece, fn)
+            try:
+                rt = run_relay_to_runtime(piece, fn)
+            except HookError as exc:
+                raise _name_functions(exc, [k]) from exc.__cause__
             where = f"hook 'relay_to_runtime' of target kind '{piece.target.kind_name}' on piece '{piece.name}'"
             if not hasattr(rt, "get_function") or not hasattr(rt, "function_names"):
                 raise HookError(f"{where} returned {type(rt).__name__} for function '{k}'; expected a runtime Module")
@@ -172,6 +186,18 @@ class Lower(Pass):
             self.state["external"].setdefault(piece.name, []).append(rt)
             mod = mod.with_function(k, external_declaration(fn, k, piece))
         return mod
+
+
+def _name_functions(exc: Exception, names: list[str]) -> Exception:
+    """A hook's failure message, saying which function(s) it was lowering."""
+    from plait.target import HookError
+
+    msg = str(exc)
+    which = ", ".join(f"'{n}'" for n in names)
+    plural = "s" if len(names) > 1 else ""
+    if " failed: " in msg:
+        return HookError(msg.replace(" failed: ", f" failed on function{plural} {which}: ", 1))
+    return HookError(f"{msg} (lowering function{plural} {which})")
 
 
 def external_declaration(fn: Any, name: str, piece: Any) -> Any:
@@ -356,11 +382,12 @@ def relay_pipeline(composite: Any, opt_level: int = 2, *, rules: tuple = (), obj
     placement and the external modules)."""
     from plait.relay.infer import InferType
     from plait.relay.passes import FoldBatchNorm, FoldConstant
+    from plait.tir.workspace import LiftWorkspaces
 
     state = {} if state is None else state
     return [InferType(), FoldConstant(), FoldBatchNorm(), InferType(),
             Place(composite, tuple(rules), objective, weight, cost_model, state),
-            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType()]
+            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType(), LiftWorkspaces()]
 
 
 # ---- build -----------------------------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""The hook contract in the multi-piece pipeline: broken hooks are reported naming the hook, the kind,
+the piece and the function; the region functions a hook sees; external runtimes."""
+
+import numpy as np
+import pytest
+
+import plait
+from plait import relay
+from plait.errors import PlaitError
+from plait.executor import GraphModule
+from plait.relay import IRModule
+from plait.runtime.module import PyModule
+from plait.target import current_piece, register_hook, register_kind
+from plait.target.testing import isolated_registry
+from plait.tir.expr import const
+from plait.tir.stmt import Buffer, BufferStore, PrimFunc
+
+TARGET = "cpu: c; acc: broken"
+
+
+def model():
+    x = relay.var("x", (2, 3))
+    r = relay.call("nn.relu", x, meta={"name": "/relu"})
+    y = relay.call("add", r, relay.const(np.full((2, 3), 0.5, np.float32)), meta={"name": "/add"})
+    return IRModule({"main": relay.Function((x,), y)}, attrs={"output_names": ["y"]})
+
+
+def my_regions(mod):
+    piece = current_piece().name
+    return [k for k, f in mod.items() if isinstance(f, relay.Function) and f.attrs.get("target") == piece]
+
+
+@pytest.fixture
+def broken():
+    with isolated_registry():
+        register_kind("broken", doc="test kind: hooks that go wrong", can_host=False)
+        yield
+
+
+def build_with(hook_name, fn, place="/relu=acc"):
+    register_hook("broken", hook_name, fn)
+    if hook_name == "relay_to_runtime":  # an external compiler runs nothing unless it says so
+        register_hook("broken", "supports", lambda call: call.op_name == "nn.relu")
+    return plait.build(model(), TARGET, place=place)
+
+
+def message(fn, *args, **kwargs):
+    with pytest.raises(PlaitError) as e:
+        fn(*args, **kwargs)
+    return str(e.value)
+
+
+def test_relay_to_tir_hook_that_raises(broken):
+    def hook(mod):
+        raise ValueError("boom")
+
+    assert message(build_with, "relay_to_tir", hook) == (
+        "hook 'relay_to_tir' of target kind 'broken' on piece 'acc' failed on function 'acc_0': ValueError: boom")
+
+
+def test_relay_to_tir_hook_that_returns_an_invalid_prim_func(broken):
+    def hook(mod):
+        (name,) = my_regions(mod)
+        x, y = Buffer("x", (2, 3)), Buffer("y", (2, 3))
+        stray = Buffer("stray", (4,))  # stored to, but neither a parameter nor allocated
+        bad = PrimFunc((x, y), BufferStore(stray, const(1.0, "float32"), (const(0, "int64"),)),
+                       {"global_symbol": "acc_relu", "num_inputs": 1})
+        return mod.with_function(name, bad)
+
+    msg = message(build_with, "relay_to_tir", hook)
+    assert msg.startswith("hook 'relay_to_tir' of target kind 'broken' on piece 'acc' produced an invalid PrimFunc "
+                          "'acc_0': ")
+    assert "stray" in msg
+
+
+def test_relay_to_tir_hook_that_leaves_operator_calls_or_returns_garbage(broken):
+    assert message(build_with, "relay_to_tir", lambda mod: mod) == (
+        "hook 'relay_to_tir' of target kind 'broken' on piece 'acc' left function 'acc_0' with operator calls "
+        "(nn.relu); it must call PrimFuncs")
+
+
+def test_relay_to_tir_hook_returning_a_non_module(broken):
+    assert message(build_with, "relay_to_tir", lambda mod: 42) == (
+        "hook 'relay_to_tir' of target kind 'broken' on piece 'acc' returned int; expected an IRModule "
+        "(lowering function 'acc_0')")
+
+
+def test_relay_to_runtime_hook_errors(broken):
+    def wrong_name(func, target):
+        return PyModule({"something_else": lambda *a: 0})
+
+    assert message(build_with, "relay_to_runtime", wrong_name) == (
+        "hook 'relay_to_runtime' of target kind 'broken' on piece 'acc': the module it returned for function 'acc_0' "
+        "has no function 'acc_0' (it has: something_else)")
+
+
+def test_relay_to_runtime_hook_that_raises(broken):
+    def hook(func, target):
+        raise KeyError("nope")
+
+    assert message(build_with, "relay_to_runtime", hook) == (
+        "hook 'relay_to_runtime' of target kind 'broken' on piece 'acc' failed on function 'acc_0': KeyError: 'nope'")
+
+
+def test_relay_to_runtime_runs_the_region_in_an_external_module(broken):
+    seen = {}
+
+    def hook(func, target):
+        name = func.attrs["global_symbol"]
+        seen["params"] = [str(p.checked_type) for p in func.params]
+        seen["ops"] = sorted({c.op_name for c in plait.relay.visitor.post_order(func.body)
+                              if isinstance(c, relay.Call)})
+
+        def run(x, out):  # destination passing: inputs, then outputs
+            np.copyto(out, np.maximum(x, 0))
+            return 0
+
+        return PyModule({name: run})
+
+    art = build_with("relay_to_runtime", hook)
+    assert seen == {"params": ["Tensor[(2, 3), float32]"], "ops": ["nn.relu"]}
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    (y,) = GraphModule(art)(x=x)
+    np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5)
+    assert [n["func"] for n in art.graph["nodes"] if n["op"] == "call"][0] == "acc_0"
