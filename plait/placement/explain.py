@@ -179,6 +179,9 @@ class Report:
     totals: dict[str, float]  # value, seconds, joules, call_seconds, call_joules, transfer_seconds, transfer_joules
     single_piece: dict[str, dict[str, Any]]  # piece -> totals with every call there, or {"cannot": [ids], ...}
     regions: list[dict[str, Any]] = field(default_factory=list)  # claimed regions: {"name", "piece", "calls": [ids]}
+    # copies build makes of the function's inputs (from the host piece) and results (back to it); placement
+    # does not charge them: {"value": "%x" or call id, "from", "to", "bytes", "seconds", "joules"}
+    edge_copies: list[dict[str, Any]] = field(default_factory=list)
     assignment: Any = field(default=None, repr=False, compare=False)  # the solver's Assignment (not serialized)
 
     # ---- data ----
@@ -196,6 +199,7 @@ class Report:
             "transfers": [dict(t) for t in self.transfers], "memory": {p: dict(m) for p, m in self.memory.items()},
             "totals": dict(self.totals), "single_piece": {p: dict(s) for p, s in self.single_piece.items()},
             "regions": [dict(r, calls=list(r["calls"])) for r in self.regions],
+            "edge_copies": [dict(t) for t in self.edge_copies],
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -210,7 +214,8 @@ class Report:
                      for c in d["calls"]]
             return cls(d["target"], dict(d["pieces"]), d["objective"], d["weight"], list(d["rules"]), d["method"],
                        d["exact"], calls, dict(d["params"]), list(d["outputs"]), list(d["transfers"]),
-                       dict(d["memory"]), dict(d["totals"]), dict(d["single_piece"]), list(d.get("regions", [])))
+                       dict(d["memory"]), dict(d["totals"]), dict(d["single_piece"]), list(d.get("regions", [])),
+                       list(d.get("edge_copies", [])))
         except (KeyError, TypeError) as exc:
             raise ExplainError(f"not a placement report: missing or malformed {exc}") from None
 
@@ -280,6 +285,12 @@ class Report:
                            f"{tr['bytes']} bytes, {fmt_seconds(tr['seconds'])}, {fmt_joules(tr['joules'])}")
         else:
             out.append("transfers: none")
+        if self.edge_copies:
+            out.append("copies of the inputs and results to and from the host piece (not in the totals):")
+            for tr in self.edge_copies:
+                what = tr["value"] if tr["value"].startswith("%") else f"{self.call(tr['value']).label} ({tr['value']})"
+                out.append(f"  {what}: {tr['from']} -> {tr['to']}, {tr['bytes']} bytes, {fmt_seconds(tr['seconds'])}, "
+                           f"{fmt_joules(tr['joules'])}")
         out.append(f"weights in memory: {_memory_line(self.memory)}")
         t = self.totals
         out.append(f"chosen: {fmt_seconds(t['seconds'])} (calls {fmt_seconds(t['call_seconds'])} + transfers "
@@ -317,6 +328,11 @@ class Report:
             lines.append(f"  {_param_id(i)} [shape=ellipse, style=solid, label={_q(f'{name}: {ty}')}];")
         param_ids = {"%" + name: _param_id(i) for i, name in enumerate(self.params)}
         in_region = {i: k for k, r in enumerate(self.regions) for i in r["calls"]}
+        edge_attrs = {}  # copies of inputs and results (from / to the host piece), not charged by placement
+        for t in self.edge_copies:
+            text = f"copy {t['bytes']} B, {fmt_seconds(t['seconds'])}"
+            edge_attrs[t["value"], t["to"] if t["value"].startswith("%") else "host"] = \
+                f' [style=dashed, color="#7f7f7f", label={_q(text)}]'
 
         def node(c: CallReport, indent: str) -> str:
             cost = c.costs[c.piece]
@@ -334,7 +350,7 @@ class Report:
         for c in self.calls:
             for src in c.inputs:
                 if src in param_ids:
-                    lines.append(f"  {param_ids[src]} -> {c.id};")
+                    lines.append(f"  {param_ids[src]} -> {c.id}{edge_attrs.get((src, c.piece), '')};")
                     continue
                 attrs = ""
                 if src in piece_of and piece_of[src] != c.piece:
@@ -344,7 +360,7 @@ class Report:
                 lines.append(f"  {src} -> {c.id}{attrs};")
         for i, src in enumerate(self.outputs):
             lines.append(f"  out_{i} [shape=ellipse, style=solid, label={_q(f'output {i}')}];")
-            lines.append(f"  {param_ids.get(src, src)} -> out_{i};")
+            lines.append(f"  {param_ids.get(src, src)} -> out_{i}{edge_attrs.get((src, 'host'), '')};")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
@@ -548,8 +564,38 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
                for r in getattr(a, "regions", ())]
     params = {v.name_hint: str(v.checked_type if v.has_type else v.type_annotation) for v in func.params}
     outputs = _sources(func.body, ids)
+    edge = _edge_copies(func, calls, outputs, ct, by_name, cost_model)
     return Report(str(ct), pieces, objective, weight, [str(r) for r in rules], a.method, a.exact, calls, params,
-                  outputs, transfers, memory, totals, single, regions, a)
+                  outputs, transfers, memory, totals, single, regions, edge, a)
+
+
+def _edge_copies(func: Function, calls: list[CallReport], outputs: list[str], ct: CompositeTarget,
+                 by_name: dict[str, Any], cost_model: CostModel) -> list[dict[str, Any]]:
+    """The copies plait.build makes at the function's edges: parameters live on the host piece, results go
+    back to it (see plait.placement.partition)."""
+    try:
+        host = ct.host.name
+    except PlaitError:
+        return []
+    out = []
+
+    def add(value: str, src: str, dst: str, nbytes: int) -> None:
+        if ct.shares_memory(src, dst):
+            return
+        e = cost_model.transfer_cost(nbytes, by_name[src], by_name[dst])
+        out.append({"value": value, "from": src, "to": dst, "bytes": nbytes, "seconds": e.seconds,
+                    "joules": e.joules})
+
+    for v in func.params:
+        name = "%" + v.name_hint
+        nbytes = type_bytes(v.checked_type) if v.has_type else 0
+        for dst in dict.fromkeys(c.piece for c in calls if name in c.inputs):
+            add(name, host, dst, nbytes)
+    by_id = {c.id: c for c in calls}
+    for o in dict.fromkeys(outputs):
+        if o in by_id:
+            add(o, by_id[o].piece, host, by_id[o].out_bytes)
+    return out
 
 
 __all__ = ["CallReport", "ExplainError", "NO_DOT", "OBJECTIVES", "Report", "check_objective", "check_weight",

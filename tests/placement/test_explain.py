@@ -240,8 +240,11 @@ def test_dot_lists_every_call_coloured_by_piece(reports):
     assert nodes["in_0"]["label"] == "input: Tensor[(1, 1, 49, 10), float32]"
     assert (r.calls[-1].id, "out_0", "") in edges
     crossing = [(a, b, attrs) for a, b, attrs in edges if "dashed" in attrs]
-    assert [(a, b) for a, b, _ in crossing] == [(r.transfers[0]["value"], r.call("/pool/GlobalAveragePool").id)]
-    assert 'label="32000 B, 330 us"' in crossing[0][2]
+    assert [(a, b) for a, b, _ in crossing] == [("in_0", "n0"),  # the input, from the host piece (the M0)
+                                               (r.transfers[0]["value"], r.call("/pool/GlobalAveragePool").id)]
+    t = r.edge_copies[0]
+    assert crossing[0][2] == f'style=dashed, color="#7f7f7f", label="copy 1960 B, {fmt_seconds(t["seconds"])}"'
+    assert crossing[1][2] == 'style=dashed, color="#d62728", label="32000 B, 330 us"'
     n_edges = sum(len(c.inputs) for c in r.calls) + 1
     assert len(edges) == n_edges
 
@@ -453,3 +456,25 @@ def test_bad_arguments_have_exact_messages(mod):
 
     with pytest.raises(PlacementError, match="^explain: the module has no 'main' function$"):
         explain(IRModule({"other": f}), SEED)
+
+
+def test_report_describes_what_build_places(mod, reports):
+    """plait.build places the same calls the same way, and copies exactly the values the report lists."""
+    import plait
+
+    r = reports["pinned"]
+    art = plait.build(mod, SEED, place=PINS)
+    a = art.placement
+    assert [(p.call.meta.get("name"), p.call.op_name, p.piece, p.reason) for p in a] == \
+        [(c.name, c.op, c.piece, c.reason) for c in r.calls]
+    assert a.total == pytest.approx(r.totals["value"])
+    copies = [n for n in art.graph["nodes"] if n.get("op") == "copy"]
+    # the model's input lives on the host piece (the M0, first) and is copied to the M7F: not charged
+    link = CompositeTarget(SEED).transfer
+    assert [{k: v for k, v in t.items() if k != "joules"} for t in r.edge_copies] == [
+        {"value": "%input", "from": "low_power_cpu", "to": "inference_cpu", "bytes": 490 * 4,
+         "seconds": pytest.approx(490 * 4 / link.bandwidth + link.switch)}]
+    assert sorted((n["src"], n["dst"]) for n in copies) == \
+        sorted((t["from"], t["to"]) for t in r.transfers + r.edge_copies)
+    assert "copies of the inputs and results to and from the host piece (not in the totals):\n" \
+           "  %input: low_power_cpu -> inference_cpu, 1960 bytes, " in r.text()
