@@ -434,10 +434,10 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     if "main" not in mod:
         raise BuildError("plait.build: the module has no 'main' function")
     EXECUTORS.get(executor)  # unknown names fail before any work
+    _load_backends()  # before parsing the target: backends register kinds (blas, onnxruntime)
     ct = _composite(target)
     rules = _rules(place, ct)
     objective_value(0.0, 0.0, objective, weight)  # unknown objective / bad weight fail early
-    _load_backends()
     timing = Timing()
     if ctx is None:
         ctx = PassContext(opt_level=opt_level, config=dict(config or {}), instruments=[*instruments, timing])
