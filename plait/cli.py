@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from plait.errors import PlaitError
 
+
 class UsageError(PlaitError):
     """A flag's value is wrong (exit code 2, like argparse's own errors)."""
 
@@ -176,7 +177,8 @@ def _no_placement(args: argparse.Namespace) -> dict:
     given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
                             ("--place", args.place is not None)) if v]
     if given:
-        raise UsageError(f"{', '.join(given)} needs --target: placement chooses the pieces of a compiled target")
+        raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --target: placement "
+                         "chooses among the pieces of a compiled target")
     return {}
 
 

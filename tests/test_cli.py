@@ -192,8 +192,11 @@ def test_bad_target_and_flags_without_target(ds_path, capsys):
     assert capsys.readouterr().err == ("plait: error: composite target: piece 'a': unknown target kind or tag "
                                        "'nosuchkind'\n")
     assert main(["run", str(ds_path), "--place", "Conv=a", "--objective", "energy"]) == 2
-    assert capsys.readouterr().err == ("plait: error: --objective, --place needs --target: placement chooses "
-                                       "the pieces of a compiled target\n")
+    assert capsys.readouterr().err == ("plait: error: --objective and --place need --target: placement chooses "
+                                       "among the pieces of a compiled target\n")
+    assert main(["run", str(ds_path), "--weight", "0.2"]) == 2
+    assert capsys.readouterr().err == ("plait: error: --weight needs --target: placement chooses among the pieces "
+                                       "of a compiled target\n")
     with pytest.raises(SystemExit) as e:  # argparse: a missing required flag
         main(["explain", str(ds_path)])
     assert e.value.code == 2
