@@ -15,7 +15,7 @@ from plait.executor.memory_plan import MemoryPlan, entry_bytes, plan_memory
 from plait.relay import IRModule
 from plait.relay.expr import call as relay_call
 from plait.runtime import Module, PyModule
-from plait.tir.workspace import LiftWorkspaces, lift_workspaces
+from plait.tir.workspace import LiftWorkspaces
 
 from tests.executor.lowered import c_module, call, prim_funcs, tir_module
 
