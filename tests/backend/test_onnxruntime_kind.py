@@ -171,3 +171,81 @@ def test_supports_every_call_of_the_reference_models():
         calls = [e for e in post_order(main.body) if isinstance(e, Call)]
         assert all(call_supports(t, c) for c in calls), name
     assert call_supports(t, call("add", const(np.ones(2, F32)), const(np.ones(2, F32)))) is True
+
+
+# ---- through plait.build ------------------------------------------------------------------------
+
+
+def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(F32)
+            for i in model.graph.input}
+
+
+def _build_and_compare(name: str, place: str | None) -> object:
+    import plait
+    from plait.executor import GraphModule
+
+    model = onnx_models.MODELS[name]()
+    art = plait.build(from_onnx(model), "host: c; ort: onnxruntime", place=place)
+    feeds = _feeds(model)
+    want = _ort_run(model, feeds)
+    got = GraphModule(art)(**feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    return art
+
+
+def _funcs(art) -> list[str]:
+    return [n["func"] for n in art.graph["nodes"] if n["op"] == "call"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "ds_cnn", "resnet_block", "transformer_encoder"])
+def test_build_everything_on_ort(name):
+    art = _build_and_compare(name, "*=ort")
+    assert _funcs(art) == ["ort_0"]  # the whole model is one region, one session
+    assert {p.piece for p in art.placement} == {"ort"}
+    (ort_mod,) = [m for m in art.lib.walk() if isinstance(m, OrtModule)]
+    assert ort_mod.function_names() == ["ort_0"]
+    assert len(onnx.load_from_string(ort_mod.onnx_model).graph.node) == len(art.placement)
+
+
+def test_build_mixed_placements():
+    art = _build_and_compare("ds_cnn", "Conv=ort")  # every convolution on ORT, the rest compiled C
+    funcs = _funcs(art)
+    ort_funcs = [f for f in funcs if f.startswith("ort_")]
+    assert len(ort_funcs) == 9 and len(funcs) > len(ort_funcs)
+    convs = [p for p in art.placement if p.call.op_name == "nn.conv2d"]
+    assert convs and all(p.piece == "ort" for p in convs)
+    assert all(p.piece == "host" for p in art.placement if p.call.op_name != "nn.conv2d")
+    art = _build_and_compare("mlp", "/fc0/*=ort")
+    assert _funcs(art)[0] == "ort_0" and all(not f.startswith("ort_") for f in _funcs(art)[1:])
+    art = _build_and_compare("transformer_encoder", "MatMul=ort")
+    assert sum(f.startswith("ort_") for f in _funcs(art)) >= 2
+
+
+def test_build_by_cost_without_rules():
+    _build_and_compare("resnet_block", None)
+
+
+def test_build_respects_what_ort_cannot_run():
+    import plait
+    from plait.executor import GraphModule
+    from plait.frontend import Builder
+    from plait.placement.rules import PlacementError
+
+    b = Builder("m")
+    x = b.input("x", (2, 3))
+    a = b.cast(x, dtype="int16", name="c1")
+    m = b.maximum(a, b.cast(b.nn.relu(x), dtype="int16", name="c2"), name="mx")  # ORT: no int16 Max kernel
+    mod = b.finish(b.cast(m, dtype="float32", name="c3"))
+    art = plait.build(mod, "host: c; ort: onnxruntime", place="*=ort?")
+    pieces = {p.call.meta["name"]: p.piece for p in art.placement}
+    assert pieces == {"c1": "ort", "relu_0": "ort", "c2": "ort", "mx": "host", "c3": "ort"}
+    xv = np.array([[1.5, -2, 3], [4, -5, 6]], F32)
+    (y,) = GraphModule(art)(x=xv)
+    np.testing.assert_array_equal(y, np.maximum(xv.astype(np.int16), np.maximum(xv, 0).astype(np.int16)).astype(F32))
+    with pytest.raises(PlacementError, match=r"call 'mx' \(maximum\) is pinned to piece 'ort' by --place rule '\*=ort', "
+                                             r"but that piece cannot run it"):
+        plait.build(mod, "host: c; ort: onnxruntime", place="*=ort")
