@@ -416,7 +416,8 @@ def _si(x: float, unit: str) -> str:
         return f"0 {unit}"
     for scale, prefix in ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
         if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
+            v = x / scale
+            return f"{v:.0f} {prefix}{unit}" if abs(float(f"{v:.3g}")) >= 1000 else f"{v:.3g} {prefix}{unit}"
     return f"{x / 1e-12:.3g} p{unit}"
 
 

@@ -427,6 +427,12 @@ def test_claimed_region_is_reported_and_drawn():
     assert Report.from_dict(json.loads(r.to_json())) == r
 
 
+def test_number_formatting():
+    assert [fmt_seconds(x) for x in (2770.4, 999.96, 12.345, 0.0123, 1e-7, 3e-13, 0.0)] == \
+        ["2770 s", "1000 s", "12.3 s", "12.3 ms", "100 ns", "0.3 ps", "0 s"]
+    assert [fmt_joules(x) for x in (36.6, 4.31e-6)] == ["36.6 J", "4.31 uJ"]
+
+
 # ---- bad input -------------------------------------------------------------------------------------------
 
 
