@@ -393,29 +393,3 @@ def test_values_in_bigger_shared_buffers_run_right(tmp_path):
     for lib in (c_lib, tir_module(funcs)):
         np.testing.assert_allclose(GraphModule(GraphArtifact.from_module(mod, lib))(v)[0], ref(v), rtol=1e-6)
 
-
-def test_lifted_functions_are_reentrant(ws_c_lib):
-    """Two GraphModules of one artifact run at the same time in two threads (ctypes releases the
-    GIL): each has its own workspace, so neither sees the other's scratch data."""
-    import threading
-
-    art = GraphArtifact.from_module(ws_module(), ws_c_lib)
-    xs = [np.random.default_rng(10 + k).random((4, 8)).astype(np.float32) for k in range(2)]
-    wants = [ws_reference(x) for x in xs]
-    errors = []
-
-    def work(k):
-        gm = GraphModule(art)
-        gm.set_input(0, xs[k])
-        for _ in range(300):
-            gm.run()
-            if not np.allclose(gm.get_output(0, copy=False), wants[k], rtol=1e-5):
-                errors.append(k)
-                return
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
