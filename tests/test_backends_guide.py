@@ -1,0 +1,159 @@
+"""docs/backends.md runs: its ```python blocks are executed in order in one namespace (with the target
+registries isolated), then the example kinds it defines build more models, checked against numpy and
+ONNX Runtime."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import plait
+from plait.errors import RegistryError
+from plait.target import get_kind
+from plait.target.testing import isolated_registry
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+
+
+@pytest.fixture
+def guide():
+    """The namespace the guide's examples leave behind (the vecacc and pyref kinds registered)."""
+    with isolated_registry():
+        ns = {"__name__": "backends_guide"}
+        for k, block in enumerate(python_blocks(DOC.read_text(encoding="utf-8")), 1):
+            exec(compile(block, f"docs/backends.md, python block {k}", "exec"), ns)
+        yield ns
+
+
+def test_the_guide_has_a_complete_example_of_about_a_hundred_lines():
+    blocks = python_blocks(DOC.read_text(encoding="utf-8"))
+    assert len(blocks) == 3
+    kind = blocks[0]
+    assert 80 <= len(kind.splitlines()) <= 130
+    for hook in ("supports", "patterns", "cost", "relay_to_tir"):
+        assert f'"vecacc", "{hook}"' in kind
+    assert '"pyref", "relay_to_runtime"' in blocks[2]
+    for page in ("kind-blas.md", "kind-llvm.md", "kind-onnxruntime.md"):
+        assert f"]({page})" in DOC.read_text(encoding="utf-8")
+
+
+def test_the_guide_runs_and_its_kinds_do_not_leak(guide):
+    assert [p.piece for p in guide["art"].placement] == ["host", "ref", "ref"]  # the last build: pyref
+    assert get_kind("vecacc").origin == "plait" and get_kind("pyref").name == "pyref"
+
+
+def test_kinds_do_not_leak_out_of_the_guide():  # runs after the test above has closed its isolation
+    for name in ("vecacc", "pyref"):
+        with pytest.raises(RegistryError, match=f"^unknown target kind '{name}'"):
+            get_kind(name)
+
+
+def _onnx_gate(batch=2, k=16, n=32, seed=3):
+    """x @ W -> h; y = relu(h * sigmoid(h) + r) - h: matmul and sigmoid on the host, the rest on vec."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="/fc/MatMul"),
+        helper.make_node("Sigmoid", ["h"], ["s"], name="/gate/Sigmoid"),
+        helper.make_node("Mul", ["h", "s"], ["m"], name="/gate/Mul"),
+        helper.make_node("Add", ["m", "r"], ["a"], name="/gate/Add"),
+        helper.make_node("Relu", ["a"], ["y0"], name="/gate/Relu"),
+        helper.make_node("Sub", ["y0", "h"], ["y"], name="/out/Sub"),
+    ]
+    graph = helper.make_graph(
+        nodes, "gate",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, k]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [batch, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, n])],
+        [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_vecacc_matches_onnxruntime(guide):
+    ort = pytest.importorskip("onnxruntime")
+    model = _onnx_gate()
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.standard_normal((2, 16)).astype(np.float32),
+             "r": rng.standard_normal((2, 32)).astype(np.float32)}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, feeds)
+    mod = plait.from_onnx(model)
+    art = plait.build(mod, "host: c; vec: vecacc")
+    where = {p.call.meta["name"]: (p.piece, p.region) for p in art.placement}
+    assert where == {"/fc/MatMul": ("host", None), "/gate/Sigmoid": ("host", None), "/gate/Mul": ("vec", "fma"),
+                     "/gate/Add": ("vec", "fma"), "/gate/Relu": ("vec", None), "/out/Sub": ("vec", None)}
+    assert [r.name for r in art.placement.regions] == ["fma"]
+    assert art.piece_modules["vec"].function_names() == ["vec_0"]  # mul, add, relu, sub: one loop nest
+    (got,) = plait.executor.GraphModule(art)(**feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # everything pinned to the host: the same numbers through the c kind alone
+    art = plait.build(mod, "host: c; vec: vecacc", place="*=host")
+    assert {p.piece for p in art.placement} == {"host"}
+    (got,) = plait.executor.GraphModule(art)(**feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_vecacc_lowers_call_by_call_when_a_region_has_constants(guide):
+    from plait.frontend.builder import Builder
+
+    rng = np.random.default_rng(1)
+    c1, c2 = rng.standard_normal((2, 3, 8)).astype(np.float32), rng.standard_normal((2, 3, 8)).astype(np.float32)
+    b = Builder("consts")
+    x = b.input("x", (2, 3, 8))
+    y = b.maximum(x * b.const(c1) + b.const(c2), x)
+    art = plait.build(b.finish(y), "host: c; vec: vecacc", place="*=vec")
+    assert {p.piece for p in art.placement} == {"vec"}
+    assert art.piece_modules["vec"].function_names() == ["vec_add", "vec_maximum", "vec_multiply"]
+    xv = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    (got,) = plait.executor.GraphModule(art)(x=xv)
+    np.testing.assert_allclose(got, np.maximum(xv * c1 + c2, xv), rtol=1e-6, atol=1e-6)
+
+
+def test_vecacc_declines_broadcasts_and_other_dtypes(guide):
+    from plait.frontend.builder import Builder
+    from plait.placement import PlacementError
+
+    b = Builder("bcast")
+    x = b.input("x", (4, 8))
+    y = b.nn.relu(x + b.const(np.ones((8,), np.float32)), name="act")
+    art = plait.build(b.finish(y), "host: c; vec: vecacc")
+    assert [(p.call.op_name, p.piece) for p in art.placement] == [("add", "host"), ("nn.relu", "vec")]
+    add = art.placement.placed[0]
+    assert add.alternatives["vec"] == "the 'supports' hook of target kind 'vecacc' says no"
+    xv = np.arange(32, dtype=np.float32).reshape(4, 8) - 16
+    (got,) = plait.executor.GraphModule(art)(x=xv)
+    np.testing.assert_allclose(got, np.maximum(xv + 1, 0))
+    b = Builder("ints")
+    i = b.input("i", (4,), "int32")
+    with pytest.raises(PlacementError) as e:
+        plait.build(b.finish(b.nn.relu(i, name="r")), "host: c; vec: vecacc", place="r=vec")
+    assert str(e.value) == ("call 'r' (nn.relu) is pinned to piece 'vec' by --place rule 'r=vec', but that piece "
+                            "cannot run it: the 'supports' hook of target kind 'vecacc' says no")
+
+
+def test_pyref_runs_a_tuple_valued_region(guide):
+    """relay_to_runtime with two values leaving the region: both outputs are filled."""
+    from plait.frontend.builder import Builder
+
+    b = Builder("two")
+    x = b.input("x", (3, 5))
+    t = b.tanh(x, name="t")
+    s = b.nn.relu(t, name="s")
+    mod = b.finish(s, b.nn.dense(t, b.const(np.eye(5, dtype=np.float32)), name="fc"))
+    art = plait.build(mod, "host: c; ref: pyref", place="t=ref,s=ref")
+    assert [(p.call.meta["name"], p.piece) for p in art.placement] == [("t", "ref"), ("s", "ref"), ("fc", "host")]
+    xv = np.linspace(-2, 2, 15, dtype=np.float32).reshape(3, 5)
+    got = plait.executor.GraphModule(art)(x=xv)
+    np.testing.assert_allclose(got[0], np.maximum(np.tanh(xv), 0), rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.tanh(xv), rtol=1e-6, atol=1e-6)
