@@ -95,12 +95,13 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
         verify(f)
     externs = _externs(funcs)
     state = ModuleState()
+    simd_bits = _simd_bits(target)
     bodies, sigs = [], {}
     where_of: dict[str, str] = {}
     names, symbols = _symbols(funcs, set(externs) | _libm_names(funcs))
     for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
         where = f"PrimFunc '{export}'"
-        em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}")
+        em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
         text, sig = em.function()
         bodies.append((text, where))
         sigs[export] = sig
@@ -122,6 +123,19 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     out += [f"!{k} = {m}" for k, m in enumerate(state.metadata)]
     return LLVMSource("\n".join(out) + "\n", sigs, dict(zip(names, symbols)),
                       {e: where_of.get(e, "") for e in sorted(state.externals)}, lines)
+
+
+def _simd_bits(target: Any) -> int:
+    """The SIMD width the vectorized loops are shaped for: the target's ``simd_bits`` fact (the
+    host's for a target without -mcpu), 128 when unknown."""
+    from plait.schedule.machine import fact
+    from plait.target import Target
+
+    try:
+        t = Target(target if target is not None else "llvm")
+    except PlaitError:
+        return 128
+    return int(fact(t, "simd_bits", 128))  # type: ignore[arg-type]
 
 
 def _libm_names(funcs: Sequence[PrimFunc]) -> set[str]:

@@ -112,6 +112,7 @@ class LLVMModule(Module):
         self.cpu = cpu or hcpu
         self.features = features if features is not None else (hfeat if not cpu else "")
         self.opt_level = opt_level
+        self.remarks: list[str] = []  # LLVM's "loop not vectorized" remarks, kept off stderr
         try:
             target = llvm.Target.from_default_triple()
             self.target_machine = target.create_target_machine(cpu=self.cpu, features=self.features,
@@ -132,7 +133,9 @@ class LLVMModule(Module):
             pto.slp_vectorization = True
             pto.loop_unrolling = True
             pb = llvm.create_pass_builder(self.target_machine, pto)
-            pb.getModulePassManager().run(mod, pb)
+            with _Diagnostics() as diag:
+                pb.getModulePassManager().run(mod, pb)
+            self.remarks = diag.remarks
         self.llvm_module = mod
         self.engine = llvm.create_mcjit_compiler(mod, self.target_machine)
         self.engine.finalize_object()
@@ -186,6 +189,47 @@ class LLVMModule(Module):
         else:
             p.write_text(self.source, encoding="utf-8")
         return p
+
+
+class _Diagnostics:
+    """Captures what LLVM prints on file descriptor 2 while optimizing: its remarks and warnings
+    about loops marked ``vectorized`` that it could not vectorize are kept in ``remarks`` (a
+    vectorized loop is a hint; the scalar loop is correct); anything else is printed as usual."""
+
+    def __enter__(self) -> "_Diagnostics":
+        import os
+        import sys
+        import tempfile
+
+        self.remarks: list[str] = []
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError):  # no usable fd 2 (embedded interpreters): print as LLVM does
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import os
+        import sys
+
+        if self._saved is None:
+            return
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        other = []
+        for line in text.splitlines():
+            if "loop not vectorized" in line or "unable to perform the requested transformation" in line:
+                self.remarks.append(line)
+            else:
+                other.append(line)
+        if other:
+            print("\n".join(other), file=sys.stderr)
 
 
 def _located(msg: str, describe_line: Callable[[int], str] | None) -> str:
