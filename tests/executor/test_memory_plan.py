@@ -393,3 +393,29 @@ def test_values_in_bigger_shared_buffers_run_right(tmp_path):
     for lib in (c_lib, tir_module(funcs)):
         np.testing.assert_allclose(GraphModule(GraphArtifact.from_module(mod, lib))(v)[0], ref(v), rtol=1e-6)
 
+
+
+def test_blas_im2col_workspace_in_the_memory_plan(tmp_path):
+    """plait.build for "host: c; blas: blas" with every call it can run on blas: the first
+    convolution (10x4 kernel) goes through im2col, whose buffer is the blas piece's workspace."""
+    pytest.importorskip("scipy_openblas32")
+    import plait
+    from plait.frontend.onnx import from_onnx
+    from plait.relay import run
+    from plait.testing import onnx_models
+
+    model = onnx_models.ds_cnn(channels=8, blocks=1)
+    art = plait.build(from_onnx(model), target="host: c; blas: blas", place="*=blas?",
+                      config={"cc.cache_dir": str(tmp_path)})
+    graph = art.graph
+    im2col = 1 * 10 * 4 * 25 * 5 * 4  # C*KH*KW x OH*OW floats
+    blas_calls = [n for n in graph["nodes"] if n.get("piece") == "blas"]
+    assert blas_calls and {n["func"] for n in blas_calls} == {"blas_sgemm_conv2d"}
+    assert art.ir["blas_sgemm_conv2d"].attrs["workspace_bytes"] == im2col + 32  # rounded up to 64
+    assert {"bytes": im2col + 32, "kind": "workspace", "piece": "blas"} in graph["storage"]
+    report = art.memory_report().splitlines()
+    assert report[report.index("biggest workspaces:") + 1] == \
+        "  blas_sgemm_conv2d                              20,032 B  piece 'blas', 1 call"
+    x = np.random.default_rng(0).standard_normal((1, 1, 49, 10)).astype(np.float32)
+    np.testing.assert_allclose(GraphModule(art)(x)[0], np.asarray(run(from_onnx(model), {"input": x})),
+                               rtol=0, atol=1e-4)
