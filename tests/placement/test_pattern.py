@@ -389,21 +389,30 @@ AR = is_op("add")(is_op("nn.relu")(wildcard()), wildcard())
 
 @st.composite
 def dags(draw):
-    n = draw(st.integers(2, 8))
     x = relay.var("x", (1, 16))
     values, calls, producers = [x], [], []
-    for k in range(n):
-        picks = sorted(set(draw(st.lists(st.integers(0, len(values) - 1), min_size=1, max_size=2))))
-        args = [values[i] for i in picks]
-        if len(args) == 2:
-            y = relay.call("add", *args, meta={"name": f"n{k}"})
-        else:
-            y = relay.call("nn.relu", args[0], meta={"name": f"n{k}"})
+
+    def add_call(op, picks):
+        y = relay.call(op, *(values[i] for i in picks), meta={"name": f"n{len(calls)}"})
         values.append(y)
         calls.append(y)
         producers.append([i - 1 for i in picks if i > 0])
+
+    size = draw(st.integers(2, 7))
+    while len(calls) < size:
+        kind = draw(st.sampled_from(["add", "relu", "pair", "ar"]))
+        a, b = (draw(st.integers(0, len(values) - 1)) for _ in range(2))
+        if kind in ("add", "pair"):
+            add_call("add", [a, b])
+        if kind in ("relu", "ar"):
+            add_call("nn.relu", [a])
+        if kind == "pair":
+            add_call("nn.relu", [len(values) - 1])  # relu(add(...)): a 'pair' region
+        if kind == "ar":
+            add_call("add", [len(values) - 1, b])  # add(relu(...), ...): an 'ar' region
+    n = len(calls)
     users = {k: [v for v in range(n) if k in producers[v]] for k in range(n)}
-    outs = tuple(c for k, c in enumerate(calls) if not users[k] or draw(st.integers(0, 3)) == 0)
+    outs = tuple(c for k, c in enumerate(calls) if not users[k] or draw(st.integers(0, 5)) == 0)
     f = Function((x,), Tuple(outs) if len(outs) > 1 else outs[0])
     infer_expr(f)
     costs = {(f"n{k}", p): float(draw(st.integers(0, 20))) for k in range(n) for p in NAMES}
