@@ -415,7 +415,7 @@ def test_blas_im2col_workspace_in_the_memory_plan(tmp_path):
     assert {"bytes": im2col + 32, "kind": "workspace", "piece": "blas"} in graph["storage"]
     report = art.memory_report().splitlines()
     assert report[report.index("biggest workspaces:") + 1] == \
-        "  blas_sgemm_conv2d                              20,032 B  piece 'blas', 1 call"
+        "  blas_sgemm_conv2d                               20,032 B  piece 'blas', 1 call"
     x = np.random.default_rng(0).standard_normal((1, 1, 49, 10)).astype(np.float32)
     np.testing.assert_allclose(GraphModule(art)(x)[0], np.asarray(run(from_onnx(model), {"input": x})),
                                rtol=0, atol=1e-4)
