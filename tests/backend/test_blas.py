@@ -210,3 +210,87 @@ def test_without_scipy_openblas32_blas_says_what_to_install(monkeypatch):
 
 def _region_mod():
     return partitioned(lambda ps: Call(get_op("nn.dense"), ps), [tensor((4, 8)), tensor((5, 8))], "blas")
+
+
+# ---- through plait.build: the bench models on "host: c; blas: blas" ------------------------------
+
+def _ort(model, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _feeds(model):
+    rng = np.random.default_rng(0)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def _on_blas(art):
+    return sorted(p.call.op_name for p in art.placement.placed if p.piece == "blas")
+
+
+@pytest.mark.parametrize("name, on_blas", [
+    ("mlp", ["nn.dense"] * 3),
+    ("ds_cnn", ["nn.conv2d"] * 5 + ["nn.dense"]),  # the first conv and the pointwise ones; not depthwise
+    ("resnet_block", ["nn.conv2d"] * 2),
+    ("transformer_encoder", ["nn.matmul"] * 8),
+])
+def test_bench_models_with_every_call_blas_can_run_on_blas_match_onnxruntime(name, on_blas, cache_dir):
+    import plait
+    from plait.executor import GraphModule
+    from plait.frontend.onnx import from_onnx
+    from plait.testing.onnx_models import MODELS
+
+    model = MODELS[name]()
+    feeds = _feeds(model)
+    art = plait.build(from_onnx(model), "host: c; blas: blas", place="*=blas?",
+                      config={"cc.cache_dir": str(cache_dir)})
+    assert _on_blas(art) == on_blas
+    assert sorted(art.piece_modules) == ["blas", "host"]
+    got = GraphModule(art)(**feeds)
+    for g, w in zip(got, _ort(model, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_im2col_workspace_is_in_the_memory_plan_and_the_artifact_reloads(tmp_path, cache_dir):
+    import json
+
+    import plait
+    from plait.executor import GraphArtifact, GraphModule
+    from plait.frontend.onnx import from_onnx
+    from plait.testing.onnx_models import resnet_block
+
+    model = resnet_block(channels=8, size=10)
+    art = plait.build(from_onnx(model), "host: c; blas: blas", place="*=blas?",
+                      config={"cc.cache_dir": str(cache_dir)})
+    graph = json.loads(art.graph_json)
+    col_bytes = 8 * 3 * 3 * 10 * 10 * 4  # [C*KH*KW, OH*OW] floats
+    blas_ws = [k for k, s in enumerate(graph["storage"]) if s["kind"] == "workspace" and s.get("piece") == "blas"]
+    assert [graph["storage"][k]["bytes"] for k in blas_ws] == [col_bytes]  # one buffer, both convolutions use it
+    calls = [n for n in graph["nodes"] if n.get("op") == "call" and n.get("piece") == "blas"]
+    assert len(calls) == 2
+    assert [graph["entries"][e]["storage"] for n in calls for e in n["workspace"]] == blas_ws * 2
+    assert art.memory["workspace_bytes"] == col_bytes
+    assert "piece 'blas': 28,800 B" in art.memory_report()
+    feeds = _feeds(model)
+    want = _ort(model, feeds)
+    art.export(tmp_path / "art")
+    got = GraphModule(GraphArtifact.load(tmp_path / "art"))(**feeds)  # OpenBLAS found through the rpath
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_dir):
+    # measured (bench/blas_speed.py --calls): DS-CNN's first and pointwise convolutions run 2-3x
+    # faster on OpenBLAS than plait's C; a matrix-vector product (the MLP) is a tie, kept on c
+    import plait
+    from plait.frontend.onnx import from_onnx
+    from plait.testing.onnx_models import ds_cnn, mlp
+
+    art = plait.build(from_onnx(ds_cnn()), "host: c; blas: blas", config={"cc.cache_dir": str(cache_dir)})
+    assert _on_blas(art) == ["nn.conv2d"] * 5
+    assert all(p.estimate.source == "hook" for p in art.placement.placed if p.piece == "blas")
+    art = plait.build(from_onnx(mlp()), "host: c; blas: blas", config={"cc.cache_dir": str(cache_dir)})
+    assert _on_blas(art) == []
