@@ -551,13 +551,14 @@ def _candidates(g: _Graph, named: Sequence[tuple[Any, str | None, Pattern]]) -> 
             if root.op.name not in (p._ops() or ()):
                 continue  # cheap root test (the ops the globs matched when the pattern was built)
             seen: set[frozenset[int]] = set()
-            for k, m in enumerate(_matches(p, root)):
-                key = frozenset(id(c) for c in m.calls)
-                if key in seen or not m.calls or m.calls[-1] is not root:
+            for k, (_, found) in enumerate(p._m(root, ({}, ()))):
+                key = frozenset(id(c) for c in found)
+                if key in seen or not any(c is root for c in found):
                     continue
                 seen.add(key)
-                if g.single_output(m.calls) and g.convex(m.calls):
-                    out.append(((-len(m.calls), ri, pi, k), m.calls, tag))
+                calls = tuple(sorted(found, key=lambda c: g.index[id(c)]))  # topological: root last
+                if g.single_output(calls) and g.convex(calls):
+                    out.append(((-len(calls), ri, pi, k), calls, tag))
     out.sort(key=lambda t: t[0])
     return out
 
