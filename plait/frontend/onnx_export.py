@@ -81,6 +81,7 @@ class _Graph:
     nodes: list = field(default_factory=list)
     inits: list = field(default_factory=list)
     init_names: set = field(default_factory=set)
+    producer: dict = field(default_factory=dict)  # value name -> the NodeProto computing it
 
 
 class ExportContext:
@@ -132,7 +133,10 @@ class ExportContext:
             name = self.g.names.fresh(f"{self.base}/{op_type}")
         outs = [self.g.names.fresh(f"{name}_out{i}" if n_out > 1 else f"{name}_out") for i in range(n_out)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
-        self.g.nodes.append(oh.make_node(op_type, list(inputs), outs, name=name, **attrs))
+        node = oh.make_node(op_type, list(inputs), outs, name=name, **attrs)
+        self.g.nodes.append(node)
+        for o in outs:
+            self.g.producer[o] = node
         return outs if n_out > 1 else outs[0]
 
     def const(self, value: Any, dtype: str | np.dtype | None = None, hint: str = "const") -> str:
@@ -525,6 +529,34 @@ def _range(cx: ExportContext) -> str:
 
 # ---- driving --------------------------------------------------------------------------------------
 
+_BIAS_NODES = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1}  # op type -> the axis a bias runs along
+
+
+def _fuse_bias(g: _Graph, add: Call, values: dict[int, Any], uses: dict[int, int]) -> str | None:
+    """``add(conv(x, w), b)`` with a constant per-channel ``b`` (and ``add(dense(x, w), b)`` on 2-D
+    data) become the node's bias input, as exporters write them (and as ONNX Runtime fuses best).
+    Returns the value of the fused node, or None when the pattern does not apply."""
+    if not (isinstance(add.op, Op) and add.op.name == "add"):
+        return None
+    for k in (0, 1):
+        c, b = add.args[k], add.args[1 - k]
+        if not (isinstance(c, Call) and isinstance(b, Constant)) or uses.get(id(c), 0) != 1:
+            continue
+        name = values.get(id(c))
+        node = g.producer.get(name) if isinstance(name, str) else None
+        if node is None or node.op_type not in _BIAS_NODES or len(node.input) != 2:
+            continue
+        ct = c.checked_type
+        if not (isinstance(ct, TensorType) and add.checked_type == ct and b.data.dtype == DTYPES[ct.dtype]):
+            continue
+        n = ct.shape[_BIAS_NODES[node.op_type]]
+        ok = ((n,) + (1,) * (ct.ndim - 2), (1, n) + (1,) * (ct.ndim - 2)) if node.op_type != "Gemm" else ((n,), (1, n))
+        if not isinstance(n, int) or b.data.shape not in ok:
+            continue
+        node.input.append(_add_init(g, b.data.reshape(n), f"{node.name}/bias"))
+        return name
+    return None
+
 
 def _elem_type(dtype: str) -> int:
     import onnx.helper as oh
@@ -631,9 +663,15 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
             return tuple(bind(f, f"{hint}_{i}") for i, f in enumerate(tt.fields))  # type: ignore[union-attr]
 
         values[id(p)] = bind(t, p.name_hint)
-    from plait.relay.visitor import post_order
+    from plait.relay.visitor import children, post_order
 
-    for e in post_order(func.body, enter=lambda x: not isinstance(x, Function)):
+    order = list(post_order(func.body, enter=lambda x: not isinstance(x, Function)))
+    uses: dict[int, int] = {id(func.body): 1}
+    for e in order:
+        if not isinstance(e, Function):
+            for c in children(e):
+                uses[id(c)] = uses.get(id(c), 0) + 1
+    for e in order:
         if id(e) in values:
             continue
         if isinstance(e, Var):
@@ -652,6 +690,10 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
                 if not isinstance(v, str):
                     raise ExportError(f"to_onnx: {_describe(e)}: argument {i} is a tuple")
                 ins.append(v)
+            fused = _fuse_bias(g, e, values, uses)
+            if fused is not None:
+                values[id(e)] = fused
+                continue
             try:
                 out = _convert_call(g, e, ins)
             except NotExportable as exc:
@@ -682,7 +724,9 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
             v = n
         used.add(v)
         outputs.append(_value_info(v, t))
-    graph = oh.make_graph(g.nodes, sanitize(name), inputs, outputs, g.inits)
+    needed = {i for n in g.nodes for i in n.input} | {o.name for o in outputs}
+    inits = [t for t in g.inits if t.name in needed]  # a constant folded into a bias is dropped
+    graph = oh.make_graph(g.nodes, sanitize(name), inputs, outputs, inits)
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], producer_name="plait")
     model.ir_version = min(model.ir_version, oh.find_min_ir_version_for([oh.make_opsetid("", opset)]))
     if check:

@@ -308,3 +308,24 @@ def test_conformance_model_folders_round_trip():
     results = [(c.name, *roundtrip(c)) for c in data_dir_cases()]
     assert [r for r in results if r[1] == "failed"] == []
     assert sum(r[1] == "passed" for r in results) >= 100
+
+
+def test_constant_bias_adds_become_the_conv_and_gemm_bias():
+    mod = from_onnx(onnx_models.mlp())
+    model = to_onnx(mod["main"])
+    assert [n.op_type for n in model.graph.node] == ["Gemm", "Relu", "Gemm", "Relu", "Gemm", "Softmax"]
+    assert all(len(n.input) == 3 for n in model.graph.node if n.op_type == "Gemm")
+    assert len(model.graph.initializer) == 6  # 3 weights + 3 biases: the (N,) constants were not kept twice
+    # a convolution whose output is also used elsewhere keeps its separate add
+    x, w = var("x", (1, 2, 5, 5)), const(np.ones((3, 2, 3, 3), F32))
+    b = const(np.arange(3, dtype=F32).reshape(3, 1, 1))
+    conv = call("nn.conv2d", x, w)
+    fused = to_onnx(Function((x,), call("add", conv, b)))
+    assert [(n.op_type, len(n.input)) for n in fused.graph.node] == [("Conv", 3)]
+    kept = to_onnx(Function((x,), Tuple((call("add", conv, b), conv))))
+    assert [n.op_type for n in kept.graph.node][:2] == ["Conv", "Add"]
+    xv = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(F32)
+    ref = flatten_value(run(IRModule.from_expr(Function((x,), Tuple((call("add", conv, b), conv)))), [xv]))
+    for model in (fused, kept):
+        got = _session(model).run(None, {"x": xv})
+        np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
