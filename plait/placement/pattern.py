@@ -543,7 +543,7 @@ def _named(patterns: Any, where: str) -> list[tuple[str | None, Pattern]]:
     return out
 
 
-def _candidates(g: _Graph, named: Sequence[tuple[Any, str | None, Pattern]]) -> list[tuple[tuple, tuple[Call, ...], Any]]:
+def _candidates(g: _Graph, named: Sequence[tuple[Any, str | None, Pattern]]) -> list[tuple[tuple, tuple, Any]]:
     """Every valid region: ``(sort key, calls, tag)``; sorted, best first."""
     out = []
     for ri, root in enumerate(g.calls):

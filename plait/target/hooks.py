@@ -9,8 +9,11 @@
 | tir_to_runtime | ``(mod: IRModule, target: Target) -> runtime module`` | default code generation |
 | relay_to_runtime | ``(func: Function, target: Target) -> runtime module`` | both (external codegen) |
 | supports | ``(call) -> bool`` or ``(call, target) -> bool`` | capability, for placement |
-| cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate (also given claimed Regions) | cost model entry |
-| patterns | ``() -> [(name, Pattern)]`` or ``(target) -> ...`` (plait.placement.pattern) | region claims, for placement |
+| cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate | cost model entry |
+| patterns | ``() -> [(name, Pattern)]`` or ``(target) -> ...`` | region claims, for placement |
+
+A kind with ``patterns`` also gets each Region it claims given to its ``cost`` hook (None: the sum of
+its calls); see plait.placement.pattern.
 
 Signatures are checked when a hook is registered (by its parameters). The ``run_*`` helpers call a
 hook for one piece, with the piece entered (so ``Target.current()`` is its target) and with any
