@@ -63,34 +63,49 @@ class OrtModule(PyModule):
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         self._binding: Any = None
-        self._bound_key: tuple | None = None
+        self._bound: tuple | None = None
+        self._run_bound: Any = None
         super().__init__({symbol: self._run})
 
     def _run(self, *arrays: np.ndarray) -> int:
+        bound = self._bound
+        if bound is not None and len(arrays) == len(bound) and all(a is b for a, b in zip(arrays, bound)):
+            self._run_binding()  # the executor passes the same buffers every run: ~10 us of overhead
+            return 0
         n_in, n_out = len(self.input_names), len(self.output_names)
         if len(arrays) != n_in + n_out:
             raise RuntimeError_(f"function '{self.symbol}' takes {n_in + n_out} arrays ({n_in} inputs, then {n_out} "
                                 f"outputs), got {len(arrays)}")
         if all(isinstance(a, np.ndarray) and a.flags.c_contiguous for a in arrays):
-            self._run_bound(arrays)
+            self._bind(arrays)
+            self._run_binding()
         else:
             self._run_copy(arrays)
         return 0
 
-    def _run_bound(self, arrays: Sequence[np.ndarray]) -> None:
-        key = tuple((a.ctypes.data, a.shape, a.dtype.str) for a in arrays)
-        if key != self._bound_key:
-            b = self.session.io_binding()
-            n_in = len(self.input_names)
-            for name, a in zip(self.input_names, arrays[:n_in]):
-                b.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
-            for name, a in zip(self.output_names, arrays[n_in:]):
-                b.bind_output(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
-            self._binding, self._bound_key = b, key
+    def _bind(self, arrays: Sequence[np.ndarray]) -> None:
+        """Bind the arrays' memory to the session's inputs and outputs (kept while the same array
+        objects come back; they are referenced here, so their memory stays valid)."""
+        b = self.session.io_binding()
+        n_in = len(self.input_names)
+        for name, a in zip(self.input_names, arrays[:n_in]):
+            b.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+        for name, a in zip(self.output_names, arrays[n_in:]):
+            b.bind_output(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+        self._binding, self._bound = b, tuple(arrays)
+        # the C++ session and binding objects, when this onnxruntime exposes them: the Python
+        # wrapper of run_with_iobinding adds ~7 us of checks per call (graph capture on WebGPU)
+        raw_sess, raw_binding = getattr(self.session, "_sess", None), getattr(b, "_iobinding", None)
+        if raw_sess is not None and raw_binding is not None and hasattr(raw_sess, "run_with_iobinding"):
+            self._run_bound = lambda: raw_sess.run_with_iobinding(raw_binding, None)
+        else:
+            self._run_bound = lambda: self.session.run_with_iobinding(b)
+
+    def _run_binding(self) -> None:
         try:
-            self.session.run_with_iobinding(self._binding)
+            self._run_bound()
         except Exception as exc:
-            self._bound_key = None
+            self._bound = None
             raise RuntimeError_(f"function '{self.symbol}': onnxruntime failed: {str(exc).strip()}") from None
 
     def _run_copy(self, arrays: Sequence[np.ndarray]) -> None:
