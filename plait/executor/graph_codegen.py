@@ -11,7 +11,7 @@ The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
               {"op": "param", "name": "p0", "outputs": [1]},
               {"op": "call", "name": "/fc0/Gemm", "func": "fused_nn_dense_add", "inputs": [0, 1],
                "outputs": [2]},                        (calls in execution order)
-              {"op": "call", ..., "workspace": [7], "piece": "c"},   (a PrimFunc with a workspace arena)
+              {"op": "call", ..., "piece": "c", "workspace": [7]},   (with a workspace arena)
               {"op": "copy", "name": "device_copy", "src": "a", "dst": "b", "inputs": [2],
                "outputs": [3]}, ...]                   (a device_copy between pieces)
     entries  [{"shape": [1, 256], "dtype": "float32", "storage": 0}, ...]   (every tensor value)
@@ -20,9 +20,10 @@ The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
     memory   {"input_bytes", "param_bytes", "activation_bytes" (planned), "activation_bytes_naive"
               (one buffer per value), "workspace_bytes", "peak_bytes" (everything the executor allocates)}
 
-A call whose PrimFunc has a workspace arena (``attrs["workspace_bytes"]``, see
+A call records the ``piece`` it runs on (its function's ``piece`` attr, set by the driver, else its
+``target`` attr). A call whose PrimFunc has a workspace arena (``attrs["workspace_bytes"]``, see
 :mod:`plait.tir.workspace`) gets one ``workspace`` entry per arena parameter, passed after its
-outputs, and the ``piece`` it runs on (the PrimFunc's ``target`` attr). Storage is planned by
+outputs. Storage is planned by
 :func:`plait.executor.memory_plan.plan_memory`: inputs and params have their own buffers,
 activations share buffers by liveness (a call never writes a buffer it reads), each piece has one
 workspace buffer.
@@ -173,8 +174,9 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
             if ws:
                 node["workspace"] = [b.entry(TensorType(tuple(p.static_shape), p.dtype), f"the workspace of {func}")
                                      for p in ws]
-                piece = fn.attrs.get("target")
-                node["piece"] = piece if isinstance(piece, str) else ""
+            piece = _piece_of(fn)
+            if piece is not None:
+                node["piece"] = piece
             b.add_node(node, outs)
             values[id(e)] = outs
         elif isinstance(e, GlobalVar):
@@ -193,6 +195,15 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
     }
     plan_memory(graph)
     return graph, dict(b.params)
+
+
+def _piece_of(fn: Any) -> str | None:
+    """The piece a lowered function runs on: its ``piece`` attr (set by the driver), else its ``target``."""
+    attrs = getattr(fn, "attrs", None) or {}
+    for key in ("piece", "target"):
+        if isinstance(attrs.get(key), str):
+            return attrs[key]
+    return None
 
 
 def _workspace_params(fn: Any) -> list[Any]:
