@@ -53,19 +53,18 @@ def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...],
     return out
 
 
-def _symbols(funcs: Sequence[PrimFunc], reserved: set[str]) -> tuple[list[str], list[str]]:
-    """(exported names, LLVM symbols): a PrimFunc's global_symbol is its exported name; the LLVM
-    symbol is the same unless it clashes with a function the module calls by name."""
-    names, symbols, seen = [], [], set()
+def _symbols(funcs: Sequence[PrimFunc]) -> tuple[list[str], list[str]]:
+    """(exported names, LLVM symbols): a PrimFunc's global_symbol is its exported name; its LLVM
+    symbol is ``plait.<name>``, which no C function can be called (LLVM lowers its math intrinsics
+    to libm calls, so a PrimFunc named ``expf`` must not be the symbol ``expf``)."""
+    names, seen = [], set()
     for k, f in enumerate(funcs):
         name = _func_name(f, k)
         if name in seen:
             raise LLVMCodegenError(f"LLVM codegen: two PrimFuncs have the global_symbol '{name}'")
         seen.add(name)
         names.append(name)
-        clash = name in reserved or name.startswith("llvm.") or name.startswith("plait.")
-        symbols.append(f"plait.fn{k}" if clash else name)
-    return names, symbols
+    return names, [f"plait.{n}" for n in names]
 
 
 class LLVMSource:
@@ -98,7 +97,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     simd_bits = _simd_bits(target)
     bodies, sigs = [], {}
     where_of: dict[str, str] = {}
-    names, symbols = _symbols(funcs, set(externs) | _libm_names(funcs))
+    names, symbols = _symbols(funcs)
     for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
         where = f"PrimFunc '{export}'"
         em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
@@ -136,17 +135,6 @@ def _simd_bits(target: Any) -> int:
     except PlaitError:
         return 128
     return int(fact(t, "simd_bits", 128))  # type: ignore[arg-type]
-
-
-def _libm_names(funcs: Sequence[PrimFunc]) -> set[str]:
-    from plait.backend.llvm_emit import LLVM_INTRINSICS, libm_name
-
-    out = set()
-    for f in funcs:
-        for n in pre_order(f.body, unique=True):
-            if isinstance(n, Call) and n.kind == "intrin" and n.name not in LLVM_INTRINSICS:
-                out.update({libm_name(n.name, "float32"), libm_name(n.name, "float64")})
-    return out | set(RUNTIME_SYMBOLS)
 
 
 def codegen_llvm(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> str:

@@ -349,7 +349,19 @@ class FunctionEmitter:
         if is_float(src) and is_float(dst):
             return self.op(f"{'fpext' if bits(dst) > bits(src) else 'fptrunc'} {st} {v} to {dt}")
         if is_float(src):
-            return self.op(f"{'fptoui' if is_uint(dst) else 'fptosi'} {st} {v} to {dt}")
+            # as C compilers do on x86 (and numpy): narrow and unsigned 32-bit results through a wider
+            # signed conversion, so that in-range-for-the-wider-type values wrap instead of being poison
+            if bits(dst) < 32:
+                return self.op(f"trunc i32 {self.op(f'fptosi {st} {v} to i32')} to {dt}")
+            if dst == "uint32":
+                return self.op(f"trunc i64 {self.op(f'fptosi {st} {v} to i64')} to i32")
+            if dst == "uint64":
+                s = self.op(f"fptosi {st} {v} to i64")
+                u = self.op(f"fptoui {st} {v} to i64")
+                small = self.op(f"fcmp olt {st} {v}, {float_literal(2.0**63, src) if src != 'float16' else '0xH7C00'}",
+                                "c")
+                return self.op(f"select i1 {small}, i64 {s}, i64 {u}")
+            return self.op(f"fptosi {st} {v} to {dt}")
         if is_float(dst):
             return self.op(f"{'uitofp' if is_uint(src) else 'sitofp'} {st} {v} to {dt}")
         if bits(dst) == bits(src):
@@ -408,7 +420,10 @@ class FunctionEmitter:
             rb = self.op(f"add {t} {r}, {ysafe}")
             return self.op(f"select i1 {adj}, {t} {rb}, {t} {r}")
         q1 = self.op(f"sub {t} {q}, 1")
-        return self.op(f"select i1 {adj}, {t} {q1}, {t} {q}")
+        r = self.op(f"select i1 {adj}, {t} {q1}, {t} {q}")
+        if minus1 is None:
+            return r
+        return self.op(f"select i1 {minus1}, {t} {self.op(f'sub {t} 0, {x}')}, {t} {r}")
 
     def call(self, node: Call, a: list[str]) -> str:
         d = node.dtype

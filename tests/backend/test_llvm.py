@@ -1,0 +1,292 @@
+"""The llvm kind (plait/backend/llvm.py): TIR -> LLVM IR -> JIT in process.
+
+- every operator's TE compute (the shared case table of tests/te), unscheduled and with the default
+  schedule of target llvm, compiled into LLVM modules and compared with the numpy references;
+- the C backend's semantics tests (tests/backend/test_c_semantics.py: integer division and
+  wrap-around, casts, float16, intrinsics, NaN in min/max, lazy select, lets, deep expressions)
+  re-run with the LLVM backend in place of the C compiler;
+- loops, allocations, extern calls and scalar parameters vs the TIR interpreter;
+- the four reference models through ``plait.build(mod, "llvm")`` and the graph executor vs ONNX Runtime;
+- errors: what cannot be compiled names the PrimFunc; a missing llvmlite is one clear message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llvmlite")
+
+import plait  # noqa: E402
+from plait import tir  # noqa: E402
+from plait.backend.llvm import LLVMCodegenError, build_llvm, build_llvm_funcs, codegen_llvm  # noqa: E402
+from plait.errors import PlaitError  # noqa: E402
+from plait.executor import GraphModule  # noqa: E402
+from plait.frontend.onnx import from_onnx  # noqa: E402
+from plait.runtime.llvm_module import LLVMModule  # noqa: E402
+from plait.schedule.rules import default_schedule  # noqa: E402
+from plait.target import Target, get_hook, get_kind  # noqa: E402
+from plait.testing import onnx_models  # noqa: E402
+from plait.tir import Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, Var, seq  # noqa: E402
+
+from . import test_c_semantics as _sem  # noqa: E402
+from .conftest import run_ref  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "te"))
+from computes_cases import CASES, case_ids  # noqa: E402
+from computes_util import assert_same, lower, reference  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def run_llvm(funcs, args_per_func, cache_dir=None, target="llvm", **kwargs):
+    """Like conftest.run_c, through the LLVM backend: the argument lists after the calls."""
+    lib = build_llvm_funcs(funcs, target)
+    outs = []
+    for f, args in zip(funcs, args_per_func):
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        lib[f.name](*args)
+        outs.append(args)
+    return outs
+
+
+# ---- the C backend's semantics tests, through LLVM --------------------------------------------------
+
+from .test_c_semantics import (  # noqa: E402,F401
+    test_casts_between_every_pair_of_dtypes, test_deep_expressions_and_loop_nests, test_division_edge_values,
+    test_every_intrinsic, test_float16_every_value_loads_stores_and_computes, test_float32_to_float16_matches_numpy_on_random_bit_patterns,
+    test_float64_to_float16_rounds_once, test_float_literals_are_exact, test_int8_division_on_every_pair_of_values,
+    test_int64_literals_compute_in_64_bits, test_integer_arithmetic_wraps_like_tir, test_lets_shared_and_nested,
+    test_loop_bounds_from_memory_are_read_once, test_min_max_follow_tir_with_nan,
+    test_select_and_logical_ops_never_evaluate_the_unchosen_load,
+)
+
+
+@pytest.fixture(autouse=True)
+def _compile_with_llvm(monkeypatch):
+    """The imported semantics tests compile through ``run_c``: make that the LLVM backend."""
+    monkeypatch.setattr(_sem, "run_c", run_llvm)
+
+
+def test_the_semantics_tests_really_use_llvm(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_sem, "run_c", lambda *a, **k: calls.append(a) or run_llvm(*a, **k))
+    test_lets_shared_and_nested(None)
+    assert len(calls) == 1
+
+
+# ---- every operator's compute ------------------------------------------------------------------------
+
+GROUP = 24
+_LIBS: dict[int, tuple] = {}
+
+
+def _library(case: int) -> tuple:
+    """(module, result types) of the group of cases holding ``case``: each case unscheduled
+    (``case<k>``) and with llvm's default schedule (``sched<k>``), in one LLVM module."""
+    g = case // GROUP
+    if g not in _LIBS:
+        funcs, fields = [], {}
+        for k in range(g * GROUP, min((g + 1) * GROUP, len(CASES))):
+            op, inputs, attrs = CASES[k]
+            func, fs = lower(op, inputs, **attrs)
+            funcs.append(func.with_attrs(global_symbol=f"case{k}"))
+            funcs.append(default_schedule(func, "llvm").with_attrs(global_symbol=f"sched{k}"))
+            fields[k] = fs
+        _LIBS[g] = (build_llvm_funcs(funcs, "llvm"), fields)
+    return _LIBS[g]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=case_ids())
+def test_case_llvm(case):
+    lib, fields = _library(case)
+    op, inputs, attrs = CASES[case]
+    want = reference(op, inputs, **attrs)
+    for prefix in ("case", "sched"):
+        outs = [np.zeros(f.shape, f.dtype) for f in fields[case]]
+        lib[f"{prefix}{case}"](*[np.ascontiguousarray(x) for x in inputs], *outs)
+        # libm and FMA contraction may differ from numpy by a few ulps; schedules reassociate sums
+        assert_same(outs, want, rtol=1e-4, atol=1e-5)
+
+
+# ---- statements, allocations, extern calls, scalars ---------------------------------------------------
+
+
+def _check_vs_interpreter(func, args, rtol=0.0, atol=0.0, target="llvm"):
+    (got,) = run_llvm([func], [args], target=target)
+    want = run_ref(func, args)
+    for g, w in zip(got, want):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol) if w.dtype.kind == "f" else \
+                np.testing.assert_array_equal(g, w)
+    return got
+
+
+def test_loop_kinds_if_else_and_every_allocation_scope():
+    n = Var("n")
+    X, Y = Buffer("X", (n, 8)), Buffer("Y", (n, 8))
+    ws = Buffer("ws", (8,), scope="global.workspace")
+    loc = Buffer("loc", (1,), scope="local")
+    dyn = Buffer("dyn", (n,), scope="local")
+    i, j, k, m, q = Var("i"), Var("j"), Var("k"), Var("m"), Var("q")
+    t = Var("t", "float32")
+    body = seq(
+        For(i, 0, n, "parallel", Allocate(ws, seq(
+            For(j, 0, 8, "vectorized", ws.store(j, X[i, j] * 2.0)),
+            Allocate(loc, seq(
+                loc.store(0, 0.0),
+                For(k, 0, 8, "unrolled", loc.store(0, loc[0] + ws[k])),
+                For(m, 0, 8, "serial", LetStmt(t, ws[m] - loc[0], IfThenElse(
+                    t > 0.0, Y.store((i, m), t), Y.store((i, m), tir.const(-1.0)))))))))),
+        Allocate(dyn, seq(
+            For(q, 0, n, "unrolled", dyn.store(q, Y[q, 0])),
+            For(q2 := Var("q2"), 0, n, "serial", IfThenElse(dyn[q2] > 0.0, Y.store((q2, 7), dyn[q2]))))),
+    )
+    f = PrimFunc((n, X, Y), body, {"global_symbol": "kinds", "num_inputs": 1})
+    x = RNG.standard_normal((5, 8)).astype(np.float32)
+    _check_vs_interpreter(f, [5, x, np.zeros((5, 8), np.float32)], rtol=1e-6, atol=1e-6)
+    text = codegen_llvm([f])
+    assert "internal global [8 x float] zeroinitializer, align 64" in text
+    assert "llvm.stacksave" in text and "llvm.loop.parallel_accesses" in text
+
+
+def test_extern_calls_handles_and_scalar_parameters():
+    n = 6
+    X, Y = Buffer("X", (n,)), Buffer("Y", (n,))
+    F = Buffer("F", (n,), "bool")
+    i = Var("i")
+    s, flag = Var("s", "float32"), Var("flag", "bool")
+    # memset through an address, a libm function called by name, bool and float scalars
+    body = seq(
+        Evaluate(tir.Call("handle", "memset", (tir.AddressOf(Y, (tir.const(0),)), tir.const(0, "int32"),
+                                                  tir.const(n * 4, "uint64")), "extern")),
+        For(i, 0, n, "serial", seq(
+            Y.store(i, tir.Call("float32", "fmaxf", (X[i] * s, tir.const(0.0)), "extern")),
+            F.store(i, tir.logical_and(flag, X[i] > 0.0)))))
+    f = PrimFunc((s, flag, X, Y, F), body, {"global_symbol": "ext"})
+    x = RNG.standard_normal(n).astype(np.float32)
+    y = np.full(n, np.nan, np.float32)
+    (got,) = run_llvm([f], [[1.5, True, x, y, np.zeros(n, bool)]])
+    np.testing.assert_array_equal(got[3], np.maximum(x * np.float32(1.5), 0))
+    np.testing.assert_array_equal(got[4], x > 0)
+    (got,) = run_llvm([f], [[1.5, False, x, y, np.ones(n, bool)]])
+    assert not got[4].any()
+
+
+def test_function_names_signatures_raw_and_export(tmp_path):
+    X, Y = Buffer("X", (4,)), Buffer("Y", (4,))
+    i = Var("i")
+    copy = PrimFunc((X, Y), For(i, 0, 4, "serial", Y.store(i, X[i])), {"global_symbol": "expf"})
+    odd = PrimFunc((X, Y), For(i, 0, 4, "serial", Y.store(i, tir.exp(X[i]))), {"global_symbol": "fused/op 1"})
+    lib = build_llvm_funcs([copy, odd])
+    assert isinstance(lib, LLVMModule) and lib.function_names() == ["expf", "fused/op 1"]
+    assert lib.signatures == {"expf": ("ptr", "ptr"), "fused/op 1": ("ptr", "ptr")}
+    raw = lib.raw("fused/op 1")
+    assert raw.restype is ctypes.c_int32 and raw.argtypes == [ctypes.c_void_p, ctypes.c_void_p]
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    assert raw(x.ctypes.data, y.ctypes.data) == 0
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
+    lib["expf"](x, y)  # a PrimFunc named like the libm function it does not call
+    np.testing.assert_array_equal(y, x)
+    assert lib.export_library(tmp_path / "m.ll").read_text().startswith("; Generated by plait's LLVM backend")
+    assert lib.export_library(tmp_path / "m.o").read_bytes()[:4] == b"\x7fELF"
+    with pytest.raises(PlaitError, match=r"function 'expf' takes 2 arguments, got 1"):
+        lib["expf"](x)
+
+
+def test_target_cpu_options_change_the_code_not_the_results():
+    A, B = Buffer("A", (64,)), Buffer("B", (64,))
+    i = Var("i")
+    f = PrimFunc((A, B), For(i, 0, 64, "vectorized", B.store(i, A[i] * 3.0 + 1.0)), {"global_symbol": "axpb"})
+    x = RNG.standard_normal(64).astype(np.float32)
+    outs = {}
+    for t in ("llvm", "llvm -mcpu=x86-64", "llvm -mcpu=x86-64-v3 -mattr=+avx2,+fma"):
+        lib = build_llvm_funcs([f], t)
+        y = np.zeros(64, np.float32)
+        lib["axpb"](x, y)
+        outs[t] = (y, lib.assembly())
+    np.testing.assert_allclose(outs["llvm -mcpu=x86-64"][0], x * 3 + 1, rtol=1e-6)
+    assert "ymm" not in outs["llvm -mcpu=x86-64"][1]  # SSE2 only
+    assert "ymm" in outs["llvm -mcpu=x86-64-v3 -mattr=+avx2,+fma"][1]
+
+
+# ---- the kind, the hook, the models -------------------------------------------------------------------
+
+
+def test_llvm_kind_has_the_hook_and_the_host_cpu_rules():
+    assert get_hook("llvm", "tir_to_runtime").fn is build_llvm
+    assert get_kind("llvm").attrs["schedule_rules"] == "cpu"
+    from plait.schedule.rules import machine_for
+
+    assert machine_for("llvm") == machine_for("c")  # same tag facts: the host
+
+
+def ort_run(model, feeds):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+@pytest.mark.parametrize("name", sorted(onnx_models.MODELS))
+def test_model_builds_for_llvm_and_matches_ort(name):
+    model = onnx_models.MODELS[name]()
+    art = plait.build(from_onnx(model), target="llvm")
+    gm = GraphModule(art)
+    rng = np.random.default_rng(5)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    got = gm(**feeds)
+    want = ort_run(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-4)
+    assert any(isinstance(m, LLVMModule) for m in art.lib.walk())
+
+
+# ---- errors -------------------------------------------------------------------------------------------
+
+
+def test_what_llvm_cannot_compile_names_the_primfunc():
+    X = Buffer("X", (2,))
+    i = Var("i")
+    h = Var("h", "float16")
+    f = PrimFunc((h, X), For(i, 0, 2, "serial", X.store(i, tir.cast("float32", h))), {"global_symbol": "half_arg"})
+    with pytest.raises(LLVMCodegenError, match=r"^LLVM codegen of PrimFunc 'half_arg': scalar parameter 'h' has "
+                                               r"dtype float16, which the LLVM backend cannot pass \(use a buffer\)$"):
+        build_llvm_funcs([f])
+    g = PrimFunc((X,), Evaluate(tir.Call("void", "plait_no_such_function", (X[0],), "extern")),
+                 {"global_symbol": "calls_missing"})
+    with pytest.raises(LLVMCodegenError, match=r"^LLVM codegen of PrimFunc 'calls_missing': function "
+                                               r"'plait_no_such_function' is not found in this process"):
+        build_llvm_funcs([g])
+    a = PrimFunc((X,), Evaluate(tir.Call("void", "free", (X[0],), "extern")), {"global_symbol": "a"})
+    b = PrimFunc((X,), Evaluate(tir.Call("int32", "free", (X[0], X[1]), "extern")), {"global_symbol": "b"})
+    with pytest.raises(LLVMCodegenError, match=r"^LLVM codegen of PrimFunc 'b': extern function 'free' is called "
+                                               r"as int32\(float32, float32\) here and as void\(float32\) in "
+                                               r"PrimFunc 'a'$"):
+        codegen_llvm([a, b])
+    with pytest.raises(LLVMCodegenError, match=r"two PrimFuncs have the global_symbol 'a'"):
+        codegen_llvm([a, a])
+    bad = PrimFunc((X,), X.store(0, tir.Add(tir.const(1, "int32"), tir.const(1.0))), {"global_symbol": "ill"})
+    with pytest.raises(PlaitError, match=r"^PrimFunc 'ill': "):  # the TIR verifier runs first
+        codegen_llvm([bad])
+
+
+def test_missing_llvmlite_is_one_clear_error(monkeypatch):
+    import plait.runtime.llvm_module as lm
+
+    monkeypatch.setitem(sys.modules, "llvmlite.binding", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "llvmlite", None)
+    model = onnx_models.mlp(sizes=(4, 3))
+    with pytest.raises(PlaitError, match=r"target kind 'llvm' needs llvmlite: pip install 'plait\[llvm\]'"):
+        plait.build(from_onnx(model), target="llvm")
+    assert lm.LLVMLITE_MISSING == "target kind 'llvm' needs llvmlite: pip install 'plait[llvm]'"
+    assert Target("llvm").kind_name == "llvm"  # the kind itself needs nothing
