@@ -256,3 +256,19 @@ def test_build_respects_what_ort_cannot_run():
     with pytest.raises(PlacementError, match=r"call 'mx' \(maximum\) is pinned to piece 'ort' by --place rule '\*=ort', "
                                              r"but that piece cannot run it"):
         plait.build(mod, "host: c; ort: onnxruntime", place="*=ort")
+
+
+def test_plait_run_on_ort_from_the_command_line(tmp_path, capsys):
+    from plait.cli import main
+
+    model = onnx_models.MODELS["ds_cnn"]()
+    path = tmp_path / "ds_cnn.onnx"
+    onnx.save(model, str(path))
+    feeds = _feeds(model, seed=3)
+    np.savez(tmp_path / "in.npz", **feeds)
+    assert main(["run", str(path), "--target", "host: c; ort: onnxruntime", "--place", "Conv=ort",
+                 "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0
+    assert "ort 9 calls" in capsys.readouterr().out
+    (want,) = _ort_run(model, feeds)
+    with np.load(tmp_path / "out.npz") as out:
+        np.testing.assert_allclose(out[model.graph.output[0].name], want, rtol=1e-5, atol=1e-5)
