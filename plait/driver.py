@@ -97,7 +97,9 @@ class Partition(Pass):
         from plait.placement.partition import partition
 
         a = self.state.get("assignment")
-        return partition(mod, a.pieces() if a is not None else {}, self.composite)
+        if a is None:
+            return partition(mod, {}, self.composite)
+        return partition(mod, a.pieces(), self.composite, getattr(a, "regions", ()))
 
 
 def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:

@@ -99,11 +99,13 @@ def _single_region(mod: IRModule, piece: str) -> IRModule:
     return infer_type(mod.with_function(name, region).with_function("main", new_main))
 
 
-def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any) -> IRModule:
+def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups: Any = ()) -> IRModule:
     """Insert ``device_copy`` calls and outline same-piece regions of ``mod['main']``.
 
     ``pieces`` maps every operator call of the typed ``main`` to a piece name of ``composite``
-    (e.g. ``assignment.pieces()``)."""
+    (e.g. ``assignment.pieces()``). ``groups``: collections of calls that must end up in one region
+    (claimed regions, ``assignment.regions``: each convex, on one piece, read from outside only
+    through its last call); other calls of the piece may join that region."""
     from plait.target import CompositeTarget
 
     ct = CompositeTarget(composite)
@@ -112,9 +114,14 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any) -> IRMo
     infer_type(mod)
     host = ct.host.name
     main = mod.main
-    new_body, piece_of = _insert_copies(main, pieces, ct, host)
+    new_body, piece_of, new_of = _insert_copies(main, pieces, ct, host)
     planned = infer_type(mod.with_function("main", Function(main.params, new_body, main.ret_type, main.attrs)))
-    return infer_type(_outline(planned, piece_of, ct))
+    member: dict[Call, tuple[int, str | None]] = {}
+    for k, g in enumerate(groups):
+        for c in getattr(g, "calls", g):
+            if c in new_of:
+                member[new_of[c]] = (k, getattr(g, "name", None))
+    return infer_type(_outline(planned, piece_of, ct, member))
 
 
 # ---- 1. device planning ----------------------------------------------------------------------------
@@ -130,7 +137,8 @@ def _check_node(e: Expr) -> None:
                          "constants can be placed on several pieces (build for one piece)")
 
 
-def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any, host: str) -> tuple[Expr, dict[Call, str]]:
+def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any,
+                   host: str) -> tuple[Expr, dict[Call, str], dict[Call, Call]]:
     domain = {}
     for p in ct.pieces:  # the first piece sharing memory with p stands for its memory
         domain[p.name] = next(q.name for q in ct.pieces if ct.shares_memory(q, p))
@@ -192,7 +200,8 @@ def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any, host: st
             c = Call(e.op, tuple(fix(a, p) for a in e.args), e.attrs, e.meta)
             new[e] = c
             piece_of[c] = p
-    return fix(main.body, host), piece_of
+    new_of = {e: c for e, c in new.items() if isinstance(e, Call)}
+    return fix(main.body, host), piece_of, new_of
 
 
 # ---- 2-3. regions and outlining ------------------------------------------------------------------
@@ -216,7 +225,8 @@ def _is_copy(c: Call) -> bool:
     return isinstance(c.op, Op) and c.op.name == "device_copy"
 
 
-def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any) -> IRModule:
+def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
+             groups: Mapping[Call, tuple[int, str | None]] = {}) -> IRModule:
     main = mod.main
     calls = [n for n in post_order(main.body) if isinstance(n, Call)]
     unit_of: dict[Call, int] = {}
@@ -224,21 +234,32 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any) -> IRModule:
     anc: list[set[int]] = []
     used = set(mod)
     by_piece: dict[str, list[int]] = {}
+    position = {c: k for k, c in enumerate(calls)}
+    last: dict[int, Call] = {}  # claimed group -> its member that comes last (its output)
+    for c, (g, _) in groups.items():
+        if c in position and (g not in last or position[c] > position[last[g]]):
+            last[g] = c
+    pending: dict[int, list[Call]] = {}  # members of a group waiting for the group's last member
 
-    def producers(c: Call) -> list[int]:
-        return sorted({unit_of[x] for a in c.args for x in _leaf_calls(a)})
-
-    for c in calls:
-        prods = producers(c)
+    def place(members: list[Call]) -> None:
+        inside = set(members)
+        for m in members:  # a member of another group read before that group is complete: flush it
+            for a in m.args:
+                for x in _leaf_calls(a):
+                    if x not in unit_of and x not in inside:
+                        g = groups[x][0]
+                        place(pending.pop(g))
+        prods = sorted({unit_of[x] for m in members for a in m.args for x in _leaf_calls(a) if x not in inside})
+        c = members[0]
         if _is_copy(c):
             units.append(c)
             anc.append(set().union(*(anc[s] | {s} for s in prods)) if prods else set())
             unit_of[c] = len(units) - 1
-            continue
+            return
         p = piece_of[c]
         mine = by_piece.setdefault(p, [])
-        candidates = [r for r in prods if r in mine] + [r for r in reversed(mine) if r not in prods]
         chosen = None
+        candidates = [r for r in prods if r in mine] + [r for r in reversed(mine) if r not in prods]
         for r in candidates:
             if all(s == r or r not in anc[s] for s in prods):
                 chosen = r
@@ -250,14 +271,32 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any) -> IRModule:
             mine.append(chosen)
         region = units[chosen]
         assert isinstance(region, Region)
-        region.calls.append(c)
-        unit_of[c] = chosen
+        for m in members:
+            region.calls.append(m)
+            unit_of[m] = chosen
         grow = set().union(*(anc[s] | {s} for s in prods if s != chosen)) if prods else set()
         if not grow <= anc[chosen]:
             anc[chosen] |= grow
             for x in range(len(units)):
                 if chosen in anc[x]:
                     anc[x] |= anc[chosen]
+
+    # A claimed group is placed as one call when its last member comes: by then every value entering
+    # it is placed (its members only feed each other and the last one), and it is convex, so it can
+    # go into one region without a cycle.
+    for c in calls:
+        g = groups.get(c, (None,))[0]
+        if g is None:
+            place([c])
+        elif c is not last[g]:
+            pending.setdefault(g, []).append(c)
+        else:
+            place([*pending.pop(g, []), c])
+    for g in list(pending):
+        place(pending.pop(g))
+    for u in units:
+        if isinstance(u, Region):
+            u.calls.sort(key=position.__getitem__)
 
     # topological order of the units (Kahn, smallest id first: deterministic)
     deps: list[set[int]] = [set() for _ in units]

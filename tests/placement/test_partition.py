@@ -164,3 +164,21 @@ def test_errors():
         partition(mod, {}, CT)
     assert str(e.value) == ("placement across pieces: main contains Let; only operator calls, tuples and constants "
                             "can be placed on several pieces (build for one piece)")
+
+
+def test_a_claimed_group_stays_in_one_region():
+    x = relay.var("x", (4,))
+    r = relay.call("nn.relu", x, meta={"name": "r"})
+    u = relay.call("multiply", x, x, meta={"name": "u"})
+    w = relay.call("sigmoid", r, meta={"name": "w"})
+    v = relay.call("add", u, w, meta={"name": "v"})
+    mod = infer_type(IRModule({"main": Function((x,), v)}))
+    pieces = {r: "m7", u: "m7", w: "a", v: "m7"}
+    plain = partition(mod, pieces, CT)
+    where = {c.meta["name"]: k for k in regions_of(plain) for c in _op_calls(plain[k].body)}
+    assert where["u"] != where["v"]  # greedy grouping alone splits u from v (u joins r's region)
+    out = partition(mod, pieces, CT, groups=[{u, v}])
+    where = {c.meta["name"]: k for k in regions_of(out) for c in _op_calls(out[k].body)}
+    assert where["u"] == where["v"] != where["r"]
+    val = np.linspace(-2, 2, 4, dtype=np.float32)
+    np.testing.assert_allclose(run(out, {"x": val}), run(mod, {"x": val}), rtol=1e-6)

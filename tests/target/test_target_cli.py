@@ -87,7 +87,8 @@ def test_plugins_load_lazily_in_process(monkeypatch):
         assert t.options["macs"] == 64 and t.kind.device_type == "npu"
         assert get_kind("fakeaccel").origin == "entry point 'fakeaccel' (plait_fakeaccel)"
         assert get_kind("c").origin == "plait"
-        assert [k.name for k in list_kinds()] == ["c", "fakeaccel", "llvm"]
+        names = [k.name for k in list_kinds()]
+        assert names == sorted(names) and {"c", "fakeaccel", "llvm"} <= set(names)
         assert Target("fakeaccel-256").facts.clock_mhz.value == 100
     sys.modules.pop("plait_fakeaccel", None)
 
