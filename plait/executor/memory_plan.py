@@ -7,7 +7,9 @@ Input: a graph dict of :mod:`plait.executor.graph_codegen` (``nodes`` in executi
 ``entries``, ``outputs``). Storage kinds:
 
 - ``input`` / ``param``: one buffer per graph input / parameter, never shared;
-- ``activation``: the values computed by ``call`` and ``copy`` nodes, shared by liveness;
+- ``activation``: the values computed by ``call`` and ``copy`` nodes, shared by liveness within
+  one memory (:func:`memory_domains`: pieces on different devices, with copies between them, do
+  not share buffers; such buffers carry the ``piece`` naming their memory);
 - ``workspace``: one buffer per piece (a call's ``"piece"``: its PrimFunc's ``target`` attr),
   as large as the largest ``workspace_bytes`` of the calls on that piece. Calls run one after
   the other, so every call of a piece uses the same workspace.
@@ -86,6 +88,49 @@ def _liveness(graph: dict[str, Any]) -> dict[int, int]:
     return last_use
 
 
+def memory_domains(graph: dict[str, Any]) -> dict[int, str]:
+    """The memory each activation lives in: activation entry -> a piece name standing for every
+    piece that shares that memory.
+
+    A call's outputs live in the memory of its ``piece``; a copy's output in the memory of its
+    ``dst``. Two pieces share memory when a call on one reads a value made on the other without a
+    copy in between, or a copy's ``src`` reads a value made on the other (placement inserts copies
+    exactly between pieces that do not share memory). Each memory is named by its first piece in
+    execution order. Without copies, everything is one memory.
+    """
+    parent: dict[str, str] = {}
+    rank: dict[str, int] = {}
+
+    def find(p: str) -> str:
+        if p not in parent:
+            parent[p], rank[p] = p, len(rank)
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            first, second = (ra, rb) if rank[ra] < rank[rb] else (rb, ra)
+            parent[second] = first
+
+    home: dict[int, str] = {}
+    for n in graph["nodes"]:
+        if n["op"] not in PRODUCERS:
+            continue
+        reader, maker = (str(n.get("src", "")), str(n.get("dst", ""))) if n["op"] == "copy" else \
+            (str(n.get("piece", "")),) * 2
+        find(reader)
+        for e in n.get("inputs", ()):
+            if e in home:
+                union(reader, home[e])
+        find(maker)
+        for e in n["outputs"]:
+            home[e] = maker
+    return {e: find(p) for e, p in home.items()}
+
+
 def _plan_activations(graph: dict[str, Any], strategy: str) -> tuple[list[dict[str, Any]], list[int]]:
     """Storage for inputs, params and activations (in node order) and each entry's storage id."""
     nodes, entries = graph["nodes"], graph["entries"]
@@ -93,28 +138,33 @@ def _plan_activations(graph: dict[str, Any], strategy: str) -> tuple[list[dict[s
     where = [-1] * len(entries)
     is_output = set(graph["outputs"])
     last_use = _liveness(graph)
-    free: list[int] = []  # free activation storage ids
+    domains = memory_domains(graph)
+    several = len(set(domains.values())) > 1
+    free: dict[str, list[int]] = {}  # memory -> free activation storage ids
 
-    def new(nbytes: int, kind: str) -> int:
+    def new(nbytes: int, kind: str, domain: str | None = None) -> int:
         storage.append({"bytes": nbytes, "kind": kind})
+        if domain is not None and several:
+            storage[-1]["piece"] = domain
         return len(storage) - 1
 
-    def take(size: int) -> int:
+    def take(size: int, domain: str) -> int:
+        pool = free.setdefault(domain, [])
         if strategy == "exact":
-            fits = [s for s in free if storage[s]["bytes"] == size]
+            fits = [s for s in pool if storage[s]["bytes"] == size]
             if not fits:
-                return new(size, "activation")
+                return new(size, "activation", domain)
             sid = fits[-1]  # the most recently freed
         else:
-            fits = [s for s in free if storage[s]["bytes"] >= size]
+            fits = [s for s in pool if storage[s]["bytes"] >= size]
             if fits:
                 sid = min(fits, key=lambda s: (storage[s]["bytes"], s))
-            elif free:
-                sid = min(free, key=lambda s: (-storage[s]["bytes"], s))
+            elif pool:
+                sid = min(pool, key=lambda s: (-storage[s]["bytes"], s))
                 storage[sid]["bytes"] = size  # grow it: a buffer is as big as its biggest value
             else:
-                return new(size, "activation")
-        free.remove(sid)
+                return new(size, "activation", domain)
+        pool.remove(sid)
         return sid
 
     for nid, n in enumerate(nodes):
@@ -124,13 +174,15 @@ def _plan_activations(graph: dict[str, Any], strategy: str) -> tuple[list[dict[s
                 where[e] = new(entry_bytes(entries[e]), "input" if op == "input" else "param")
             continue
         for e in n["outputs"]:
-            where[e] = take(entry_bytes(entries[e]))
+            where[e] = take(entry_bytes(entries[e]), domains[e])
         released = [e for e in dict.fromkeys(n["inputs"]) if last_use[e] == nid]
         released += [e for e in n["outputs"] if e not in last_use]
         for e in released:
             sid = where[e]
-            if e not in is_output and storage[sid]["kind"] == "activation" and sid not in free:
-                free.append(sid)
+            if e not in is_output and storage[sid]["kind"] == "activation":
+                pool = free.setdefault(domains[e], [])
+                if sid not in pool:
+                    pool.append(sid)
     return storage, where
 
 
@@ -214,12 +266,17 @@ def memory_report(graph: dict[str, Any], top: int = 10) -> str:
     for kind in ("input", "param", "activation", "workspace"):
         items = [s for s in storage if s["kind"] == kind]
         nb = sum(s["bytes"] for s in items)
-        text = f"  {kind:<11}{_b(nb):>16}  {len(items)} buffer{'' if len(items) == 1 else 's'}"
+        notes = []
         if kind == "activation" and "activation_bytes_naive" in mem:
-            text += f" ({_b(mem['activation_bytes_naive'])} with one buffer per value)"
-        if kind == "workspace" and items:
-            text += " (" + ", ".join(f"piece '{s.get('piece', '')}': {_b(s['bytes'])}" for s in items) + ")"
-        lines.append(text)
+            notes.append(f"{_b(mem['activation_bytes_naive'])} with one buffer per value")
+        by_piece: dict[str, int] = {}
+        for s in items:
+            if "piece" in s:
+                by_piece[s["piece"]] = by_piece.get(s["piece"], 0) + s["bytes"]
+        if by_piece:
+            notes.append(", ".join(f"piece '{p}': {_b(b)}" for p, b in by_piece.items()))
+        notes_text = f" ({'; '.join(notes)})" if notes else ""
+        lines.append(f"  {kind:<11}{_b(nb):>16}  {len(items)} buffer{'' if len(items) == 1 else 's'}{notes_text}")
     rows = workspace_table(graph)
     if rows:
         lines.append("biggest workspaces:")
@@ -231,5 +288,5 @@ def memory_report(graph: dict[str, Any], top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["MemoryPlan", "PRODUCERS", "STRATEGIES", "entry_bytes", "memory_report", "plan_memory", "plan_storage",
-           "workspace_table"]
+__all__ = ["MemoryPlan", "PRODUCERS", "STRATEGIES", "entry_bytes", "memory_domains", "memory_report", "plan_memory",
+           "plan_storage", "workspace_table"]

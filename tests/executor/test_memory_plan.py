@@ -11,7 +11,7 @@ from plait import relay, te
 from plait.errors import PlaitError
 from plait.executor.graph import GraphArtifact, GraphModule
 from plait.executor.graph_codegen import check_graph, graph_codegen
-from plait.executor.memory_plan import MemoryPlan, entry_bytes, plan_memory
+from plait.executor.memory_plan import MemoryPlan, entry_bytes, memory_domains, plan_memory
 from plait.relay import IRModule
 from plait.relay.expr import call as relay_call
 from plait.runtime import Module, PyModule
@@ -44,12 +44,15 @@ def random_graph(rng: np.random.Generator) -> dict:
         if rng.random() < 0.15:
             src = int(rng.choice(avail))
             out = entry(entries[src]["shape"][0])
-            nodes.append({"op": "copy", "name": f"c{k}", "src": "a", "dst": "b", "inputs": [src], "outputs": [out]})
+            src_piece, dst_piece = (str(p) for p in rng.choice(["a", "b", "c"], 2, replace=False))
+            nodes.append({"op": "copy", "name": f"c{k}", "src": src_piece, "dst": dst_piece, "inputs": [src],
+                          "outputs": [out]})
         else:
             recent = avail[-6:]  # mostly recent values: realistic, short lifetimes
             ins = [int(rng.choice(recent if rng.random() < 0.8 else avail)) for _ in range(int(rng.integers(1, 4)))]
             outs = [entry(rng.choice(sizes)) for _ in range(int(rng.integers(1, 3)))]
-            nodes.append({"op": "call", "name": f"f{k}", "func": "f", "inputs": ins, "outputs": outs})
+            nodes.append({"op": "call", "name": f"f{k}", "func": "f", "inputs": ins, "outputs": outs,
+                          "piece": str(rng.choice(["a", "b", "c"]))})
         avail += nodes[-1]["outputs"]
     produced = [e for n in nodes if n["op"] in ("call", "copy") for e in n["outputs"]]
     outputs = sorted({produced[-1], *[int(e) for e in rng.choice(produced, int(rng.integers(0, 3)))]})
@@ -76,6 +79,11 @@ def check_plan(graph: dict) -> None:
             if a < b and store[a] == store[b]:
                 (p1, l1), (p2, l2) = live[a], live[b]
                 assert l1 < p2 or l2 < p1, f"entries {a} and {b} are live together in storage {store[a]}"
+    domains = memory_domains(graph)
+    for a in acts:  # buffers are shared within one memory only
+        for b in acts:
+            if store[a] == store[b]:
+                assert domains[a] == domains[b]
     for n in nodes:  # a node never writes a buffer it reads
         if n["op"] in ("call", "copy"):
             assert not {store[e] for e in n["outputs"]} & {store[e] for e in n["inputs"]}
@@ -126,6 +134,41 @@ def test_best_fit_reuses_a_bigger_free_buffer():
     assert [e["storage"] for e in graph["entries"]] == [0, 1, 2, 1, 2, 1]
     with pytest.raises(ValueError, match="unknown strategy 'fast'"):
         plan_memory(graph, "fast")
+
+
+def test_pieces_on_different_memories_do_not_share_buffers():
+    """a and c exchange values directly (one memory); b is across copies (another memory)."""
+    f4 = {"shape": [4], "dtype": "float32"}
+    entries = [dict(f4) for _ in range(9)]
+    nodes = [
+        {"op": "input", "name": "x", "outputs": [0]},
+        {"op": "call", "name": "a0", "func": "f", "piece": "a", "inputs": [0], "outputs": [1]},
+        {"op": "call", "name": "c0", "func": "f", "piece": "c", "inputs": [1], "outputs": [2]},
+        {"op": "copy", "name": "to_b", "src": "c", "dst": "b", "inputs": [2], "outputs": [3]},
+        {"op": "call", "name": "b0", "func": "f", "piece": "b", "inputs": [3], "outputs": [4]},
+        {"op": "call", "name": "b1", "func": "f", "piece": "b", "inputs": [4], "outputs": [5]},
+        {"op": "copy", "name": "to_a", "src": "b", "dst": "a", "inputs": [5], "outputs": [6]},
+        {"op": "call", "name": "a1", "func": "f", "piece": "a", "inputs": [6], "outputs": [7]},
+        {"op": "call", "name": "c1", "func": "f", "piece": "c", "inputs": [7], "outputs": [8]},
+    ]
+    graph = {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries, "inputs": [0],
+             "params": [], "outputs": [8], "output_names": ["y"]}
+    assert memory_domains(graph) == {1: "a", 2: "a", 3: "b", 4: "b", 5: "b", 6: "a", 7: "a", 8: "a"}
+    plan_memory(graph)
+    check_plan(graph)
+    assert [e["storage"] for e in entries] == [0, 1, 2, 3, 4, 3, 2, 1, 2]
+    assert graph["storage"][1:] == [{"bytes": 16, "kind": "activation", "piece": "a"}] * 2 + \
+        [{"bytes": 16, "kind": "activation", "piece": "b"}] * 2
+    assert "  activation             64 B  4 buffers (128 B with one buffer per value; piece 'a': 32 B, " \
+           "piece 'b': 32 B)" in MemoryPlan.from_graph(graph).report()
+    # without the copies (one memory) the same calls need two buffers
+    one = json.loads(json.dumps(graph))
+    for n in one["nodes"]:
+        if n["op"] == "copy":
+            n["src"] = n["dst"] = "a"
+    assert set(memory_domains(one).values()) == {"a"}
+    plan_memory(one)
+    assert one["memory"]["activation_bytes"] == 32 and all("piece" not in s for s in one["storage"])
 
 
 # ---- workspaces ---------------------------------------------------------------------------------
