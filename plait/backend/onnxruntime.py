@@ -44,6 +44,8 @@ ORT: TargetKind = register_kind(
         Option("opt-level", int, 3, "graph optimization level: 0 disable, 1 basic, 2 extended, 3 all",
                choices=(0, 1, 2, 3)),
         Option("opset", int, DEFAULT_OPSET, f"ONNX opset of the exported models (>= {MIN_OPSET})"),
+        Option("measure-cost", bool, False, "the 'cost' hook times each call on ONNX Runtime (placement by "
+                                            "measurement; timings vary from run to run)"),
     ),
     default_keys=("onnxruntime", "cpu"),
 )
@@ -96,7 +98,7 @@ def _probe(call: Call, opset: int) -> tuple[bool, str]:
     except PlaitError as exc:
         return False, str(exc)
     try:
-        ort.InferenceSession(model.SerializeToString(), session_options(ort, 1, 0), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model.SerializeToString(), session_options(ort, 1, 0, 4), providers=["CPUExecutionProvider"])
     except Exception as exc:
         return False, f"onnxruntime: {_first_line(exc)}"
     return True, ""
@@ -135,4 +137,99 @@ def supports(call: Call, target: Any) -> bool:
     return explain_support(call, target)[0]
 
 
-__all__ = ["ORT", "OrtModule", "explain_support", "relay_to_runtime", "supports"]
+# ---- cost ----------------------------------------------------------------------------------------
+
+_COSTS: dict[tuple, float | None] = {}
+MEASURE_MIN_S, MEASURE_MIN_RUNS, MEASURE_MAX_RUNS = 2e-3, 5, 200
+
+
+def _inputs_for(types: list[TensorType], rng: Any) -> list[Any] | None:
+    import numpy as np
+
+    out = []
+    for t in types:
+        if not t.is_static:
+            return None
+        dt = np.dtype(t.dtype)
+        if dt.kind == "f":
+            out.append(rng.uniform(0.5, 1.5, t.shape).astype(dt))  # log, sqrt, division: all defined
+        elif dt.kind == "b":
+            out.append(np.ones(t.shape, dt))
+        else:
+            out.append(np.ones(t.shape, dt))  # index 1 and divisor 1 (a 0 index/divisor could be invalid)
+    return out
+
+
+def _time(fn: Any, args: list) -> float:
+    """Median seconds of ``fn(*args)`` over at least MEASURE_MIN_RUNS runs and MEASURE_MIN_S."""
+    import time
+
+    fn(*args)
+    fn(*args)
+    times: list[float] = []
+    while len(times) < MEASURE_MAX_RUNS and (len(times) < MEASURE_MIN_RUNS or sum(times) < MEASURE_MIN_S):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _session_fn(func: Function, threads: int, opt_level: int, opset: int) -> Any:
+    model = to_onnx(func, name="cost", opset=opset)
+    return OrtModule("cost", model.SerializeToString(), threads=threads, opt_level=opt_level, log_severity=4)["cost"]
+
+
+def _measure(call: Call, threads: int, opt_level: int, opset: int) -> float | None:
+    """Median seconds of the one-call model on ONNX Runtime, the ~10 us of a session call included:
+    each region placed on the kind pays it once, so small calls cost what moving them to ORT does."""
+    import numpy as np
+
+    from plait.frontend.onnx_export import call_function
+
+    func = call_function(call)
+    arg_types = [p.checked_type for p in func.params]
+    out_types = _leaf_types(call.checked_type)
+    if not all(isinstance(t, TensorType) for t in arg_types) or out_types is None:
+        return None
+    rng = np.random.default_rng(0)
+    ins = _inputs_for(arg_types, rng)  # type: ignore[arg-type]
+    outs = _inputs_for(out_types, rng)
+    if ins is None or outs is None:
+        return None
+    try:
+        return _time(_session_fn(func, threads, opt_level, opset), [*ins, *outs])
+    except PlaitError:
+        return None  # e.g. index 1 out of range for a dimension of 1: no measurement, no estimate
+
+
+def _leaf_types(t: Type) -> list[TensorType] | None:
+    if isinstance(t, TensorType):
+        return [t]
+    if isinstance(t, TupleType):
+        out: list[TensorType] = []
+        for f in t.fields:
+            sub = _leaf_types(f)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    return None
+
+
+@register_hook("onnxruntime", "cost")
+def cost(call: Any, target: Any) -> float | None:
+    """With ``-measure-cost``: the call's measured seconds on ONNX Runtime (cached per signature and
+    session options); otherwise None (the placement cost model estimates it)."""
+    if not isinstance(call, Call) or not target.options["measure-cost"]:
+        return None
+    if not explain_support(call, target)[0]:
+        return None
+    threads, opt_level, opset = _options(target)
+    key = (*_signature(call, opset), threads, opt_level)
+    if key not in _COSTS:
+        _COSTS[key] = _measure(call, threads, opt_level, opset)
+    return _COSTS[key]
+
+
+__all__ = ["ORT", "OrtModule", "cost", "explain_support", "relay_to_runtime", "supports"]

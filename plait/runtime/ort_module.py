@@ -34,13 +34,13 @@ def import_onnxruntime(who: str = "target kind 'onnxruntime'") -> Any:
     return onnxruntime
 
 
-def session_options(ort: Any, threads: int = 1, opt_level: int = 3) -> Any:
+def session_options(ort: Any, threads: int = 1, opt_level: int = 3, log_severity: int = 3) -> Any:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[opt_level])
-    so.log_severity_level = 3  # errors only
+    so.log_severity_level = log_severity  # 3: errors only, 4: fatal only
     return so
 
 
@@ -49,13 +49,13 @@ class OrtModule(PyModule):
 
     kind = "onnxruntime"
 
-    def __init__(self, symbol: str, onnx_model: bytes, threads: int = 1, opt_level: int = 3):
+    def __init__(self, symbol: str, onnx_model: bytes, threads: int = 1, opt_level: int = 3, log_severity: int = 3):
         ort = import_onnxruntime()
         self.symbol = symbol
         self.onnx_model = bytes(onnx_model)
         self.threads, self.opt_level = threads, opt_level
         try:
-            self.session = ort.InferenceSession(self.onnx_model, session_options(ort, threads, opt_level),
+            self.session = ort.InferenceSession(self.onnx_model, session_options(ort, threads, opt_level, log_severity),
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

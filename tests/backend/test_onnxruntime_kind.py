@@ -41,7 +41,7 @@ def _ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
 def test_kind_options_and_hooks():
     kind = get_kind("onnxruntime")
     assert kind.can_host is False and kind.device_type == "cpu"
-    assert list(hooks_of("onnxruntime")) == ["relay_to_runtime", "supports"]
+    assert list(hooks_of("onnxruntime")) == ["relay_to_runtime", "supports", "cost"]
     t = Target("onnxruntime -threads=2 -opt-level=1")
     assert (t.options["threads"], t.options["opt-level"], t.options["opset"]) == (2, 1, 20)
     with pytest.raises(PlaitError, match="expected one of|choices|must be one of"):
@@ -272,3 +272,36 @@ def test_plait_run_on_ort_from_the_command_line(tmp_path, capsys):
     (want,) = _ort_run(model, feeds)
     with np.load(tmp_path / "out.npz") as out:
         np.testing.assert_allclose(out[model.graph.output[0].name], want, rtol=1e-5, atol=1e-5)
+
+
+# ---- cost ---------------------------------------------------------------------------------------
+
+
+def test_cost_is_measured_only_when_asked():
+    from plait.target import call_cost
+
+    img, w = var("img", (1, 32, 28, 28)), var("w", (32, 32, 3, 3))
+    conv = call("nn.conv2d", img, w, padding=(1, 1, 1, 1))
+    relu = call("nn.relu", var("x", (8,)))
+    assert call_cost(Target("onnxruntime"), conv) is None  # default: the cost model's own estimate
+    t = Target("onnxruntime -measure-cost")
+    c_conv, c_relu = call_cost(t, conv), call_cost(t, relu)
+    assert c_conv is not None and c_relu is not None
+    assert c_conv > c_relu > 0 and c_conv < 1.0  # (a session call included: ~10 us even for the relu)
+    assert call_cost(t, conv) == c_conv  # cached per signature
+    xf = var("f", (3,))
+    assert call_cost(t, call("mod", xf, xf)) is None  # ORT cannot run it: no estimate
+    assert call_cost(t, call("take", var("d", (1, 3)), var("i", (2,), "int64"))) is None  # probe index out of range
+
+
+def test_build_with_measured_costs_matches_ort():
+    import plait
+    from plait.executor import GraphModule
+
+    model = onnx_models.MODELS["resnet_block"]()
+    art = plait.build(from_onnx(model), "host: c; ort: onnxruntime -measure-cost")
+    ort_estimates = [p.alternatives["ort"] if p.piece != "ort" else p.estimate for p in art.placement]
+    assert all(e.source == "hook" and e.seconds > 0 for e in ort_estimates)  # every call timed on ORT
+    feeds = _feeds(model)
+    (want,), (got,) = _ort_run(model, feeds), GraphModule(art)(**feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
