@@ -36,7 +36,7 @@ from plait.errors import PlaitError
 from plait.ir.types import TensorType
 from plait.relay.expr import Call
 from plait.target import Option, register_hook, register_kind
-from plait.tir import Allocate, Buffer, Evaluate, For, PrimFunc, Var, seq, simplify
+from plait.tir import Allocate, Buffer, Evaluate, For, PrimFunc, Var, seq, simplify, substitute
 from plait.tir.expr import FloatImm, IntImm
 from plait.tir.op import address_of, call_extern
 
@@ -262,8 +262,28 @@ def _matmul(em: _Emitter, call: Call, ins: list[Buffer], out: Buffer) -> Any:
     return stmt
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -((-a) // b)
+def _valid(n_out: int, start: int, stride: int, n_in: int) -> tuple[int, int]:
+    """The outputs ``o`` in ``[lo, hi)`` whose input ``o * stride + start`` lies in ``[0, n_in)``."""
+    lo = min(max(-(start // stride), 0), n_out)  # ceil(-start / stride)
+    hi = min(max(-((start - n_in) // stride), lo), n_out)  # ceil((n_in - start) / stride)
+    return lo, hi
+
+
+def _row(y: Var, cols: tuple[int, int], store: Any) -> Any:
+    """``for z in [c0, c1): store(y, z)``, or None when empty."""
+    c0, c1 = cols
+    if c1 <= c0:
+        return None
+    z = Var("z")
+    return For(z, c0, c1 - c0, "serial", store(y, z))
+
+
+def _block(rows: tuple[int, int], cols: tuple[int, int], store: Any) -> Any:
+    r0, r1 = rows
+    if r1 <= r0 or cols[1] <= cols[0]:
+        return None
+    y = Var("y")
+    return For(y, r0, r1 - r0, "serial", _row(y, cols, store))
 
 
 def _conv2d(em: _Emitter, call: Call, ins: list[Buffer], out: Buffer) -> Any:
@@ -279,50 +299,32 @@ def _conv2d(em: _Emitter, call: Call, ins: list[Buffer], out: Buffer) -> Any:
     if not p.im2col:  # 1x1, stride 1, no padding: out[n] (O x HW) = w (O x C) @ x[n] (C x HW)
         gemm = em.product(False, o, pp, c, address_of(w), c, address_of(x, n, 0, 0, 0), pp,
                           address_of(out, n, 0, 0, 0), pp)
-        return For(n, 0, nb, "serial", gemm) if nb > 1 else _subst_n(gemm, n)
+        return For(n, 0, nb, "serial", gemm) if nb > 1 else substitute(gemm, {n: IntImm(0)})
+    # im2col: col[c, i, j, y, z] = x[n, c, y * s0 + i * d0 - pad_top, z * s1 + j * d1 - pad_left], 0 in
+    # the padding; per kernel tap (i, j) the rows / columns that read padding are loops of their own
     col = Buffer("col", (c, kh, kw, oh, ow), "float32", "global.workspace")
     ci = Var("c")
     taps = []
     for i in range(kh):
         for j in range(kw):
-            h0, w0 = i * d[0] - pad[0], j * d[1] - pad[1]  # input row/col of output (0, 0) for this tap
-            lo_h, hi_h = (min(max(_ceil_div(-h0, s[0]), 0), oh), min(max(_ceil_div(h - h0, s[0]), 0), oh))
-            lo_w, hi_w = (min(max(_ceil_div(-w0, s[1]), 0), ow), min(max(_ceil_div(wd - w0, s[1]), 0), ow))
-            hi_h, hi_w = max(hi_h, lo_h), max(hi_w, lo_w)
+            h0, w0 = i * d[0] - pad[0], j * d[1] - pad[1]  # input row / column of output (0, 0)
+            (lo_h, hi_h), (lo_w, hi_w) = _valid(oh, h0, s[0], h), _valid(ow, w0, s[1], wd)
 
-            def zeros(r0: int, r1: int, c0: int, c1: int, i: int = i, j: int = j) -> Any:
-                if r1 <= r0 or c1 <= c0:
-                    return None
-                y, z = Var("y"), Var("z")
-                return For(y, r0, r1 - r0, "serial",
-                           For(z, c0, c1 - c0, "serial", col.store((ci, i, j, y, z), FloatImm(0.0))))
+            def zero(y: Any, z: Any, i: int = i, j: int = j) -> Any:
+                return col.store((ci, i, j, y, z), FloatImm(0.0))
 
-            y, z = Var("y"), Var("z")
-            copy = None
-            if hi_w > lo_w:
-                copy = For(z, lo_w, hi_w - lo_w, "serial",
-                           col.store((ci, i, j, y, z), x[n, ci, y * s[0] + h0, z * s[1] + w0]))
-            rows = None
+            def copy(y: Any, z: Any, i: int = i, j: int = j, h0: int = h0, w0: int = w0) -> Any:
+                return col.store((ci, i, j, y, z), x[n, ci, y * s[0] + h0, z * s[1] + w0])
+
+            y = Var("y")
+            middle = None
             if hi_h > lo_h:
-                rows = For(y, lo_h, hi_h - lo_h, "serial", seq(zeros_row(col, ci, i, j, y, 0, lo_w), copy,
-                                                                zeros_row(col, ci, i, j, y, hi_w, ow)))
-            taps += [zeros(0, lo_h, 0, ow), rows, zeros(hi_h, oh, 0, ow)]
+                middle = For(y, lo_h, hi_h - lo_h, "serial",
+                             seq(_row(y, (0, lo_w), zero), _row(y, (lo_w, hi_w), copy), _row(y, (hi_w, ow), zero)))
+            taps += [_block((0, lo_h), (0, ow), zero), middle, _block((hi_h, oh), (0, ow), zero)]
     fill = For(ci, 0, c, "serial", seq(*taps))
     gemm = em.product(False, o, pp, kk, address_of(w), kk, address_of(col), pp, address_of(out, n, 0, 0, 0), pp)
     return Allocate(col, For(n, 0, nb, "serial", seq(fill, gemm)))
-
-
-def zeros_row(col: Buffer, ci: Var, i: int, j: int, y: Var, c0: int, c1: int) -> Any:
-    if c1 <= c0:
-        return None
-    z = Var("z")
-    return For(z, c0, c1 - c0, "serial", col.store((ci, i, j, y, z), FloatImm(0.0)))
-
-
-def _subst_n(stmt: Any, n: Var) -> Any:
-    from plait.tir import substitute
-
-    return substitute(stmt, {n: IntImm(0)})
 
 
 _LOWER = {"nn.dense": _dense, "nn.matmul": _matmul, "nn.conv2d": _conv2d}

@@ -294,3 +294,17 @@ def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_di
     assert all(p.estimate.source == "hook" for p in art.placement.placed if p.piece == "blas")
     art = plait.build(from_onnx(mlp()), "host: c; blas: blas", config={"cc.cache_dir": str(cache_dir)})
     assert _on_blas(art) == []
+
+
+def test_random_convolutions_match_numpy(cache_dir):
+    rng = np.random.default_rng(7)
+    for _ in range(12):
+        kh, kw = (int(v) for v in rng.integers(1, 5, 2))
+        s = tuple(int(v) for v in rng.integers(1, 4, 2))
+        d = tuple(int(v) for v in rng.integers(1, 3, 2))
+        pad = tuple(int(v) for v in rng.integers(0, 4, 4))
+        h = int(rng.integers(max(1, d[0] * (kh - 1) + 1 - pad[0] - pad[2]), 9))
+        w = int(rng.integers(max(1, d[1] * (kw - 1) + 1 - pad[1] - pad[3]), 9))
+        c, o, n = (int(v) for v in rng.integers(1, 4, 3))
+        check("nn.conv2d", [(n, c, h, w), (o, c, kh, kw)], {"strides": s, "dilation": d, "padding": pad},
+              cache_dir=cache_dir)
