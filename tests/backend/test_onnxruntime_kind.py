@@ -305,3 +305,12 @@ def test_build_with_measured_costs_matches_ort():
     feeds = _feeds(model)
     (want,), (got,) = _ort_run(model, feeds), GraphModule(art)(**feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_import_plait_stays_light():
+    import subprocess
+
+    code = ("import sys, plait, plait.backend, plait.frontend.onnx_export; "
+            "print('onnxruntime' in sys.modules, 'onnx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
