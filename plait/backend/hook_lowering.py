@@ -188,6 +188,9 @@ class _Lowering:
         if isinstance(want.ret_type, TupleType) and len(want.ret_type.fields) == 1:
             attrs["tuple_output"] = True
         pf = pf.with_attrs(attrs)
+        if pf.relay_type is None:
+            raise HookLoweringError(f"lowering {where}: the PrimFunc's parameters must be buffers of static shape: "
+                                    f"{num_inputs} input(s) in argument order, then the output(s)")
         if pf.relay_type != want:
             raise HookLoweringError(f"lowering {where}: the PrimFunc's type {pf.relay_type} is not the call's "
                                     f"{want} (params: input buffers in argument order, then output buffers)")

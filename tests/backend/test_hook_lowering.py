@@ -175,3 +175,20 @@ def test_without_a_piece_it_says_how_to_run():
     with Target("c"):  # a plain target counts as a piece named after its kind
         out = lower_regions(mod, only_relu)
     assert sorted(prim_funcs(out)) == ["c_my_relu_"]
+
+
+def test_a_prim_func_with_scalar_params_is_rejected():
+    def scalar(call):
+        (x,), (y,) = call_buffers(call)
+        return PrimFunc((x, TVar("alpha", "float32"), y), _flat_relu(x, y))
+
+    with isolated_registry():
+        register_kind("hk7", device_type="cpu", can_host=False)
+        register_hook("hk7", "relay_to_tir", lambda mod: lower_regions(mod, scalar))
+        piece = CompositeTarget("host: c; hk7: hk7").piece("hk7")
+        mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "hk7")
+        with pytest.raises(HookLoweringError) as e:
+            run_relay_to_tir(piece, mod)
+    assert str(e.value) == ("lowering call (operator 'nn.relu') in region function 'hk7_0' (piece 'hk7'): the "
+                            "PrimFunc's parameters must be buffers of static shape: 1 input(s) in argument order, "
+                            "then the output(s)")
