@@ -35,7 +35,7 @@ from typing import Any
 from plait.errors import PlaitError
 from plait.ir.types import TensorType
 from plait.relay.expr import Call
-from plait.target import Option, register_hook, register_kind
+from plait.target import Option, TargetError, register_hook, register_kind
 from plait.tir import Allocate, Buffer, Evaluate, For, PrimFunc, Var, seq, simplify, substitute
 from plait.tir.expr import FloatImm, IntImm
 from plait.tir.op import address_of, call_extern
@@ -441,6 +441,12 @@ def build(mod: Any, target: Any, ctx: Any = None) -> Any:
     return build_c(funcs, target, cache_dir=config.get("cc.cache_dir"), name="blas", link_flags=lib.link_flags)
 
 
+def _normalize(options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    if options["threads"] < 0:
+        raise TargetError(f"target kind 'blas': -threads must be >= 0 (0: OpenBLAS's default), got {options['threads']}")
+    return options, []
+
+
 BLAS = register_kind(
     "blas",
     device_type="cpu",
@@ -450,6 +456,7 @@ BLAS = register_kind(
     options=(Option("threads", int, 1, "OpenBLAS threads (openblas_set_num_threads); 0: OpenBLAS's default"),),
     default_keys=("cpu",),
     attrs={"build": build, "schedule_rules": "cpu"},
+    normalize=_normalize,
 )
 register_hook("blas", "supports", supports)
 register_hook("blas", "cost", cost)

@@ -16,7 +16,7 @@ from plait.ir.op import get_op  # noqa: E402
 from plait.relay import run  # noqa: E402
 from plait.relay.expr import Call, Tuple  # noqa: E402
 from plait.relay.visitor import post_order  # noqa: E402
-from plait.target import CompositeTarget, get_kind, run_relay_to_tir  # noqa: E402
+from plait.target import CompositeTarget, TargetError, get_kind, run_relay_to_tir  # noqa: E402
 
 from tests.backend.region_eval import partitioned, prim_funcs, run_region, tensor  # noqa: E402
 
@@ -152,6 +152,8 @@ def test_threads_option():
     (pf,) = prim_funcs(out).values()
     sets = [n for n in tir.pre_order(pf.body) if isinstance(n, tir.Call) and n.name.endswith("set_num_threads")]
     assert [a.value for a in sets[0].args] == [2]
+    with pytest.raises(TargetError, match=r"target kind 'blas': -threads must be >= 0 \(0: OpenBLAS's default\), got -1"):
+        CompositeTarget("host: c; blas: blas -threads=-1")
 
 
 def _typed(op, shapes, attrs=None, dtype="float32"):
