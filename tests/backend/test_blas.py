@@ -3,7 +3,10 @@ workspace, naming and deduplication, options, the cost hook, the missing-library
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -261,7 +264,7 @@ def test_the_im2col_workspace_is_in_the_memory_plan_and_the_artifact_reloads(tmp
     import json
 
     import plait
-    from plait.executor import GraphArtifact, GraphModule
+    from plait.executor import GraphModule
     from plait.frontend.onnx import from_onnx
     from plait.testing.onnx_models import resnet_block
 
@@ -279,9 +282,21 @@ def test_the_im2col_workspace_is_in_the_memory_plan_and_the_artifact_reloads(tmp
     assert "piece 'blas': 28,800 B" in art.memory_report()
     feeds = _feeds(model)
     want = _ort(model, feeds)
-    art.export(tmp_path / "art")
-    got = GraphModule(GraphArtifact.load(tmp_path / "art"))(**feeds)  # OpenBLAS found through the rpath
+    got = GraphModule(art)(**feeds)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+    # a fresh process loads the exported artifact: OpenBLAS is found through the library's rpath
+    art.export(tmp_path / "art")
+    np.savez(tmp_path / "in.npz", **feeds)
+    script = ("import sys, numpy as np\n"
+              "from plait.executor import GraphArtifact, GraphModule\n"
+              "feeds = dict(np.load(sys.argv[1]))\n"
+              "assert 'scipy_openblas32' not in sys.modules\n"
+              "np.save(sys.argv[3], GraphModule(GraphArtifact.load(sys.argv[2]))(**feeds)[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "in.npz"), str(tmp_path / "art"),
+                    str(tmp_path / "out.npy")], check=True, env=env)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want[0], rtol=1e-4, atol=1e-4)
 
 
 def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_dir):
