@@ -454,9 +454,10 @@ class FunctionEmitter:
                 count = r.code if count == "1" else f"{count} * {_p(r, r.prec <= UNARY)}"
         t = storage_type(b.dtype)
         if b.scope == "global.workspace" and static is not None:
-            # scratch memory: a static array until memory planning passes workspaces in, used through
-            # a restrict pointer (with the array itself gcc keeps loop accumulators in memory:
-            # docs/schedules.md, section 4)
+            # scratch memory not lifted by plait.tir.workspace.LiftWorkspaces (which plait.build runs,
+            # making it a slice of the workspace arena parameter): a static array (not reentrant),
+            # used through a restrict pointer (with the array itself gcc keeps loop accumulators in
+            # memory: docs/schedules.md, section 4)
             self.uses_align = True
             storage = self.names.fresh(f"{name}_storage")
             self.lines.append(f"{pad}static {t} {storage}[{count}] PLAIT_C_ALIGN(64);")
