@@ -3,6 +3,7 @@
     python bench/blas_speed.py            # product shapes: measured vs gemm_seconds()
     python bench/blas_speed.py --calls    # the GEMM-like calls of the bench models: c vs blas,
                                           # measured (each call alone) and as the placement estimates them
+    python bench/blas_speed.py --calls --database costs.json   # ... and save the measurements
 
 The first table times each shape of ``plait.backend.blas.SHAPES`` with a small C loop calling
 OpenBLAS the way the lowered PrimFuncs do (``cblas_sgemm``; ``cblas_sgemv`` when one side is a
@@ -12,6 +13,8 @@ The second lowers every dense / matmul / conv2d call of the bench models alone, 
 lowering for ``c`` and once by the blas kind, compiles both, and times them in alternation (raw
 calls, best and median of ``--repeat``), next to the placement cost model's estimates for the two
 pieces of ``host: c; blas: blas`` (c: the default-schedule estimate; blas: the cost hook).
+``--database PATH`` also writes those measurements as a placement cost database (measured costs
+come before the kinds' estimates: plait.placement.cost).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def calls_table(models: list[str], repeat: int) -> None:
+def calls_table(models: list[str], repeat: int, database: str | None = None) -> None:
     import plait.backend  # noqa: F401
     from plait.backend import blas
     from plait.backend.c import build_c
@@ -48,6 +51,7 @@ def calls_table(models: list[str], repeat: int) -> None:
     ct = CompositeTarget("host: c; blas: blas")
     host, bl = ct.piece("host"), ct.piece("blas")
     cm = CostModel()
+    entries = []
     print(f"{'model':20s} {'call':44s} {'c us':>9s} {'blas us':>9s} {'c/blas':>7s}   {'c est':>8s} {'blas est':>8s}")
     for name in models:
         mod = from_onnx(MODELS[name]())
@@ -86,9 +90,16 @@ def calls_table(models: list[str], repeat: int) -> None:
             shapes = "x".join(str(list(a.checked_type.shape)) for a in call.args)
             label = f"{call.op_name} {shapes}"[:44]
             mc, mb = min(tc), min(tb)
+            entries += [{"op": sig, "target": str(host.target), "seconds": mc},
+                        {"op": sig, "target": str(bl.target), "seconds": mb}]
             print(f"{name:20s} {label:44s} {mc * 1e6:9.1f} {mb * 1e6:9.1f} {mc / mb:7.2f}   "
                   f"{ec * 1e6:8.1f} {eb * 1e6:8.1f}   (medians {statistics.median(tc) * 1e6:.1f} / "
                   f"{statistics.median(tb) * 1e6:.1f})")
+    if database:
+        import json
+
+        Path(database).write_text(json.dumps({"entries": entries}, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {database}: {len(entries)} measured costs (plait.placement.cost.CostDatabase.load)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", action="store_true", help="compare c and blas on the bench models' calls")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--database", metavar="PATH", help="with --calls: write the measured times (best run) as a "
+                   "cost database for plait.build(..., cost_model=CostModel(CostDatabase.load(PATH)))")
     args = p.parse_args(argv)
     if args.calls:
-        calls_table([m for m in args.models.split(",") if m], args.repeat)
+        calls_table([m for m in args.models.split(",") if m], args.repeat, args.database)
     else:
         from plait.backend.blas import main as shapes_table
 
