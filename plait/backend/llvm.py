@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from plait.backend.llvm_emit import RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
+from plait.backend.llvm_emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
 from plait.errors import PlaitError, RegistryError
 from plait.tir.expr import Call
 from plait.tir.functor import pre_order
@@ -74,6 +74,7 @@ class LLVMSource:
     def __init__(self, text: str, signatures: dict, symbols: dict, externals: dict, lines: list):
         self.text, self.signatures, self.symbols, self.externals = text, signatures, symbols, externals
         self._lines = lines  # (first line, last line, where) of each function
+        self.half_users: list[str] = []  # the PrimFuncs computing with float16
 
     def where(self, line: int) -> str:
         for first, last, where in self._lines:
@@ -95,7 +96,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     externs = _externs(funcs)
     state = ModuleState()
     simd_bits = _simd_bits(target)
-    bodies, sigs = [], {}
+    bodies, sigs, half_users = [], {}, []
     where_of: dict[str, str] = {}
     names, symbols = _symbols(funcs)
     for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
@@ -103,6 +104,8 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
         em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
         text, sig = em.function()
         bodies.append((text, where))
+        if " half" in text:
+            half_users.append(where)
         sigs[export] = sig
         for d in state.externals:
             where_of.setdefault(d, where)
@@ -120,8 +123,10 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     out.append('attributes #0 = { nounwind "frame-pointer"="none" }')
     out.append("attributes #1 = { nounwind willreturn memory(none) }")
     out += [f"!{k} = {m}" for k, m in enumerate(state.metadata)]
-    return LLVMSource("\n".join(out) + "\n", sigs, dict(zip(names, symbols)),
-                      {e: where_of.get(e, "") for e in sorted(state.externals)}, lines)
+    src = LLVMSource("\n".join(out) + "\n", sigs, dict(zip(names, symbols)),
+                     {e: where_of.get(e, "") for e in sorted(state.externals)}, lines)
+    src.half_users = half_users
+    return src
 
 
 def _simd_bits(target: Any) -> int:
@@ -167,6 +172,10 @@ def build_llvm_funcs(funcs: Sequence[PrimFunc], target: Any = None, name: str = 
             raise LLVMCodegenError(
                 f"LLVM codegen of {src.externals[m]}: function '{m}' is not found in this process (load "
                 "the library that defines it first, e.g. with ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))")
+        if m in HALF_SYMBOLS and src.half_users:
+            raise LLVMCodegenError(
+                f"LLVM codegen of {src.half_users[0]}: float16 conversions need '{m}' (libgcc_s from GCC 12 "
+                "or later), which is not found in this process")
     cpu, features = cpu_and_features(target)
     try:
         return LLVMModule(src.text, src.signatures, src.symbols, cpu=cpu, features=features, name=name,

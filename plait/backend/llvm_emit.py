@@ -67,7 +67,8 @@ LLVM_INTRINSICS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "cos", 
 VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
                      "isinf", "isfinite"}
 # the libm symbols LLVM may call for those (and for half conversions, memset/memcpy from loop idioms)
-RUNTIME_SYMBOLS = ("memset", "memcpy", "memmove", "__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
+HALF_SYMBOLS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")  # libgcc (GCC >= 12)
+RUNTIME_SYMBOLS = ("memset", "memcpy", "memmove", *HALF_SYMBOLS)
 
 _ARITH = {Add: ("add", "fadd"), Sub: ("sub", "fsub"), Mul: ("mul", "fmul")}
 _BITS = {BitwiseAnd: "and", BitwiseOr: "or", BitwiseXor: "xor"}

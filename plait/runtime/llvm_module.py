@@ -92,6 +92,24 @@ def host_cpu() -> tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
+def create_target_machine(cpu: str, features: str, opt_level: int = 3) -> Any:
+    """An LLVM TargetMachine for this process's triple. An unknown CPU or feature name is an
+    LLVMError (LLVM itself only warns, then aborts the process when it generates code)."""
+    llvm = llvm_binding()
+    with _Diagnostics(keep=("is not a recognized",)) as diag:
+        try:
+            target = llvm.Target.from_default_triple()
+            tm = target.create_target_machine(cpu=cpu, features=features, opt=opt_level, jit=True)
+        except RuntimeError as exc:
+            raise LLVMError(f"LLVM cannot generate code for cpu '{cpu}' with features '{features}': {exc}") from None
+    if diag.remarks:
+        what = "; ".join(dict.fromkeys(r.strip() for r in diag.remarks))
+        raise LLVMError(f"LLVM cannot generate code for cpu '{cpu}' with features '{features}': {what} "
+                        "(-mcpu takes an LLVM CPU name such as x86-64, x86-64-v3, znver3; -mattr features "
+                        "such as +avx2,+fma)")
+    return tm
+
+
 class LLVMModule(Module):
     """Functions JIT-compiled from LLVM IR text (MCJIT). ``signatures``: exported name -> argument
     kinds (``"ptr"`` or a scalar dtype), as for a DSOModule; ``symbols``: exported name -> LLVM
@@ -113,13 +131,7 @@ class LLVMModule(Module):
         self.features = features if features is not None else (hfeat if not cpu else "")
         self.opt_level = opt_level
         self.remarks: list[str] = []  # LLVM's "loop not vectorized" remarks, kept off stderr
-        try:
-            target = llvm.Target.from_default_triple()
-            self.target_machine = target.create_target_machine(cpu=self.cpu, features=self.features,
-                                                               opt=opt_level, jit=True)
-        except RuntimeError as exc:
-            raise LLVMError(f"LLVM cannot generate code for cpu '{self.cpu}' with features "
-                            f"'{self.features}': {exc}") from None
+        self.target_machine = create_target_machine(self.cpu, self.features, opt_level)
         try:
             mod = llvm.parse_assembly(ir)
             mod.verify()
@@ -192,9 +204,13 @@ class LLVMModule(Module):
 
 
 class _Diagnostics:
-    """Captures what LLVM prints on file descriptor 2 while optimizing: its remarks and warnings
-    about loops marked ``vectorized`` that it could not vectorize are kept in ``remarks`` (a
-    vectorized loop is a hint; the scalar loop is correct); anything else is printed as usual."""
+    """Captures what LLVM prints on file descriptor 2: the lines containing one of ``keep`` (by
+    default its remarks and warnings about loops marked ``vectorized`` that it could not vectorize:
+    a vectorized loop is a hint, the scalar loop is correct) go to ``remarks``; anything else is
+    printed as usual."""
+
+    def __init__(self, keep: tuple[str, ...] = ("loop not vectorized", "unable to perform the requested transformation")):
+        self.keep = keep
 
     def __enter__(self) -> "_Diagnostics":
         import os
@@ -224,7 +240,7 @@ class _Diagnostics:
         self._file.close()
         other = []
         for line in text.splitlines():
-            if "loop not vectorized" in line or "unable to perform the requested transformation" in line:
+            if any(k in line for k in self.keep):
                 self.remarks.append(line)
             else:
                 other.append(line)

@@ -290,3 +290,14 @@ def test_missing_llvmlite_is_one_clear_error(monkeypatch):
         plait.build(from_onnx(model), target="llvm")
     assert lm.LLVMLITE_MISSING == "target kind 'llvm' needs llvmlite: pip install 'plait[llvm]'"
     assert Target("llvm").kind_name == "llvm"  # the kind itself needs nothing
+
+
+def test_unknown_cpu_or_feature_is_an_error_not_an_abort():
+    A, B = Buffer("A", (4,)), Buffer("B", (4,))
+    i = Var("i")
+    f = PrimFunc((A, B), For(i, 0, 4, "serial", B.store(i, A[i])), {"global_symbol": "cp"})
+    with pytest.raises(LLVMCodegenError, match=r"^LLVM cannot generate code for cpu 'nosuchcpu' with features '': "
+                                               r"'nosuchcpu' is not a recognized processor for this target"):
+        build_llvm_funcs([f], "llvm -mcpu=nosuchcpu")
+    with pytest.raises(LLVMCodegenError, match=r"'\+bogus' is not a recognized feature"):
+        build_llvm_funcs([f], "llvm -mcpu=x86-64 -mattr=+bogus")
