@@ -192,3 +192,24 @@ def test_a_prim_func_with_scalar_params_is_rejected():
     assert str(e.value) == ("lowering call (operator 'nn.relu') in region function 'hk7_0' (piece 'hk7'): the "
                             "PrimFunc's parameters must be buffers of static shape: 1 input(s) in argument order, "
                             "then the output(s)")
+
+
+def test_tuple_results_and_projections_by_default_lowering(kind, tmp_path):
+    from plait.relay.expr import TupleGetItem
+
+    def split_body(ps):
+        parts = Call(get_op("split"), (ps[0],), {"sections": (2, 4), "axis": 1})
+        a = Call(get_op("nn.relu"), (TupleGetItem(parts, 0),))
+        return Tuple((a, TupleGetItem(parts, 1)))
+
+    mod = partitioned(split_body, [T], "acc")
+    out = run_relay_to_tir(kind, mod)
+    pfs = prim_funcs(out)
+    assert sorted(pfs) == ["acc_my_relu_", "acc_split"]
+    assert pfs["acc_split"].relay_type.ret_type == out["acc_0"].body.fields[1].tuple_value.checked_type
+    lib = build_c(list(pfs.values()), "c", cache_dir=str(tmp_path))
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    got = run_region(out, "acc_0", lib, [x])
+    want = run(mod, {"m0": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
