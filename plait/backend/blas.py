@@ -158,13 +158,14 @@ def supports(call: Call, target: Any) -> bool:
 
 # ---- cost ---------------------------------------------------------------------------------------
 
-# Fitted to measurements on the build machine (AMD EPYC Zen 3 at 2445 MHz, AVX2 + FMA, one thread;
-# OpenBLAS 0.3.2x of scipy-openblas32): ``python bench/blas_speed.py`` times the products of
-# :data:`SHAPES` with a C loop calling OpenBLAS as the PrimFuncs do; the constants below are the
-# least-squares fit (in log space) of the best of 4 runs (the machine is shared: the best run is the
-# unloaded one, the same best case the analytic estimates of other kinds describe). Every shape is
-# within 11% of its measurement; docs/kind-blas.md has the table.
-PEAK_GFLOPS = 80.0  # large sgemm: 78-86 GFLOP/s measured (256^3: 85.7); the machine's FMA peak is 78.2
+# Fitted to measurements on the build machine (AMD EPYC Zen 3, nominal 2445 MHz, AVX2 + FMA, one
+# thread; OpenBLAS 0.3.34 of scipy-openblas32, which runs its Haswell kernels there):
+# ``python bench/blas_speed.py`` times the products of :data:`SHAPES` with a C loop calling OpenBLAS
+# as the PrimFuncs do; the constants below are the least-squares fit (in log space) of the best of 4
+# runs (the machine is shared: the best run is the unloaded one, the same best case the analytic
+# estimates of other kinds describe). Every sgemm shape is within 11% of its measurement, every
+# sgemv one within 25%; docs/kind-blas.md has the table.
+PEAK_GFLOPS = 80.0  # large sgemm: 78-86 GFLOP/s measured (256^3: 85.7; the core boosts above 2445 MHz)
 HALF_SIZE = (2.0, 4.0, 4.0)  # m, n, k at which that dimension alone would halve the throughput
 CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.14 us in all)
 GEMV_BYTES_PER_S = 55e9  # sgemv (m or n = 1) streams the matrix: 1x512x512 in 21 us (cache-resident)
