@@ -8,6 +8,8 @@ A package adds a kind without touching plait by declaring, in its ``pyproject.to
 
 Plugins load lazily: the first time the kinds or tags are listed, or a name is not found. A plugin
 that fails to load raises :class:`PluginError` naming the entry point, every time it is asked for.
+Before them, the in-tree backends (``plait.backend``: the ``blas`` and ``onnxruntime`` kinds, the hooks
+of ``c`` and ``llvm``) are imported the same way, so their names parse without importing them first.
 """
 
 from __future__ import annotations
@@ -37,8 +39,22 @@ def entry_points() -> list[metadata.EntryPoint]:
     return [seen[k] for k in sorted(seen)]
 
 
+IN_TREE = "plait.backend"
+
+
+def load_in_tree() -> None:
+    """Import the in-tree backends (once per process; they register kinds and hooks on import)."""
+    import importlib
+    import sys
+
+    if IN_TREE not in sys.modules:
+        importlib.import_module(IN_TREE)
+
+
 def load_plugins() -> None:
-    """Load every ``plait.backends`` entry point not loaded yet; raise if any failed to load."""
+    """Load the in-tree backends, then every ``plait.backends`` entry point not loaded yet; raise if
+    any failed to load."""
+    load_in_tree()
     for ep in entry_points():
         key = f"{ep.name} = {ep.value}"
         if key in _loaded:

@@ -12,7 +12,9 @@ from plait.target.tag import TAGS
 
 @contextlib.contextmanager
 def isolated_registry() -> Iterator[None]:
-    """Kinds, tags, hooks and plugin state registered inside the block are forgotten after it."""
+    """Kinds, tags, hooks and plugin state registered inside the block are forgotten after it.
+    The in-tree backends are imported first, so that what they register is part of the snapshot."""
+    plugins.load_in_tree()
     kinds, tags = dict(KINDS._items), dict(TAGS._items)
     hooks = {name: dict(k.hooks) for name, k in kinds.items()}
     loaded, failed = plugins._state()

@@ -56,7 +56,7 @@ def test_plait_targets_lists_a_kind_from_an_entry_point():
         "  hooks: relay_to_runtime, supports",
     ]
     assert "  fakeaccel-256  = fakeaccel -macs=256\n" in r.stdout
-    assert "target kinds (3):" in r.stdout
+    assert "target kinds (5):" in r.stdout  # c, llvm, blas, onnxruntime (in-tree) + the plugin
     # without the plugin on the path, it is not there
     assert "fakeaccel" not in plait("targets").stdout
 
