@@ -12,8 +12,9 @@ pass overlapping buffers), scalar params come by value. Loop kinds: ``vectorized
 ``#pragma omp simd`` (gcc rejects ``#pragma GCC ivdep`` and ``omp simd`` on the same loop; ``omp
 simd`` asserts the same independence and asks for vectorization; builds pass ``-fopenmp-simd``, so
 no OpenMP runtime is involved), ``unrolled`` -> ``#pragma GCC unroll N``, ``parallel`` -> a plain
-loop (single thread for now). ``global.workspace`` allocations are static arrays aligned to 64
-bytes (not reentrant; the memory-planning issue will pass workspaces in), ``local`` ones stack
+loop (single thread for now). ``plait.build`` lifts ``global.workspace`` allocations into a
+workspace-arena parameter the executor plans (:mod:`plait.tir.workspace`); ones still present (a
+PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), ``local`` ones stack
 arrays. Every identifier is sanitized (:mod:`plait.backend.c_names`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
