@@ -205,14 +205,15 @@ class _CompileUnsupported(Exception):
     pass
 
 
-def _compile(mod: Any, opt_level: int, cache_dir: str | None) -> Any:
-    """``plait.build`` + a GraphModule; the runner maps feeds -> flat list of outputs."""
+def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None = None) -> Any:
+    """``plait.build`` + a GraphModule; the runner maps feeds -> flat list of outputs. ``target``:
+    default ``c -opt-level=<opt_level>``."""
     import plait
     from plait.executor import GraphModule
 
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
     try:
-        art = plait.build(mod, target=f"c -opt-level={opt_level}", executor="graph", config=config)
+        art = plait.build(mod, target=target or f"c -opt-level={opt_level}", executor="graph", config=config)
     except PlaitError as exc:
         if COMPILE_UNSUPPORTED.search(str(exc)) is None:
             raise
@@ -225,7 +226,7 @@ def _compile(mod: Any, opt_level: int, cache_dir: str | None) -> Any:
 
 
 def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LEVEL,
-             cache_dir: str | None = None) -> Result:
+             cache_dir: str | None = None, target: str | None = None) -> Result:
     """Import, run (the interpreter, or with ``compiled`` the C build), compare."""
     t0 = time.perf_counter()
     bound: list[str] = []
@@ -243,7 +244,7 @@ def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LE
                 if k == 0 or bound:
                     mod, bound = _import(case.model, feeds)
                     if compiled:
-                        runner = _compile(mod, opt_level, cache_dir)
+                        runner = _compile(mod, opt_level, cache_dir, target)
             except UnsupportedError as exc:
                 reasons = "; ".join(f"{op}: {why}" for _, op, _, why in exc.nodes)
                 return Result(case.name, "unsupported", reasons, time.perf_counter() - t0)
@@ -280,12 +281,12 @@ def _run_index(i: int) -> Result:
 
 
 def run_cases(cases: Sequence[Case], jobs: int = 1, compiled: bool = False,
-              opt_level: int = DEFAULT_OPT_LEVEL) -> list[Result]:
+              opt_level: int = DEFAULT_OPT_LEVEL, target: str | None = None) -> list[Result]:
     """Run ``cases`` over ``jobs`` processes. ``compiled``: through ``plait.build`` with a fresh
     compile cache directory (removed afterwards)."""
     global _CASES, _OPTIONS
     cache_dir = tempfile.mkdtemp(prefix="plait-conformance-cc-") if compiled else None
-    options = {"compiled": compiled, "opt_level": opt_level, "cache_dir": cache_dir}
+    options = {"compiled": compiled, "opt_level": opt_level, "cache_dir": cache_dir, "target": target}
     try:
         if jobs <= 1 or len(cases) < (10 if compiled else 50):
             return [run_case(c, **options) for c in cases]
