@@ -185,8 +185,7 @@ _DIRECT = {
     "sigmoid": "Sigmoid", "sign": "Sign", "sin": "Sin", "sinh": "Sinh", "sqrt": "Sqrt", "tan": "Tan",
     "tanh": "Tanh", "logical_not": "Not", "isnan": "IsNaN", "nn.relu": "Relu", "nn.softplus": "Softplus",
     "nn.softsign": "Softsign", "nn.hard_swish": "HardSwish", "nn.global_avg_pool2d": "GlobalAveragePool",
-    "nn.global_max_pool2d": "GlobalMaxPool", "nn.instance_norm": "InstanceNormalization",
-    "device_copy": "Identity",
+    "nn.global_max_pool2d": "GlobalMaxPool", "device_copy": "Identity",
 }
 _DIRECT_OPSET = {"nn.mish": ("Mish", 18), "bitwise_and": ("BitwiseAnd", 18), "bitwise_or": ("BitwiseOr", 18),
                  "bitwise_xor": ("BitwiseXor", 18), "bitwise_not": ("BitwiseNot", 18)}
@@ -210,7 +209,6 @@ _WITH_ATTRS = {
     "nn.instance_norm": ("InstanceNormalization", {"epsilon": "epsilon"}),
     "depth_to_space": ("DepthToSpace", {"block_size": "blocksize", "mode": "mode"}),
 }
-del _DIRECT["nn.instance_norm"]
 
 
 def _onnx_attr(v: Any) -> Any:
@@ -284,8 +282,11 @@ def _clip(cx: ExportContext) -> str:
         if v is None:
             bounds.append("")
             continue
-        if dtype not in FLOAT_DTYPES and float(v) != int(v):
-            raise NotExportable(f"clip of {dtype} values to the non-integer bound {v}")
+        if dtype not in FLOAT_DTYPES:
+            if float(v) != int(v):
+                raise NotExportable(f"clip of {dtype} values to the non-integer bound {v}")
+            info = np.iinfo(DTYPES[dtype])  # a bound beyond the dtype's range clips nothing
+            v = min(max(int(v), int(info.min)), int(info.max))
         bounds.append(cx.const(v, DTYPES[dtype], hint=k))
     while bounds and bounds[-1] == "":
         bounds.pop()

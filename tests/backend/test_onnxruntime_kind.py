@@ -314,3 +314,16 @@ def test_import_plait_stays_light():
             "print('onnxruntime' in sys.modules, 'onnx' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_conformance_model_folders_build_with_an_ort_piece():
+    """The conformance model folders through plait.build("host: c; ort: onnxruntime", place="*=ort?")
+    and the graph executor (all 2024 cases: ``python tests/frontend/onnx_export_roundtrip.py --build``,
+    1600 passed, 0 failed, 1 not built (If across pieces), 423 not imported)."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "frontend"))
+    from onnx_export_roundtrip import roundtrip  # (puts tests/conformance on sys.path)
+    from onnx_conformance import data_dir_cases
+
+    results = [(c.name, *roundtrip(c, build=True)) for c in data_dir_cases()]
+    assert [r for r in results if r[1] == "failed"] == []
+    assert sum(r[1] == "passed" for r in results) >= 100

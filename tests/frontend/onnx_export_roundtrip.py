@@ -2,7 +2,12 @@
 ONNX Runtime, compared with the original model run by ONNX Runtime (or, when ONNX Runtime cannot
 run the original, with the case's expected outputs), using the case's rtol/atol.
 
-    python tests/frontend/onnx_export_roundtrip.py [--every K] [--filter REGEX] [-v]
+    python tests/frontend/onnx_export_roundtrip.py [--every K] [--filter REGEX] [-v] [--build]
+
+``--build`` instead compiles each case with ``plait.build(mod, "host: c; ort: onnxruntime",
+place="*=ort?")`` (every call ONNX Runtime can run on the ORT piece, the rest compiled C) and runs
+it with the graph executor (status ``not_built`` when the build refuses it for a documented reason:
+symbolic shapes, control flow).
 
 Statuses: ``passed``; ``failed`` (wrong numbers, an invalid exported model, an exporter crash);
 ``not_imported`` (from_onnx refused the case: nothing to export); ``not_exported`` (to_onnx raised
@@ -45,8 +50,22 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def roundtrip(case: Case) -> tuple[str, str]:
-    """(status, message) of one conformance case (its first data set)."""
+BUILD_TARGET = "host: c; ort: onnxruntime"
+
+
+def _built(main: Any, mod: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of ``plait.build(mod, BUILD_TARGET, place="*=ort?")`` run by the graph executor."""
+    import plait
+    from plait.executor import GraphModule
+
+    art = plait.build(mod, BUILD_TARGET, place="*=ort?")
+    return GraphModule(art)(**{p.name_hint: feeds[p.name_hint] for p in main.params})
+
+
+def roundtrip(case: Case, build: bool = False) -> tuple[str, str]:
+    """(status, message) of one conformance case (its first data set). With ``build``, the model
+    goes through ``plait.build`` for ``host: c; ort: onnxruntime`` with every call ORT can run on the
+    ORT piece (``*=ort?``) and the graph executor, instead of ``to_onnx`` alone."""
     try:
         if case.model is None:
             _load_dir(case)
@@ -64,6 +83,8 @@ def roundtrip(case: Case) -> tuple[str, str]:
         except (UnsupportedError, PlaitError) as exc:
             return "not_imported", _first_line(exc)
         main = mod["main"]
+        if build:
+            return _check_built(case, main, mod, feeds, outs)
         try:
             exported = to_onnx(main, name=case.name)
         except ExportError as exc:
@@ -94,6 +115,28 @@ def roundtrip(case: Case) -> tuple[str, str]:
     return "passed", ""
 
 
+def _check_built(case: Case, main: Any, mod: Any, feeds: dict, outs: list) -> tuple[str, str]:
+    from plait.driver import BuildError
+
+    try:
+        with np.errstate(all="ignore"):
+            got = _built(main, mod, feeds)
+    except (BuildError, PlaitError) as exc:
+        msg = _first_line(exc)
+        if re.search(r"symbolic|static|not supported|has no TE compute|graph executor: unsupported|build for one piece", msg):
+            return "not_built", msg
+        return "failed", f"build: {msg}"
+    refs = [("expected outputs", [_array(v) for v in outs])]
+    try:
+        refs.insert(0, ("original on onnxruntime", _session(case.model).run(None, feeds)))
+    except Exception:  # noqa: BLE001
+        pass
+    problems = [p for against, want in refs if (p := _compare(list(got), want, case, against))]
+    if len(problems) == len(refs):
+        return "failed", problems[0]
+    return "passed", ""
+
+
 def _compare(got: list, want: list, case: Case, against: str) -> str:
     if len(got) != len(want):
         return f"{len(got)} outputs, {against}: {len(want)}"
@@ -108,10 +151,10 @@ def _compare(got: list, want: list, case: Case, against: str) -> str:
     return ""
 
 
-def run_all(every: int = 1, pattern: str | None = None) -> dict[str, list[tuple[str, str]]]:
+def run_all(every: int = 1, pattern: str | None = None, build: bool = False) -> dict[str, list[tuple[str, str]]]:
     by_status: dict[str, list[tuple[str, str]]] = {}
     for case in sample(all_cases(pattern), every):
-        status, msg = roundtrip(case)
+        status, msg = roundtrip(case, build)
         by_status.setdefault(status, []).append((case.name, msg))
     return by_status
 
@@ -120,8 +163,8 @@ def main(argv: list[str]) -> int:
     every = int(argv[argv.index("--every") + 1]) if "--every" in argv else 1
     pattern = argv[argv.index("--filter") + 1] if "--filter" in argv else None
     t0 = time.perf_counter()
-    res = run_all(every, pattern)
-    for status in ("failed", "not_exported", "ort_no_kernel") if "-v" in argv else ("failed",):
+    res = run_all(every, pattern, build="--build" in argv)
+    for status in ("failed", "not_exported", "ort_no_kernel", "not_built") if "-v" in argv else ("failed",):
         for name, msg in res.get(status, []):
             print(f"{status.upper()} {name}: {msg}")
     if "-v" in argv:
