@@ -470,7 +470,7 @@ class FunctionEmitter:
             if e.dtype == "float16":
                 v = self.cast(v, "float16", "float32")
             args.append(f"{ctype(e.dtype)} {v}")
-        ret = "float" if node.dtype == "float16" else ("zeroext i1" if node.dtype == "bool" else VALUE_TYPES[node.dtype])
+        ret = {"float16": "float", "bool": "zeroext i1"}.get(node.dtype, VALUE_TYPES[node.dtype])
         ret_t = ret.replace("zeroext ", "")
         params = ", ".join(ctype(e.dtype) for e in node.args)
         sym = _global_name(node.name)

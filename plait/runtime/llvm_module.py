@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -203,13 +204,17 @@ class LLVMModule(Module):
         return p
 
 
+_FD2_LOCK = threading.RLock()
+
+
 class _Diagnostics:
     """Captures what LLVM prints on file descriptor 2: the lines containing one of ``keep`` (by
     default its remarks and warnings about loops marked ``vectorized`` that it could not vectorize:
     a vectorized loop is a hint, the scalar loop is correct) go to ``remarks``; anything else is
     printed as usual."""
 
-    def __init__(self, keep: tuple[str, ...] = ("loop not vectorized", "unable to perform the requested transformation")):
+    def __init__(self, keep: tuple[str, ...] = ("loop not vectorized",
+                                                "unable to perform the requested transformation")):
         self.keep = keep
 
     def __enter__(self) -> "_Diagnostics":
@@ -217,6 +222,7 @@ class _Diagnostics:
         import sys
         import tempfile
 
+        _FD2_LOCK.acquire()  # one redirection at a time (builds in several threads)
         self.remarks: list[str] = []
         try:
             sys.stderr.flush()
@@ -228,6 +234,12 @@ class _Diagnostics:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        try:
+            self._restore()
+        finally:
+            _FD2_LOCK.release()
+
+    def _restore(self) -> None:
         import os
         import sys
 

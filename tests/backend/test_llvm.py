@@ -58,9 +58,12 @@ def run_llvm(funcs, args_per_func, cache_dir=None, target="llvm", **kwargs):
 
 from .test_c_semantics import (  # noqa: E402,F401
     test_casts_between_every_pair_of_dtypes, test_deep_expressions_and_loop_nests, test_division_edge_values,
-    test_every_intrinsic, test_float16_every_value_loads_stores_and_computes, test_float32_to_float16_matches_numpy_on_random_bit_patterns,
+    test_every_intrinsic, test_float16_every_value_loads_stores_and_computes,
+    test_float32_to_float16_matches_numpy_on_random_bit_patterns,
     test_float64_to_float16_rounds_once, test_float_literals_are_exact, test_int8_division_on_every_pair_of_values,
-    test_int64_literals_compute_in_64_bits, test_integer_arithmetic_wraps_like_tir, test_lets_shared_and_nested,
+    test_int32_index_arithmetic_and_wider_buffers, test_int64_literals_compute_in_64_bits,
+    test_integer_arithmetic_wraps_like_tir, test_lets_shared_and_nested,
+    test_symbolic_shapes_use_horner_form_and_scalar_params,
     test_loop_bounds_from_memory_are_read_once, test_min_max_follow_tir_with_nan,
     test_select_and_logical_ops_never_evaluate_the_unchosen_load,
 )
