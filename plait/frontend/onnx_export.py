@@ -244,17 +244,48 @@ def _not_equal(cx: ExportContext) -> str:
 @exporter("mod")
 def _mod(cx: ExportContext) -> str:
     fmod = bool(cx.attrs["fmod"])
-    if cx.arg_type(0).dtype in FLOAT_DTYPES and not fmod:
-        raise NotExportable("mod of floating-point values with fmod=false (ONNX Mod needs fmod=1 for floats)")
-    return cx.node("Mod", cx.ins, fmod=int(fmod))
+    dtype = cx.arg_type(0).dtype
+    if dtype not in FLOAT_DTYPES or fmod:
+        return cx.node("Mod", cx.ins, fmod=int(fmod))
+    # floats with the divisor's sign (numpy's mod; ONNX Mod takes fmod=1 for floats): r = fmod(a, b),
+    # plus b where r is non-zero with the other sign; every result (zero too) has b's sign. The sign
+    # is applied by a multiplication: ONNX Runtime's Where turns -0.0 into 0.0.
+    a, b = cx.ins
+    dt = DTYPES[dtype]
+    zero, one, minus_one = (cx.const(v, dt, hint=h) for v, h in ((0.0, "zero"), (1.0, "one"), (-1.0, "minus_one")))
+    r = cx.node("Mod", [a, b], fmod=1)
+    b_neg = cx.node("Or", [cx.node("Less", [b, zero]), cx.node("Less", [cx.node("Div", [one, b]), zero])])  # -0 too
+    differ = cx.node("Xor", [cx.node("Less", [r, zero]), b_neg])
+    fix = cx.node("And", [differ, cx.node("Not", [cx.node("Equal", [r, zero])])])
+    fixed = cx.node("Where", [fix, cx.node("Add", [r, b]), r])
+    return cx.node("Mul", [cx.node("Abs", [fixed]), cx.node("Where", [b_neg, minus_one, one])])
 
 
 @exporter("left_shift", "right_shift")
 def _shift(cx: ExportContext) -> str:
+    """BitShift. Signed integers go through the unsigned type of their width (ONNX BitShift is
+    unsigned-only; a negative amount becomes one of at least the bit width); a right shift of a
+    negative value is ~(~x >> s), arithmetic. Amounts of at least the bit width give 0 in ONNX
+    Runtime's BitShift (ONNX leaves them unspecified), which is numpy's answer (-1 for a negative
+    value shifted right, through the complement)."""
     dtype = cx.arg_type(0).dtype
-    if not dtype.startswith("uint"):
-        raise NotExportable(f"shift of {dtype} values (ONNX BitShift takes unsigned integers)")
-    return cx.node("BitShift", cx.ins, direction="LEFT" if cx.call.op.name == "left_shift" else "RIGHT")  # type: ignore
+    dt = DTYPES[dtype]
+    direction = "LEFT" if cx.call.op.name == "left_shift" else "RIGHT"  # type: ignore[union-attr]
+    if dt.kind == "u":
+        return cx.node("BitShift", cx.ins, direction=direction)
+    cx.need_opset(18, f"a shift of {dtype} values (BitwiseNot)")
+    x, amount = cx.ins
+    udt = f"uint{dt.itemsize * 8}"
+
+    def shift(v: str) -> str:
+        u = cx.node("Cast", [v], to=_elem_type(udt))
+        return cx.node("Cast", [cx.node("BitShift", [u, s], direction=direction)], to=_elem_type(dtype))
+
+    s = cx.node("Cast", [amount], to=_elem_type(udt))
+    if direction == "LEFT":
+        return shift(x)
+    negative = cx.node("Less", [x, cx.const(0, dt, hint="zero")])
+    return cx.node("Where", [negative, cx.node("BitwiseNot", [shift(cx.node("BitwiseNot", [x]))]), shift(x)])
 
 
 @exporter("rsqrt")

@@ -72,7 +72,7 @@ CASES: dict[str, list[tuple[list, dict]]] = {
     "divide": [([r(2, 3), r(2, 3, lo=0.5, hi=2)], {}), ([ri(2, 3, lo=-9, hi=9, dtype=np.int32), ri(3, lo=1, hi=4, dtype=np.int32)], {})],
     "power": [([POS, r(2, 3, 4)], {})],
     "mod": [([ri(2, 3, lo=-9, hi=9, dtype=np.int32), ri(2, 3, lo=1, hi=4, dtype=np.int32)], {"fmod": False}),
-            ([r(2, 3), r(2, 3, lo=0.5, hi=2)], {"fmod": True})],
+            ([r(2, 3), r(2, 3, lo=0.5, hi=2)], {"fmod": True}), ([r(2, 3, lo=-9, hi=9), r(3, lo=-3, hi=3)], {})],
     **{op: [([ri(2, 3), ri(2, 3)], {})] for op in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")},
     **{op: [([rb(2, 3), rb(2, 3)], {})] for op in ("logical_and", "logical_or", "logical_xor")},
     **{op: [([ri(2, 3, hi=255, dtype=np.uint8), ri(2, 3, hi=255, dtype=np.uint8)], {})]
@@ -263,10 +263,8 @@ def test_tuple_results_params_outputs_and_output_names():
 
 def test_unexportable_calls_give_reasons():
     xf, xi = var("x", (2, 3)), var("i", (2, 3), "int8")
-    assert exportable(call("mod", xf, xf)) == (
-        False, "call of 'mod': mod of floating-point values with fmod=false (ONNX Mod needs fmod=1 for floats)")
-    assert exportable(call("left_shift", xi, xi)) == (
-        False, "call of 'left_shift': shift of int8 values (ONNX BitShift takes unsigned integers)")
+    assert exportable(call("mod", xf, xf)) == (True, "")  # composed: see test_float_mod_with_the_divisors_sign
+    assert exportable(call("left_shift", xi, xi)) == (True, "")  # through uint8: see test_shifts_of_every_integer_type
     img = var("img", (1, 4, 2, 2))
     ok, why = exportable(call("space_to_depth", img, block_size=2, mode="CRD"))
     assert not ok and "ONNX SpaceToDepth is DCR only" in why
@@ -280,9 +278,11 @@ def test_unexportable_calls_give_reasons():
 
 def test_export_errors_name_the_call():
     x = var("x", (2, 3))
-    bad = call("mod", x, x, meta={"name": "m1"})
-    with pytest.raises(ExportError, match=r"^to_onnx: call 'm1' \(mod\): mod of floating-point values"):
-        to_onnx(Function((x,), call("nn.relu", bad)))
+    img = var("img", (1, 4, 2, 2))
+    bad = call("space_to_depth", img, block_size=2, mode="CRD", meta={"name": "m1"})
+    with pytest.raises(ExportError, match=r"^to_onnx: call 'm1' \(space_to_depth\): space_to_depth mode 'CRD' \(ONNX "
+                                          r"SpaceToDepth is DCR only\)$"):
+        to_onnx(Function((img,), call("negative", bad)))
     cond = var("c", (), "bool")
     branch = If(cond, x, call("negative", x))
     with pytest.raises(ExportError, match="cannot export a If expression"):
@@ -329,3 +329,39 @@ def test_constant_bias_adds_become_the_conv_and_gemm_bias():
     for model in (fused, kept):
         got = _session(model).run(None, {"x": xv})
         np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_mod_with_the_divisors_sign(dtype):
+    """numpy's mod (Python %) composed from ONNX Mod(fmod=1): exact, signed zeros, inf and NaN included."""
+    vals = np.array([-7.5, -3, -1, -0.0, 0.0, 1, 3, 7.5, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 5e-3, 123.25], dtype)
+    a, b = (v.ravel() for v in np.meshgrid(vals, vals))
+    x, y = var("a", a.shape, dtype), var("b", b.shape, dtype)
+    (got,) = _run_exported(Function((x, y), call("mod", x, y)), [a, b])
+    with np.errstate(all="ignore"):
+        want = np.mod(a, b)
+    np.testing.assert_array_equal(got, want)
+    num = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))  # -0.0 where numpy has it
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
+def test_shifts_of_every_integer_type(dtype):
+    """numpy's shifts, every amount (negative and past the bit width too), signed types through the
+    unsigned ones; ONNX Runtime has no int16 Where, so an int16 right shift is refused by ORT."""
+    dt = np.dtype(dtype)
+    info, bits = np.iinfo(dt), dt.itemsize * 8
+    xs = np.array([info.min, info.min // 3 + 1, 0, 1, 77, info.max // 3, info.max], dt)
+    amounts = np.array(([-3, -1] if dt.kind == "i" else []) + [0, 1, 3, bits - 1, bits, bits + 5], dt)
+    a, b = (v.ravel() for v in np.meshgrid(xs, amounts))
+    for op in ("left_shift", "right_shift"):
+        x, y = var("a", a.shape, dtype), var("b", b.shape, dtype)
+        f = Function((x, y), call(op, x, y))
+        with np.errstate(all="ignore"):
+            want = run(IRModule.from_expr(f), [a, b])
+        if (dtype, op) == ("int16", "right_shift"):
+            with pytest.raises(Exception, match="Could not find an implementation for Where"):
+                _run_exported(f, [a, b])
+            continue
+        (got,) = _run_exported(f, [a, b])
+        np.testing.assert_array_equal(got, want, err_msg=op)
