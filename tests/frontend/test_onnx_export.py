@@ -300,8 +300,8 @@ def test_export_errors_name_the_call():
 def test_conformance_model_folders_round_trip():
     """The conformance model folders (pytorch-converted, pytorch-operator, simple): import, export,
     ONNX Runtime; none fails. Collecting the node cases alone takes ~30 s, so they run from the
-    script: ``python tests/frontend/onnx_export_roundtrip.py`` (all 2024 cases: 1564 passed,
-    0 failed, 31 not exported, 6 without an ORT kernel, 423 not imported)."""
+    script: ``python tests/frontend/onnx_export_roundtrip.py`` (all 2024 cases: 1589 passed,
+    0 failed, 5 not exported, 7 without an ORT kernel, 423 not imported)."""
     from onnx_export_roundtrip import roundtrip  # (puts tests/conformance on sys.path)
     from onnx_conformance import data_dir_cases
 
