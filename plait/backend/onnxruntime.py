@@ -123,12 +123,10 @@ def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
             infer_expr(call)
         except PlaitError as exc:
             return False, f"the call does not type-check: {exc}"
-    ok, reason = exportable(call, opset)
-    if not ok:
-        return False, f"no ONNX export: {reason}"
     key = _signature(call, opset)
     if key not in _CACHE:
-        _CACHE[key] = _probe(call, opset)
+        ok, reason = exportable(call, opset)
+        _CACHE[key] = _probe(call, opset) if ok else (False, f"no ONNX export: {reason}")
     return _CACHE[key]
 
 
