@@ -12,7 +12,7 @@ Hooks:
   node(s) it exports to, with these dtypes. Decided by ORT itself: a one-call model (every argument
   a graph input of the call's argument type) is loaded into a session with graph optimizations off;
   a missing kernel or a rejected model means "no". Answers are cached per (operator, attributes,
-  argument types, opset); a probe takes about a millisecond. :func:`explain_support` gives the
+  argument types, opset); an answer takes about 2 ms. :func:`explain_support` gives the
   reason.
 
 Options: ``-threads`` (intra-op threads, default 1), ``-opt-level`` (ORT graph optimization level
