@@ -86,6 +86,53 @@ class LLVMSource:
         return self.text
 
 
+# libm functions with x86-64 vector versions in glibc's libmvec (2.35+), by TIR intrinsic name
+LIBMVEC_FUNCTIONS = ("acos", "acosh", "asin", "asinh", "atan", "atanh", "atan2", "cbrt", "cos", "cosh", "erf", "erfc",
+                     "exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "pow", "sin", "sinh", "tan", "tanh")
+_AVX2_CPUS = ("x86-64-v3", "x86-64-v4", "haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake",
+              "cooperlake", "cannonlake", "icelake-client", "icelake-server", "tigerlake", "rocketlake", "alderlake",
+              "raptorlake", "meteorlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver1", "znver2",
+              "znver3", "znver4", "znver5")
+_AVX512_CPUS = ("x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+                "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids",
+                "znver4", "znver5")
+
+
+def vector_math(target: Any) -> dict[tuple[str, str], list[tuple[int, str]]]:
+    """(intrinsic, dtype) -> [(lanes, libmvec function)] usable for ``target`` in this process:
+    x86-64 vector ABI versions ``b`` (SSE, 128 bits), ``d`` (AVX2, 256) and ``e`` (AVX-512, 512)
+    when the target CPU has them and glibc's libmvec defines them. Empty elsewhere."""
+    import platform
+
+    from plait.runtime.llvm_module import load_libmvec, symbol_address
+
+    if platform.machine() not in ("x86_64", "AMD64") or not load_libmvec():
+        return {}
+    cpu, features = cpu_and_features(target)
+    feats = set(features.split(","))
+    isas = [("b", 128)]
+    if "+avx2" in feats or cpu in _AVX2_CPUS:
+        isas.append(("d", 256))
+    if "+avx512f" in feats or cpu in _AVX512_CPUS:
+        isas.append(("e", 512))
+    out: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for name in LIBMVEC_FUNCTIONS:
+        arity = 2 if name in ("pow", "atan2") else 1
+        for dtype, scalar, bits in (("float32", name + "f", 32), ("float64", name, 64)):
+            found = []
+            for isa, width in isas:
+                lanes = width // bits
+                vname = f"_ZGV{isa}N{lanes}{'v' * arity}_{scalar}"
+                if symbol_address(vname):
+                    found.append((lanes, vname))
+            if found:
+                out[(name, dtype)] = found
+    return out
+
+
+vector_math_enabled = True  # glibc's libmvec for vectorized loops calling exp, erf, ... (x86-64 Linux)
+
+
 def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> LLVMSource:
     """LLVM IR for ``funcs`` (verified first), with what building it needs to know."""
     funcs = list(funcs)
@@ -94,7 +141,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
             raise LLVMCodegenError(f"codegen_llvm expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
     externs = _externs(funcs)
-    state = ModuleState()
+    state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {})
     simd_bits = _simd_bits(target)
     bodies, sigs, half_users = [], {}, []
     where_of: dict[str, str] = {}
@@ -120,8 +167,12 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
         lines.append((line, line + n - 1, where))
         out.append(text)
         line += n + 1
+    if state.used:
+        out.append(f"@llvm.compiler.used = appending global [{len(state.used)} x ptr] "
+                   f"[{', '.join('ptr @' + u for u in state.used)}], section \"llvm.metadata\"")
     out.append('attributes #0 = { nounwind "frame-pointer"="none" }')
     out.append("attributes #1 = { nounwind willreturn memory(none) }")
+    out += state.attr_groups
     out += [f"!{k} = {m}" for k, m in enumerate(state.metadata)]
     src = LLVMSource("\n".join(out) + "\n", sigs, dict(zip(names, symbols)),
                      {e: where_of.get(e, "") for e in sorted(state.externals)}, lines)
@@ -151,8 +202,11 @@ def cpu_and_features(target: Any) -> tuple[str, str]:
     """(LLVM CPU name, feature string): ``-mcpu`` / ``-mattr``, else the host's."""
     from plait.runtime.llvm_module import host_cpu
 
-    cpu = target.options.get("mcpu", "") if target is not None else ""
-    attrs = target.options.get("mattr", ()) if target is not None else ()
+    from plait.target import Target
+
+    target = Target(target if target is not None else "llvm")
+    cpu = target.options.get("mcpu", "")
+    attrs = target.options.get("mattr", ())
     hcpu, hfeat = host_cpu()
     features = ",".join(attrs) if attrs else ("" if cpu else hfeat)
     return cpu or hcpu, features

@@ -119,12 +119,32 @@ class ModuleState:
     globals: list[str] = field(default_factory=list)
     metadata: list[str] = field(default_factory=list)
     _md_cache: dict[str, str] = field(default_factory=dict)
+    # (intrinsic, dtype) -> [(lanes, vector function)]: glibc's libmvec versions LLVM may call
+    vector_variants: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
+    call_attrs: dict[str, str] = field(default_factory=dict)
+    attr_groups: list[str] = field(default_factory=list)
+    used: list[str] = field(default_factory=list)  # kept from dead-code elimination until vectorized
 
     def declare(self, symbol: str, line: str, external: bool = True) -> None:
         if symbol not in self.decls:
             self.decls[symbol] = line
             if external:
                 self.externals.add(symbol)
+
+    def variant_attrs(self, fn: str, ct: str, nargs: int, variants: list[tuple[int, str]]) -> str:
+        """The call-site attribute group naming the vector versions of libm function ``fn``
+        (``vector-function-abi-variant``: the loop vectorizer calls them); declares them."""
+        if fn not in self.call_attrs:
+            names = []
+            for lanes, vname in variants:
+                vt = f"<{lanes} x {ct}>"
+                self.declare(vname, f"declare {vt} @{vname}({', '.join([vt] * nargs)}) #1")
+                names.append(f"_ZGV_LLVM_N{lanes}{'v' * nargs}_{fn}({vname})")
+                self.used.append(vname)
+            self.call_attrs[fn] = f"#{2 + len(self.call_attrs)}"
+            self.attr_groups.append(f'attributes {self.call_attrs[fn]} = {{ "vector-function-abi-variant"='
+                                    f'"{",".join(names)}" }}')
+        return self.call_attrs[fn]
 
     def md(self, text: str | None = None, cache: bool = True) -> str:
         """A new metadata node ``!N`` (``text`` may contain ``{self}`` for a self reference)."""
@@ -140,24 +160,116 @@ class ModuleState:
         self.metadata[int(ref[1:])] = text.replace("{self}", ref)
 
 
-def _unsafe_nodes(root: PrimExpr, memo: dict[int, bool]) -> bool:
-    """May evaluating ``root`` trap or have an effect (a load, an extern call, an integer division
-    by something that is not a non-zero constant)? Memoized per node object."""
-    if id(root) in memo:
+class _Safety:
+    """May evaluating an expression trap or have an effect? A load whose indices are provably in
+    bounds (interval arithmetic over loop ranges with constant bounds) cannot; a load that may be out
+    of bounds (a padding guard's), an extern call, an integer division by something that may be zero
+    can. Per function: every variable is bound once, so its range is a fact of the function."""
+
+    def __init__(self, func: PrimFunc):
+        self.ranges: dict[Var, tuple[int, int] | None] = {}
+        self.values: dict[Var, PrimExpr] = {}
+        for n in pre_order(func.body, unique=True):
+            if isinstance(n, For):
+                if isinstance(n.min, IntImm) and isinstance(n.extent, IntImm) and n.extent.value > 0:
+                    self.ranges[n.loop_var] = (n.min.value, n.min.value + n.extent.value - 1)
+                else:
+                    self.ranges[n.loop_var] = None
+            elif isinstance(n, (LetStmt, Let)):
+                self.values[n.var] = n.value
+        self.memo: dict[int, bool] = {}
+        self.bounds_memo: dict[int, tuple[int, int] | None] = {}
+
+    def bounds(self, root: PrimExpr) -> tuple[int, int] | None:
+        """An interval holding every value of the integer expression ``root``, or None."""
+        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
+        memo = self.bounds_memo
+        while stack:
+            n, done = stack.pop()
+            if id(n) in memo:
+                continue
+            kids = n._children() if not isinstance(n, Var) else ((self.values[n],) if n in self.values else ())
+            if not done:
+                stack.append((n, True))
+                stack.extend((c, False) for c in kids if id(c) not in memo)
+                continue
+            memo[id(n)] = self._bound(n, [memo[id(c)] for c in kids])
         return memo[id(root)]
-    stack: list[tuple[PrimExpr, bool]] = [(root, False)]
-    while stack:
-        n, done = stack.pop()
-        if id(n) in memo:
-            continue
-        if not done:
-            stack.append((n, True))
-            stack.extend((c, False) for c in n._children() if id(c) not in memo)
-            continue
-        bad = isinstance(n, BufferLoad) or (isinstance(n, Call) and n.kind == "extern") or (
-            isinstance(n, _DIVS) and not (isinstance(n.b, IntImm) and n.b.value != 0))
-        memo[id(n)] = bad or any(memo[id(c)] for c in n._children())
-    return memo[id(root)]
+
+    def _bound(self, n: PrimExpr, k: list) -> tuple[int, int] | None:
+        if isinstance(n, IntImm):
+            return (n.value, n.value)
+        if isinstance(n, Var):
+            return k[0] if k else self.ranges.get(n)
+        if not k or any(b is None for b in k) or not (n.dtype.startswith("int") or n.dtype.startswith("uint")):
+            return None
+        if isinstance(n, Cast):
+            return k[0] if n.value.dtype.startswith(("int", "uint")) and _fits(k[0], n.dtype) else None
+        if isinstance(n, (Add, Sub, Mul, Min, Max)):
+            (a0, a1), (b0, b1) = k
+            if isinstance(n, Add):
+                r = (a0 + b0, a1 + b1)
+            elif isinstance(n, Sub):
+                r = (a0 - b1, a1 - b0)
+            elif isinstance(n, Mul):
+                c = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
+                r = (min(c), max(c))
+            else:
+                f = min if isinstance(n, Min) else max
+                r = (f(a0, b0), f(a1, b1))
+            return r if _fits(r, n.dtype) else None  # no wrap-around
+        if isinstance(n, _DIVS) and isinstance(n.b, IntImm) and n.b.value > 0:
+            (a0, a1), c = k[0], n.b.value
+            if isinstance(n, (FloorDiv, TruncDiv)):
+                if isinstance(n, TruncDiv) and a0 < 0:
+                    return (-((-a0) // c), a1 // c if a1 >= 0 else -((-a1) // c))
+                return (a0 // c, a1 // c)
+            if a0 >= 0:
+                return (a0, a1) if a1 < c else (0, c - 1)
+            return (0, c - 1) if isinstance(n, FloorMod) else (-(c - 1), c - 1)
+        return None
+
+    def unsafe(self, root: PrimExpr) -> bool:
+        if id(root) in self.memo:
+            return self.memo[id(root)]
+        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
+        memo = self.memo
+        while stack:
+            n, done = stack.pop()
+            if id(n) in memo:
+                continue
+            if not done:
+                stack.append((n, True))
+                stack.extend((c, False) for c in n._children() if id(c) not in memo)
+                continue
+            if isinstance(n, BufferLoad):
+                bad = not self.in_bounds(n)
+            elif isinstance(n, Call):
+                bad = n.kind == "extern"
+            elif isinstance(n, _DIVS):
+                b = self.bounds(n.b)
+                bad = b is None or b[0] <= 0 <= b[1]
+            else:
+                bad = False
+            memo[id(n)] = bad or any(memo[id(c)] for c in n._children())
+        return memo[id(root)]
+
+    def in_bounds(self, load: BufferLoad) -> bool:
+        shape = load.buffer.static_shape
+        if shape is None:
+            return False
+        for i, d in zip(load.indices, shape):
+            b = self.bounds(i)
+            if b is None or b[0] < 0 or b[1] >= d:
+                return False
+        return True
+
+
+def _fits(r: tuple[int, int], dtype: str) -> bool:
+    from plait.tir.dtype import int_range
+
+    lo, hi = int_range(dtype)
+    return lo <= r[0] and r[1] <= hi
 
 
 class FunctionEmitter:
@@ -173,7 +285,7 @@ class FunctionEmitter:
         self.vals: dict[Var, str] = {}
         self.bufs: dict[Buffer, str] = {}
         self.groups: list[str] = []  # access groups of the enclosing vectorized loops
-        self.unsafe_memo: dict[int, bool] = {}
+        self.safety = _Safety(func)
         nodes = list(pre_order(func.body, unique=True))
         self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
 
@@ -226,12 +338,12 @@ class FunctionEmitter:
                     vals.append(float_literal(node.value, node.dtype))
                 elif isinstance(node, Let):
                     work += [("e", node.body), ("bind", node.var), ("e", node.value)]
-                elif isinstance(node, Select) and (_unsafe_nodes(node.true_value, self.unsafe_memo)
-                                                   or _unsafe_nodes(node.false_value, self.unsafe_memo)):
+                elif isinstance(node, Select) and (self.safety.unsafe(node.true_value)
+                                                   or self.safety.unsafe(node.false_value)):
                     st: dict[str, Any] = {}
                     work += [("sel_end", (node, st)), ("e", node.false_value), ("sel_else", st),
                              ("e", node.true_value), ("sel_then", st), ("e", node.cond)]
-                elif isinstance(node, (And, Or)) and _unsafe_nodes(node.b, self.unsafe_memo):
+                elif isinstance(node, (And, Or)) and self.safety.unsafe(node.b):
                     st = {}
                     work += [("lg_end", (node, st)), ("e", node.b), ("lg_mid", (node, st)), ("e", node.a)]
                 else:
@@ -451,14 +563,16 @@ class FunctionEmitter:
             s = self.op(f"call {ct} @{fn}({ct} {args[0]})")
             r = self.op(f"fdiv {ct} {float_literal(1.0, cd)}, {s}")
         else:
-            if name in LLVM_INTRINSICS:
+            variants = self.m.vector_variants.get((name, cd))
+            if name in LLVM_INTRINSICS and not variants:
                 fn, ext = f"llvm.{name}.{_FSUFFIX[cd]}", False
             else:
                 fn, ext = libm_name(name, cd), True
             params = ", ".join([ct] * len(args))
             attrs = " #1" if ext else ""
             self.m.declare(fn, f"declare {ct} @{fn}({params}){attrs}", external=ext)
-            r = self.op(f"call {ct} @{fn}({', '.join(f'{ct} {v}' for v in args)})")
+            site = f" {self.m.variant_attrs(fn, ct, len(args), variants)}" if variants else ""
+            r = self.op(f"call {ct} @{fn}({', '.join(f'{ct} {v}' for v in args)}){site}")
         return self.cast(r, cd, d) if d != cd else r
 
     def extern_call(self, node: Call, a: list[str]) -> str:
@@ -637,6 +751,14 @@ class FunctionEmitter:
         self.bufs[b] = self.op(f"alloca {st}, i64 {count}, align 32", _local(b.name))
         return lambda: self.emit(f"call void @llvm.stackrestore.p0(ptr {sp})")
 
+    def vectorizable_calls(self, body: Any) -> bool:
+        """Only calls LLVM can vectorize: sqrt, fabs, floor... and libm functions with libmvec versions?"""
+        for n in pre_order(body, unique=True):
+            if isinstance(n, Call) and not (n.kind == "intrin" and (n.name in VECTOR_INTRINSICS or (
+                    n.name, "float32" if n.args[0].dtype == "float16" else n.args[0].dtype) in self.m.vector_variants)):
+                return False
+        return True
+
     def vector_hints(self, s: For) -> list[str]:
         """Loop metadata for a vectorized loop. With a constant extent: SIMD-register wide and
         interleaved so that one vector iteration covers the whole loop (the loop disappears and its
@@ -645,7 +767,7 @@ class FunctionEmitter:
         loop is never unrolled before the vectorizer runs: a short vectorized loop unrolled early is
         vectorized along the wrong (enclosing) loop."""
         vec = '!{!"llvm.loop.vectorize.enable", i1 true}'
-        if not _vectorizable_calls(s.body):  # LLVM would warn that it could not do what was asked
+        if not self.vectorizable_calls(s.body):  # LLVM would warn that it could not do what was asked
             return ['!{!"llvm.loop.unroll.full"}'] if isinstance(s.extent, IntImm) and s.extent.value <= 16 else []
         no_unroll = '!{!"llvm.loop.unroll.disable"}'
         if not isinstance(s.extent, IntImm) or self.simd_bits < 64:
@@ -718,10 +840,6 @@ def _store_bits(body: Any) -> int:
     return max(8, max(widths, default=32))
 
 
-def _vectorizable_calls(body: Any) -> bool:
-    """Only calls LLVM can vectorize without a vector math library (sqrt, fabs, floor, ...)?"""
-    return all(n.kind == "intrin" and n.name in VECTOR_INTRINSICS for n in pre_order(body, unique=True)
-               if isinstance(n, Call))
 
 
 def _global_name(name: str) -> str:

@@ -61,6 +61,21 @@ def _libraries() -> list[Any]:
     return _LIBS
 
 
+_LIBMVEC: list[Any] = []
+
+
+def load_libmvec() -> bool:
+    """Load glibc's vector math library (``libmvec.so.1``) into the process, once; False without it."""
+    if not _LIBMVEC:
+        path = ctypes.util.find_library("mvec") or "libmvec.so.1"
+        try:
+            _LIBMVEC.append(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
+            _libraries().append(_LIBMVEC[0])
+        except OSError:
+            _LIBMVEC.append(None)
+    return _LIBMVEC[0] is not None
+
+
 def symbol_address(name: str) -> int | None:
     """The address of the C symbol ``name`` in this process (or libm / libgcc_s), else None."""
     for lib in _libraries():
@@ -77,6 +92,8 @@ def resolve_symbols(names: Iterable[str], required: Mapping[str, str] | None = N
     llvm = llvm_binding()
     missing = []
     for n in names:
+        if n.startswith("_ZGV"):  # a libmvec vector function
+            load_libmvec()
         if llvm.address_of_symbol(n):
             continue
         addr = symbol_address(n)
@@ -150,6 +167,12 @@ class LLVMModule(Module):
                 pb.getModulePassManager().run(mod, pb)
             self.remarks = diag.remarks
         self.llvm_module = mod
+        # every function called by name must resolve: MCJIT would call a null pointer otherwise
+        called = [f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")]
+        missing = resolve_symbols(called)
+        if missing:
+            raise LLVMError(f"LLVM module '{name}' calls {', '.join(repr(m) for m in missing)}, not found in "
+                            "this process (load the library that defines it first)")
         self.engine = llvm.create_mcjit_compiler(mod, self.target_machine)
         self.engine.finalize_object()
         self._funcs: dict[str, Callable] = {}

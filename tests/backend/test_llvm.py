@@ -304,3 +304,30 @@ def test_unknown_cpu_or_feature_is_an_error_not_an_abort():
         build_llvm_funcs([f], "llvm -mcpu=nosuchcpu")
     with pytest.raises(LLVMCodegenError, match=r"'\+bogus' is not a recognized feature"):
         build_llvm_funcs([f], "llvm -mcpu=x86-64 -mattr=+bogus")
+
+
+def test_vectorized_loops_call_glibc_vector_math_when_present():
+    from plait.backend.llvm import vector_math
+
+    X, Y = Buffer("X", (4, 32)), Buffer("Y", (4, 32))
+    i, j = Var("i"), Var("j")
+    body = For(i, 0, 4, "serial", For(j, 0, 32, "vectorized", Y.store((i, j), tir.exp(X[i, j]) + tir.call_intrin(
+        "erf", X[i, j]))))
+    f = PrimFunc((X, Y), body, {"global_symbol": "expo"})
+    x = RNG.uniform(-5, 5, (4, 32)).astype(np.float32)
+    (got,) = run_llvm([f], [[x, np.zeros((4, 32), np.float32)]])
+    import math
+
+    want = np.exp(x.astype(np.float64)) + np.vectorize(math.erf)(x.astype(np.float64))
+    np.testing.assert_allclose(got[1], want, rtol=2e-6, atol=1e-6)  # libmvec: within a few ulps
+    table = vector_math("llvm")
+    if ("exp", "float32") not in table:
+        pytest.skip("no glibc libmvec in this process (not x86-64 Linux with glibc >= 2.35)")
+    ir = build_llvm_funcs([f]).optimized_ir()
+    assert "@_ZGV" in ir and "_expf(" in ir and "_erff(" in ir
+
+
+def test_a_module_calling_an_unknown_symbol_is_an_error_not_a_crash():
+    ir = "declare i32 @plait_nowhere(i32)\ndefine i32 @f() {\n  %r = call i32 @plait_nowhere(i32 1)\n  ret i32 %r\n}\n"
+    with pytest.raises(PlaitError, match=r"^LLVM module 'module' calls 'plait_nowhere', not found in this process"):
+        LLVMModule(ir, {"f": ()})
