@@ -98,7 +98,8 @@ def _probe(call: Call, opset: int) -> tuple[bool, str]:
     except PlaitError as exc:
         return False, str(exc)
     try:
-        ort.InferenceSession(model.SerializeToString(), session_options(ort, 1, 0, 4), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model.SerializeToString(), session_options(ort, 1, 0, 4),
+                             providers=["CPUExecutionProvider"])
     except Exception as exc:
         return False, f"onnxruntime: {_first_line(exc)}"
     return True, ""

@@ -123,7 +123,8 @@ def _check_built(case: Case, main: Any, mod: Any, feeds: dict, outs: list) -> tu
             got = _built(main, mod, feeds)
     except (BuildError, PlaitError) as exc:
         msg = _first_line(exc)
-        if re.search(r"symbolic|static|not supported|has no TE compute|graph executor: unsupported|build for one piece", msg):
+        if re.search(r"symbolic|static|not supported|has no TE compute|graph executor: unsupported|"
+                     r"build for one piece", msg):
             return "not_built", msg
         return "failed", f"build: {msg}"
     refs = [("expected outputs", [_array(v) for v in outs])]

@@ -69,11 +69,13 @@ IMG = r(1, 4, 6, 6)
 # op -> list of (inputs, attrs)
 CASES: dict[str, list[tuple[list, dict]]] = {
     **{op: [([r(2, 3, 4), r(3, 1)], {})] for op in ("add", "subtract", "multiply", "maximum", "minimum")},
-    "divide": [([r(2, 3), r(2, 3, lo=0.5, hi=2)], {}), ([ri(2, 3, lo=-9, hi=9, dtype=np.int32), ri(3, lo=1, hi=4, dtype=np.int32)], {})],
+    "divide": [([r(2, 3), r(2, 3, lo=0.5, hi=2)], {}),
+               ([ri(2, 3, lo=-9, hi=9, dtype=np.int32), ri(3, lo=1, hi=4, dtype=np.int32)], {})],
     "power": [([POS, r(2, 3, 4)], {})],
     "mod": [([ri(2, 3, lo=-9, hi=9, dtype=np.int32), ri(2, 3, lo=1, hi=4, dtype=np.int32)], {"fmod": False}),
             ([r(2, 3), r(2, 3, lo=0.5, hi=2)], {"fmod": True}), ([r(2, 3, lo=-9, hi=9), r(3, lo=-3, hi=3)], {})],
-    **{op: [([ri(2, 3), ri(2, 3)], {})] for op in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")},
+    **{op: [([ri(2, 3), ri(2, 3)], {})]
+       for op in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")},
     **{op: [([rb(2, 3), rb(2, 3)], {})] for op in ("logical_and", "logical_or", "logical_xor")},
     **{op: [([ri(2, 3, hi=255, dtype=np.uint8), ri(2, 3, hi=255, dtype=np.uint8)], {})]
        for op in ("bitwise_and", "bitwise_or", "bitwise_xor")},
@@ -98,7 +100,8 @@ CASES: dict[str, list[tuple[list, dict]]] = {
     "nn.hard_sigmoid": [([X], {"alpha": 0.3, "beta": 0.4})],
     "nn.thresholded_relu": [([X], {"alpha": 0.5})],
     "nn.prelu": [([r(2, 3, 4, 4), r(3, 1, 1)], {})],
-    "clip": [([X], {"a_min": -0.5, "a_max": 0.7}), ([X], {"a_max": 0.1}), ([ri(2, 3, hi=9, dtype=np.int32)], {"a_min": 2.0})],
+    "clip": [([X], {"a_min": -0.5, "a_max": 0.7}), ([X], {"a_max": 0.1}),
+             ([ri(2, 3, hi=9, dtype=np.int32)], {"a_min": 2.0})],
     "cast": [([X], {"dtype": "int32"}), ([ri(3), ], {"dtype": "float16"})],
     **{op: [([POS], {"axis": (1,), "keepdims": True}), ([POS], {"axis": None, "keepdims": False}),
             ([POS], {"axis": (0, 2), "keepdims": False})]
@@ -108,8 +111,10 @@ CASES: dict[str, list[tuple[list, dict]]] = {
     "nn.softmax": [([X], {"axis": 1})],
     "nn.log_softmax": [([X], {"axis": -1})],
     "cumsum": [([X], {"axis": 1, "exclusive": True, "reverse": True})],
-    "nn.conv2d": [([IMG, r(6, 2, 3, 3)], {"strides": (2, 1), "padding": (1, 0, 2, 1), "groups": 2, "dilation": (1, 2)})],
-    "nn.conv2d_transpose": [([IMG, r(4, 3, 3, 3)], {"strides": (2, 2), "padding": (1, 1, 0, 0), "output_padding": (1, 0)})],
+    "nn.conv2d": [([IMG, r(6, 2, 3, 3)],
+                   {"strides": (2, 1), "padding": (1, 0, 2, 1), "groups": 2, "dilation": (1, 2)})],
+    "nn.conv2d_transpose": [([IMG, r(4, 3, 3, 3)],
+                             {"strides": (2, 2), "padding": (1, 1, 0, 0), "output_padding": (1, 0)})],
     "nn.matmul": [([r(2, 3, 4), r(4, 5)], {})],
     "nn.dense": [([r(3, 4), r(5, 4)], {}), ([r(2, 3, 4), r(5, 4)], {})],
     "nn.max_pool2d": [([IMG], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": True})],
@@ -143,7 +148,8 @@ CASES: dict[str, list[tuple[list, dict]]] = {
                        ([IMG], {"size": (3, 4), "method": "nearest", "nearest_mode": "floor",
                                 "coordinate_transformation_mode": "asymmetric"}),
                        ([IMG], {"size": (9, 9), "method": "cubic", "scales": (1.5, 1.5), "cubic_alpha": -0.5}),
-                       ([IMG], {"size": (4, 5), "method": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+                       ([IMG], {"size": (4, 5), "method": "linear",
+                                "coordinate_transformation_mode": "tf_crop_and_resize",
                                 "roi": (0.1, 0.2, 0.9, 0.8), "extrapolation_value": 0.5})],
     "depth_to_space": [([r(1, 8, 2, 3)], {"block_size": 2, "mode": "CRD"}), ([r(1, 8, 2, 3)], {"block_size": 2})],
     "space_to_depth": [([IMG], {"block_size": 2})],
