@@ -186,12 +186,12 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
             for i in model.graph.input}
 
 
-def _build_and_compare(name: str, place: str | None) -> object:
+def _build_and_compare(name: str, place: str | None, ort_target: str = "onnxruntime") -> object:
     import plait
     from plait.executor import GraphModule
 
     model = onnx_models.MODELS[name]()
-    art = plait.build(from_onnx(model), "host: c; ort: onnxruntime", place=place)
+    art = plait.build(from_onnx(model), f"host: c; ort: {ort_target}", place=place)
     feeds = _feeds(model)
     want = _ort_run(model, feeds)
     got = GraphModule(art)(**feeds)
@@ -237,6 +237,13 @@ def test_build_mixed_placements():
     assert _funcs(art)[0] == "ort_0" and all(not f.startswith("ort_") for f in _funcs(art)[1:])
     art = _build_and_compare("transformer_encoder", "MatMul=ort")
     assert sum(f.startswith("ort_") for f in _funcs(art)) >= 2
+
+
+def test_build_with_session_options():
+    art = _build_and_compare("ds_cnn", "*=ort", "onnxruntime -threads=2 -opt-level=0 -opset=17")
+    (m,) = [m for m in art.lib.walk() if isinstance(m, OrtModule)]
+    assert (m.threads, m.opt_level) == (2, 0)
+    assert onnx.load_from_string(m.onnx_model).opset_import[0].version == 17
 
 
 def test_build_by_cost_without_rules():
