@@ -106,9 +106,13 @@ class GraphArtifact:
         with open(out / PARAMS_FILE, "wb") as f:
             np.savez(f, **self.params)
         for m, entry in entries:
-            if entry["file"] is not None:
+            if entry["file"] is None:
+                continue
+            if entry["file"].endswith(".onnx"):
+                m.save(out / entry["file"])
+            else:
                 m.export_library(out / entry["file"])
-        if len(entries) > 1 or entries[0][1]["file"] is None:
+        if len(entries) > 1 or entries[0][1]["file"] is None or entries[0][1]["file"].endswith(".onnx"):
             manifest = {"format": "plait.modules", "version": 1, "modules": [e for _, e in entries]}
             (out / MODULES_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         else:
@@ -143,7 +147,7 @@ class GraphArtifact:
 
 
 MODULES_FILE = "modules.json"
-_MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c)")
+_MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c|onnx)")
 
 
 def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
@@ -158,10 +162,16 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         index[id(m)] = len(order)
         order.append(m)
         stack.extend(m.imported_modules)
+    from plait.runtime.ort_module import OrtModule
+
     out = []
     for k, m in enumerate(order):
         base = "lib" if k == 0 else f"lib_{k}"
-        if isinstance(m, DSOModule):
+        extra: dict[str, Any] = {}
+        if isinstance(m, OrtModule):  # an ONNX Runtime region: its ONNX model, a session again on load
+            name = base + ".onnx"
+            extra = {"symbol": m.symbol, "threads": m.threads, "opt_level": m.opt_level}
+        elif isinstance(m, DSOModule):
             name: str | None = base + ".so"
         elif isinstance(m, CSourceModule):
             name = base + ".c"
@@ -180,7 +190,7 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         else:
             raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} has no export_library "
                                 "(only compiled or C source modules can be exported)")
-        out.append((m, {"file": name, "imports": [index[id(x)] for x in m.imported_modules]}))
+        out.append((m, {"file": name, "imports": [index[id(x)] for x in m.imported_modules], **extra}))
     return out
 
 
@@ -188,7 +198,15 @@ def _which(k: int) -> str:
     return "the library" if k == 0 else f"module {k} imported by the library"
 
 
-def _load_file(d: Path, name: str) -> Module:
+def _load_file(d: Path, name: str, entry: dict[str, Any] | None = None) -> Module:
+    if name.endswith(".onnx"):
+        from plait.runtime.ort_module import OrtModule
+
+        e = entry or {}
+        if not isinstance(e.get("symbol"), str):
+            raise ExecutorError(f"cannot load graph artifact '{d}': {MODULES_FILE}: '{name}' has no function name")
+        return OrtModule(e["symbol"], (d / name).read_bytes(), threads=int(e.get("threads", 1)),
+                         opt_level=int(e.get("opt_level", 3)))
     if name.endswith(".so"):
         return load_module(d / name)
     return CSourceModule((d / name).read_text(encoding="utf-8"), {}, name=name[:-2])
@@ -230,7 +248,7 @@ def _load_modules(d: Path) -> Module:
             else:
                 state[k] = 2
     try:
-        modules = [Module() if e["file"] is None else _load_file(d, e["file"]) for e in entries]
+        modules = [Module() if e["file"] is None else _load_file(d, e["file"], e) for e in entries]
     except OSError as exc:
         raise ExecutorError(f"{where}: {exc.strerror or exc}") from None
     for m, e in zip(modules, entries):

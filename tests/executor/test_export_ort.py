@@ -1,0 +1,29 @@
+"""An artifact with ONNX Runtime regions exports (each region as lib_<k>.onnx) and loads back."""
+
+import json
+
+import numpy as np
+import pytest
+
+import plait
+from plait.executor import GraphArtifact, GraphModule
+from plait.frontend.onnx import from_onnx
+from plait.testing import onnx_models
+
+pytest.importorskip("onnxruntime")
+
+
+def test_ort_regions_export_and_load(tmp_path):
+    model = onnx_models.mlp()
+    mod = from_onnx(model)
+    art = plait.build(mod, "host: c; ort: onnxruntime", place="Gemm=ort", config={"cc.cache_dir": str(tmp_path / "cc")})
+    assert {p.piece for p in art.placement} == {"host", "ort"}
+    x = np.random.default_rng(3).standard_normal((1, 256)).astype(np.float32)
+    (want,) = GraphModule(art)(x=x)
+    out = art.export(tmp_path / "art")
+    manifest = json.loads((out / "modules.json").read_text())
+    onnx_files = [e for e in manifest["modules"] if e["file"] and e["file"].endswith(".onnx")]
+    assert onnx_files and all(e["symbol"].startswith("ort_") for e in onnx_files)
+    assert all((out / e["file"]).stat().st_size > 0 for e in onnx_files)
+    (got,) = GraphModule(GraphArtifact.load(out))(x=x)
+    np.testing.assert_array_equal(got, want)
