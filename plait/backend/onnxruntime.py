@@ -132,8 +132,10 @@ def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
 
 
 @register_hook("onnxruntime", "supports")
-def supports(call: Call, target: Any) -> bool:
-    return explain_support(call, target)[0]
+def supports(call: Call, target: Any) -> tuple[bool, str]:
+    """(can ONNX Runtime run ``call``, why not): placement and ``plait explain`` show the reason."""
+    ok, why = explain_support(call, target)
+    return ok, why or "exportable, and ONNX Runtime's CPU provider has a kernel"
 
 
 # ---- cost ----------------------------------------------------------------------------------------

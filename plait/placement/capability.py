@@ -208,8 +208,7 @@ def claimed(claims: Mapping[Call, Mapping[str, str]]) -> Iterator[None]:
 
 def piece_supports(piece: Any, call: Call) -> Answer:
     """Can ``piece`` (a Piece or a Target) run ``call``, and why."""
-    from plait.target import call_supports
-    from plait.target.hooks import _as_piece
+    from plait.target.hooks import _as_piece, supports_answer
 
     piece = _as_piece(piece)
     kind = piece.target.kind
@@ -218,9 +217,11 @@ def piece_supports(piece: Any, call: Call) -> Answer:
     why = _CLAIMS.get().get(call, {}).get(piece.name)
     if why is not None:
         return Answer(True, why)
-    got = call_supports(piece, call)
+    got = supports_answer(piece, call)
     if got is not None:
-        return Answer(got, f"the 'supports' hook of target kind '{kind.name}' says {'yes' if got else 'no'}")
+        ok, reason = got
+        says = f"the 'supports' hook of target kind '{kind.name}' says {'yes' if ok else 'no'}"
+        return Answer(ok, f"{says}: {reason}" if reason else says)
     if "relay_to_runtime" in kind.hooks:
         return Answer(False, f"target kind '{kind.name}' has its own code generation and no 'supports' hook")
     from plait.te import has_compute

@@ -8,7 +8,7 @@
 | relay_to_tir | a Pass, or ``(mod: IRModule) -> IRModule``; runs with ``Target.current()`` = the piece | default lowering |
 | tir_to_runtime | ``(mod: IRModule, target: Target) -> runtime module`` | default code generation |
 | relay_to_runtime | ``(func: Function, target: Target) -> runtime module`` | both (external codegen) |
-| supports | ``(call) -> bool`` or ``(call, target) -> bool`` | capability, for placement |
+| supports | ``(call) -> bool`` or ``(call, target) -> bool``; ``(bool, reason)`` also | capability, for placement |
 | cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate | cost model entry |
 | patterns | ``() -> [(name, Pattern)]`` or ``(target) -> ...`` | region claims, for placement |
 
@@ -52,7 +52,7 @@ for _spec in (
              "replaces default code generation: TIR -> runtime module"),
     HookSpec("relay_to_runtime", "(func: Function, target: Target) -> runtime module", (2,),
              "replaces lowering and code generation (external codegen)"),
-    HookSpec("supports", "(call) -> bool or (call, target) -> bool", (1, 2),
+    HookSpec("supports", "(call) -> bool or (call, target) -> bool (or -> (bool, reason))", (1, 2),
              "capability: can this kind run the call? (placement)"),
     HookSpec("cost", "(call) -> float | None or (call, target) -> float | None", (1, 2),
              "cost-model entry: estimated seconds for the call, None for no estimate (placement)"),
@@ -187,16 +187,26 @@ def run_relay_to_runtime(piece: Piece | Target, func: Any) -> Any:
     return _call(_require(piece, "relay_to_runtime"), piece, (func, piece.target))
 
 
-def call_supports(piece: Piece | Target, call: Any) -> bool | None:
-    """The kind's capability answer for ``call``; None when the kind has no ``supports`` hook."""
+def supports_answer(piece: Piece | Target, call: Any) -> tuple[bool, str | None] | None:
+    """The kind's capability answer for ``call`` and its reason (None when the hook gave none);
+    None when the kind has no ``supports`` hook. A hook returns a bool or ``(bool, reason)``."""
     piece = _as_piece(piece)
     h = piece.target.kind.hooks.get("supports")
     if h is None:
         return None
     out = _call(h, piece, (call, piece.target))
-    if not isinstance(out, bool):
-        raise HookError(f"{_where(h, piece)} returned {out!r} ({type(out).__name__}); expected a bool")
-    return out
+    if isinstance(out, bool):
+        return out, None
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], bool) and isinstance(out[1], str):
+        return out
+    raise HookError(f"{_where(h, piece)} returned {out!r} ({type(out).__name__}); expected a bool or "
+                    "(bool, reason)")
+
+
+def call_supports(piece: Piece | Target, call: Any) -> bool | None:
+    """The kind's capability answer for ``call``; None when the kind has no ``supports`` hook."""
+    got = supports_answer(piece, call)
+    return None if got is None else got[0]
 
 
 def call_cost(piece: Piece | Target, call: Any) -> float | None:

@@ -76,7 +76,7 @@ def test_hook_signatures_are_checked_when_registered(hk):
     assert message(HookError, register_hook, "hk", "relay_to_tir", lower) == \
         pre.format("relay_to_tir") + "a Pass or (mod: IRModule) -> IRModule; got lower(mod, target)"
     assert message(HookError, register_hook, "hk", "supports", s) == \
-        pre.format("supports") + "(call) -> bool or (call, target) -> bool; got s(call, target, extra)"
+        pre.format("supports") + "(call) -> bool or (call, target) -> bool (or -> (bool, reason)); got s(call, target, extra)"
     assert message(HookError, register_hook, "hk", "relay_to_runtime", 3) == \
         pre.format("relay_to_runtime") + "(func: Function, target: Target) -> runtime module; " \
                                           "got 3 (int), which is not callable"
@@ -151,10 +151,27 @@ def test_failing_hooks_name_the_hook_the_kind_and_the_piece(hk):
     assert message(HookError, run_relay_to_tir, accel, module()) == \
         "hook 'relay_to_tir' of target kind 'hk' on piece 'accel' returned list; expected an IRModule"
     assert message(HookError, call_supports, accel, "nn.dense") == \
-        "hook 'supports' of target kind 'hk' on piece 'accel' returned 'yes' (str); expected a bool"
+        "hook 'supports' of target kind 'hk' on piece 'accel' returned 'yes' (str); expected a bool or (bool, reason)"
     assert message(HookError, call_cost, accel, "nn.dense") == \
         "hook 'cost' of target kind 'hk' on piece 'accel' returned -1; expected a number of seconds >= 0 or None"
     assert message(PlaitError, run_relay_to_runtime, accel, "fn") == "unsupported"  # plait errors pass through
     assert message(HookError, run_relay_to_runtime, Target("c"), "fn") == \
         "target kind 'c' (piece 'c') has no 'relay_to_runtime' hook"
     assert Target.current() is None
+
+
+def test_supports_may_give_its_reason():
+    from plait import relay
+    from plait.placement.capability import piece_supports
+    from plait.target import call_supports
+    from plait.target.hooks import supports_answer
+
+    with isolated_registry():
+        register_kind("why", doc="test kind: says why")
+        register_hook("why", "supports", lambda call: (call.op_name == "nn.relu", "only relu, sorry"))
+        t = Target("why")
+        r = relay.call("nn.relu", relay.var("x", (2,)))
+        n = relay.call("negative", relay.var("x", (2,)))
+        assert call_supports(t, r) is True and call_supports(t, n) is False
+        assert supports_answer(t, n) == (False, "only relu, sorry")
+        assert piece_supports(t, n).reason == "the 'supports' hook of target kind 'why' says no: only relu, sorry"
