@@ -331,3 +331,67 @@ def test_a_module_calling_an_unknown_symbol_is_an_error_not_a_crash():
     ir = "declare i32 @plait_nowhere(i32)\ndefine i32 @f() {\n  %r = call i32 @plait_nowhere(i32 1)\n  ret i32 %r\n}\n"
     with pytest.raises(PlaitError, match=r"^LLVM module 'module' calls 'plait_nowhere', not found in this process"):
         LLVMModule(ir, {"f": ()})
+
+
+# ---- the TIR fixtures and random integer expressions, vs the interpreter --------------------------------
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv2d", "softmax_workspace", "lets_and_selects", "all_dtypes",
+                                  "symbolic", "weird_names", "zero_dim"])
+def test_tir_fixtures_match_the_interpreter(name):
+    from tir.fixtures import FIXTURES
+
+    f = FIXTURES[name]()
+    args = []
+    for p in f.params:
+        if isinstance(p, Var):
+            args.append(3)
+            continue
+        shape = tuple(3 if not isinstance(d, tir.IntImm) else d.value for d in p.shape)
+        a = RNG.uniform(-4, 4, shape) if p.dtype != "bool" else RNG.integers(0, 2, shape)
+        args.append(np.array(a, dtype=p.dtype))
+    with np.errstate(all="ignore"):
+        _check_vs_interpreter(f, args, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "int8"])
+def test_random_integer_expressions_match_the_interpreter(dtype):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from tir.test_simplify import int_exprs
+
+    from plait.tir.dtype import int_range
+
+    vs = [Var("x", dtype), Var("y", dtype)]
+    lo, hi = int_range(dtype)
+    vals = sorted({lo, lo + 1, -7 if lo < 0 else 7, -1 if lo < 0 else 1, 0, 1, 3, 9, hi - 1, hi})
+    envs = [(a, b) for a in vals for b in vals]
+    n = len(envs)
+    X, Y = Buffer("X", (n,), dtype), Buffer("Y", (n,), dtype)
+
+    @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(st.lists(int_exprs(dtype, vs), min_size=12, max_size=12))
+    def check(exprs):
+        keep = []
+        for e in exprs:  # expressions defined everywhere (no division by zero on any input) and well formed
+            try:
+                tir.verify(PrimFunc(tuple(vs), Evaluate(e)))
+                for a, b in envs:
+                    tir.evaluate_expr(e, {vs[0]: a, vs[1]: b})
+            except PlaitError:
+                continue
+            keep.append(tir.copy_with_fresh_vars(e) if keep else e)
+        outs = [Buffer(f"O{k}", (n,), e.dtype) for k, e in enumerate(keep)]
+        i = Var("i")
+        body = For(i, 0, n, "serial", LetStmt(vs[0], X[i], LetStmt(vs[1], Y[i], seq(
+            *[o.store(i, e) for o, e in zip(outs, keep)]))))
+        f = PrimFunc((X, Y, *outs), body, {"global_symbol": "rand", "num_inputs": 2})
+        try:
+            tir.verify(f)
+        except PlaitError:
+            return  # a Let node drawn twice: skip the example
+        x = np.array([a for a, _ in envs], dtype)
+        y = np.array([b for _, b in envs], dtype)
+        _check_vs_interpreter(f, [x, y, *[np.zeros(n, o.dtype) for o in outs]])
+
+    check()
