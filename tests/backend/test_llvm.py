@@ -254,6 +254,22 @@ def test_model_builds_for_llvm_and_matches_ort(name):
     assert any(isinstance(m, LLVMModule) for m in art.lib.walk())
 
 
+@pytest.mark.parametrize("target,place", [("host: c; jit: llvm", "*=jit"), ("host: llvm; c: c", "Conv=c"),
+                                          ("host: llvm; blas: blas", "*=blas?")])
+def test_llvm_as_a_piece_of_composite_targets(target, place):
+    if "blas" in target:
+        pytest.importorskip("scipy_openblas32")
+    model = onnx_models.ds_cnn()
+    art = plait.build(from_onnx(model), target=target, place=place)
+    rng = np.random.default_rng(2)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    for g, w in zip(GraphModule(art)(**feeds), ort_run(model, feeds)):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-4)
+    llvm_piece = "jit" if "jit" in target else "host"
+    assert isinstance(art.piece_modules[llvm_piece], LLVMModule)
+
+
 # ---- errors -------------------------------------------------------------------------------------------
 
 
