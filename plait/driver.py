@@ -475,4 +475,4 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
 
 __all__ = ["BuildError", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower", "Partition", "Place",
            "build", "build_onnx", "check_hook_result", "default_lowering", "external_declaration", "piece_module",
-           "relay_pipeline", "resolve_piece"]
+           "relay_pipeline"]

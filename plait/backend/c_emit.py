@@ -24,7 +24,7 @@ from typing import Any
 from plait.backend.c_helpers import float_literal, int_class, int_literal, storage_type, value_type
 from plait.backend.c_names import NameTable, comment_text
 from plait.errors import PlaitError
-from plait.tir.dtype import bits, is_float, is_int, is_uint
+from plait.tir.dtype import bits, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,

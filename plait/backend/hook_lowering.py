@@ -42,12 +42,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from plait.backend.lower import single_call_function, strip_meta
 from plait.errors import PlaitError
-from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.op import Op
 from plait.ir.types import FuncType, TensorType, TupleType, Type
 from plait.relay.analysis import structural_equal, structural_hash
-from plait.relay.expr import Call, Expr, Function, GlobalVar, Var
+from plait.relay.expr import Call, Expr, Function, GlobalVar
 from plait.relay.infer import describe_call, infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import NOT_FUSED
@@ -103,30 +103,6 @@ def call_buffers(call: Call) -> tuple[list[Buffer], list[Buffer]]:
     return ins, [Buffer(n, tuple(t.shape), t.dtype) for n, t in zip(names, outs_t)]
 
 
-def _strip_meta(fn: Function) -> Function:
-    class _Strip(ExprMutator):
-        def rewrite_call(self, pre: Call, post: Expr) -> Expr:
-            assert isinstance(post, Call)
-            return Call(post.op, post.args, post.attrs, EMPTY) if post.meta else post
-
-    out = _Strip().visit(fn)
-    assert isinstance(out, Function)
-    return out
-
-
-def _single_call_function(call: Call) -> Function:
-    """``fn(p0, p1, ...) { op(p0, p1, ...) }`` with the call's attrs and meta, typed, Primitive."""
-    from plait.backend.lower import c_name
-    from plait.relay.infer import infer_expr
-
-    assert isinstance(call.op, Op)
-    params = tuple(Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args))
-    fn = Function(params, Call(call.op, params, call.attrs, call.meta), call.checked_type,
-                  Attrs({"Primitive": 1, "anchor": call.op.name, "name": "fused_" + c_name(call.op.name)}))
-    infer_expr(fn)
-    return fn
-
-
 class _Lowering:
     """Names, deduplicates and collects the PrimFuncs of one module."""
 
@@ -152,8 +128,8 @@ class _Lowering:
     def lower_call(self, call: Call, lower_call: LowerCall | None, region: str) -> str:
         from plait.backend.lower import lower_function
 
-        fn = _single_call_function(call)
-        key = _strip_meta(fn)
+        fn = single_call_function(call)
+        key = strip_meta(fn)
         h = structural_hash(key)
         for other, name in self.by_call.get(h, []):
             if structural_equal(other, key):

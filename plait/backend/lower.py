@@ -24,7 +24,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 
 from plait.errors import PlaitError, RegistryError
 from plait.ir.attrs import EMPTY, Attrs
@@ -186,7 +185,9 @@ def c_name(name: str) -> str:
     return s[:MAX_NAME]
 
 
-def _strip_meta(fn: Function) -> Function:
+def strip_meta(fn: Function) -> Function:
+    """``fn`` without the call-site ``meta`` of its calls (the key under which lowering deduplicates)."""
+
     class _Strip(ExprMutator):
         def rewrite_call(self, pre: Call, post: Expr) -> Expr:
             assert isinstance(post, Call)
@@ -195,6 +196,17 @@ def _strip_meta(fn: Function) -> Function:
     out = _Strip().visit(fn)
     assert isinstance(out, Function)
     return out
+
+
+def single_call_function(call: Call) -> Function:
+    """``fn(p0, p1, ...) { op(p0, p1, ...) }`` for a typed operator call (its attrs and meta kept),
+    typed and Primitive: how a call outside any fused group is lowered."""
+    assert isinstance(call.op, Op)
+    params = tuple(Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args))
+    fn = Function(params, Call(call.op, params, call.attrs, call.meta), call.checked_type,
+                  Attrs({"Primitive": 1, "anchor": call.op.name, "name": "fused_" + c_name(call.op.name)}))
+    infer_type(IRModule({"f": fn}))
+    return fn
 
 
 class _Lowerer(ExprMutator):
@@ -222,12 +234,7 @@ class _Lowerer(ExprMutator):
         if isinstance(post.op, Function) and post.op.attrs.get("Primitive"):
             return Call(GlobalVar(self.state.lower(pre.op)), post.args)  # type: ignore[arg-type]
         if isinstance(post.op, Op) and post.op.name not in NOT_FUSED:
-            params = tuple(Var(f"p{k}", a.checked_type) for k, a in enumerate(pre.args))
-            body = Call(pre.op, params, pre.attrs, pre.meta)
-            fn = Function(params, body, pre.checked_type, Attrs({"Primitive": 1, "anchor": pre.op.name,
-                                                                  "name": "fused_" + c_name(pre.op.name)}))
-            infer_type(IRModule({"f": fn}))
-            return Call(GlobalVar(self.state.lower(fn)), post.args)
+            return Call(GlobalVar(self.state.lower(single_call_function(pre))), post.args)
         return post
 
 
@@ -239,7 +246,7 @@ class _State:
         self.seen: dict[int, list[tuple[Function, str]]] = {}
 
     def lower(self, fn: Function) -> str:
-        key_fn = _strip_meta(fn)
+        key_fn = strip_meta(fn)
         h = structural_hash(key_fn)
         for other, name in self.seen.get(h, []):
             if structural_equal(other, key_fn):
@@ -311,4 +318,4 @@ class LowerToTIR(Pass):
         return infer_type(mod)
 
 
-__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function"]
+__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "single_call_function", "strip_meta"]

@@ -30,7 +30,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
-from plait.relay.expr import Call, Constant, Function, Var
+from plait.relay.expr import Call, Function, Var
 from plait.target.composite import Piece
 
 DEFAULT_POWER_MW = 1000.0

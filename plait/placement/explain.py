@@ -28,7 +28,6 @@ from plait.errors import PlaitError
 from plait.placement.cost import CostModel, objective_value, type_bytes
 from plait.placement.rules import PlacementError, Rule, parse_place
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from plait.relay.visitor import post_order
 from plait.target import CompositeTarget
 
 OBJECTIVES = ("latency", "energy", "weighted")
@@ -525,7 +524,6 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
             sum(type_bytes(x.checked_type) for x in c.args if isinstance(x, Constant)), type_bytes(c.checked_type),
             {n: _estimate_dict(p.alternatives.get(n, "not considered"), objective, weight) for n in pieces},
             getattr(p, "region", None)))
-    piece_of = {c.id: c.piece for c in calls}
     consumers: dict[str, set[str]] = {c.id: set() for c in calls}
     for c in calls:
         for src in c.inputs:

@@ -35,6 +35,7 @@ from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, T
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, post_order
+from plait.placement.solver import _producers as _leaf_calls  # calls whose results a value passes on
 
 
 class PartitionError(PlaitError):
@@ -205,20 +206,6 @@ def _insert_copies(main: Function, pieces: Mapping[Call, str], ct: Any,
 
 
 # ---- 2-3. regions and outlining ------------------------------------------------------------------
-
-
-def _leaf_calls(e: Expr) -> list[Call]:
-    """Calls whose results ``e`` passes on (through tuples and projections)."""
-    out, stack = [], [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Call):
-            out.append(x)
-        elif isinstance(x, Tuple):
-            stack.extend(x.fields)
-        elif isinstance(x, TupleGetItem):
-            stack.append(x.tuple_value)
-    return out
 
 
 def _is_copy(c: Call) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any
 
 from plait.errors import PlaitError
 from plait.placement.capability import piece_supports
