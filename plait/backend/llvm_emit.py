@@ -570,6 +570,10 @@ class FunctionEmitter:
                 fn, ext = libm_name(name, cd), True
             params = ", ".join([ct] * len(args))
             attrs = " #1" if ext else ""
+            have = self.m.decls.get(fn)
+            if have is not None and have.split(" #")[0] != f"declare {ct} @{fn}({params})":
+                raise self.fail(f"the math intrinsic '{name}' needs the C function '{fn}' as {ct}({params}), "
+                                f"but an extern call uses it as {have.split(' #')[0].replace('declare ', '')}")
             self.m.declare(fn, f"declare {ct} @{fn}({params}){attrs}", external=ext)
             site = f" {self.m.variant_attrs(fn, ct, len(args), variants)}" if variants else ""
             r = self.op(f"call {ct} @{fn}({', '.join(f'{ct} {v}' for v in args)}){site}")
@@ -588,7 +592,13 @@ class FunctionEmitter:
         ret_t = ret.replace("zeroext ", "")
         params = ", ".join(ctype(e.dtype) for e in node.args)
         sym = _global_name(node.name)
-        self.m.declare(node.name, f"declare {ret} {sym}({params})")
+        decl = f"declare {ret} {sym}({params})"
+        have = self.m.decls.get(node.name)
+        if have is not None and have.split(" #")[0] != decl:
+            raise self.fail(f"extern function '{node.name}' is called as {node.dtype}("
+                            f"{', '.join(e.dtype for e in node.args)}), which does not match its use as a "
+                            f"math intrinsic ({have.split(' #')[0].replace('declare ', '')})")
+        self.m.declare(node.name, decl)
         text = f"call {ret_t} {sym}({', '.join(args)})"
         if node.dtype == "void":
             self.emit(text)

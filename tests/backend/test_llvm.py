@@ -294,6 +294,13 @@ def test_what_llvm_cannot_compile_names_the_primfunc():
         codegen_llvm([a, b])
     with pytest.raises(LLVMCodegenError, match=r"two PrimFuncs have the global_symbol 'a'"):
         codegen_llvm([a, a])
+    Y = Buffer("Y", (2,), "float64")
+    clash = PrimFunc((X, Y), For(i, 0, 2, "serial", seq(X.store(i, tir.exp(X[i])), Y.store(i, tir.Call(
+        "float64", "expf", (tir.cast("float64", X[i]),), "extern")))), {"global_symbol": "clash"})
+    with pytest.raises(LLVMCodegenError, match=r"^LLVM codegen of PrimFunc 'clash': extern function 'expf' is called "
+                                               r"as float64\(float64\), which does not match its use as a math "
+                                               r"intrinsic \(float @expf\(float\)\)$"):
+        codegen_llvm([clash])
     bad = PrimFunc((X,), X.store(0, tir.Add(tir.const(1, "int32"), tir.const(1.0))), {"global_symbol": "ill"})
     with pytest.raises(PlaitError, match=r"^PrimFunc 'ill': "):  # the TIR verifier runs first
         codegen_llvm([bad])
