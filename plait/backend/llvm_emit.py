@@ -122,6 +122,7 @@ class ModuleState:
     # (intrinsic, dtype) -> [(lanes, vector function)]: glibc's libmvec versions LLVM may call
     vector_variants: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
     call_attrs: dict[str, str] = field(default_factory=dict)
+    c_uses: dict[str, tuple[str, str]] = field(default_factory=dict)  # C symbol -> (who, LLVM signature)
     attr_groups: list[str] = field(default_factory=list)
     used: list[str] = field(default_factory=list)  # kept from dead-code elimination until vectorized
 
@@ -570,10 +571,11 @@ class FunctionEmitter:
                 fn, ext = libm_name(name, cd), True
             params = ", ".join([ct] * len(args))
             attrs = " #1" if ext else ""
-            have = self.m.decls.get(fn)
-            if have is not None and have.split(" #")[0] != f"declare {ct} @{fn}({params})":
-                raise self.fail(f"the math intrinsic '{name}' needs the C function '{fn}' as {ct}({params}), "
-                                f"but an extern call uses it as {have.split(' #')[0].replace('declare ', '')}")
+            libm = libm_name(name, cd)  # what LLVM lowers an llvm.* intrinsic to, too
+            have = self.m.c_uses.setdefault(libm, ("intrin", f"{ct} @{libm}({params})"))
+            if have[1] != f"{ct} @{libm}({params})":
+                raise self.fail(f"the math intrinsic '{name}' needs the C function '{libm}' as {ct}({params}), "
+                                f"but an extern call uses it as {have[1]}")
             self.m.declare(fn, f"declare {ct} @{fn}({params}){attrs}", external=ext)
             site = f" {self.m.variant_attrs(fn, ct, len(args), variants)}" if variants else ""
             r = self.op(f"call {ct} @{fn}({', '.join(f'{ct} {v}' for v in args)}){site}")
@@ -592,13 +594,13 @@ class FunctionEmitter:
         ret_t = ret.replace("zeroext ", "")
         params = ", ".join(ctype(e.dtype) for e in node.args)
         sym = _global_name(node.name)
-        decl = f"declare {ret} {sym}({params})"
-        have = self.m.decls.get(node.name)
-        if have is not None and have.split(" #")[0] != decl:
+        sig = f"{ret_t} @{node.name}({params.replace('i1 zeroext', 'i1')})"
+        have = self.m.c_uses.setdefault(node.name, ("extern", sig))
+        if have[1] != sig:
             raise self.fail(f"extern function '{node.name}' is called as {node.dtype}("
                             f"{', '.join(e.dtype for e in node.args)}), which does not match its use as a "
-                            f"math intrinsic ({have.split(' #')[0].replace('declare ', '')})")
-        self.m.declare(node.name, decl)
+                            f"math intrinsic ({have[1]})")
+        self.m.declare(node.name, f"declare {ret} {sym}({params})")
         text = f"call {ret_t} {sym}({', '.join(args)})"
         if node.dtype == "void":
             self.emit(text)
