@@ -66,7 +66,7 @@ LLVM_INTRINSICS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "cos", 
 # what the loop vectorizer can vectorize without a vector math library
 VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
                      "isinf", "isfinite"}
-# the libm symbols LLVM may call for those (and for half conversions, memset/memcpy from loop idioms)
+# C symbols LLVM itself may call: libgcc's float16 conversions, libc's memset/memcpy (loop idioms)
 HALF_SYMBOLS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")  # libgcc (GCC >= 12)
 RUNTIME_SYMBOLS = ("memset", "memcpy", "memmove", *HALF_SYMBOLS)
 
