@@ -232,10 +232,37 @@ def build_llvm_funcs(funcs: Sequence[PrimFunc], target: Any = None, name: str = 
                 "or later), which is not found in this process")
     cpu, features = cpu_and_features(target)
     try:
-        return LLVMModule(src.text, src.signatures, src.symbols, cpu=cpu, features=features, name=name,
-                          describe_line=src.where)
+        lib = LLVMModule(src.text, src.signatures, src.symbols, cpu=cpu, features=features, name=name,
+                         describe_line=src.where)
     except LLVMError as exc:
         raise LLVMCodegenError(str(exc)) from None
+    lacking = missing_host_features(cpu, features)
+    if lacking:
+        lib.not_runnable = (f"module '{name}' was compiled for cpu '{cpu}' (target '{target}'), which needs "
+                            f"{', '.join(lacking)}; this machine does not have {'it' if len(lacking) == 1 else 'them'}"
+                            " (build for 'llvm' to use the host CPU)")
+    return lib
+
+
+# what an -mcpu level needs (x86-64 psABI levels; the named CPUs of the AVX2 / AVX-512 lists)
+_LEVEL_FEATURES = {"x86-64-v2": ("sse4.2", "popcnt"), "x86-64-v3": ("avx2", "fma", "bmi2"),
+                   "x86-64-v4": ("avx512f", "avx512bw", "avx512vl")}
+
+
+def missing_host_features(cpu: str, features: str) -> list[str]:
+    """The CPU features code for ``cpu`` + ``features`` needs that this machine lacks (known CPU
+    levels and ``+feature`` options only: running such code would stop the process on an illegal
+    instruction)."""
+    from plait.runtime.llvm_module import llvm_binding
+
+    host = llvm_binding().get_host_cpu_features()
+    need = list(_LEVEL_FEATURES.get(cpu, ()))
+    if cpu in _AVX512_CPUS:
+        need.append("avx512f")
+    elif cpu in _AVX2_CPUS:
+        need.append("avx2")
+    need += [f[1:] for f in features.split(",") if f.startswith("+")]
+    return [f for f in dict.fromkeys(need) if not host.get(f, False)]
 
 
 def build_llvm(mod: Any, target: Any) -> Any:

@@ -149,6 +149,7 @@ class LLVMModule(Module):
         self.features = features if features is not None else (hfeat if not cpu else "")
         self.opt_level = opt_level
         self.remarks: list[str] = []  # LLVM's "loop not vectorized" remarks, kept off stderr
+        self.not_runnable = ""  # why the code cannot run on this machine (compiled for another CPU)
         self.target_machine = create_target_machine(self.cpu, self.features, opt_level)
         try:
             mod = llvm.parse_assembly(ir)
@@ -198,6 +199,8 @@ class LLVMModule(Module):
         if name not in self._raw:
             if name not in self.signatures:
                 raise PlaitError(f"LLVM module '{self.name}' has no function '{name}'")
+            if self.not_runnable:
+                raise LLVMError(f"function '{name}' cannot run here: {self.not_runnable}")
             argtypes = [ctypes.c_void_p if k == "ptr" else _SCALAR_CTYPES[k] for k in self.signatures[name]]
             proto = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)
             fn = proto(self.engine.get_function_address(self.symbols[name]))

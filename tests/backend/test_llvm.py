@@ -420,3 +420,18 @@ def test_random_integer_expressions_match_the_interpreter(dtype):
         _check_vs_interpreter(f, [x, y, *[np.zeros(n, o.dtype) for o in outs]])
 
     check()
+
+
+def test_code_for_a_cpu_this_machine_lacks_builds_but_does_not_run():
+    from plait.backend.llvm import missing_host_features
+
+    if not missing_host_features("x86-64-v4", ""):
+        pytest.skip("this machine has AVX-512")
+    A, B = Buffer("A", (64,)), Buffer("B", (64,))
+    i = Var("i")
+    f = PrimFunc((A, B), For(i, 0, 64, "vectorized", B.store(i, A[i] * 2.0)), {"global_symbol": "twice"})
+    lib = build_llvm_funcs([f], "x86-64-avx512")  # the tag: llvm -mcpu=x86-64-v4
+    assert lib.cpu == "x86-64-v4" and "zmm" in lib.assembly()
+    with pytest.raises(PlaitError, match=r"^function 'twice' cannot run here: module 'module' was compiled for cpu "
+                                         r"'x86-64-v4' \(target 'x86-64-avx512'\), which needs avx512f"):
+        lib["twice"](np.zeros(64, np.float32), np.zeros(64, np.float32))
