@@ -305,6 +305,9 @@ def _targets_args(p: argparse.ArgumentParser) -> None:
 @command("targets", "list target kinds (options, hooks), tags and hooks; or explain a target string", _targets_args)
 def cmd_targets(args: argparse.Namespace) -> int:
     from plait.target.describe import describe_registry, explain
+    from plait.target.plugins import load_in_tree
+
+    load_in_tree()  # the hooks of in-tree kinds (c, llvm) are attached by their backends
 
     print(explain(args.explain) if args.explain is not None else describe_registry(), end="")
     return 0

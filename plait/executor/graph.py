@@ -110,9 +110,11 @@ class GraphArtifact:
                 continue
             if entry["file"].endswith(".onnx"):
                 m.save(out / entry["file"])
+            elif entry["file"].endswith(".ll"):
+                (out / entry["file"]).write_text(m.source, encoding="utf-8")
             else:
                 m.export_library(out / entry["file"])
-        if len(entries) > 1 or entries[0][1]["file"] is None or entries[0][1]["file"].endswith(".onnx"):
+        if len(entries) > 1 or entries[0][1]["file"] is None or entries[0][1]["file"].endswith(_SELF_DESCRIBED):
             manifest = {"format": "plait.modules", "version": 1, "modules": [e for _, e in entries]}
             (out / MODULES_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         else:
@@ -147,7 +149,8 @@ class GraphArtifact:
 
 
 MODULES_FILE = "modules.json"
-_MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c|onnx)")
+_MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c|onnx|ll)")
+_SELF_DESCRIBED = (".onnx", ".ll")  # files whose loader needs their modules.json entry
 
 
 def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
@@ -162,6 +165,7 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         index[id(m)] = len(order)
         order.append(m)
         stack.extend(m.imported_modules)
+    from plait.runtime.llvm_module import LLVMModule
     from plait.runtime.ort_module import OrtModule
 
     out = []
@@ -171,6 +175,10 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         if isinstance(m, OrtModule):  # an ONNX Runtime region: its ONNX model, a session again on load
             name = base + ".onnx"
             extra = {"symbol": m.symbol, "threads": m.threads, "opt_level": m.opt_level}
+        elif isinstance(m, LLVMModule):  # its LLVM IR, JIT-compiled again on load
+            name = base + ".ll"
+            extra = {"signatures": {k: list(v) for k, v in m.signatures.items()}, "symbols": dict(m.symbols),
+                     "cpu": m.cpu, "features": m.features, "opt_level": m.opt_level}
         elif isinstance(m, DSOModule):
             name: str | None = base + ".so"
         elif isinstance(m, CSourceModule):
@@ -207,6 +215,15 @@ def _load_file(d: Path, name: str, entry: dict[str, Any] | None = None) -> Modul
             raise ExecutorError(f"cannot load graph artifact '{d}': {MODULES_FILE}: '{name}' has no function name")
         return OrtModule(e["symbol"], (d / name).read_bytes(), threads=int(e.get("threads", 1)),
                          opt_level=int(e.get("opt_level", 3)))
+    if name.endswith(".ll"):
+        from plait.runtime.llvm_module import LLVMModule
+
+        e = entry or {}
+        if not isinstance(e.get("signatures"), dict):
+            raise ExecutorError(f"cannot load graph artifact '{d}': {MODULES_FILE}: '{name}' has no signatures")
+        return LLVMModule((d / name).read_text(encoding="utf-8"), e["signatures"], e.get("symbols"),
+                          cpu=e.get("cpu"), features=e.get("features"), opt_level=int(e.get("opt_level", 3)),
+                          name=name[:-3])
     if name.endswith(".so"):
         return load_module(d / name)
     return CSourceModule((d / name).read_text(encoding="utf-8"), {}, name=name[:-2])

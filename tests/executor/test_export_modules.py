@@ -1,4 +1,5 @@
-"""An artifact with ONNX Runtime regions exports (each region as lib_<k>.onnx) and loads back."""
+"""Artifacts whose modules are not shared libraries export and load back: ONNX Runtime regions
+(lib_<k>.onnx) and LLVM JIT modules (lib.ll)."""
 
 import json
 
@@ -9,9 +10,6 @@ import plait
 from plait.executor import GraphArtifact, GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
-
-pytest.importorskip("onnxruntime")
-
 
 def test_ort_regions_export_and_load(tmp_path):
     model = onnx_models.mlp()
@@ -26,4 +24,22 @@ def test_ort_regions_export_and_load(tmp_path):
     assert onnx_files and all(e["symbol"].startswith("ort_") for e in onnx_files)
     assert all((out / e["file"]).stat().st_size > 0 for e in onnx_files)
     (got,) = GraphModule(GraphArtifact.load(out))(x=x)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_llvm_module_exports_as_ir_and_is_jit_compiled_again(tmp_path):
+    pytest.importorskip("llvmlite")
+    model = onnx_models.resnet_block()
+    mod = from_onnx(model)
+    art = plait.build(mod, "llvm")
+    x = np.random.default_rng(4).standard_normal((1, 64, 56, 56)).astype(np.float32)
+    name = GraphModule(art).input_names[0]
+    (want,) = GraphModule(art)(**{name: x})
+    out = art.export(tmp_path / "art")
+    manifest = json.loads((out / "modules.json").read_text())
+    (entry,) = manifest["modules"]
+    assert entry["file"] == "lib.ll" and entry["signatures"] and "define " in (out / "lib.ll").read_text()
+    loaded = GraphArtifact.load(out)
+    assert type(loaded.lib).__name__ == "LLVMModule"
+    (got,) = GraphModule(loaded)(**{name: x})
     np.testing.assert_array_equal(got, want)
