@@ -40,8 +40,7 @@ from plait.backend.c_names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameT
 from plait.errors import PlaitError, RegistryError
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
-from plait.tir.expr import Call
-from plait.tir.functor import pre_order
+from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
@@ -50,40 +49,20 @@ CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
 INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 
 
-def _func_name(f: PrimFunc, k: int) -> str:
-    return f.name if f.name else f"func{k}"
-
-
 def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...], str]]:
     """Extern functions called: name -> (return dtype, argument dtypes, first caller)."""
-    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
-    for k, f in enumerate(funcs):
-        where = f"PrimFunc '{_func_name(f, k)}'"
-        for n in pre_order(f.body):
-            if not (isinstance(n, Call) and n.kind == "extern"):
-                continue
-            if not is_identifier(n.name) or n.name in C_KEYWORDS or n.name.startswith(HELPER_PREFIX) \
-                    or n.name == "plait_manifest":
-                raise CodegenError(f"C codegen of {where}: extern function name {n.name!r} is not a usable "
-                                   "C identifier")
-            sig = (n.dtype, tuple(a.dtype for a in n.args), where)
-            have = out.setdefault(n.name, sig)
-            if have[:2] != sig[:2]:
-                raise CodegenError(
-                    f"C codegen of {where}: extern function '{n.name}' is called as "
-                    f"{_sig_text(sig)} here and as {_sig_text(have)} in {have[2]}")
-    return out
+    def usable(name: str) -> bool:
+        return is_identifier(name) and name not in C_KEYWORDS and not name.startswith(HELPER_PREFIX) \
+            and name != "plait_manifest"
 
-
-def _sig_text(sig: tuple[str, tuple[str, ...], str]) -> str:
-    return f"{sig[0]}({', '.join(sig[1])})"
+    return extern_calls(funcs, "C", usable, CodegenError)
 
 
 def _names(funcs: Sequence[PrimFunc], externs: Mapping[str, Any]) -> tuple[NameTable, list[str]]:
     table = NameTable()
     for e in externs:
         table.reserve(e)
-    return table, [table.fresh(_func_name(f, k), "func") for k, f in enumerate(funcs)]
+    return table, [table.fresh(func_name(f, k), "func") for k, f in enumerate(funcs)]
 
 
 def c_function_names(funcs: Sequence[PrimFunc]) -> list[str]:
@@ -103,7 +82,7 @@ def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module
     table, cnames = _names(funcs, externs)
     bodies, sigs, helpers, align = [], {}, set(), False
     for k, (f, cname) in enumerate(zip(funcs, cnames)):
-        em = FunctionEmitter(f, cname, table, f"PrimFunc '{_func_name(f, k)}'")
+        em = FunctionEmitter(f, cname, table, f"PrimFunc '{func_name(f, k)}'")
         text, sig = em.function()
         bodies.append(text)
         sigs[cname] = sig
@@ -182,7 +161,7 @@ _IN_FUNCTION = re.compile(r"In function [\u2018'`]([A-Za-z_][A-Za-z0-9_]*)[\u201
 
 def _name_functions(exc: CompileError, funcs: Sequence[PrimFunc], target: Any) -> CompileError:
     cnames = c_function_names(funcs)
-    orig = {c: _func_name(f, k) for k, (f, c) in enumerate(zip(funcs, cnames))}
+    orig = {c: func_name(f, k) for k, (f, c) in enumerate(zip(funcs, cnames))}
     hit = [c for c in dict.fromkeys(_IN_FUNCTION.findall(str(exc))) if c in orig]
     which = hit or cnames
     names = ", ".join(f"'{orig[c]}'" + (f" (C function '{c}')" if c != orig[c] else "") for c in which)

@@ -21,36 +21,17 @@ from typing import Any, Sequence
 
 from plait.backend.llvm_emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
 from plait.errors import PlaitError, RegistryError
-from plait.tir.expr import Call
-from plait.tir.functor import pre_order
+from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _func_name(f: PrimFunc, k: int) -> str:
-    return f.name if f.name else f"func{k}"
-
-
 def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...], str]]:
     """Extern functions called: name -> (return dtype, argument dtypes, first caller)."""
-    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
-    for k, f in enumerate(funcs):
-        where = f"PrimFunc '{_func_name(f, k)}'"
-        for n in pre_order(f.body):
-            if not (isinstance(n, Call) and n.kind == "extern"):
-                continue
-            if not _IDENT.fullmatch(n.name) or n.name.startswith("llvm."):
-                raise LLVMCodegenError(f"LLVM codegen of {where}: extern function name {n.name!r} is not a C "
-                                       "identifier")
-            sig = (n.dtype, tuple(a.dtype for a in n.args), where)
-            have = out.setdefault(n.name, sig)
-            if have[:2] != sig[:2]:
-                raise LLVMCodegenError(
-                    f"LLVM codegen of {where}: extern function '{n.name}' is called as "
-                    f"{sig[0]}({', '.join(sig[1])}) here and as {have[0]}({', '.join(have[1])}) in {have[2]}")
-    return out
+    return extern_calls(funcs, "LLVM", lambda name: bool(_IDENT.fullmatch(name)) and not name.startswith("llvm."),
+                        LLVMCodegenError)
 
 
 def _symbols(funcs: Sequence[PrimFunc]) -> tuple[list[str], list[str]]:
@@ -59,7 +40,7 @@ def _symbols(funcs: Sequence[PrimFunc]) -> tuple[list[str], list[str]]:
     to libm calls, so a PrimFunc named ``expf`` must not be the symbol ``expf``)."""
     names, seen = [], set()
     for k, f in enumerate(funcs):
-        name = _func_name(f, k)
+        name = func_name(f, k)
         if name in seen:
             raise LLVMCodegenError(f"LLVM codegen: two PrimFuncs have the global_symbol '{name}'")
         seen.add(name)
@@ -140,7 +121,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
         if not isinstance(f, PrimFunc):
             raise LLVMCodegenError(f"codegen_llvm expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
-    externs = _externs(funcs)
+    _externs(funcs)  # checks the extern names and signatures
     state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {})
     simd_bits = _simd_bits(target)
     bodies, sigs, half_users = [], {}, []

@@ -308,3 +308,31 @@ def used_buffers(node: TIRNode) -> list[Buffer]:
         if isinstance(b, Buffer):
             out.setdefault(b, None)
     return list(out)
+
+
+def func_name(f: PrimFunc, k: int) -> str:
+    """How messages name the ``k``-th PrimFunc of a list: its global symbol, else ``func<k>``."""
+    return f.name if f.name else f"func{k}"
+
+
+def extern_calls(funcs: Any, backend: str, usable: Any, error: type) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """The extern functions the PrimFuncs ``funcs`` call: name -> (return dtype, argument dtypes,
+    first caller). A code generator (``backend``: "C", "LLVM") passes ``usable(name) -> bool`` for
+    the names it can declare; a name it cannot, or one called with two signatures, raises ``error``."""
+    from plait.tir.expr import Call
+
+    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
+    for k, f in enumerate(funcs):
+        where = f"PrimFunc '{func_name(f, k)}'"
+        for n in pre_order(f.body):
+            if not (isinstance(n, Call) and n.kind == "extern"):
+                continue
+            if not usable(n.name):
+                raise error(f"{backend} codegen of {where}: extern function name {n.name!r} is not a usable "
+                            "C identifier")
+            sig = (n.dtype, tuple(a.dtype for a in n.args), where)
+            have = out.setdefault(n.name, sig)
+            if have[:2] != sig[:2]:
+                raise error(f"{backend} codegen of {where}: extern function '{n.name}' is called as "
+                            f"{sig[0]}({', '.join(sig[1])}) here and as {have[0]}({', '.join(have[1])}) in {have[2]}")
+    return out
