@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from plait.backend.lower import single_call_function, strip_meta
+from plait.backend.lower import UniqueNames, single_call_function, strip_meta
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import FuncType, TensorType, TupleType, Type
@@ -103,27 +103,15 @@ def call_buffers(call: Call) -> tuple[list[Buffer], list[Buffer]]:
     return ins, [Buffer(n, tuple(t.shape), t.dtype) for n, t in zip(names, outs_t)]
 
 
-class _Lowering:
+class _Lowering(UniqueNames):
     """Names, deduplicates and collects the PrimFuncs of one module."""
 
     def __init__(self, mod: IRModule, piece: Any, prefix: str, schedule: bool):
+        super().__init__(mod)
         self.piece, self.prefix, self.schedule = piece, prefix, schedule
-        self.used: set[str] = set(mod)
         self.funcs: dict[str, PrimFunc] = {}
         self.by_call: dict[int, list[tuple[Function, str]]] = {}
         self.by_tir: dict[int, list[tuple[PrimFunc, str]]] = {}
-
-    def unique(self, base: str) -> str:
-        from plait.backend.lower import MAX_NAME, c_name
-
-        base = c_name(base)
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            suffix = f"_{k}"
-            name = base[:MAX_NAME - len(suffix)] + suffix
-        self.used.add(name)
-        return name
 
     def lower_call(self, call: Call, lower_call: LowerCall | None, region: str) -> str:
         from plait.backend.lower import lower_function

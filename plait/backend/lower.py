@@ -238,10 +238,28 @@ class _Lowerer(ExprMutator):
         return post
 
 
-class _State:
+class UniqueNames:
+    """Function names unique in a module: C-safe (:func:`c_name`), at most :data:`MAX_NAME`
+    characters, ``_1``, ``_2``... appended on a clash with a name already used."""
+
+    def __init__(self, used: Any = ()):
+        self.used: set[str] = set(used)
+
+    def unique(self, base: str) -> str:
+        base = c_name(base)
+        name, k = base, 0
+        while name in self.used:
+            k += 1
+            suffix = f"_{k}"
+            name = base[:MAX_NAME - len(suffix)] + suffix
+        self.used.add(name)
+        return name
+
+
+class _State(UniqueNames):
     def __init__(self, mod: IRModule, target: Any, piece: Any, schedule: bool):
+        super().__init__(mod)
         self.target, self.piece, self.schedule = target, piece, schedule
-        self.used: set[str] = set(mod)
         self.funcs: dict[str, PrimFunc] = {}
         self.seen: dict[int, list[tuple[Function, str]]] = {}
 
@@ -254,15 +272,6 @@ class _State:
         name = self.unique(c_name(str(fn.attrs.get("name") or "fused")))
         self.funcs[name] = lower_function(fn, name, self.target, self.piece, self.schedule)
         self.seen.setdefault(h, []).append((key_fn, name))
-        return name
-
-    def unique(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            suffix = f"_{k}"
-            name = base[:MAX_NAME - len(suffix)] + suffix
-        self.used.add(name)
         return name
 
 
@@ -318,4 +327,4 @@ class LowerToTIR(Pass):
         return infer_type(mod)
 
 
-__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "single_call_function", "strip_meta"]
+__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "single_call_function", "strip_meta", "UniqueNames"]
