@@ -30,7 +30,7 @@ from typing import Any, Mapping
 from plait.errors import PlaitError
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op, get_op
-from plait.ir.types import TupleType
+from plait.ir.types import TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
@@ -340,11 +340,10 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         out = out.with_function(unit.name, fn)
         rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
         outs = outputs[u]
-        if len(outs) == 1:
-            outer[outs[0]] = rcall
-        else:
-            for k, x in enumerate(outs):
-                outer[x] = TupleGetItem(rcall, k)
+        n = sum(len(_tensor_leaves(x, x.checked_type)) for x in outs)
+        items: list[Expr] = [rcall] if n == 1 else [TupleGetItem(rcall, k) for k in range(n)]
+        for x in outs:
+            outer[x] = _rebuild(x.checked_type, items)
     body = in_main(main.body)
     return out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
 
@@ -384,6 +383,11 @@ def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call,
             inputs.append(e)
         return params[e]
 
+    def outside(e: Expr) -> bool:
+        while isinstance(e, TupleGetItem):
+            e = e.tuple_value
+        return isinstance(e, Var) or (isinstance(e, Call) and unit_of.get(e) != me)
+
     def arg(e: Expr) -> Expr:
         if e in inner:
             return inner[e]
@@ -391,6 +395,8 @@ def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call,
             return e
         if isinstance(e, Var) or (isinstance(e, Call) and unit_of.get(e) != me):
             return param(e)
+        if isinstance(e, TupleGetItem) and isinstance(e.checked_type, TensorType) and outside(e):
+            return param(e)  # one tensor of another region's tuple: the parameter is that tensor
         if isinstance(e, Tuple):
             r: Expr = Tuple(tuple(arg(f) for f in e.fields))
         elif isinstance(e, TupleGetItem):
@@ -404,9 +410,24 @@ def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call,
         inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, c.meta)
     if not outputs:
         raise PartitionError(f"internal: region '{region.name}' has no result")
-    result = inner[outputs[0]] if len(outputs) == 1 else Tuple(tuple(inner[x] for x in outputs))
+    leaves = [leaf for x in outputs for leaf in _tensor_leaves(inner[x], x.checked_type)]
+    result = leaves[0] if len(leaves) == 1 else Tuple(tuple(leaves))
     fn = Function(tuple(params[x] for x in inputs), result, None, _region_attrs(region.name, region.piece))
     return fn, inputs
+
+
+def _tensor_leaves(e: Expr, t: Any) -> list[Expr]:
+    """The tensors of a (nested) tuple value, as projections of ``e``: region results are flat."""
+    if not isinstance(t, TupleType):
+        return [e]
+    return [leaf for i, f in enumerate(t.fields) for leaf in _tensor_leaves(TupleGetItem(e, i), f)]
+
+
+def _rebuild(t: Any, items: list[Expr]) -> Expr:
+    """A value of type ``t`` from its flat tensors ``items`` (consumed from the front)."""
+    if not isinstance(t, TupleType):
+        return items.pop(0)
+    return Tuple(tuple(_rebuild(f, items) for f in t.fields))
 
 
 # ---- after lowering ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from plait.relay.expr import Call, Constant, Function, GlobalVar, Tuple, TupleGe
 from plait.relay.infer import infer_type
 from plait.relay.interpreter import flatten_value, run
 from plait.relay.module import IRModule
+from plait.ir.types import TensorType
 from plait.relay.visitor import post_order
 from plait.target import CompositeTarget
 
@@ -76,6 +77,10 @@ def test_partition_keeps_semantics_pieces_and_copies(case):
     seen = []
     for name in regions_of(out):
         fn = out[name]
+        # region boundaries are tensors: what a hook or an external runtime can take
+        assert all(isinstance(p.checked_type, TensorType) for p in fn.params)
+        rt = fn.body.checked_type
+        assert isinstance(rt, TensorType) or all(isinstance(f, TensorType) for f in rt.fields)
         for c in _op_calls(fn.body):
             assert c.op.name != "device_copy"
             assert by_name[c.meta["name"]] == fn.attrs["target"]
