@@ -123,3 +123,30 @@ def test_relay_to_runtime_runs_the_region_in_an_external_module(broken):
     (y,) = GraphModule(art)(x=x)
     np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5)
     assert [n["func"] for n in art.graph["nodes"] if n["op"] == "call"][0] == "acc_0"
+
+
+@pytest.mark.parametrize("place", ["/sig=ort", "/split=ort,/cat=ort", "/relu=ort,/sig=ort"])
+def test_tuple_values_cross_an_external_region_boundary_as_tensors(place):
+    """A split on one piece feeding another, and a split inside an ONNX Runtime region whose results
+    leave it: region boundaries carry tensors only."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    from plait.frontend.onnx import from_onnx
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])
+    split = helper.make_tensor("split", TensorProto.INT64, [2], [2, 4])
+    nodes = [helper.make_node("Split", ["x", "split"], ["a", "b"], axis=1, name="/split"),
+             helper.make_node("Relu", ["a"], ["ra"], name="/relu"),
+             helper.make_node("Sigmoid", ["b"], ["sb"], name="/sig"),
+             helper.make_node("Concat", ["sb", "ra"], ["y"], axis=1, name="/cat")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], initializer=[split]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    xv = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xv})
+    art = plait.build(from_onnx(m), "host: c; ort: onnxruntime", place=place + ",*=host")
+    pinned = {r.split("=")[0] for r in place.split(",")}
+    assert {p.call.meta["name"] for p in art.placement if p.piece == "ort"} == pinned
+    (got,) = GraphModule(art)(x=xv)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
