@@ -49,6 +49,48 @@ CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
 INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 
 
+# float libm functions with SIMD versions in glibc's libmvec (x86-64, glibc >= 2.35): declared with
+# gcc's simd attribute, vectorized loops call _ZGV<isa>N<lanes>v_<name> (within 4 ulp of the scalar
+# function; special values handled). Host builds only: -DPLAIT_VECTOR_MATH -lmvec when libmvec exists.
+VECTOR_MATH_1 = ("acosf", "acoshf", "asinf", "asinhf", "atanf", "atanhf", "cbrtf", "cosf", "coshf", "erff",
+                 "erfcf", "exp2f", "expf", "expm1f", "log10f", "log1pf", "log2f", "logf", "sinf", "sinhf",
+                 "tanf", "tanhf")
+VECTOR_MATH_2 = ("atan2f", "powf")
+_VECTOR_MATH_USE = re.compile(r"\b(" + "|".join(VECTOR_MATH_1 + VECTOR_MATH_2) + r")\(")
+VECTOR_MATH_MACRO = "PLAIT_VECTOR_MATH"
+
+
+def _vector_math_decls(bodies: Sequence[str]) -> str:
+    """Declarations giving the libm functions the bodies call their SIMD versions (guarded)."""
+    used = sorted({m for b in bodies for m in _VECTOR_MATH_USE.findall(b)})
+    if not used:
+        return ""
+    lines = [f"#if defined({VECTOR_MATH_MACRO}) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) "
+             "&& defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))",
+             "/* glibc's libmvec has SIMD versions of these: vectorized loops call them */"]
+    for m in used:
+        params = "float, float" if m in VECTOR_MATH_2 else "float"
+        lines.append(f'__attribute__((simd("notinbranch"))) float {m}({params});')
+    lines.append("#endif\n")
+    return "\n".join(lines)
+
+
+def vector_math_available() -> bool:
+    """Can host builds link glibc's libmvec (x86-64 Linux)?"""
+    import ctypes.util
+    import platform
+    import sys
+
+    global _VECTOR_MATH
+    if _VECTOR_MATH is None:
+        _VECTOR_MATH = (sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+                        and ctypes.util.find_library("mvec") is not None)
+    return _VECTOR_MATH
+
+
+_VECTOR_MATH: bool | None = None
+
+
 def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...], str]]:
     """Extern functions called: name -> (return dtype, argument dtypes, first caller)."""
     def usable(name: str) -> bool:
@@ -102,9 +144,12 @@ def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module
             decls.append(f"extern {value_type(ret)} {e}({params});\n")
     if decls:
         parts.append("".join(decls))
+    vm = _vector_math_decls(bodies)
+    if vm:
+        parts.append(vm)
     parts += bodies
     return CSourceModule("\n".join(parts), sigs, name=NameTable().fresh(name, "module"),
-                         compile_flags=host_flags(target))
+                         compile_flags=host_flags(target), link_flags=("-lmvec",) if vm and vector_math_available() else ())
 
 
 # ---- build ----------------------------------------------------------------------------------------
@@ -145,6 +190,8 @@ def compiler_and_flags(target: Any, host_simulation: bool = False) -> tuple[str,
     tflags = [f for f in tflags if not f.startswith("-O")]
     if not any(f.startswith(("-march=", "-mcpu=")) for f in tflags):
         tflags.append("-march=native")
+    if vector_math_available():
+        tflags.append(f"-D{VECTOR_MATH_MACRO}")
     return cc, [*BASE_FLAGS, f"-O{host_opt_level(target)}", *tflags], False
 
 
@@ -178,14 +225,16 @@ def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: b
     target = Target(target if target is not None else "c")
     funcs = list(funcs)
     src = codegen_c(funcs, target, name)
-    src.link_flags = tuple(link_flags)
+    src.link_flags = (*src.link_flags, *link_flags)
     cc, flags, cross = compiler_and_flags(target, host_simulation)
     try:
         if cross:
             obj = compile_source(src.full_source(), name=src.name, cc=cc, flags=flags, shared=False,
                                  cache_dir=cache_dir)
-            return CrossModule(src.source, src.signatures, src.name, obj, cc, flags, str(target),
-                               compile_flags=src.compile_flags)
+            cross_mod = CrossModule(src.source, src.signatures, src.name, obj, cc, flags, str(target),
+                                    compile_flags=src.compile_flags)
+            cross_mod.link_flags = src.link_flags  # for compile(): the same C built for the host
+            return cross_mod
         return src.compile(cc=cc, flags=flags, cache_dir=cache_dir)
     except CompileError as exc:
         raise _name_functions(exc, funcs, target) from None

@@ -10,7 +10,7 @@ import pytest
 
 from plait import tir
 from plait.backend import c as cbackend
-from plait.backend.c import BASE_FLAGS, build, build_c, codegen_c, compiler_and_flags
+from plait.backend.c import BASE_FLAGS, build, build_c, codegen_c, compiler_and_flags, vector_math_available
 from plait.errors import PlaitError
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule
@@ -39,16 +39,20 @@ KERNELS = ("matmul", "conv2d", "softmax_workspace", "all_dtypes", "lets_and_sele
 ])
 def test_compiler_and_flags(target, cc, flags):
     got_cc, got_flags, cross = compiler_and_flags(Target(target))
-    assert (got_cc, got_flags, cross) == (cc, [*BASE_FLAGS, *flags], cc.startswith("arm"))
+    host_extra = VM if not cc.startswith("arm") else []
+    assert (got_cc, got_flags, cross) == (cc, [*BASE_FLAGS, *flags, *host_extra], cc.startswith("arm"))
+
+
+VM = ["-DPLAIT_VECTOR_MATH"] if vector_math_available() else []  # glibc's libmvec, host builds only
 
 
 def test_host_simulation_flags_are_the_host_build():
     assert compiler_and_flags(Target("c -mcpu=cortex-m7f"), host_simulation=True) == \
-        ("gcc", [*BASE_FLAGS, "-O3", "-march=native"], False)
+        ("gcc", [*BASE_FLAGS, "-O3", "-march=native", *VM], False)
     assert BASE_FLAGS == ("-std=c99", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-fopenmp-simd")
     # a C source module compiles with the host flags of its target unless told otherwise
     assert codegen_c([FIXTURES["matmul"]()], Target("c -mcpu=cortex-m0")).compile_flags == \
-        (*BASE_FLAGS, "-O3", "-march=native")
+        (*BASE_FLAGS, "-O3", "-march=native", *VM)
 
 
 def test_the_c_kind_builds_through_its_attributes(cache_dir):
