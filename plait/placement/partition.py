@@ -119,9 +119,10 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
     planned = infer_type(mod.with_function("main", Function(main.params, new_body, main.ret_type, main.attrs)))
     member: dict[Call, tuple[int, str | None]] = {}
     for k, g in enumerate(groups):
-        for c in getattr(g, "calls", g):
-            if c in new_of:
-                member[new_of[c]] = (k, getattr(g, "name", None))
+        calls = [new_of[c] for c in getattr(g, "calls", g) if c in new_of]
+        if len({piece_of[c] for c in calls}) == 1:  # a group split across pieces is no unit
+            for c in calls:
+                member[c] = (k, getattr(g, "name", None))
     return infer_type(_outline(planned, piece_of, ct, member))
 
 
