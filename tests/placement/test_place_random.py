@@ -28,8 +28,8 @@ class Table(CostModel):
 
 
 @st.composite
-def dags(draw):
-    n = draw(st.integers(1, 7))
+def dags(draw, sizes=(1, 7), names=NAMES):
+    n = draw(st.integers(*sizes))
     x = relay.var("x", (1, 16))
     values, calls, producers = [x], [], []
     for k in range(n):
@@ -47,15 +47,15 @@ def dags(draw):
         producers.append([i - 1 for i in picks if i > 0])
     f = Function((x,), Tuple(tuple(calls)))  # every call is an output: all stay live
     infer_expr(f)
-    costs = {(f"n{k}", p): float(draw(st.integers(0, 20))) for k in range(n) for p in NAMES}
-    pins = {k: draw(st.sampled_from(NAMES)) for k in range(n) if draw(st.integers(0, 4)) == 0}
+    costs = {(f"n{k}", p): float(draw(st.integers(0, 20))) for k in range(n) for p in names}
+    pins = {k: draw(st.sampled_from(names)) for k in range(n) if draw(st.integers(0, 4)) == 0}
     link = float(draw(st.sampled_from([16.0, 64.0, 1e9])))  # 64 bytes per value: 4 / 1 / ~0 + 1 s switch
     return f, calls, producers, costs, pins, link
 
 
-def _brute(calls, producers, costs, pins, link):
+def _brute(calls, producers, costs, pins, link, names=NAMES):
     best = None
-    choices = [[pins[k]] if k in pins else list(NAMES) for k in range(len(calls))]
+    choices = [[pins[k]] if k in pins else list(names) for k in range(len(calls))]
     for assign in itertools.product(*choices):
         total = sum(costs[f"n{k}", p] for k, p in enumerate(assign))
         for u in range(len(calls)):
@@ -77,3 +77,19 @@ def test_place_matches_brute_force(case):
         assert a[calls[k]].piece == p
     again = place(f, CT, "latency", parse_place(rules, CT) if rules else (), cost_model=Table(costs, link))
     assert [p.piece for p in again] == [p.piece for p in a]
+
+
+CT2 = CompositeTarget("a: c; b: c")
+
+
+@settings(max_examples=20, deadline=None)
+@given(dags(sizes=(10, 12), names=CT2.names))
+def test_place_matches_brute_force_on_twelve_calls(case):
+    """Relay DAGs of 10 to 12 calls on two pieces (4096 assignments to search)."""
+    f, calls, producers, costs, pins, link = case
+    rules = ",".join(f"n{k}={p}" for k, p in pins.items())
+    a = place(f, CT2, "latency", parse_place(rules, CT2) if rules else (), cost_model=Table(costs, link))
+    assert a.method == "ilp"
+    assert a.total == pytest.approx(_brute(calls, producers, costs, pins, link, CT2.names), rel=1e-9, abs=1e-6)
+    for k, p in pins.items():
+        assert a[calls[k]].piece == p

@@ -7,8 +7,8 @@ from plait.placement.problem import Problem, brute_force, solve
 
 
 @st.composite
-def problems(draw, max_nodes=9, max_pieces=3):
-    n = draw(st.integers(1, max_nodes))
+def problems(draw, max_nodes=9, max_pieces=3, min_nodes=1):
+    n = draw(st.integers(min_nodes, max_nodes))
     m = draw(st.integers(1, max_pieces))
     cost = []
     for u in range(n):
@@ -39,6 +39,20 @@ def test_ilp_matches_brute_force(pr):
     assert got is not None and pr.feasible(got)
     assert pr.objective(got) == pytest.approx(want_val, rel=1e-9, abs=1e-6)
     assert got == solve(pr)[0]  # deterministic
+
+
+@settings(max_examples=25, deadline=None)
+@given(problems(max_nodes=12, max_pieces=2, min_nodes=10))
+def test_ilp_matches_brute_force_on_twelve_calls(pr):
+    """The issue's size: graphs of 10 to 12 calls (two pieces keep the exhaustive search at 4096)."""
+    want, want_val = brute_force(pr)
+    got, method = solve(pr)
+    assert method == "ilp"
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and pr.feasible(got)
+    assert pr.objective(got) == pytest.approx(want_val, rel=1e-9, abs=1e-6)
 
 
 @settings(max_examples=100, deadline=None)
