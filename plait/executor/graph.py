@@ -31,7 +31,7 @@ from plait.executor.graph_codegen import GraphCodegenError, check_graph, dumps, 
 from plait.executor.memory_plan import memory_report
 from plait.ir.types import DTYPES
 from plait.relay.module import IRModule
-from plait.runtime.module import CSourceModule, DSOModule, Module, PyModule, RuntimeError_, load_module
+from plait.runtime.module import CrossModule, CSourceModule, DSOModule, Module, PyModule, RuntimeError_, load_module
 
 _ALIGN = 64
 GRAPH_FILE, PARAMS_FILE = "graph.json", "params.npz"
@@ -114,6 +114,8 @@ class GraphArtifact:
                 (out / entry["file"]).write_text(m.source, encoding="utf-8")
             else:
                 m.export_library(out / entry["file"])
+            if isinstance(m, CrossModule):  # the object file a firmware build links, next to its C
+                m.export_object(out / (entry["file"][:-2] + ".o"))
         if len(entries) > 1 or entries[0][1]["file"] is None or entries[0][1]["file"].endswith(_SELF_DESCRIBED):
             manifest = {"format": "plait.modules", "version": 1, "modules": [e for _, e in entries]}
             (out / MODULES_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -93,3 +93,21 @@ def test_infeasible_requests_fail_with_exact_messages(ds_cnn):
     with pytest.raises(PlaitError) as e:
         plait.build(mod, SEED, objective="speed")
     assert "speed" in str(e.value)
+
+
+@needs_arm
+def test_export_writes_each_pieces_c_and_object_file(ds_cnn, tmp_path):
+    import json
+
+    from plait.executor import GraphArtifact
+
+    mod = ds_cnn[0]
+    art = plait.build(mod, SEED, place=HEAD, config={"cc.cache_dir": str(tmp_path / "cc")})
+    out = art.export(tmp_path / "fw")
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["graph.json", "lib.c", "lib.o", "lib_1.c", "lib_1.o", "modules.json", "params.npz"]
+    attrs = {f: _readelf_attrs(out / f) for f in ("lib.o", "lib_1.o")}
+    assert sorted("v6S-M" in a for a in attrs.values()) == [False, True]  # one object per core
+    manifest = json.loads((out / "modules.json").read_text())
+    assert [e["file"] for e in manifest["modules"]] == ["lib.c", "lib_1.c"]
+    assert GraphArtifact.load(out).graph == art.graph
