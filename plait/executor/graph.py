@@ -30,6 +30,7 @@ from plait.errors import PlaitError
 from plait.executor.graph_codegen import GraphCodegenError, check_graph, dumps, entry_bytes, graph_codegen
 from plait.executor.memory_plan import memory_report
 from plait.ir.types import DTYPES
+from plait.limits import check_bytes
 from plait.relay.module import IRModule
 from plait.runtime.module import CrossModule, CSourceModule, DSOModule, Module, PyModule, RuntimeError_, load_module
 
@@ -311,7 +312,9 @@ def _find_function(lib: Module, name: str, nargs: int, where: str) -> tuple[Call
 class GraphModule:
     """Runs a :class:`GraphArtifact`. Not thread-safe: one instance per thread."""
 
-    def __init__(self, artifact: GraphArtifact):
+    def __init__(self, artifact: GraphArtifact, *, memory_limit: int | str | None = None):
+        """``memory_limit``: the most bytes of buffers the graph may allocate (bytes or a size string,
+        see :mod:`plait.limits`; None: the default limit)."""
         if isinstance(artifact, GraphModule):
             artifact = artifact.artifact
         if not isinstance(artifact, GraphArtifact):
@@ -320,6 +323,7 @@ class GraphModule:
         graph = check_graph(json.loads(artifact.graph_json))
         self.graph = graph
         nodes, entries = graph["nodes"], graph["entries"]
+        check_bytes(sum(int(s["bytes"]) for s in graph["storage"]), "the graph's buffers", memory_limit)
         self._storage = [_aligned(s["bytes"]) for s in graph["storage"]]
         self._views = []
         for e in entries:
