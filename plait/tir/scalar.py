@@ -2,8 +2,11 @@
 interpreter and the simplifier's constant folding (so folding never changes a result).
 
 Values are numpy scalars of the node's dtype: integer arithmetic wraps, floats round at the
-dtype's precision. Operations C leaves undefined and plait must not rely on (integer division by
-zero, shifts by a negative amount or by >= the width) raise :class:`TIREvalError`.
+dtype's precision. Every operation has one defined result for every input, also where C leaves it
+undefined (docs/tir.md, "Numeric semantics"; the backends generate code computing exactly this):
+integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps to ``INT_MIN`` (remainder 0),
+a shift by a negative amount or by >= the width gives 0 (a right shift of a negative value: -1),
+and float -> integer casts truncate and saturate (:mod:`plait.ir.numeric`).
 """
 
 from __future__ import annotations
@@ -13,22 +16,18 @@ from typing import Any, Callable
 
 import numpy as np
 
-from plait.tir.dtype import bits, scalar_type, wrap_int
-from plait.tir.errors import TIREvalError
-
-
-def _zero_check(b: Any, what: str) -> None:
-    if b == 0:
-        raise TIREvalError(f"integer division by zero in {what}")
+from plait.tir.dtype import bits, int_range, is_float, is_int, scalar_type, wrap_int
 
 
 def floordiv(a: Any, b: Any) -> Any:
-    _zero_check(b, "floordiv")
+    if b == 0:
+        return type(a)(0)
     return type(a)(wrap_int(int(a) // int(b), a.dtype.name))
 
 
 def floormod(a: Any, b: Any) -> Any:
-    _zero_check(b, "floormod")
+    if b == 0:
+        return type(a)(0)
     return type(a)(wrap_int(int(a) % int(b), a.dtype.name))
 
 
@@ -38,31 +37,33 @@ def _trunc_q(a: int, b: int) -> int:
 
 
 def truncdiv(a: Any, b: Any) -> Any:
-    _zero_check(b, "truncdiv")
+    if b == 0:
+        return type(a)(0)
     return type(a)(wrap_int(_trunc_q(int(a), int(b)), a.dtype.name))
 
 
 def truncmod(a: Any, b: Any) -> Any:
-    _zero_check(b, "truncmod")
+    if b == 0:
+        return type(a)(0)
     ia, ib = int(a), int(b)
     return type(a)(wrap_int(ia - ib * _trunc_q(ia, ib), a.dtype.name))
 
 
-def _shift_check(a: Any, b: Any, what: str) -> int:
+def shift_left(a: Any, b: Any) -> Any:
+    """``a << b`` wrapped; 0 when ``b`` is negative or at least the width (as numpy defines it)."""
     n = int(b)
     if not 0 <= n < bits(a.dtype.name):
-        raise TIREvalError(f"{what} by {n} is out of range for {a.dtype.name}")
-    return n
-
-
-def shift_left(a: Any, b: Any) -> Any:
-    n = _shift_check(a, b, "shift left")
+        return type(a)(0)
     return type(a)(wrap_int(int(a) << n, a.dtype.name))
 
 
 def shift_right(a: Any, b: Any) -> Any:
-    n = _shift_check(a, b, "shift right")
-    return type(a)(int(a) >> n)  # arithmetic shift for signed types, like gcc/clang
+    """``a >> b``, arithmetic for signed types; a negative amount or one of at least the width shifts
+    every bit out: 0, or -1 for a negative ``a`` (as numpy defines it)."""
+    n = int(b)
+    if not 0 <= n < bits(a.dtype.name):
+        n = bits(a.dtype.name) - 1 if int(a) < 0 else bits(a.dtype.name)
+    return type(a)(int(a) >> n)
 
 
 def minimum(a: Any, b: Any) -> Any:
@@ -74,6 +75,16 @@ def maximum(a: Any, b: Any) -> Any:
 
 
 def cast(dtype: str, value: Any) -> Any:
+    """``value`` converted to ``dtype`` (:mod:`plait.ir.numeric`: float -> integer truncates, NaN -> 0,
+    beyond the range saturates; the rest as numpy converts)."""
+    if is_int(dtype) and is_float(value.dtype.name):
+        v = float(value)
+        lo, hi = int_range(dtype)
+        if math.isnan(v):
+            return scalar_type(dtype)(0)
+        if math.isinf(v):
+            return scalar_type(dtype)(hi if v > 0 else lo)
+        return scalar_type(dtype)(min(max(int(v), lo), hi))  # int() truncates toward zero, exactly
     with np.errstate(all="ignore"):
         return np.asarray(value).astype(dtype)[()]
 

@@ -3,8 +3,9 @@
 Rules (every one exact under TIR semantics: wrapping integers, IEEE floats, lazy select/and/or):
 
 - constant folding of every operator and cast on immediates, with the interpreter's own scalar
-  semantics (:mod:`plait.tir.scalar`); never folded: division by zero, out-of-range shifts,
-  float-to-int casts out of range, math intrinsics (libm results may differ in the last bit);
+  semantics (:mod:`plait.tir.scalar`), which define every case C leaves undefined exactly as the
+  generated code computes it (division by zero, out-of-range shifts and float -> int casts: see
+  docs/tir.md); never folded: math intrinsics (libm results may differ in the last bit);
 - integers: ``x + 0``, ``x - 0``, ``x * 1``, ``x * 0`` (when ``x`` has no side effect: no extern
   call), ``x // 1``, ``x % 1``, ``x - x``; constants move right (``3 + x`` -> ``x + 3``) and
   chains of constants fold (``(x + 1) + 2`` -> ``x + 3``, ``(x * 2) * 4`` -> ``x * 8``);
@@ -29,7 +30,6 @@ import numpy as np
 
 from plait.tir import scalar
 from plait.tir.dtype import int_range, is_bool, is_float, is_int
-from plait.tir.errors import TIREvalError
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Call, Cast, Div,
     FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft, ShiftRight,
@@ -90,11 +90,8 @@ class _Simplifier(StmtExprMutator):
         a, b = _imm(e.a), _imm(e.b)
         if a is None or b is None or e.a.dtype != e.b.dtype:
             return None
-        try:
-            with np.errstate(all="ignore"):
-                r = _FOLD[type(e)](scalar.make_scalar(a, e.a.dtype), scalar.make_scalar(b, e.b.dtype))
-        except TIREvalError:
-            return None
+        with np.errstate(all="ignore"):
+            r = _FOLD[type(e)](scalar.make_scalar(a, e.a.dtype), scalar.make_scalar(b, e.b.dtype))
         return _make(r, e.dtype)
 
     def binary(self, e: PrimExpr) -> PrimExpr:  # noqa: C901 - one rule group per operator
@@ -189,9 +186,6 @@ class _Simplifier(StmtExprMutator):
             return post.value
         if v is None:
             return post
-        if is_float(src) and not is_float(post.dtype):
-            if not math.isfinite(v) or (is_int(post.dtype) and not _fits(math.trunc(v), post.dtype)):
-                return post  # undefined in C: leave it to run time
         return _make(scalar.cast(post.dtype, scalar.make_scalar(v, src)), post.dtype)
 
     def rewrite_let(self, pre: PrimExpr, post: Let) -> PrimExpr:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from plait import tir
 from plait.tir import (
     Allocate, Buffer, Evaluate, For, IfThenElse, Let, LetStmt, PrimFunc, Var, seq,
@@ -80,6 +84,17 @@ def lets_and_selects(n: int = 6) -> PrimFunc:
     init = seq(Z.store(0, 0), Z.store(1, Let(w, tir.const(7, "int32"), w * w - 1)))
     tail = LetStmt(v, Z[0] % 5, seq(Z.store(1, Z[1] + v), Z.store(0, (Z[0] << 2) >> 1)))
     return PrimFunc((X, Y, Z), seq(init, loop, tail), {"global_symbol": "lets", "num_inputs": 1})
+
+
+def spec_cast(value: float, dtype: str) -> int:
+    """TIR's float -> integer conversion written out independently of plait (docs/tir.md): truncation
+    toward zero, NaN -> 0, saturation at the type's limits (infinities too)."""
+    info = np.iinfo(dtype)
+    if math.isnan(value):
+        return 0
+    if math.isinf(value):
+        return int(info.max) if value > 0 else int(info.min)
+    return min(max(math.trunc(value), int(info.min)), int(info.max))
 
 
 ALL_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
