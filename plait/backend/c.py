@@ -18,7 +18,8 @@ PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), 
 arrays. Every identifier is sanitized (:mod:`plait.backend.c_names`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
-Flags (every build): ``-std=c99 -fwrapv`` (TIR integers wrap), ``-fno-math-errno`` (sqrtf etc.
+Flags (every build): ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type;
+TIR's wrapping integers are computed in unsigned arithmetic), ``-fno-math-errno`` (sqrtf etc.
 inline to one instruction), ``-ffp-contract=fast`` (a*b+c may fuse into an FMA: faster on AVX2 and
 Cortex-M4F/M7F, and results stay within 1e-4 of the interpreter; -std=c99 alone would turn
 contraction off), ``-fopenmp-simd``; never ``-ffast-math`` (NaN, inf and signed zeros keep their
@@ -44,7 +45,7 @@ from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
-BASE_FLAGS = ("-std=c99", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-fopenmp-simd")
+BASE_FLAGS = ("-std=c99", "-fno-math-errno", "-ffp-contract=fast", "-fopenmp-simd")
 CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
 INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 

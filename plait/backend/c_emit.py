@@ -2,9 +2,18 @@
 
 Expressions follow TIR's semantics (:mod:`plait.tir.expr`):
 
-- integer ``+ - * <<`` wrap: int32/int64 rely on ``-fwrapv`` (every build passes it), smaller
-  types are computed in ``int`` and converted back; floordiv/floormod/truncdiv/truncmod go through
-  helpers that also handle ``INT_MIN / -1`` (it traps in C); ``min``/``max`` are ``a < b ? a : b``;
+- every operation is defined for every input (docs/tir.md, "Numeric semantics"), and the C has no
+  undefined behaviour for any input (no ``-fwrapv``; the sanitizer test compiles it with
+  ``-fsanitize=undefined,float-cast-overflow``): integer ``+ - *`` that may wrap (an interval
+  analysis, :mod:`plait.backend.int_bounds`, cannot prove they stay in range) are computed in the
+  unsigned type of the same width and converted back, 8/16-bit ones in ``int`` (``uint16 *`` in
+  ``uint32_t``); ``<<`` is done in unsigned arithmetic; a shift by an amount that is not a constant
+  in ``[0, width)`` goes through a helper giving numpy's result (0, or -1 for ``>>`` of a negative
+  value); floordiv/floormod/truncdiv/truncmod go through helpers for ``b == 0`` (result 0) and
+  ``INT_MIN / -1`` (wraps; it traps in C) unless the divisor is a safe literal; float -> integer
+  casts go through a helper that clamps before converting (truncation, NaN -> 0, saturation);
+  conversions to a narrower integer type are C's (modulo 2**bits in gcc and clang, which define
+  it); ``min``/``max`` are ``a < b ? a : b``;
 - ``Select``, ``And``, ``Or`` are lazy in TIR and in C (``?:``, ``&&``, ``||``), so a select may
   guard an out-of-bounds load. When a lazy operand needs statements first (a ``Let`` binding or a
   hoisted sub-expression) the select becomes ``if``/``else`` assigning a temporary, so nothing is
@@ -21,10 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.backend.c_helpers import float_literal, int_class, int_literal, storage_type, value_type
+from plait.backend.c_helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
+from plait.backend.int_bounds import IntBounds, fits
 from plait.backend.c_names import NameTable, comment_text
 from plait.errors import PlaitError
-from plait.tir.dtype import bits, is_uint
+from plait.tir.dtype import bits, is_float, is_int, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
@@ -109,6 +119,7 @@ class FunctionEmitter:
             for d in b.shape:
                 self.used_vars.update(n for n in pre_order(d) if isinstance(n, Var))
         self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
+        self.int_bounds = IntBounds(func)
 
     def fail(self, msg: str) -> CodegenError:
         return CodegenError(f"C codegen of {self.where}: {msg}")
@@ -183,22 +194,27 @@ class FunctionEmitter:
         if type(node) in _ARITH:
             sym, prec = _ARITH[type(node)]
             x, y = self.int64_pair(node, a)
+            if d in ("int32", "int64") and isinstance(node, (Add, Sub, Mul)) and not self.never_wraps(node):
+                u = "uint32_t" if d == "int32" else "uint64_t"  # wraps: unsigned arithmetic, defined
+                return f"({value_type(d)})(({u}){_p(x, x.prec <= UNARY)} {sym} ({u}){_p(y, y.prec <= UNARY)})", \
+                    UNARY, True, ""
+            if d == "uint16" and isinstance(node, Mul):  # 65535 * 65535 overflows int
+                return f"(uint16_t)((uint32_t){_p(x, x.prec <= UNARY)} * (uint32_t){_p(y, y.prec <= UNARY)})", \
+                    UNARY, True, ""
             text = f"{_p(x, x.prec <= prec)} {sym} {_p(y, y.prec < prec)}"
             if d == "float16":
                 return self.use("plait_c_rh") + f"({text})", ATOM, True, ""
             if d in _SMALL_INTS:
                 return f"({storage_type(d)})({text})", UNARY, True, ""
             return text, prec, True, sym
+        if isinstance(node, (ShiftLeft, ShiftRight)):
+            return self.shift(node, a)
         if type(node) in _BITS:
             sym, prec = _BITS[type(node)]
-            shift = isinstance(node, (ShiftLeft, ShiftRight))
-            x, y = self.int64_pair(node, a) if shift else (a[0], a[1])
-            chain = not shift and x.op == sym
-            text = f"{_p(x, x.prec <= UNARY or chain)} {sym} {_p(y, y.prec <= UNARY)}"
-            if isinstance(node, ShiftLeft) and d in _SMALL_INTS:
-                return f"({storage_type(d)})({text})", UNARY, True, ""
+            x, y = a[0], a[1]
+            text = f"{_p(x, x.prec <= UNARY or x.op == sym)} {sym} {_p(y, y.prec <= UNARY)}"
             # & | ^ of two values in int range stay in int range: no cast needed for int64 literals
-            return text, prec, shift or x.exact or y.exact, sym
+            return text, prec, x.exact or y.exact, sym
         if type(node) in _CMP:
             sym, prec = _CMP[type(node)]
             return f"{_p(a[0], a[0].prec < REL)} {sym} {_p(a[1], a[1].prec < REL)}", prec, True, sym
@@ -240,12 +256,36 @@ class FunctionEmitter:
             x = R(f"(int64_t){_p(x, x.prec <= UNARY)}", UNARY)
         return x, y
 
+    def never_wraps(self, node: PrimExpr) -> bool:
+        """Does the integer ``+ - *`` ``node`` provably stay in its dtype's range?"""
+        r = self.int_bounds.exact(node)
+        return r is not None and fits(r, node.dtype)
+
+    def shift(self, node: PrimExpr, a: list[R]) -> tuple[str, int, bool, str]:
+        """``<<`` / ``>>``: inline for a literal amount in ``[0, width)`` (``<<`` in unsigned arithmetic),
+        else the helper defining every amount."""
+        d = node.dtype
+        x, y = self.int64_pair(node, a)
+        left = isinstance(node, ShiftLeft)
+        n = node.b.value if isinstance(node.b, IntImm) else -1
+        if not 0 <= n < bits(d):
+            fn = self.use(f"plait_c_{'shl' if left else 'shr'}_{d}")
+            return f"{fn}({x.code}, {y.code})", ATOM, True, ""
+        if not left:
+            return f"{_p(x, x.prec <= UNARY)} >> {_p(y, y.prec <= UNARY)}", SHIFT, True, ">>"
+        if d in ("uint32", "uint64"):
+            return f"{_p(x, x.prec <= UNARY)} << {_p(y, y.prec <= UNARY)}", SHIFT, True, "<<"
+        u = "uint64_t" if bits(d) == 64 else "uint32_t"
+        return f"({storage_type(d)})(({u}){_p(x, x.prec <= UNARY)} << {n})", UNARY, True, ""
+
     def division(self, node: PrimExpr, a: list[R]) -> tuple[str, int, bool, str]:
         d, kind = node.dtype, _DIVS[type(node)]
         x, y = self.int64_pair(node, a)
         mod = kind.endswith("mod")
-        literal_ok = isinstance(node.b, IntImm) and node.b.value > 0 and kind.startswith("trunc")
-        if is_uint(d) or literal_ok:
+        lit = node.b.value if isinstance(node.b, IntImm) else None
+        # a literal divisor that is not 0 (nor -1 or negative for signed floor division) is safe inline
+        literal_ok = lit is not None and (lit != 0 if is_uint(d) else lit > 0 and kind.startswith("trunc"))
+        if literal_ok:
             sym = "%" if mod else "/"
             return f"{_p(x, x.prec <= MUL)} {sym} {_p(y, y.prec < MUL)}", MUL, True, sym
         fn = self.use(f"plait_c_{kind}_{int_class(d)}")
@@ -262,6 +302,8 @@ class FunctionEmitter:
             return self.use("plait_c_rh") + f"({x.code})", ATOM, True, ""
         if src == "float16" and dst == "float32":
             return x.code, x.prec, True, x.op
+        if is_float(src) and is_int(dst):
+            return self.use(f"plait_c_{float_class(src)}_to_{dst}") + f"({x.code})", ATOM, True, ""
         return f"({value_type(dst)}){_p(x, x.prec <= UNARY)}", UNARY, True, ""
 
     def call(self, node: Call, a: list[R]) -> tuple[str, int, bool, str]:

@@ -77,26 +77,96 @@ def int_class(dtype: str) -> str:
 
 
 def _div_helpers(c: str, t: str, ut: str) -> dict[str, str]:
-    """floordiv / floormod / truncdiv / truncmod for a signed type; ``b == -1`` is handled apart
-    (INT_MIN / -1 traps on x86; TIR wraps)."""
+    """floordiv / floormod / truncdiv / truncmod for a signed type, defined for every pair: ``b == 0``
+    gives 0 (numpy's result; C traps or is undefined) and ``b == -1`` is handled apart (``INT_MIN / -1``
+    traps on x86; TIR wraps it to ``INT_MIN``, remainder 0)."""
     neg = f"({t})(({ut})0 - ({ut})a)"
     return {
         f"plait_c_floordiv_{c}": (
             f"static inline {t} plait_c_floordiv_{c}({t} a, {t} b) {{\n"
+            "  if (b == 0) return 0;\n"
             f"  if (b == -1) return {neg};\n"
             f"  {t} q = a / b, r = a % b;\n"
             "  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n}\n"),
         f"plait_c_floormod_{c}": (
             f"static inline {t} plait_c_floormod_{c}({t} a, {t} b) {{\n"
-            "  if (b == -1) return 0;\n"
+            "  if (b == 0 || b == -1) return 0;\n"
             f"  {t} r = a % b;\n"
             "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n"),
         f"plait_c_truncdiv_{c}": (
             f"static inline {t} plait_c_truncdiv_{c}({t} a, {t} b) {{\n"
-            f"  return b == -1 ? {neg} : a / b;\n}}\n"),
+            f"  return b == 0 ? 0 : b == -1 ? {neg} : a / b;\n}}\n"),
         f"plait_c_truncmod_{c}": (
             f"static inline {t} plait_c_truncmod_{c}({t} a, {t} b) {{\n"
-            "  return b == -1 ? 0 : a % b;\n}\n"),
+            "  return b == 0 || b == -1 ? 0 : a % b;\n}\n"),
+    }
+
+
+def _udiv_helpers(c: str, t: str) -> dict[str, str]:
+    """The four divisions of an unsigned type (floor and trunc agree), 0 for a zero divisor."""
+    out = {}
+    for kind, sym in (("floordiv", "/"), ("truncdiv", "/"), ("floormod", "%"), ("truncmod", "%")):
+        out[f"plait_c_{kind}_{c}"] = (f"static inline {t} plait_c_{kind}_{c}({t} a, {t} b) "
+                                      f"{{ return b == 0 ? 0 : a {sym} b; }}\n")
+    return out
+
+
+def float_class(dtype: str) -> str:
+    """The C value class of a float dtype: float16 values are C floats."""
+    return "f64" if dtype == "float64" else "f32"
+
+
+def _float_to_int_helper(fc: str, dst: str) -> str:
+    """``plait_c_<fc>_to_<dst>``: a float converted to an integer type as TIR defines it (truncation,
+    NaN -> 0, saturation at the type's limits; :mod:`plait.ir.numeric`), without undefined behaviour:
+    the value is first clamped into the range, so the C conversion is always defined (and gcc still
+    vectorizes it: comparisons and selects around one conversion instruction). The limits are exact
+    floats: the type's minimum (0 or a power of two), its maximum where the float type holds it, else
+    the largest float below ``max + 1`` plus a final select for ``x >= max + 1``."""
+    from plait.ir.numeric import float_to_int_limits
+
+    ft, suffix = ("double", "") if fc == "f64" else ("float", "f")
+    ct = C_TYPES[dst]
+    lowest, top = float_to_int_limits(dst)
+    mant = 53 if fc == "f64" else 24
+    hi_max = int_max = int(top) - 1
+    exact = int_max < 2 ** mant
+    if not exact:
+        below = float(np.nextafter(np.float64(top) if fc == "f64" else np.float32(top), 0))
+        hi_max = int(below)
+
+    def lit(v: int) -> str:
+        return f"{v}.0{suffix}"
+
+    lines = [f"static inline {ct} plait_c_{fc}_to_{dst}({ft} x) {{",
+             f"  {ft} c = x > {lit(int(lowest))} ? x : {lit(int(lowest))}; /* NaN too: replaced below */",
+             f"  c = c < {lit(hi_max)} ? c : {lit(hi_max)};"]
+    if exact:
+        lines.append(f"  return x != x ? 0 : ({ct})c;")
+    else:
+        max_text = int_literal(int_max, dst)[0]
+        lines += [f"  {ct} r = ({ct})c;", f"  r = x >= {lit(int(top))} ? {max_text} : r;",
+                  "  return x != x ? 0 : r;"]
+    return "\n".join(lines) + "\n}\n"
+
+
+def _shift_helpers(dtype: str) -> dict[str, str]:
+    """``plait_c_shl_<dtype>`` / ``plait_c_shr_<dtype>``: shifts defined for every amount as numpy
+    defines them (a negative amount or one of at least the width gives 0, or -1 for a right shift of a
+    negative value); a left shift is done in unsigned arithmetic (C leaves shifting a negative value,
+    or overflowing, undefined)."""
+    t = C_TYPES[dtype]
+    width = np.dtype(dtype).itemsize * 8
+    ut = "uint64_t" if width == 64 else "uint32_t"
+    un = f"(uint{max(width, 8)}_t)n"
+    signed = not dtype.startswith("u")
+    shr = (f"return x >> ({un} < {width}u ? n : {width - 1});" if signed
+           else f"return {un} < {width}u ? ({t})(x >> n) : 0;")
+    return {
+        f"plait_c_shl_{dtype}": (f"static inline {t} plait_c_shl_{dtype}({t} x, {t} n) {{\n"
+                                 f"  return {un} < {width}u ? ({t})(({ut})x << n) : 0;\n}}\n"),
+        f"plait_c_shr_{dtype}": (f"static inline {t} plait_c_shr_{dtype}({t} x, {t} n) {{\n"
+                                 f"  {shr}\n}}\n"),
     }
 
 
@@ -107,9 +177,17 @@ def _minmax(c: str, t: str) -> dict[str, str]:
     }
 
 
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 HELPERS: dict[str, str] = {}
 HELPERS.update(_div_helpers("i32", "int32_t", "uint32_t"))
 HELPERS.update(_div_helpers("i64", "int64_t", "uint64_t"))
+HELPERS.update(_udiv_helpers("u32", "uint32_t"))
+HELPERS.update(_udiv_helpers("u64", "uint64_t"))
+for _d in INT_DTYPES:
+    HELPERS.update(_shift_helpers(_d))
+for _fc in ("f32", "f64"):
+    for _d in INT_DTYPES:
+        HELPERS[f"plait_c_{_fc}_to_{_d}"] = _float_to_int_helper(_fc, _d)
 for _c, _t in (("i32", "int32_t"), ("i64", "int64_t"), ("u32", "uint32_t"), ("u64", "uint64_t"),
                ("f32", "float"), ("f64", "double")):
     HELPERS.update(_minmax(_c, _t))

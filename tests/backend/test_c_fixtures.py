@@ -96,7 +96,7 @@ def test_generated_c_is_deterministic(cache_dir):
 def test_generated_c_is_warning_free(cc, flags, cache_dir):
     src = codegen_c([FIXTURES[k]() for k in FIXTURES])
     compile_source(src.full_source(), name="warnings", cc=cc, shared=False, cache_dir=cache_dir,
-                   flags=["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fwrapv", "-fopenmp-simd", *flags])
+                   flags=["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fopenmp-simd", *flags])
 
 
 def test_only_the_four_headers_are_included():

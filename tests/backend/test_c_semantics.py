@@ -9,7 +9,7 @@ import pytest
 from plait import tir
 from plait.backend.c import codegen_c
 from plait.tir import Buffer, For, IntImm, LetStmt, PrimFunc, Var, seq
-from tir.fixtures import ALL_DTYPES
+from tir.fixtures import ALL_DTYPES, spec_cast
 
 from .conftest import assert_same, run_c, run_ref
 
@@ -313,3 +313,108 @@ def test_loop_bounds_from_memory_are_read_once(cache_dir):
     assert "const int64_t i_end = 1 + N[0];" in codegen_c([f]).source
     got = check(f, [np.array([4])], cache_dir)
     np.testing.assert_array_equal(got[0], [0, 1, 2, 3, 4, 0, 0, 0, 0, 0])
+
+
+# ---- what C leaves undefined: one defined result (docs/tir.md, "Numeric semantics") -------------------
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+def hostile_floats(dtype):
+    """NaN, infinities, signed zeros, fractions, and the values at and around every integer type's
+    limits (2**31 - 128 is the largest float32 below 2**31), as ``dtype`` holds them."""
+    edges = [0.0, -0.0, 0.5, -0.5, -0.99, -1.0, 0.99, 2.5, -2.5, 127.5, 128.0, -128.5, -129.0, 255.5, 256.0,
+             32767.5, -32768.75, 65535.9, 65536.0, 2.0**31 - 128, 2.0**31, -2.0**31, -2.0**31 - 256, 2.0**32 - 256,
+             2.0**32, 2.0**63, -2.0**63, 2.0**64, -2.0**64, 1e30, -1e30, float(np.finfo(dtype).max),
+             float(np.finfo(dtype).min), float("nan"), float("inf"), float("-inf")]
+    with np.errstate(over="ignore"):
+        return np.array(edges, dtype)
+
+
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+def test_float_to_int_casts_truncate_and_saturate(src, cache_dir):
+    x = hostile_floats(src)
+    outs = [(d, lambda i, v, d=d: tir.cast(d, v)) for d in INT_DTYPES + ["bool"]]
+    got = check(elementwise("fcasts", [src], outs, len(x)), [x], cache_dir)
+    for d, g in zip(INT_DTYPES, got):
+        want = np.array([spec_cast(float(v), d) for v in x], d)  # written out independently of plait
+        np.testing.assert_array_equal(g, want, err_msg=f"{src} -> {d}")
+    np.testing.assert_array_equal(got[-1], x != 0)  # NaN -> true
+
+
+@pytest.mark.parametrize("dst", ["float16", "float32", "float64"])
+def test_int_and_float_to_float_casts_round_to_nearest(dst, cache_dir):
+    def edges(d):
+        lo, hi = int(np.iinfo(d).min), int(np.iinfo(d).max)
+        return np.array([lo, hi, hi - 1, 0, 1, min(65519, hi), min(65520, hi), min(2**24 + 1, hi)], d)
+
+    ins = [edges(d) for d in INT_DTYPES]
+    ins.append(np.array([1e300, -1e300, 3.5e38, 65520.0, 65519.99, 1 + 2**-30, np.nan, -np.inf], np.float64))
+    outs = [(dst, lambda i, *v, k=k: tir.cast(dst, v[k])) for k in range(len(ins))]
+    got = check(elementwise("tofloat", INT_DTYPES + ["float64"], outs, 8), ins, cache_dir)
+    with np.errstate(over="ignore"):  # integer and float64 -> float conversions round once, to nearest
+        for g, a in zip(got, ins):
+            np.testing.assert_array_equal(g, a.astype(dst), err_msg=f"{a.dtype} -> {dst}")
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_division_by_zero_and_int_min_by_minus_one(dtype, cache_dir):
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.max, 7, -7 if dtype[0] != "u" else 9, 0, info.min], dtype)
+    b = np.array([0, 0, 0, 0, 0, -1 if dtype[0] != "u" else 1], dtype)
+    outs = [(dtype, lambda i, x, y, fn=fn: fn(x, y)) for fn in DIVS.values()]
+    lits = (0, -1) if dtype[0] != "u" else (0,)
+    for lit in lits:
+        c = tir.const(lit, dtype)
+        outs += [(dtype, lambda i, x, y, fn=fn, c=c: fn(x, c)) for fn in DIVS.values()]
+    got = check(elementwise("divzero", [dtype, dtype], outs, len(a)), [a, b], cache_dir)
+    for k, g in enumerate(got[:4]):  # by the variable divisor: 0 for a zero divisor, min / -1 wraps
+        want = [0, 0, 0, 0, 0, int(info.min) if k % 2 == 0 else 0]  # (unsigned: 0 / 1 == 0, 0 % 1 == 0)
+        np.testing.assert_array_equal(g, np.array(want, dtype), err_msg=list(DIVS)[k])
+    for g in got[4:8]:  # by a literal 0
+        np.testing.assert_array_equal(g, np.zeros(len(a), dtype))
+    if dtype[0] != "u":  # by a literal -1: negation, wrapping at min; remainders 0
+        neg = np.array([_wrap(-int(v), dtype) for v in a], dtype)
+        for k, g in enumerate(got[8:12]):
+            np.testing.assert_array_equal(g, neg if k % 2 == 0 else np.zeros(len(a), dtype))
+    with np.errstate(all="ignore"):  # numpy's integer division and remainder give the same
+        np.testing.assert_array_equal(got[0], np.floor_divide(a, b))
+        np.testing.assert_array_equal(got[1], np.remainder(a, b))
+        np.testing.assert_array_equal(got[3], np.fmod(a, b))
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_shifts_by_every_amount(dtype, cache_dir):
+    info, width = np.iinfo(dtype), np.dtype(dtype).itemsize * 8
+    amounts = [n for n in range(-2 * width, 2 * width + 1) if info.min <= n <= info.max]
+    amounts += [int(info.min), int(info.max)]
+    values = [int(info.min), int(info.max), 1, 3, -1 if dtype[0] != "u" else 2, -77 if dtype[0] != "u" else 77]
+    pairs = [(v, n) for v in values for n in amounts]
+    x = np.array([p[0] for p in pairs], dtype)
+    n = np.array([p[1] for p in pairs], dtype)
+    outs = [(dtype, lambda i, a, b: tir.shift_left(a, b)), (dtype, lambda i, a, b: tir.shift_right(a, b))]
+    for lit in (0, 1, width - 1, width, width + 3) + ((-1,) if dtype[0] != "u" else ()):
+        c = tir.const(lit, dtype)
+        outs += [(dtype, lambda i, a, b, c=c: tir.shift_left(a, c)), (dtype, lambda i, a, b, c=c: tir.shift_right(a, c))]
+    got = check(elementwise("shifts", [dtype, dtype], outs, len(pairs)), [x, n], cache_dir)
+    # numpy defines shifts for every amount: 0 once every bit is shifted out (the sign for >>)
+    np.testing.assert_array_equal(got[0], np.left_shift(x, n))
+    np.testing.assert_array_equal(got[1], np.right_shift(x, n))
+    for k, lit in enumerate((0, 1, width - 1, width, width + 3) + ((-1,) if dtype[0] != "u" else ())):
+        c = np.full_like(n, lit)
+        np.testing.assert_array_equal(got[2 + 2 * k], np.left_shift(x, c), err_msg=f"<< {lit}")
+        np.testing.assert_array_equal(got[3 + 2 * k], np.right_shift(x, c), err_msg=f">> {lit}")
+
+
+def test_multiplications_that_overflow_int_wrap(cache_dir):
+    # uint16 * uint16 is computed in C's int and overflows it; int32/int64 products wrap in unsigned
+    a = {"uint16": [65535, 40000, 256], "int16": [-32768, 32767, -32768], "int32": [2**31 - 1, -2**31, 46341],
+         "int64": [2**63 - 1, -2**63, 3037000500], "uint32": [2**32 - 1, 65536, 3], "uint64": [2**64 - 1, 2**32, 5]}
+    dts = list(a)
+    ins = [np.array(a[d], d) for d in dts]
+    outs = [(d, lambda i, *v, k=k: v[k] * v[k]) for k, d in enumerate(dts)]
+    outs += [(d, lambda i, *v, k=k: v[k] + v[k] - tir.const(1, v[k].dtype)) for k, d in enumerate(dts)]
+    got = check(elementwise("mulwrap", dts, outs, 3), ins, cache_dir)
+    for k, d in enumerate(dts):
+        np.testing.assert_array_equal(got[k], np.array([_wrap(v * v, d) for v in a[d]], d), err_msg=d)
+        np.testing.assert_array_equal(got[len(dts) + k], np.array([_wrap(2 * v - 1, d) for v in a[d]], d))
