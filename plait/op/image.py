@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plait.ir.numeric import cast_array
 from plait.op._common import (
     ANY_DIM, AttrSpec, Attrs, Cost, FLOAT_DTYPES, OpPattern, RelError, TensorType, defop, numel, tensor_bytes,
 )
@@ -60,7 +61,7 @@ def _nearest_index(xo: np.ndarray, mode: str, in_len: int) -> np.ndarray:
         idx = np.floor(xo)
     else:
         idx = np.ceil(xo)
-    return np.clip(idx.astype(np.int64), 0, in_len - 1)
+    return np.clip(cast_array(idx, "int64"), 0, in_len - 1)
 
 
 def cubic_coeffs(s: np.ndarray, a: float) -> np.ndarray:
@@ -82,13 +83,13 @@ def _weights(xo: np.ndarray, in_len: int, method: str, attrs: Attrs) -> np.ndarr
     rows = np.arange(len(xo))
     if method == "linear":
         xc = np.clip(xo, F32(0), F32(in_len - 1))
-        i1 = np.minimum(xc.astype(np.int64), in_len - 1)
+        i1 = np.minimum(cast_array(xc, "int64"), in_len - 1)
         i2 = np.minimum(i1 + 1, in_len - 1)
         frac = np.where(i1 == i2, F32(0.5), xc - i1.astype(F32))
         np.add.at(w, (rows, i1), np.where(i1 == i2, F32(0.5), F32(1) - frac))
         np.add.at(w, (rows, i2), frac)
         return w
-    base = np.floor(xo).astype(np.int64)
+    base = cast_array(np.floor(xo), "int64")
     coeffs = cubic_coeffs((xo - np.floor(xo)).astype(F32), attrs["cubic_alpha"])
     taps = base[:, None] + np.arange(-1, 3)
     if attrs["exclude_outside"]:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from plait.ir.numeric import cast_array
 from plait.op._common import (
     Attrs, AttrSpec, Cost, OpPattern, RelError, TensorType, Type, as_tensor, defop, norm_axis,
     numel, tensor_bytes,
@@ -100,7 +101,10 @@ def _log_sum_exp(x: np.ndarray, ax: tuple[int, ...]) -> np.ndarray:
 def _l2(x: np.ndarray, ax: tuple[int, ...]) -> np.ndarray:
     s = _sum(x * x, ax)
     # integer L2 norms: the square root in double, truncated (as ONNX Runtime does)
-    return np.sqrt(s) if x.dtype.kind == "f" else np.sqrt(s.astype(np.float64)).astype(x.dtype)
+    if x.dtype.kind == "f":
+        return np.sqrt(s)
+    with np.errstate(invalid="ignore"):  # a wrapped-around negative sum: NaN -> 0
+        return cast_array(np.sqrt(s.astype(np.float64)), x.dtype.name)
 
 
 # name, function of (x in compute dtype, normalized axes) with keepdims, dtype kind, FLOPs per input element

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from plait.ir.numeric import cast_array
 from plait.ir.types import INT_DTYPES
 from plait.op._common import (
     DTYPES, FLOAT_DTYPES, Attrs, AttrSpec, OpPattern, RelError, TensorType, Type, as_tensor,
@@ -88,8 +89,9 @@ def _divide(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
 def _power(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
     if a.dtype.kind == "f":
         return np.power(a, b)
-    # ONNX Runtime evaluates integer powers in double and converts back (3 ** -1 == 0)
-    return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    # ONNX Runtime evaluates integer powers in double and converts back (3 ** -1 == 0); a result
+    # beyond the type saturates (plait's defined conversion)
+    return cast_array(np.power(a.astype(np.float64), b.astype(np.float64)), a.dtype.name)
 
 
 def _mod(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
@@ -330,10 +332,10 @@ def _cast_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
 
 
 def _cast_ref(args: list, attrs: Attrs) -> np.ndarray:
-    # float -> int truncates toward zero, float -> bool is x != 0 (NaN -> true); out-of-range
-    # values are undefined in ONNX: numpy's result, without its warning
-    with np.errstate(all="ignore"):
-        return np.asarray(args[0]).astype(DTYPES[attrs["dtype"]])
+    # float -> int truncates toward zero, float -> bool is x != 0 (NaN -> true); NaN, infinities
+    # and out-of-range values (undefined in ONNX, and in numpy's astype CPU-dependent) have plait's
+    # defined result: NaN -> 0, saturation at the type's limits (docs/tir.md, "Numeric semantics")
+    return cast_array(args[0], attrs["dtype"])
 
 
 defop("cast", rel=_cast_rel, ref=_cast_ref, cost=elementwise_cost(1.0), pattern=OpPattern.ELEMWISE,

@@ -19,6 +19,7 @@ from plait.op._common import (
     ANY_DIM, AttrSpec, Attrs, Cost, OpPattern, RelError, TensorType, TupleType, Type, as_tensor,
     broadcast_shapes, defop, norm_axis, tensor_bytes,
 )
+from plait.ir.numeric import cast_array
 from plait.ir.types import DTYPES, Dim
 
 INJ = OpPattern.INJECTIVE
@@ -421,7 +422,7 @@ def _pad_ref(args, attrs):
     pos = [(max(b, 0), max(e, 0)) for b, e in widths]
     mode = attrs["pad_mode"]
     if mode == "constant":
-        value = np.asarray(attrs["pad_value"]).astype(x.dtype) if x.dtype != bool else bool(attrs["pad_value"])
+        value = cast_array(attrs["pad_value"], x.dtype.name) if x.dtype != bool else bool(attrs["pad_value"])
         return np.pad(x, pos, mode="constant", constant_values=value)
     return np.pad(x, pos, mode=mode)
 
@@ -458,7 +459,7 @@ def _range_rel(args, attrs):
 
 def _range_ref(args, attrs):
     n, dt = _range_len(attrs), DTYPES[attrs["dtype"]]
-    start, delta = np.asarray(attrs["start"]).astype(dt), np.asarray(attrs["delta"]).astype(dt)
+    start, delta = cast_array(attrs["start"], dt.name), cast_array(attrs["delta"], dt.name)
     return (start + np.arange(n).astype(dt) * delta).astype(dt)
 
 

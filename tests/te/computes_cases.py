@@ -73,9 +73,9 @@ for _op in ["nn.relu", "abs", "negative", "sign"]:
     add(_op, [np.array([-128, -3, 0, 5, 127], "int8")])
 add("logical_not", [data((3, 4), "bool")])
 add("bitwise_not", [data((3, 4), "int32", -100, 100)])
-for _dst in ["int32", "uint8", "bool", "float16", "float64"]:
-    # negative floats to unsigned and NaN to integers are undefined in C
-    _v = [0.0, 1.7, 200.5, 3.0] + {"uint8": [], "int32": [-1.7]}.get(_dst, [-1.7, np.nan])
+for _dst in ["int32", "uint8", "uint32", "int64", "bool", "float16", "float64"]:
+    # NaN, infinities and out-of-range values too: plait defines them (truncation, NaN -> 0, saturation)
+    _v = [0.0, 1.7, 200.5, 3.0, -1.7, np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20]
     add("cast", [np.array(_v, "float32")], dtype=_dst)
 add("cast", [np.array([-5, 0, 7, 300], "int32")], dtype="int8")
 add("cast", [np.array([-2.5, 0.0, 7.9, 300.0], "float16")], dtype="int32")

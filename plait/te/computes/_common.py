@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from plait import tir
-from plait.ir.types import DTYPES, TensorType, TupleType, Type
+from plait.ir.numeric import cast_array
+from plait.ir.types import TensorType, TupleType, Type
 from plait.te.tensor import TEError, Tensor, compute, comm_reducer
 from plait.tir.dtype import int_range, is_float, is_int, is_uint
 from plait.tir.expr import PrimExpr
@@ -104,10 +103,10 @@ def down(e: PrimExpr, dtype: str) -> PrimExpr:
 
 
 def scalar_const(value: Any, dtype: str) -> PrimExpr:
-    """The attribute ``value`` converted to ``dtype`` as numpy's ``astype`` does (a TIR immediate;
-    a float too large for the dtype becomes inf, as in numpy)."""
-    with np.errstate(all="ignore"):
-        v = np.asarray(value).astype(DTYPES[dtype])[()]
+    """The attribute ``value`` converted to ``dtype`` as the references convert it
+    (:func:`plait.ir.numeric.cast_array`; a TIR immediate: a float too large for a float dtype
+    becomes inf, one beyond an integer dtype saturates)."""
+    v = cast_array(value, dtype)[()]
     return tir.const(bool(v) if dtype == "bool" else float(v) if is_float(dtype) else int(v), dtype)
 
 
