@@ -6,9 +6,13 @@ Mirrors the C backend (:mod:`plait.backend.c_emit`) and TIR's semantics (:mod:`p
   ``iN`` (the TIR dtype says which instructions: ``sdiv``/``udiv``, ``ashr``/``lshr``,
   ``slt``/``ult``), ``float16`` is LLVM ``half`` (LLVM computes each operation in float and rounds
   once, as the C backend does; math intrinsics run in float32 and are rounded back);
-- integer ``+ - * <<`` wrap (no ``nsw``, except in buffer index arithmetic, where an overflow
-  would be an out-of-bounds access anyway); shifts of 8/16-bit values are done in ``i32`` like C's
-  integer promotion; floordiv/floormod/truncdiv/truncmod handle ``INT_MIN / -1`` as TIR wraps;
+- every operation is defined for every input, as TIR defines it (docs/tir.md, "Numeric
+  semantics"); nothing is poison or undefined: integer ``+ - * <<`` wrap (no ``nsw``, except in
+  buffer index arithmetic, where an overflow would be an out-of-bounds access anyway); a shift
+  amount outside ``[0, width)`` is selected apart (0, or the sign fill for ``>>``); division by zero
+  gives 0 and ``INT_MIN / -1`` wraps (the divisor is selected to 1 and the result replaced);
+  float -> integer casts are ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` (truncation, NaN -> 0,
+  saturation);
   ``min``/``max`` are ``a < b ? a : b`` (``fcmp olt`` + ``select``); float ``+ - *`` carry the
   ``contract`` flag (FMA contraction, like ``-ffp-contract=fast``); no other fast-math flag;
 - ``Select``, ``And``, ``Or`` are lazy: when the operand not always evaluated may load, divide or
@@ -37,6 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.backend.c_emit import _fused_pair
+from plait.backend.int_bounds import IntBounds
 from plait.errors import PlaitError
 from plait.tir.dtype import bits, is_float, is_uint
 from plait.tir.expr import (
@@ -162,73 +167,14 @@ class ModuleState:
 
 
 class _Safety:
-    """May evaluating an expression trap or have an effect? A load whose indices are provably in
-    bounds (interval arithmetic over loop ranges with constant bounds) cannot; a load that may be out
-    of bounds (a padding guard's), an extern call, an integer division by something that may be zero
-    can. Per function: every variable is bound once, so its range is a fact of the function."""
+    """May evaluating an expression have an effect or fault? A load whose indices are provably in
+    bounds (:class:`plait.backend.int_bounds.IntBounds`: interval arithmetic over loop ranges with
+    constant bounds) cannot; a load that may be out of bounds (a padding guard's) or an extern call
+    can. Integer division cannot: it is defined for every divisor (zero and -1 are selected apart)."""
 
     def __init__(self, func: PrimFunc):
-        self.ranges: dict[Var, tuple[int, int] | None] = {}
-        self.values: dict[Var, PrimExpr] = {}
-        for n in pre_order(func.body, unique=True):
-            if isinstance(n, For):
-                if isinstance(n.min, IntImm) and isinstance(n.extent, IntImm) and n.extent.value > 0:
-                    self.ranges[n.loop_var] = (n.min.value, n.min.value + n.extent.value - 1)
-                else:
-                    self.ranges[n.loop_var] = None
-            elif isinstance(n, (LetStmt, Let)):
-                self.values[n.var] = n.value
+        self.int_bounds = IntBounds(func)
         self.memo: dict[int, bool] = {}
-        self.bounds_memo: dict[int, tuple[int, int] | None] = {}
-
-    def bounds(self, root: PrimExpr) -> tuple[int, int] | None:
-        """An interval holding every value of the integer expression ``root``, or None."""
-        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
-        memo = self.bounds_memo
-        while stack:
-            n, done = stack.pop()
-            if id(n) in memo:
-                continue
-            kids = n._children() if not isinstance(n, Var) else ((self.values[n],) if n in self.values else ())
-            if not done:
-                stack.append((n, True))
-                stack.extend((c, False) for c in kids if id(c) not in memo)
-                continue
-            memo[id(n)] = self._bound(n, [memo[id(c)] for c in kids])
-        return memo[id(root)]
-
-    def _bound(self, n: PrimExpr, k: list) -> tuple[int, int] | None:
-        if isinstance(n, IntImm):
-            return (n.value, n.value)
-        if isinstance(n, Var):
-            return k[0] if k else self.ranges.get(n)
-        if not k or any(b is None for b in k) or not (n.dtype.startswith("int") or n.dtype.startswith("uint")):
-            return None
-        if isinstance(n, Cast):
-            return k[0] if n.value.dtype.startswith(("int", "uint")) and _fits(k[0], n.dtype) else None
-        if isinstance(n, (Add, Sub, Mul, Min, Max)):
-            (a0, a1), (b0, b1) = k
-            if isinstance(n, Add):
-                r = (a0 + b0, a1 + b1)
-            elif isinstance(n, Sub):
-                r = (a0 - b1, a1 - b0)
-            elif isinstance(n, Mul):
-                c = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
-                r = (min(c), max(c))
-            else:
-                f = min if isinstance(n, Min) else max
-                r = (f(a0, b0), f(a1, b1))
-            return r if _fits(r, n.dtype) else None  # no wrap-around
-        if isinstance(n, _DIVS) and isinstance(n.b, IntImm) and n.b.value > 0:
-            (a0, a1), c = k[0], n.b.value
-            if isinstance(n, (FloorDiv, TruncDiv)):
-                if isinstance(n, TruncDiv) and a0 < 0:
-                    return (-((-a0) // c), a1 // c if a1 >= 0 else -((-a1) // c))
-                return (a0 // c, a1 // c)
-            if a0 >= 0:
-                return (a0, a1) if a1 < c else (0, c - 1)
-            return (0, c - 1) if isinstance(n, FloorMod) else (-(c - 1), c - 1)
-        return None
 
     def unsafe(self, root: PrimExpr) -> bool:
         if id(root) in self.memo:
@@ -247,9 +193,6 @@ class _Safety:
                 bad = not self.in_bounds(n)
             elif isinstance(n, Call):
                 bad = n.kind == "extern"
-            elif isinstance(n, _DIVS):
-                b = self.bounds(n.b)
-                bad = b is None or b[0] <= 0 <= b[1]
             else:
                 bad = False
             memo[id(n)] = bad or any(memo[id(c)] for c in n._children())
@@ -260,17 +203,10 @@ class _Safety:
         if shape is None:
             return False
         for i, d in zip(load.indices, shape):
-            b = self.bounds(i)
+            b = self.int_bounds.bounds(i)
             if b is None or b[0] < 0 or b[1] >= d:
                 return False
         return True
-
-
-def _fits(r: tuple[int, int], dtype: str) -> bool:
-    from plait.tir.dtype import int_range
-
-    lo, hi = int_range(dtype)
-    return lo <= r[0] and r[1] <= hi
 
 
 class FunctionEmitter:
@@ -463,19 +399,13 @@ class FunctionEmitter:
         if is_float(src) and is_float(dst):
             return self.op(f"{'fpext' if bits(dst) > bits(src) else 'fptrunc'} {st} {v} to {dt}")
         if is_float(src):
-            # as C compilers do on x86 (and numpy): narrow and unsigned 32-bit results through a wider
-            # signed conversion, so that in-range-for-the-wider-type values wrap instead of being poison
-            if bits(dst) < 32:
-                return self.op(f"trunc i32 {self.op(f'fptosi {st} {v} to i32')} to {dt}")
-            if dst == "uint32":
-                return self.op(f"trunc i64 {self.op(f'fptosi {st} {v} to i64')} to i32")
-            if dst == "uint64":
-                s = self.op(f"fptosi {st} {v} to i64")
-                u = self.op(f"fptoui {st} {v} to i64")
-                small = self.op(f"fcmp olt {st} {v}, {float_literal(2.0**63, src) if src != 'float16' else '0xH7C00'}",
-                                "c")
-                return self.op(f"select i1 {small}, i64 {s}, i64 {u}")
-            return self.op(f"fptosi {st} {v} to {dt}")
+            # TIR's conversion (truncation, NaN -> 0, saturation) is exactly LLVM's saturating one;
+            # half goes through float first (exact), as the C backend computes it
+            if src == "float16":
+                v, src, st = self.op(f"fpext half {v} to float"), "float32", "float"
+            fn = f"llvm.fpto{'u' if is_uint(dst) else 's'}i.sat.{dt}.{_FSUFFIX[src]}"
+            self.m.declare(fn, f"declare {dt} @{fn}({st})", external=False)
+            return self.op(f"call {dt} @{fn}({st} {v})")
         if is_float(dst):
             return self.op(f"{'uitofp' if is_uint(src) else 'sitofp'} {st} {v} to {dt}")
         if bits(dst) == bits(src):
@@ -485,34 +415,52 @@ class FunctionEmitter:
         return self.op(f"{'zext' if is_uint(src) else 'sext'} {st} {v} to {dt}")
 
     def shift(self, node: PrimExpr, x: str, y: str) -> str:
+        """TIR's shifts: an amount outside ``[0, width)`` (poison in LLVM) gives 0, or -1 for ``>>`` of a
+        negative value (the amount is selected to ``width - 1``: an arithmetic shift does that)."""
         d = node.dtype
-        t = VALUE_TYPES[d]
-        right = isinstance(node, ShiftRight)
-        inst = "shl" if not right else ("lshr" if is_uint(d) else "ashr")
-        if bits(d) >= 32:
+        t, w = VALUE_TYPES[d], bits(d)
+        inst = "shl" if isinstance(node, ShiftLeft) else ("lshr" if is_uint(d) else "ashr")
+        if isinstance(node.b, IntImm) and 0 <= node.b.value < w:
             return self.op(f"{inst} {t} {x}, {y}")
-        # C promotes 8/16-bit operands to int: shift in i32, convert back
-        ext = "zext" if is_uint(d) else "sext"
-        x32 = self.op(f"{ext} {t} {x} to i32")
-        y32 = self.op(f"{ext} {t} {y} to i32")
-        r = self.op(f"{'ashr' if right else 'shl'} i32 {x32}, {y32}")
-        return self.op(f"trunc i32 {r} to {t}")
+        ok = self.op(f"icmp ult {t} {y}, {w}", "c")  # a negative amount is a large unsigned one
+        if inst == "ashr":
+            return self.op(f"ashr {t} {x}, {self.op(f'select i1 {ok}, {t} {y}, {t} {w - 1}')}")
+        r = self.op(f"{inst} {t} {x}, {self.op(f'select i1 {ok}, {t} {y}, {t} 0')}")
+        return self.op(f"select i1 {ok}, {t} {r}, {t} 0")
 
     def division(self, node: PrimExpr, x: str, y: str) -> str:
         d = node.dtype
         t = VALUE_TYPES[d]
         mod = isinstance(node, (FloorMod, TruncMod))
-        if is_uint(d):
-            return self.op(f"{'urem' if mod else 'udiv'} {t} {x}, {y}")
-        floor = isinstance(node, (FloorDiv, FloorMod))
         const = node.b.value if isinstance(node.b, IntImm) else None
+        if const == 0:
+            return "0"  # TIR: x / 0 == x % 0 == 0
+        zero = None
+        if const is None:  # b == 0 gives 0 (division by zero is undefined behaviour in LLVM)
+            zero = self.op(f"icmp eq {t} {y}, 0", "c")
+        if is_uint(d):
+            ysafe = y if zero is None else self.op(f"select i1 {zero}, {t} 1, {t} {y}")
+            r = self.op(f"{'urem' if mod else 'udiv'} {t} {x}, {ysafe}")
+            return r if zero is None else self.op(f"select i1 {zero}, {t} 0, {t} {r}")
+        r = self.signed_division(node, x, y, const)
+        return r if zero is None else self.op(f"select i1 {zero}, {t} 0, {t} {r}")
+
+    def signed_division(self, node: PrimExpr, x: str, y: str, const: int | None) -> str:
+        """floordiv/floormod/truncdiv/truncmod of a signed type for ``y != 0``: ``y == -1`` is selected
+        apart (TIR wraps ``INT_MIN / -1``, which traps in hardware); a zero ``y`` may reach here
+        (its result is replaced by the caller) and is divided as by 1."""
+        d = node.dtype
+        t = VALUE_TYPES[d]
+        mod = isinstance(node, (FloorMod, TruncMod))
+        floor = isinstance(node, (FloorDiv, FloorMod))
         if const == -1:
             return "0" if mod else self.op(f"sub {t} 0, {x}")
-        if const is not None:  # a constant other than -1: sdiv/srem never overflow
+        if const is not None:  # a constant other than 0 and -1: sdiv/srem never overflow
             ysafe, minus1 = y, None
-        else:  # b == -1: TIR wraps (INT_MIN / -1 traps in hardware)
+        else:
             minus1 = self.op(f"icmp eq {t} {y}, -1", "c")
-            ysafe = self.op(f"select i1 {minus1}, {t} 1, {t} {y}")
+            bad = self.op(f"icmp ult {t} {self.op(f'add {t} {y}, 1')}, 2", "c")  # y is -1 or 0
+            ysafe = self.op(f"select i1 {bad}, {t} 1, {t} {y}")
         if not floor:
             r = self.op(f"{'srem' if mod else 'sdiv'} {t} {x}, {ysafe}")
             if minus1 is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import sys
 
 import numpy as np
@@ -23,7 +24,9 @@ pytest.importorskip("llvmlite")
 
 import plait  # noqa: E402
 from plait import tir  # noqa: E402
-from plait.backend.llvm import LLVMCodegenError, build_llvm, build_llvm_funcs, codegen_llvm  # noqa: E402
+from plait.backend.llvm import (  # noqa: E402
+    LLVMCodegenError, build_llvm, build_llvm_funcs, codegen_llvm, missing_host_features,
+)
 from plait.errors import PlaitError  # noqa: E402
 from plait.executor import GraphModule  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
@@ -35,6 +38,7 @@ from plait.tir import Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, Prim
 
 from . import test_c_semantics as _sem  # noqa: E402
 from .conftest import run_ref  # noqa: E402
+from .edge_programs import assert_outputs_equal, element_programs, interpret, operator_programs  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "te"))
 from computes_cases import CASES, case_ids  # noqa: E402
@@ -65,7 +69,9 @@ from .test_c_semantics import (  # noqa: E402,F401
     test_integer_arithmetic_wraps_like_tir, test_lets_shared_and_nested,
     test_symbolic_shapes_use_horner_form_and_scalar_params,
     test_loop_bounds_from_memory_are_read_once, test_min_max_follow_tir_with_nan,
-    test_select_and_logical_ops_never_evaluate_the_unchosen_load,
+    test_select_and_logical_ops_never_evaluate_the_unchosen_load, test_float_to_int_casts_truncate_and_saturate,
+    test_int_and_float_to_float_casts_round_to_nearest, test_division_by_zero_and_int_min_by_minus_one,
+    test_shifts_by_every_amount, test_multiplications_that_overflow_int_wrap,
 )
 
 
@@ -217,6 +223,23 @@ def test_target_cpu_options_change_the_code_not_the_results():
     np.testing.assert_allclose(outs["llvm -mcpu=x86-64"][0], x * 3 + 1, rtol=1e-6)
     assert "ymm" not in outs["llvm -mcpu=x86-64"][1]  # SSE2 only
     assert "ymm" in outs["llvm -mcpu=x86-64-v3 -mattr=+avx2,+fma"][1]
+
+
+@pytest.mark.parametrize("cpu", ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "host"])
+def test_casts_and_integer_results_are_the_same_for_every_cpu(cpu):
+    """The edge programs (casts of NaN, infinities and out-of-range floats, integer operators at their
+    edges) compiled for each x86-64 level give the TIR interpreter's results bit for bit: LLVM's
+    saturating conversions and the selects around shifts and divisions leave no instruction choice
+    that could change a result (docs/tir.md, "Numeric semantics")."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 levels")
+    target = "llvm" if cpu == "host" else f"llvm -mcpu={cpu}"
+    if cpu != "host" and missing_host_features(cpu, ""):
+        pytest.skip(f"this CPU cannot run {cpu} code (lacks {', '.join(missing_host_features(cpu, ''))})")
+    for programs, exact in ((element_programs(), True), (operator_programs("llvm"), False)):
+        outs = run_llvm([p.func for p in programs], [[*p.inputs, *p.outputs()] for p in programs], target=target)
+        for p, args in zip(programs, outs):  # lowered operators: float outputs within rounding
+            assert_outputs_equal(args[len(p.inputs):], interpret(p), exact, f"{p.name} for {target}")
 
 
 # ---- the kind, the hook, the models -------------------------------------------------------------------
