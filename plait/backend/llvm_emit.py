@@ -11,8 +11,8 @@ Mirrors the C backend (:mod:`plait.backend.c_emit`) and TIR's semantics (:mod:`p
   buffer index arithmetic, where an overflow would be an out-of-bounds access anyway); a shift
   amount outside ``[0, width)`` is selected apart (0, or the sign fill for ``>>``); division by zero
   gives 0 and ``INT_MIN / -1`` wraps (the divisor is selected to 1 and the result replaced);
-  float -> integer casts are ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` (truncation, NaN -> 0,
-  saturation);
+  float -> integer casts compute what ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` do (truncation,
+  NaN -> 0, saturation) as the C backend does: clamp, convert, select (vectorizes);
   ``min``/``max`` are ``a < b ? a : b`` (``fcmp olt`` + ``select``); float ``+ - *`` carry the
   ``contract`` flag (FMA contraction, like ``-ffp-contract=fast``); no other fast-math flag;
 - ``Select``, ``And``, ``Or`` are lazy: when the operand not always evaluated may load, divide or
@@ -399,13 +399,7 @@ class FunctionEmitter:
         if is_float(src) and is_float(dst):
             return self.op(f"{'fpext' if bits(dst) > bits(src) else 'fptrunc'} {st} {v} to {dt}")
         if is_float(src):
-            # TIR's conversion (truncation, NaN -> 0, saturation) is exactly LLVM's saturating one;
-            # half goes through float first (exact), as the C backend computes it
-            if src == "float16":
-                v, src, st = self.op(f"fpext half {v} to float"), "float32", "float"
-            fn = f"llvm.fpto{'u' if is_uint(dst) else 's'}i.sat.{dt}.{_FSUFFIX[src]}"
-            self.m.declare(fn, f"declare {dt} @{fn}({st})", external=False)
-            return self.op(f"call {dt} @{fn}({st} {v})")
+            return self.float_to_int(v, src, dst)
         if is_float(dst):
             return self.op(f"{'uitofp' if is_uint(src) else 'sitofp'} {st} {v} to {dt}")
         if bits(dst) == bits(src):
@@ -413,6 +407,31 @@ class FunctionEmitter:
         if bits(dst) < bits(src):
             return self.op(f"trunc {st} {v} to {dt}")
         return self.op(f"{'zext' if is_uint(src) else 'sext'} {st} {v} to {dt}")
+
+    def float_to_int(self, v: str, src: str, dst: str) -> str:
+        """TIR's float -> integer conversion (truncation, NaN -> 0, saturation: what
+        ``llvm.fptosi.sat`` computes), as the C backend writes it: the value is clamped into the range
+        first (exact float limits: the type's minimum, its maximum where the float type holds it, else
+        the largest float below ``max + 1`` and a select for ``x >= max + 1``), so the plain conversion
+        is never poison and vectorizes (x86 lowers the saturating intrinsic one element at a time)."""
+        from plait.ir.numeric import float_to_int_limits
+
+        if src == "float16":  # exact in float
+            v, src = self.op(f"fpext half {v} to float"), "float32"
+        st, dt = VALUE_TYPES[src], VALUE_TYPES[dst]
+        lowest, top = float_to_int_limits(dst)
+        int_max = int(top) - 1
+        exact = int_max < 2 ** (53 if src == "float64" else 24)
+        hi = float(int_max) if exact else float(np.nextafter(np.dtype(src).type(top), 0))
+        lo_lit, hi_lit = float_literal(lowest, src), float_literal(hi, src)
+        c = self.op(f"select i1 {self.op(f'fcmp ogt {st} {v}, {lo_lit}', 'c')}, {st} {v}, {st} {lo_lit}")
+        c = self.op(f"select i1 {self.op(f'fcmp olt {st} {c}, {hi_lit}', 'c')}, {st} {c}, {st} {hi_lit}")
+        r = self.op(f"{'fptoui' if is_uint(dst) else 'fptosi'} {st} {c} to {dt}")
+        if not exact:
+            big = self.op(f"fcmp oge {st} {v}, {float_literal(top, src)}", "c")
+            r = self.op(f"select i1 {big}, {dt} {int_literal(int_max, dst)}, {dt} {r}")
+        nan = self.op(f"fcmp uno {st} {v}, {v}", "c")
+        return self.op(f"select i1 {nan}, {dt} 0, {dt} {r}")
 
     def shift(self, node: PrimExpr, x: str, y: str) -> str:
         """TIR's shifts: an amount outside ``[0, width)`` (poison in LLVM) gives 0, or -1 for ``>>`` of a

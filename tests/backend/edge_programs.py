@@ -36,6 +36,8 @@ class EdgeProgram:
     func: PrimFunc
     inputs: list[np.ndarray]
     exact: bool = True
+    op: str = ""  # a lowered operator: its name and attributes (its numpy reference is another oracle)
+    attrs: dict | None = None
 
     def outputs(self) -> list[np.ndarray]:
         return [np.zeros(b.static_shape, b.dtype) for b in self.func.params[len(self.inputs):]]
@@ -149,6 +151,9 @@ def operator_programs(target: str = "c") -> tuple[EdgeProgram, ...]:
     gather indices far outside their axis: compiled code clamps them)."""
     rng = np.random.default_rng(5)
 
+    # the resize references multiply dense interpolation matrices: a NaN or inf input reaches every
+    # output through its zero weights (0 * inf), while the compute reads only the taps. They are
+    # compared with the interpreter alone (op="" below), the others with their reference too.
     def data(shape, dtype="float32", special=True):
         x = rng.uniform(-3, 3, shape).astype(dtype)
         if special:
@@ -174,13 +179,32 @@ def operator_programs(target: str = "c") -> tuple[EdgeProgram, ...]:
         ("power", [np.array([3, 10, -10, 2], "int8"), np.array([40, 3, 3, -1], "int8")], {}, False),
         ("l2_norm", [np.array([[46341, 46341], [3, 4]], "int32")], {"axis": (1,), "keepdims": False}, False),
         ("left_shift", [np.array([1, 200, 7, 255], "uint8"), np.array([9, 1, 0, 255], "uint8")], {}, True),
+        ("abs", [np.array([-2**31, -1, 0, 2**31 - 1], "int32")], {}, True),  # abs(INT_MIN) wraps to INT_MIN
+        ("negative", [np.array([int(i64.min), -1, 0, int(i64.max)], "int64")], {}, True),
+        ("mean", [np.array([[2**31 - 1, 2**31 - 1, 1], [-2**31, -2**31, -5]], "int32")], {"axis": (1,)}, True),
     ]
     out = []
     for k, (op, arrays, attrs, exact) in enumerate(cases):
         f = _lower(op, arrays, target, **attrs)
         name = f"op{k}_{op.replace('.', '_')}"
-        out.append(EdgeProgram(name, f.with_attrs(global_symbol=name), arrays, exact))
+        ref_op = "" if op == "image.resize2d" else op
+        out.append(EdgeProgram(name, f.with_attrs(global_symbol=name), arrays, exact, ref_op, attrs))
     return tuple(out)
+
+
+def reference(p: EdgeProgram) -> list[np.ndarray] | None:
+    """The numpy reference's outputs of a lowered operator, None where it refuses the inputs (gather
+    indices outside their axis: compiled code clamps them, the reference raises)."""
+    from plait.errors import PlaitError
+    from plait.ir import get_op
+
+    op = get_op(p.op)
+    try:
+        with np.errstate(all="ignore"):  # inf * 0 in a conv's matmul
+            want = op.ref([x.copy() for x in p.inputs], op.make_attrs(p.attrs or {}))
+    except PlaitError:
+        return None
+    return [np.asarray(w) for w in want] if isinstance(want, tuple) else [np.asarray(want)]
 
 
 _INTERPRETED: dict[int, tuple[EdgeProgram, list[np.ndarray]]] = {}

@@ -28,7 +28,7 @@ import pytest
 from plait.backend.c import BASE_FLAGS, c_function_names, codegen_c
 from plait.tir import Buffer, For, PrimFunc, Var
 
-from .edge_programs import assert_outputs_equal, element_programs, interpret, operator_programs
+from .edge_programs import assert_outputs_equal, element_programs, interpret, operator_programs, reference
 
 SANITIZE = ("-fsanitize=undefined,address,float-cast-overflow", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
 # -O1 keeps the build quick; -ffp-contract=off makes float arithmetic round like the interpreter's
@@ -113,6 +113,9 @@ def test_generated_c_has_no_undefined_behaviour_on_hostile_inputs(tmp_path):
         for k, x in enumerate(p.inputs):  # inputs are never written
             np.testing.assert_array_equal(args[k], x, err_msg=p.name)
         assert_outputs_equal(args[len(p.inputs):], interpret(p), p.exact, p.name)
+        want = reference(p) if p.op else None
+        if want is not None:  # and the operator's numpy reference (floats: up to libm and order of sums)
+            assert_outputs_equal(args[len(p.inputs):], want, False, f"{p.name} vs the numpy reference")
 
 
 def test_the_harness_catches_an_out_of_bounds_read(tmp_path):
