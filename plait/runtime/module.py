@@ -180,25 +180,27 @@ class CrossModule(CSourceModule):
 
 
 class DSOModule(Module):
-    """A shared library loaded with ctypes; its manifest gives the function signatures."""
+    """A shared library loaded with ctypes; its manifest gives the function signatures.
+
+    ``origin`` names the library in messages when ``path`` is a private copy (see :func:`load_library`).
+    """
 
     kind = "dso"
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, origin: str | Path | None = None):
         super().__init__()
         self.path = Path(path)
+        shown = origin if origin is not None else self.path
         try:
             self.lib = ctypes.CDLL(str(self.path))
         except OSError as exc:
-            raise PlaitError(f"cannot load library '{self.path}': {exc}") from None
+            raise PlaitError(f"cannot load library '{shown}': {exc}") from None
         try:
             getter = self.lib.plait_manifest
         except AttributeError:
-            raise PlaitError(f"library '{self.path}' was not built by plait (no plait_manifest)") from None
+            raise PlaitError(f"library '{shown}' was not built by plait (no plait_manifest)") from None
         getter.restype = ctypes.c_char_p
-        manifest = json.loads(getter().decode())
-        self.name = manifest["name"]
-        self.signatures: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in manifest["signatures"].items()}
+        self.name, self.signatures = _read_embedded_manifest(getter(), shown)
         self._funcs: dict[str, Callable] = {}
 
     def function_names(self) -> list[str]:
@@ -224,6 +226,21 @@ class DSOModule(Module):
         return p
 
 
+def _read_embedded_manifest(raw: bytes | None, shown: Any) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """(name, signatures) from a library's ``plait_manifest()`` string."""
+    try:
+        manifest = json.loads((raw or b"").decode())
+        name, sigs = manifest["name"], manifest["signatures"]
+        ok = isinstance(name, str) and isinstance(sigs, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(a == "ptr" or a in _SCALAR_CTYPES for a in v)
+            for k, v in sigs.items())
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise PlaitError(f"library '{shown}' has a malformed plait_manifest")
+    return name, {k: tuple(v) for k, v in sigs.items()}
+
+
 def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
     def call(*args: Any) -> int:
         if len(args) != len(sig):
@@ -243,6 +260,54 @@ def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
 
     call.__name__ = name
     return call
+
+
+_PRIVATE: list[Path] = []  # the process's directory of verified library copies (created on first use)
+
+
+def _private_dir() -> Path:
+    if not _PRIVATE:
+        import atexit
+        import tempfile
+
+        d = Path(tempfile.mkdtemp(prefix="plait-libs-"))
+        atexit.register(shutil.rmtree, d, True)
+        _PRIVATE.append(d)
+    return _PRIVATE[0]
+
+
+def load_library(data: bytes, origin: str | Path) -> DSOModule:
+    """Load a shared library from its bytes, which the caller has verified (e.g. against the
+    sha256 of an artifact's manifest).
+
+    The bytes are written to a private file named by their sha256 (in a directory of this process,
+    removed at exit) and that file is loaded. So the code that runs is exactly the bytes that were
+    checked (a later change to ``origin`` cannot reach it), and two different libraries exported to
+    the same path are two libraries (``dlopen`` would hand out the first one again for the same
+    path). If the private copy cannot be loaded (e.g. a temp dir mounted ``noexec``), ``origin``
+    itself is loaded when its content is still the verified bytes.
+    """
+    import hashlib
+    import os
+
+    digest = hashlib.sha256(data).hexdigest()
+    path = _private_dir() / f"{digest}.so"
+    try:
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        ctypes.CDLL(str(path))  # maps it (DSOModule gets the same handle)
+    except OSError:
+        try:
+            same = Path(origin).read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            raise PlaitError(f"cannot load library '{origin}': it cannot be copied to a private directory and "
+                             "changed since it was checked") from None
+        path = Path(origin)
+    return DSOModule(path, origin)
 
 
 def load_module(path: str | Path) -> Module:
