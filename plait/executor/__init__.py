@@ -28,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from plait.executor import graph
 
         return getattr(graph, name)
+    if name in ("check_graph", "check_params"):
+        from plait.executor import graph_check
+
+        return getattr(graph_check, name)
     if name in ("MemoryPlan", "plan_memory"):
         from plait.executor import memory_plan
 
@@ -36,4 +40,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
-           "plan_memory"]
+           "check_graph", "check_params", "plan_memory"]

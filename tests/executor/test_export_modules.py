@@ -19,7 +19,7 @@ def test_ort_regions_export_and_load(tmp_path):
     x = np.random.default_rng(3).standard_normal((1, 256)).astype(np.float32)
     (want,) = GraphModule(art)(x=x)
     out = art.export(tmp_path / "art")
-    manifest = json.loads((out / "modules.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     onnx_files = [e for e in manifest["modules"] if e["file"] and e["file"].endswith(".onnx")]
     assert onnx_files and all(e["symbol"].startswith("ort_") for e in onnx_files)
     assert all((out / e["file"]).stat().st_size > 0 for e in onnx_files)
@@ -36,7 +36,7 @@ def test_llvm_module_exports_as_ir_and_is_jit_compiled_again(tmp_path):
     name = GraphModule(art).input_names[0]
     (want,) = GraphModule(art)(**{name: x})
     out = art.export(tmp_path / "art")
-    manifest = json.loads((out / "modules.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     (entry,) = manifest["modules"]
     assert entry["file"] == "lib.ll" and entry["signatures"] and "define " in (out / "lib.ll").read_text()
     loaded = GraphArtifact.load(out)
