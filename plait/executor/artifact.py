@@ -24,7 +24,7 @@ from plait.executor.graph_check import _short, check_graph, check_params
 from plait.executor.graph_codegen import dumps, graph_codegen_full
 from plait.executor.manifest import (
     GRAPH_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
-    file_record, function_modules,
+    file_record, function_modules, manifest_text,
 )
 from plait.executor.memory_plan import memory_report
 from plait.executor.params_file import read_params
@@ -151,7 +151,7 @@ class GraphArtifact:
             "modules": [e for _, e in entries],
             "functions": {k: {"module": where[k], **sig} for k, sig in self.functions.items()},
         }
-        (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        (out / MANIFEST_FILE).write_text(manifest_text(manifest), encoding="utf-8")
         return out
 
     @classmethod
@@ -176,7 +176,7 @@ class GraphArtifact:
                             manifest["functions"])
         check_file(GRAPH_FILE, gdata, files, where)
         pdata = _read(d, PARAMS_FILE, where, memory_limit)
-        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit)
+        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit, f"the params in '{d / PARAMS_FILE}'")
         check_file(PARAMS_FILE, pdata, files, where)
         blobs: dict[str, bytes] = {}
         for name in sorted(set(files) - {GRAPH_FILE, PARAMS_FILE}):  # every library is checked before any loads
@@ -225,8 +225,11 @@ def check_library(lib: Module, functions: dict[str, Any], where: str, modules: l
         if modules is not None and entries is not None:
             k = sig["module"]
             file = entries[k]["file"]
-            if m is None:
+            if name not in modules[k].function_names():
                 raise ExecutorError(f"{where}: function '{_short(name)}' is not in {file} (module {k})")
+            if m is None:
+                raise ExecutorError(f"{where}: function '{_short(name)}' is in {file} (module {k}), which the "
+                                    "library does not import")
             if m is not modules[k]:
                 other = entries[index[id(m)]]["file"]
                 raise ExecutorError(f"{where}: function '{_short(name)}' is found in {other} before {file}, which "

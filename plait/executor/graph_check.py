@@ -75,6 +75,10 @@ def _shown(x: Any) -> str:
     return f"'{_short(x)}'" if isinstance(x, str) else _short(x)
 
 
+def _an(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
 def node_label(nid: int, node: Mapping[str, Any]) -> str:
     """``node 3 ('/fc0/Gemm')`` (long names shortened)."""
     return f"node {nid} ('{_short(node.get('name', ''))}')"
@@ -127,10 +131,10 @@ class _Checker:
                 self.fail(f"entry {i}: {problem}")
             sid = e.get("storage")
             if not is_int(sid) or not 0 <= sid < len(storage):
-                self.fail(f"entry {i}: storage id {_short(sid)} out of range (the graph has {len(storage)} storages)")
+                self.fail(f"entry {i}: {_short(sid)} is not a storage id (the graph has {len(storage)} storages)")
             need, have = nbytes(e["dtype"], e["shape"]), storage[sid]["bytes"]
             if need > have:
-                self.fail(f"entry {i} ({tensor_text(e['dtype'], e['shape'])}) does not fit its storage {sid} "
+                self.fail(f"entry {i}, {tensor_text(e['dtype'], e['shape'])}, does not fit its storage {sid} "
                           f"({have} bytes)")
 
     def nodes(self) -> None:
@@ -147,10 +151,10 @@ class _Checker:
                     self.fail(f"{where}: malformed '{key}'")
                 bad = [x for x in ids if not is_int(x) or not 0 <= x < n_entries]
                 if bad:
-                    self.fail(f"{where}: {key} entry {_short(bad[0])} out of range (the graph has {n_entries} entries)")
+                    self.fail(f"{where}: {key}: {_short(bad[0])} is not an entry id (the graph has {n_entries} entries)")
             op, ins, outs, ws = n["op"], n.get("inputs", []), n["outputs"], n.get("workspace", [])
             if op in ("input", "param") and (len(outs) != 1 or ins or ws):
-                self.fail(f"{where}: an {op} node has exactly one output and no inputs")
+                self.fail(f"{where}: {_an(op)} node has exactly one output and no inputs")
             if op == "call":
                 if not isinstance(n.get("func"), str):
                     self.fail(f"{where} calls no function")
@@ -185,7 +189,7 @@ class _Checker:
         n_entries = len(g["entries"])
         for k, e in enumerate(g["outputs"]):
             if not is_int(e) or not 0 <= e < n_entries:
-                self.fail(f"output {k}: entry {_short(e)} out of range (the graph has {n_entries} entries)")
+                self.fail(f"output {k}: {_short(e)} is not an entry id (the graph has {n_entries} entries)")
         names = g["output_names"]
         if len(names) != len(g["outputs"]) or not all(isinstance(x, str) for x in names):
             self.fail(f"'output_names' must name each of the {len(g['outputs'])} outputs")
@@ -230,13 +234,13 @@ class _Checker:
         for e, ent in enumerate(entries):
             sid = ent["storage"]
             if storage[sid]["kind"] != kind[e]:
-                self.fail(f"entry {e} (written by {node_label(producer[e], nodes[producer[e]])}) is a {kind[e]} but "
+                self.fail(f"entry {e} (written by {node_label(producer[e], nodes[producer[e]])}) is {_an(kind[e])} but "
                           f"lives in storage {sid} of kind '{storage[sid]['kind']}'")
             by_storage.setdefault(sid, []).append(e)
         for sid, es in by_storage.items():
             k = storage[sid]["kind"]
             if k in ("input", "param") and len(es) > 1:
-                self.fail(f"storage {sid} ({k}) holds entries {es[0]} and {es[1]}: an {k} is never shared")
+                self.fail(f"storage {sid} ({k}) holds entries {es[0]} and {es[1]}: {_an(k)} is never shared")
             if k == "activation":
                 self._disjoint(sid, es, producer, last)
             # workspace: each entry lives during its own call only; the entries of one call share the
@@ -331,7 +335,7 @@ def check_functions(functions: Any, where: str, n_modules: int | None = None) ->
                 raise ExecutorError(f"{what}: argument {k} is {tensor_text(a['dtype'], a['shape'])}, not "
                                     f"{_short(a.get('bytes'))} bytes")
             if ROLES.index(a["role"]) < rank:
-                raise ExecutorError(f"{what}: argument {k} ({a['role']}) comes after a {ROLES[rank]} "
+                raise ExecutorError(f"{what}: argument {k} ({a['role']}) comes after {_an(ROLES[rank])} "
                                     "(the order is inputs, outputs, workspaces)")
             rank = ROLES.index(a["role"])
     return functions

@@ -20,6 +20,7 @@ messages), then against their hashes (a consistent but changed file is still ref
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, Mapping
 
@@ -88,6 +89,25 @@ def function_modules(lib: Any, order: list[Any], functions: Mapping[str, Any]) -
         raise ExecutorError(f"cannot export: no module of the library implements '{_short(missing[0])}', which the "
                             "graph calls")
     return out
+
+
+def manifest_text(manifest: Mapping[str, Any]) -> str:
+    """The manifest as JSON text: deterministic, one file / module / function argument per line."""
+    def obj(x: Any) -> str:
+        return json.dumps(x, sort_keys=True)
+
+    parts = [f' "format": {obj(manifest["format"])}', f' "version": {obj(manifest["version"])}']
+    files = manifest.get("files", {})
+    parts.append(' "files": {' + ",".join(f"\n  {obj(k)}: {obj(files[k])}" for k in sorted(files)) + "\n }")
+    parts.append(' "modules": [' + ",".join(f"\n  {obj(m)}" for m in manifest.get("modules", [])) + "\n ]")
+    funcs = manifest.get("functions", {})
+    rows = []
+    for name in sorted(funcs):
+        head = {k: v for k, v in funcs[name].items() if k != "args"}
+        args = ",".join(f"\n    {obj(a)}" for a in funcs[name]["args"])
+        rows.append(f"\n  {obj(name)}: {obj(head)[:-1]}{', ' if head else ''}\"args\": [{args}\n  ]}}")
+    parts.append(' "functions": {' + ",".join(rows) + "\n }")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 # ---- checked at load --------------------------------------------------------------------------------
@@ -209,4 +229,4 @@ def check_file(name: str, data: bytes, files: Mapping[str, Any], where: str) -> 
 
 
 __all__ = ["GRAPH_FILE", "MANIFEST_FILE", "MANIFEST_FORMAT", "MANIFEST_VERSION", "MODULE_FILE", "OBJECT_FILE",
-           "PARAMS_FILE", "check_file", "check_manifest", "file_record", "function_modules", "signature"]
+           "PARAMS_FILE", "check_file", "check_manifest", "file_record", "function_modules", "manifest_text", "signature"]

@@ -37,9 +37,10 @@ def _header(zf: zipfile.ZipFile, member: str) -> tuple[tuple[int, ...], np.dtype
     return shape, dtype
 
 
-def read_params(data: bytes, graph: dict[str, Any], where: str,
-                memory_limit: int | str | None = None) -> dict[str, np.ndarray]:
-    """The params of a checked ``graph`` from the bytes of ``params.npz``."""
+def read_params(data: bytes, graph: dict[str, Any], where: str, memory_limit: int | str | None = None,
+                what: str = "the params") -> dict[str, np.ndarray]:
+    """The params of a checked ``graph`` from the bytes of ``params.npz``. ``where`` names the file
+    in messages, ``what`` the params in a memory-limit refusal."""
     expected = param_entries(graph)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -72,14 +73,14 @@ def read_params(data: bytes, graph: dict[str, Any], where: str,
             raise ExecutorError(f"{where}: parameter '{_short(key)}' is {dtype}{list(shape)}; the graph expects "
                                 f"{ent['dtype']}{ent['shape']}")
         total += nbytes(ent["dtype"], ent["shape"])
-    check_bytes(total, f"the params in {where}", memory_limit)
+    check_bytes(total, what, memory_limit)
     out: dict[str, np.ndarray] = {}
     for key, name in members.items():
         try:
             with zf.open(name) as f:
                 out[key] = np.lib.format.read_array(f, allow_pickle=False)
         except _ERRORS as exc:
-            raise ExecutorError(f"{where}: parameter '{_short(key)}': cannot read its data ({exc})") from None
+            raise ExecutorError(f"{where}: parameter '{_short(key)}': not a readable .npy array ({exc})") from None
     return out
 
 

@@ -272,7 +272,7 @@ def test_check_graph_copy_nodes():
     bad["nodes"][1]["workspace"] = [99]
     with pytest.raises(PlaitError) as e:
         check_graph(bad)
-    assert str(e.value) == "graph: node 1 ('/sm0'): workspace entry 99 out of range (the graph has 8 entries)"
+    assert str(e.value) == "graph: node 1 ('/sm0'): workspace: 99 is not an entry id (the graph has 8 entries)"
     bad = json.loads(json.dumps(graph))
     bad["storage"][0]["kind"] = "scratch"
     with pytest.raises(PlaitError) as e:
