@@ -95,7 +95,7 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
         if n["op"] == "copy":  # between pieces: a DMA on a device, a copy in host simulation
             calls.append((_copy, False, (n["outputs"][0], n["inputs"][0]), n))
         elif n["op"] == "call":
-            ids = (*n["inputs"], *n["outputs"], *n.get("workspace", ()))
+            ids = (*n.get("inputs", ()), *n["outputs"], *n.get("workspace", ()))
             fn, raw = _find_function(artifact.lib, n["func"], len(ids), node_label(nid, n))
             calls.append((fn, raw, ids, n))
     params: dict[int, np.ndarray] = {}

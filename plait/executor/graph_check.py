@@ -145,6 +145,8 @@ class _Checker:
             if not isinstance(n.get("name"), str):
                 self.fail(f"node {nid}: malformed name")
             where = node_label(nid, n)
+            if not isinstance(n.get("outputs"), list):
+                self.fail(f"{where}: missing or malformed 'outputs'")
             for key in ("outputs", "inputs", "workspace"):
                 ids = n.get(key, [])
                 if not isinstance(ids, list):
@@ -269,7 +271,7 @@ class _Checker:
             sig = functions.get(func)
             if sig is None:
                 self.fail(f"{where} calls '{_short(func)}', which the artifact's manifest does not describe")
-            given = [("input", e) for e in n["inputs"]] + [("output", e) for e in n["outputs"]] + \
+            given = [("input", e) for e in n.get("inputs", [])] + [("output", e) for e in n["outputs"]] + \
                 [("workspace", e) for e in n.get("workspace", [])]
             args = sig["args"]
             if [r for r, _ in given] != [a["role"] for a in args]:
