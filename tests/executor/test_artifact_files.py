@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
+from plait.errors import PlaitError
 from plait.executor import ExecutorError, GraphArtifact, GraphModule
 from plait.executor.params_file import read_params
 from plait.limits import MemoryLimitError
@@ -199,3 +200,34 @@ def test_load_checks_file_sizes_and_param_bytes_against_the_memory_limit(art, d)
     assert str(e.value) == ("the params needs 1.9 KiB (1936 bytes), more than the memory limit of 1.5 KiB; raise it "
                             "with --max-memory or the config key 'memory.limit'")
     assert sorted(read_params(buf.getvalue(), art.graph, "params.npz", 2000)) == sorted(art.params)
+
+
+# ---- loading a verified library -------------------------------------------------------------------------
+
+def test_a_library_is_loaded_from_its_checked_bytes(art, d, monkeypatch):
+    import plait.runtime.module as rt
+
+    x = inputs(1)[0]
+    data = (d / "lib.so").read_bytes()
+    lib = rt.load_library(data, d / "lib.so")
+    assert lib.path != d / "lib.so" and lib.path.read_bytes() == data  # a private copy named by its content
+    # when no private copy can be written (e.g. a read-only or noexec temp dir), the file itself, if unchanged
+    monkeypatch.setattr(rt, "_private_dir", lambda: d / "lib.so" / "not a dir")
+    back = GraphArtifact.load(d)
+    assert back.lib.path == d / "lib.so"
+    np.testing.assert_allclose(GraphModule(back)(x)[0], reference(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(PlaitError) as e:
+        rt.load_library(data[:-1], d / "lib.so")
+    assert str(e.value) == (f"cannot load library '{d / 'lib.so'}': it cannot be copied to a private directory and "
+                            "changed since it was checked")
+
+
+def test_a_library_with_a_malformed_embedded_manifest(tmp_path):
+    from plait.runtime import load_module
+    from plait.runtime.cc import compile_source
+
+    for body in ('"{}"', '"not json"', '"{\\"name\\": \\"m\\", \\"signatures\\": {\\"f\\": [\\"float128\\"]}}"', "0"):
+        so = compile_source(f"const char* plait_manifest(void) {{ return {body}; }}\n", cache_dir=tmp_path)
+        with pytest.raises(PlaitError) as e:
+            load_module(so)
+        assert str(e.value) == f"library '{so}' has a malformed plait_manifest"

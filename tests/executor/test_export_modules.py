@@ -43,3 +43,19 @@ def test_llvm_module_exports_as_ir_and_is_jit_compiled_again(tmp_path):
     assert type(loaded.lib).__name__ == "LLVMModule"
     (got,) = GraphModule(loaded)(**{name: x})
     np.testing.assert_array_equal(got, want)
+
+
+def test_llvm_module_compiled_for_missing_cpu_features_loads_but_refuses_to_run(tmp_path, monkeypatch):
+    pytest.importorskip("llvmlite")
+    import plait.backend.llvm as llvm_kind
+    from plait.errors import PlaitError
+
+    art = plait.build(from_onnx(onnx_models.mlp(sizes=(8, 16, 4))), "llvm")
+    out = art.export(tmp_path / "art")
+    monkeypatch.setattr(llvm_kind, "missing_host_features", lambda cpu, features: ["avx512f"])
+    loaded = GraphArtifact.load(out)
+    cpu = json.loads((out / "manifest.json").read_text())["modules"][0]["cpu"]
+    with pytest.raises(PlaitError) as e:
+        GraphModule(loaded)
+    assert str(e.value) == (f"function 'fused_nn_dense_add_nn_relu' cannot run here: lib.ll was compiled for cpu '{cpu}' "
+                            "with features this machine lacks (avx512f)")
