@@ -168,15 +168,16 @@ class GraphArtifact:
             old = (d / GRAPH_FILE).exists()
             raise ExecutorError(f"{where}: no {MANIFEST_FILE}" + (" (it was exported by an older plait or the export "
                                                                   "did not finish: export it again)" if old else ""))
-        manifest = check_manifest(_parse_json(_read(d, MANIFEST_FILE, where, memory_limit), f"{where}: {MANIFEST_FILE}"),
-                                  f"{where}: {MANIFEST_FILE}")
+        mwhere = f"{where}: {MANIFEST_FILE}"
+        manifest = check_manifest(_parse_json(_read(d, MANIFEST_FILE, where, memory_limit), mwhere), mwhere)
         files = manifest["files"]
         gdata = _read(d, GRAPH_FILE, where, memory_limit)
         graph = check_graph(_parse_json(gdata, f"{where}: {GRAPH_FILE}"), f"{where}: {GRAPH_FILE}",
                             manifest["functions"])
         check_file(GRAPH_FILE, gdata, files, where)
         pdata = _read(d, PARAMS_FILE, where, memory_limit)
-        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit, f"the params in '{d / PARAMS_FILE}'")
+        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit,
+                             f"the params in '{d / PARAMS_FILE}'")
         check_file(PARAMS_FILE, pdata, files, where)
         blobs: dict[str, bytes] = {}
         for name in sorted(set(files) - {GRAPH_FILE, PARAMS_FILE}):  # every library is checked before any loads
@@ -319,7 +320,8 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         elif isinstance(m, PyModule):
             names = m.function_names()
             raise ExecutorError(f"cannot export {_which(k)}: it is a PyModule (functions {', '.join(names[:3])}"
-                                f"{', ...' if len(names) > 3 else ''}) and Python functions cannot be written to a file")
+                                f"{', ...' if len(names) > 3 else ''}) and Python functions cannot be written to a "
+                                "file")
         elif callable(getattr(m, "export_library", None)):
             suffix = getattr(m, "export_suffix", ".so")
             if suffix not in (".so", ".c"):

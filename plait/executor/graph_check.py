@@ -153,7 +153,8 @@ class _Checker:
                     self.fail(f"{where}: malformed '{key}'")
                 bad = [x for x in ids if not is_int(x) or not 0 <= x < n_entries]
                 if bad:
-                    self.fail(f"{where}: {key}: {_short(bad[0])} is not an entry id (the graph has {n_entries} entries)")
+                    self.fail(f"{where}: {key}: {_short(bad[0])} is not an entry id (the graph has {n_entries} "
+                              "entries)")
             op, ins, outs, ws = n["op"], n.get("inputs", []), n["outputs"], n.get("workspace", [])
             if op in ("input", "param") and (len(outs) != 1 or ins or ws):
                 self.fail(f"{where}: {_an(op)} node has exactly one output and no inputs")
@@ -370,5 +371,6 @@ def check_params(params: Any, graph: dict[str, Any], where: str = "the params") 
 
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_VERSION", "MAX_NDIM", "NODE_OPS", "ROLES", "STORAGE_KINDS", "check_functions",
-           "check_graph", "check_params", "is_dtype", "is_int", "nbytes", "node_label", "param_entries", "shape_problem",
+           "check_graph", "check_params", "is_dtype", "is_int", "nbytes", "node_label", "param_entries",
+           "shape_problem",
            "tensor_text"]

@@ -161,7 +161,8 @@ def _check_modules(modules: Any, files: Mapping[str, Any], where: str) -> list[d
         f = e["file"]
         if f is not None:
             if f in seen or f not in files:
-                raise ExecutorError(f"{where}: module {k}: file '{f}' is {'listed twice' if f in seen else 'not in files'}")
+                why = "listed twice" if f in seen else "not in files"
+                raise ExecutorError(f"{where}: module {k}: file '{f}' is {why}")
             seen.add(f)
             problem = _kind_fields_problem(f, e)
             if problem:
@@ -229,4 +230,5 @@ def check_file(name: str, data: bytes, files: Mapping[str, Any], where: str) -> 
 
 
 __all__ = ["GRAPH_FILE", "MANIFEST_FILE", "MANIFEST_FORMAT", "MANIFEST_VERSION", "MODULE_FILE", "OBJECT_FILE",
-           "PARAMS_FILE", "check_file", "check_manifest", "file_record", "function_modules", "manifest_text", "signature"]
+           "PARAMS_FILE", "check_file", "check_manifest", "file_record", "function_modules", "manifest_text",
+           "signature"]

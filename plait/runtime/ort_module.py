@@ -8,7 +8,8 @@ executor calls: ``f(*inputs, *outputs)`` with C-contiguous numpy arrays, in the 
 graph's inputs and outputs. The arrays are bound to the session directly (ONNX Runtime reads the
 inputs and writes the outputs in place; no copy), and the binding is reused while the same
 buffers are passed again (one binding per set of buffers, so executors in several threads sharing
-the module each keep theirs; ONNX Runtime runs a session from several threads). ``onnx_model`` keeps the serialized model (``save(path)`` writes it).
+the module each keep theirs; ONNX Runtime runs a session from several threads). ``onnx_model``
+keeps the serialized model (``save(path)`` writes it).
 ``onnxruntime`` is imported when a module is created, never by ``import plait``.
 """
 

@@ -18,7 +18,7 @@ from plait.executor import ExecutorError, GraphArtifact, GraphModule
 from plait.executor.graph_codegen import dumps
 from plait.limits import MemoryLimitError
 
-from tests.executor.artifacts import build, edit_graph, edit_manifest, inputs, reference
+from tests.executor.artifacts import build, edit_graph, inputs, reference
 
 F1, F2, F3, F4 = "fused_nn_dense_add_nn_relu", "fused_nn_dense_add_nn_relu_1", "fused_nn_dense_add", "fused_nn_softmax"
 N3, N6, N9, N10 = (f"node {i} ('{f}')" for i, f in ((3, F1), (6, F2), (9, F3), (10, F4)))
@@ -149,7 +149,8 @@ GRAPH_CASES = [
     ("duplicate param names", _set(["nodes", 2, "name"], "p0"), "two params are named 'p0' (nodes 1 and 2)"),
     ("memory not counts", _set(["memory", "peak_bytes"], "lots"),
      "missing or malformed 'memory' (byte counts by kind)"),
-    ("long hostile node name", lambda g: (_set(["nodes", 3, "name"], "n" * 100_000)(g), _set(["nodes", 3, "inputs", 0], 99)(g)),
+    ("long hostile node name",
+     lambda g: (_set(["nodes", 3, "name"], "n" * 100_000)(g), _set(["nodes", 3, "inputs", 0], 99)(g)),
      f"node 3 ('{'n' * 60}...'): inputs: 99 is not an entry id (the graph has 12 entries)"),
 ]
 

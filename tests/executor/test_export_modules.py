@@ -57,5 +57,5 @@ def test_llvm_module_compiled_for_missing_cpu_features_loads_but_refuses_to_run(
     cpu = json.loads((out / "manifest.json").read_text())["modules"][0]["cpu"]
     with pytest.raises(PlaitError) as e:
         GraphModule(loaded)
-    assert str(e.value) == (f"function 'fused_nn_dense_add_nn_relu' cannot run here: lib.ll was compiled for cpu '{cpu}' "
-                            "with features this machine lacks (avx512f)")
+    assert str(e.value) == (f"function 'fused_nn_dense_add_nn_relu' cannot run here: lib.ll was compiled for cpu "
+                            f"'{cpu}' with features this machine lacks (avx512f)")

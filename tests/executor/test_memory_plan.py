@@ -277,7 +277,8 @@ def test_check_graph_copy_nodes():
     bad["storage"][0]["kind"] = "scratch"
     with pytest.raises(PlaitError) as e:
         check_graph(bad)
-    assert str(e.value) == "graph: storage 0: unknown kind 'scratch' (expected one of input, param, activation, workspace)"
+    assert str(e.value) == ("graph: storage 0: unknown kind 'scratch' (expected one of input, param, activation, "
+                            "workspace)")
 
 
 def test_lowered_model_with_workspaces_end_to_end(tmp_path):
