@@ -1,5 +1,9 @@
 """Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) for now.
 
+Modules: ``graph_codegen`` (lowered main -> graph + function signatures), ``memory_plan``,
+``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
+checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
+
 Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target) -> artifact``,
 where ``mod`` is the lowered IRModule (``main`` calls only PrimFuncs) and ``lib`` the runtime module
 implementing them. ``plait.build(..., executor=NAME)`` looks the name up here.
