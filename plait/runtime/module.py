@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -126,8 +127,21 @@ class CSourceModule(Module):
         manifest = json.dumps({"name": self.name, "signatures": self.signatures}, sort_keys=True)
         # '?' too: "??/" would be a trigraph in ISO C modes (-std=c99)
         escaped = manifest.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
-        return (self.source.rstrip("\n") + "\n\n/* plait manifest: function signatures for the loader */\n"
-                f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
+        return (self.source.rstrip("\n") + _MANIFEST_HEAD + f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
+
+    @classmethod
+    def from_full_source(cls, text: str, **kwargs: Any) -> "CSourceModule | None":
+        """The module whose :meth:`full_source` is ``text`` (its name and signatures read back from the
+        embedded manifest), or None when ``text`` has no embedded manifest."""
+        at = text.rfind(_MANIFEST_HEAD)
+        tail = text[at + len(_MANIFEST_HEAD):] if at >= 0 else ""
+        prefix, suffix = 'const char* plait_manifest(void) { return "', '"; }\n'
+        if not (tail.startswith(prefix) and tail.endswith(suffix)):
+            return None
+        body = tail[len(prefix):-len(suffix)]
+        raw = re.sub(r"\\(.)", lambda m: m.group(1), body)  # undo the escapes of full_source
+        name, sigs = _read_embedded_manifest(raw.encode(), "C source")
+        return cls(text[:at] + "\n", sigs, name=name, **kwargs)
 
     def compile(self, cc: str = "gcc", flags: Sequence[str] | None = None, cache_dir: str | None = None) -> "DSOModule":
         from plait.runtime.cc import compile_source
@@ -150,6 +164,9 @@ class CSourceModule(Module):
         p = Path(path)
         p.write_text(self.full_source(), encoding="utf-8")
         return p
+
+
+_MANIFEST_HEAD = "\n\n/* plait manifest: function signatures for the loader */\n"
 
 
 class CrossModule(CSourceModule):
