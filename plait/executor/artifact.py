@@ -256,6 +256,9 @@ def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[s
             return OrtModule(e["symbol"], data, threads=e["threads"], opt_level=e["opt_level"])
         if name.endswith(".ll"):
             return _load_llvm(text, e, name)
+        loaded = CSourceModule.from_full_source(text)  # as exported: name and signatures embedded
+        if loaded is not None:
+            return loaded
         sigs = {f: ("ptr",) * len(s["args"]) for f, s in manifest["functions"].items() if s["module"] == k}
         return CSourceModule(text, sigs, name=name[:-2])
     except UnicodeDecodeError:

@@ -231,3 +231,18 @@ def test_a_library_with_a_malformed_embedded_manifest(tmp_path):
         with pytest.raises(PlaitError) as e:
             load_module(so)
         assert str(e.value) == f"library '{so}' has a malformed plait_manifest"
+
+
+def test_a_cortex_m_artifact_loads_and_exports_its_c_again(cache, tmp_path):
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.skip("arm-none-eabi-gcc is not installed (.ci/run installs it)")
+    out = build(cache, target="c -mcpu=cortex-m7f").export(tmp_path / "m7")
+    assert sorted(p.name for p in out.iterdir()) == ["graph.json", "lib.c", "lib.o", "manifest.json", "params.npz"]
+    back = GraphArtifact.load(out)
+    assert back.lib.function_names() == sorted(back.functions)
+    again = back.export(tmp_path / "again")
+    for name in ("graph.json", "lib.c", "params.npz"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
+    size = (out / "lib.o").stat().st_size
+    (out / "lib.o").write_bytes(b"")  # the object file a firmware build links is checked too
+    assert load_error(out) == f"cannot load graph artifact '{out}': {changed('lib.o', 0, size)}"
