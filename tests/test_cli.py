@@ -217,7 +217,7 @@ def test_compile_exports_the_artifact(mlp_path, tmp_path, capsys):
     out = tmp_path / "mlp_c"
     assert main(["compile", str(mlp_path), "--target", "c", "-o", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == f"wrote {out}: graph.json, lib.so, params.npz"
+    assert lines[-1] == f"wrote {out}: graph.json, lib.so, manifest.json, params.npz"
     assert re.fullmatch(r"memory: \d+ bytes at peak \(params 848, activations \d+, workspace \d+\)", lines[-2])
     art = GraphArtifact.load(out)
     x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)

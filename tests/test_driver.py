@@ -149,7 +149,8 @@ def test_cortex_m_build_is_a_cross_module_unless_host_simulated(tmp_path):
     with pytest.raises(PlaitError) as e:
         GraphModule(art)
     assert "cannot run in this process; build with host_simulation=True" in str(e.value)
-    assert sorted(p.name for p in art.export(tmp_path / "m7").iterdir()) == ["graph.json", "lib.c", "lib.o", "params.npz"]
+    exported = sorted(p.name for p in art.export(tmp_path / "m7").iterdir())
+    assert exported == ["graph.json", "lib.c", "lib.o", "manifest.json", "params.npz"]
     sim = build(mod, target="c -mcpu=cortex-m7f", config={"cc.cache_dir": str(tmp_path), "c.host_simulation": True})
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(GraphModule(sim)(x)[0], np.maximum(x, 0) + 0.5, atol=1e-6)

@@ -1,5 +1,9 @@
 """Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) for now.
 
+Modules: ``graph_codegen`` (lowered main -> graph + function signatures), ``memory_plan``,
+``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
+checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
+
 Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target) -> artifact``,
 where ``mod`` is the lowered IRModule (``main`` calls only PrimFuncs) and ``lib`` the runtime module
 implementing them. ``plait.build(..., executor=NAME)`` looks the name up here.
@@ -28,6 +32,10 @@ def __getattr__(name: str) -> Any:
         from plait.executor import graph
 
         return getattr(graph, name)
+    if name in ("check_graph", "check_params"):
+        from plait.executor import graph_check
+
+        return getattr(graph_check, name)
     if name in ("MemoryPlan", "plan_memory"):
         from plait.executor import memory_plan
 
@@ -36,4 +44,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
-           "plan_memory"]
+           "check_graph", "check_params", "plan_memory"]

@@ -38,17 +38,15 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.executor.graph_check import GRAPH_FORMAT, GRAPH_VERSION, NODE_OPS, STORAGE_KINDS  # noqa: F401
+from plait.executor.manifest import signature
 from plait.executor.memory_plan import entry_bytes, plan_memory, plan_storage  # noqa: F401 - re-exported
 from plait.ir.op import Op
-from plait.ir.types import DTYPES, TensorType, TupleType, Type
+from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
 
-GRAPH_FORMAT = "plait.graph"
-GRAPH_VERSION = 1
-NODE_OPS = ("input", "param", "call", "copy")
-STORAGE_KINDS = ("input", "param", "activation", "workspace")
 
 
 class GraphCodegenError(PlaitError):
@@ -76,6 +74,8 @@ class _Builder:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     entries: list[dict[str, Any]] = field(default_factory=list)
     params: dict[str, np.ndarray] = field(default_factory=dict)
+    functions: dict[str, dict[str, Any]] = field(default_factory=dict)  # symbol -> signature (manifest)
+    _fn_of: dict[str, Any] = field(default_factory=dict)
 
     def entry(self, t: Type, what: str) -> int:
         if not isinstance(t, TensorType):
@@ -94,6 +94,14 @@ class _Builder:
     def add_node(self, node: dict[str, Any], outputs: Value) -> None:
         node["outputs"] = _flatten(outputs)
         self.nodes.append(node)
+
+    def describe(self, symbol: str, fn: Any, node: dict[str, Any]) -> None:
+        """Record the signature of the function ``symbol`` (once; two functions may not share a symbol)."""
+        if symbol not in self.functions:
+            self.functions[symbol] = signature(fn, symbol, node)
+            self._fn_of[symbol] = fn
+        elif self._fn_of[symbol] is not fn and signature(fn, symbol, node) != self.functions[symbol]:
+            raise GraphCodegenError(f"graph executor: two different functions have the symbol '{symbol}'")
 
     def callee(self, call: Call) -> tuple[str, Any]:
         """(runtime symbol, the lowered function) of a call of a lowered function."""
@@ -116,6 +124,13 @@ class _Builder:
 
 def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Serialize ``mod['main']`` (lowered, type-inferred) to a graph dict and its params."""
+    graph, params, _ = graph_codegen_full(mod)
+    return graph, params
+
+
+def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+    """:func:`graph_codegen`, plus the signature of every function the graph calls (the
+    ``functions`` of the artifact manifest, :mod:`plait.executor.manifest`)."""
     from plait.relay.infer import infer_type
 
     if "main" not in mod:
@@ -178,6 +193,7 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
             if piece is not None:
                 node["piece"] = piece
             b.add_node(node, outs)
+            b.describe(func, fn, node)
             values[id(e)] = outs
         elif isinstance(e, GlobalVar):
             continue  # resolved by the call that uses it
@@ -194,7 +210,7 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
         "outputs": outputs, "output_names": output_names,
     }
     plan_memory(graph)
-    return graph, dict(b.params)
+    return graph, dict(b.params), dict(b.functions)
 
 
 def _piece_of(fn: Any) -> str | None:
@@ -217,46 +233,6 @@ def _workspace_params(fn: Any) -> list[Any]:
     if any(p.static_shape is None for p in params):
         raise GraphCodegenError(f"graph executor: the workspace of '{fn.name}' has a symbolic size")
     return params
-
-
-def check_graph(graph: Any, where: str = "graph") -> dict[str, Any]:
-    """Check the shape of a graph dict (as read from JSON) enough to run it safely."""
-    if not isinstance(graph, dict) or graph.get("format") != GRAPH_FORMAT:
-        raise GraphCodegenError(f"{where}: not a plait graph (expected \"format\": \"{GRAPH_FORMAT}\")")
-    if graph.get("version") != GRAPH_VERSION:
-        raise GraphCodegenError(f"{where}: graph version {graph.get('version')!r} is not supported "
-                                f"(this plait reads version {GRAPH_VERSION})")
-    for key in ("nodes", "entries", "storage", "inputs", "params", "outputs", "output_names"):
-        if not isinstance(graph.get(key), list):
-            raise GraphCodegenError(f"{where}: missing or malformed '{key}'")
-    n_entries, n_storage = len(graph["entries"]), len(graph["storage"])
-    for i, st in enumerate(graph["storage"]):
-        if not isinstance(st, dict) or not isinstance(st.get("bytes"), int) or st["bytes"] < 0 or \
-                st.get("kind") not in STORAGE_KINDS:
-            raise GraphCodegenError(f"{where}: malformed storage {i}")
-    for i, e in enumerate(graph["entries"]):
-        if e.get("dtype") not in DTYPES or not isinstance(e.get("shape"), list) or \
-                not isinstance(e.get("storage"), int) or not 0 <= e["storage"] < n_storage:
-            raise GraphCodegenError(f"{where}: malformed entry {i}")
-        if entry_bytes(e) > graph["storage"][e["storage"]]["bytes"]:
-            raise GraphCodegenError(f"{where}: entry {i} does not fit its storage {e['storage']}")
-    for i, n in enumerate(graph["nodes"]):
-        if not isinstance(n, dict) or n.get("op") not in NODE_OPS:
-            raise GraphCodegenError(f"{where}: malformed node {i}")
-        lists = [n.get(k, []) for k in ("outputs", "inputs", "workspace")]
-        if any(not isinstance(x, list) for x in lists) or \
-                any(not isinstance(x, int) or not 0 <= x < n_entries for x in lists[0] + lists[1] + lists[2]):
-            raise GraphCodegenError(f"{where}: malformed node {i}")
-        if n["op"] == "call" and not isinstance(n.get("func"), str):
-            raise GraphCodegenError(f"{where}: node {i} calls no function")
-        if n["op"] == "copy":
-            ins, outs = n.get("inputs", []), n.get("outputs", [])
-            if len(ins) != 1 or len(outs) != 1 or \
-                    entry_bytes(graph["entries"][ins[0]]) != entry_bytes(graph["entries"][outs[0]]):
-                raise GraphCodegenError(f"{where}: copy node {i} must copy one value into one of the same size")
-    if any(not 0 <= x < n_entries for x in graph["outputs"]):
-        raise GraphCodegenError(f"{where}: malformed outputs")
-    return graph
 
 
 def dumps(graph: dict[str, Any]) -> str:

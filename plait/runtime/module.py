@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -126,8 +127,21 @@ class CSourceModule(Module):
         manifest = json.dumps({"name": self.name, "signatures": self.signatures}, sort_keys=True)
         # '?' too: "??/" would be a trigraph in ISO C modes (-std=c99)
         escaped = manifest.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
-        return (self.source.rstrip("\n") + "\n\n/* plait manifest: function signatures for the loader */\n"
-                f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
+        return (self.source.rstrip("\n") + _MANIFEST_HEAD + f'const char* plait_manifest(void) {{ return "{escaped}"; }}\n')
+
+    @classmethod
+    def from_full_source(cls, text: str, **kwargs: Any) -> "CSourceModule | None":
+        """The module whose :meth:`full_source` is ``text`` (its name and signatures read back from the
+        embedded manifest), or None when ``text`` has no embedded manifest."""
+        at = text.rfind(_MANIFEST_HEAD)
+        tail = text[at + len(_MANIFEST_HEAD):] if at >= 0 else ""
+        prefix, suffix = 'const char* plait_manifest(void) { return "', '"; }\n'
+        if not (tail.startswith(prefix) and tail.endswith(suffix)):
+            return None
+        body = tail[len(prefix):-len(suffix)]
+        raw = re.sub(r"\\(.)", lambda m: m.group(1), body)  # undo the escapes of full_source
+        name, sigs = _read_embedded_manifest(raw.encode(), "C source")
+        return cls(text[:at] + "\n", sigs, name=name, **kwargs)
 
     def compile(self, cc: str = "gcc", flags: Sequence[str] | None = None, cache_dir: str | None = None) -> "DSOModule":
         from plait.runtime.cc import compile_source
@@ -150,6 +164,9 @@ class CSourceModule(Module):
         p = Path(path)
         p.write_text(self.full_source(), encoding="utf-8")
         return p
+
+
+_MANIFEST_HEAD = "\n\n/* plait manifest: function signatures for the loader */\n"
 
 
 class CrossModule(CSourceModule):
@@ -180,25 +197,27 @@ class CrossModule(CSourceModule):
 
 
 class DSOModule(Module):
-    """A shared library loaded with ctypes; its manifest gives the function signatures."""
+    """A shared library loaded with ctypes; its manifest gives the function signatures.
+
+    ``origin`` names the library in messages when ``path`` is a private copy (see :func:`load_library`).
+    """
 
     kind = "dso"
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, origin: str | Path | None = None):
         super().__init__()
         self.path = Path(path)
+        shown = origin if origin is not None else self.path
         try:
             self.lib = ctypes.CDLL(str(self.path))
         except OSError as exc:
-            raise PlaitError(f"cannot load library '{self.path}': {exc}") from None
+            raise PlaitError(f"cannot load library '{shown}': {exc}") from None
         try:
             getter = self.lib.plait_manifest
         except AttributeError:
-            raise PlaitError(f"library '{self.path}' was not built by plait (no plait_manifest)") from None
+            raise PlaitError(f"library '{shown}' was not built by plait (no plait_manifest)") from None
         getter.restype = ctypes.c_char_p
-        manifest = json.loads(getter().decode())
-        self.name = manifest["name"]
-        self.signatures: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in manifest["signatures"].items()}
+        self.name, self.signatures = _read_embedded_manifest(getter(), shown)
         self._funcs: dict[str, Callable] = {}
 
     def function_names(self) -> list[str]:
@@ -224,6 +243,21 @@ class DSOModule(Module):
         return p
 
 
+def _read_embedded_manifest(raw: bytes | None, shown: Any) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """(name, signatures) from a library's ``plait_manifest()`` string."""
+    try:
+        manifest = json.loads((raw or b"").decode())
+        name, sigs = manifest["name"], manifest["signatures"]
+        ok = isinstance(name, str) and isinstance(sigs, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(a == "ptr" or a in _SCALAR_CTYPES for a in v)
+            for k, v in sigs.items())
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise PlaitError(f"library '{shown}' has a malformed plait_manifest")
+    return name, {k: tuple(v) for k, v in sigs.items()}
+
+
 def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
     def call(*args: Any) -> int:
         if len(args) != len(sig):
@@ -243,6 +277,54 @@ def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
 
     call.__name__ = name
     return call
+
+
+_PRIVATE: list[Path] = []  # the process's directory of verified library copies (created on first use)
+
+
+def _private_dir() -> Path:
+    if not _PRIVATE:
+        import atexit
+        import tempfile
+
+        d = Path(tempfile.mkdtemp(prefix="plait-libs-"))
+        atexit.register(shutil.rmtree, d, True)
+        _PRIVATE.append(d)
+    return _PRIVATE[0]
+
+
+def load_library(data: bytes, origin: str | Path) -> DSOModule:
+    """Load a shared library from its bytes, which the caller has verified (e.g. against the
+    sha256 of an artifact's manifest).
+
+    The bytes are written to a private file named by their sha256 (in a directory of this process,
+    removed at exit) and that file is loaded. So the code that runs is exactly the bytes that were
+    checked (a later change to ``origin`` cannot reach it), and two different libraries exported to
+    the same path are two libraries (``dlopen`` would hand out the first one again for the same
+    path). If the private copy cannot be loaded (e.g. a temp dir mounted ``noexec``), ``origin``
+    itself is loaded when its content is still the verified bytes.
+    """
+    import hashlib
+    import os
+
+    digest = hashlib.sha256(data).hexdigest()
+    path = _private_dir() / f"{digest}.so"
+    try:
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        ctypes.CDLL(str(path))  # maps it (DSOModule gets the same handle)
+    except OSError:
+        try:
+            same = Path(origin).read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            raise PlaitError(f"cannot load library '{origin}': it cannot be copied to a private directory and "
+                             "changed since it was checked") from None
+        path = Path(origin)
+    return DSOModule(path, origin)
 
 
 def load_module(path: str | Path) -> Module:

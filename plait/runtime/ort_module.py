@@ -7,19 +7,25 @@ The module exports one function, called destination-passing style like every fun
 executor calls: ``f(*inputs, *outputs)`` with C-contiguous numpy arrays, in the order of the ONNX
 graph's inputs and outputs. The arrays are bound to the session directly (ONNX Runtime reads the
 inputs and writes the outputs in place; no copy), and the binding is reused while the same
-buffers are passed again. ``onnx_model`` keeps the serialized model (``save(path)`` writes it).
+buffers are passed again (one binding per set of buffers, so executors in several threads sharing
+the module each keep theirs; ONNX Runtime runs a session from several threads). ``onnx_model``
+keeps the serialized model (``save(path)`` writes it).
 ``onnxruntime`` is imported when a module is created, never by ``import plait``.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from plait.errors import PlaitError
 from plait.runtime.module import PyModule, RuntimeError_
+
+MAX_BINDINGS = 8
+"""Bindings kept per module (one per set of buffers, e.g. per executor copy)."""
 
 # -opt-level of the kind -> onnxruntime.GraphOptimizationLevel member
 OPT_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL")
@@ -62,50 +68,56 @@ class OrtModule(PyModule):
             raise PlaitError(f"onnxruntime cannot load the model of function '{symbol}': {msg}") from None
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
-        self._binding: Any = None
-        self._bound: tuple | None = None
-        self._run_bound: Any = None
+        self._bindings: dict[tuple[int, ...], tuple[tuple[np.ndarray, ...], Callable[[], Any]]] = {}
+        self._lock = threading.Lock()
         super().__init__({symbol: self._run})
 
     def _run(self, *arrays: np.ndarray) -> int:
-        bound = self._bound
-        if bound is not None and len(arrays) == len(bound) and all(a is b for a, b in zip(arrays, bound)):
-            self._run_binding()  # the executor passes the same buffers every run: ~10 us of overhead
+        key = tuple(id(a) for a in arrays)
+        hit = self._bindings.get(key)
+        if hit is not None and all(a is b for a, b in zip(arrays, hit[0])):
+            self._run_binding(key, hit[1])  # the executor passes the same buffers every run: ~10 us of overhead
             return 0
         n_in, n_out = len(self.input_names), len(self.output_names)
         if len(arrays) != n_in + n_out:
             raise RuntimeError_(f"function '{self.symbol}' takes {n_in + n_out} arrays ({n_in} inputs, then {n_out} "
                                 f"outputs), got {len(arrays)}")
         if all(isinstance(a, np.ndarray) and a.flags.c_contiguous for a in arrays):
-            self._bind(arrays)
-            self._run_binding()
+            self._run_binding(key, self._bind(key, arrays))
         else:
             self._run_copy(arrays)
         return 0
 
-    def _bind(self, arrays: Sequence[np.ndarray]) -> None:
-        """Bind the arrays' memory to the session's inputs and outputs (kept while the same array
-        objects come back; they are referenced here, so their memory stays valid)."""
+    def _bind(self, key: tuple[int, ...], arrays: Sequence[np.ndarray]) -> Callable[[], Any]:
+        """Bind the arrays' memory to the session's inputs and outputs. The binding is kept (with
+        the arrays, so their memory stays valid) while the same array objects come back: one per set
+        of buffers, so that several executors (one per thread, :meth:`GraphModule.copy`) sharing this
+        module each keep theirs; the oldest of more than ``MAX_BINDINGS`` is dropped."""
         b = self.session.io_binding()
         n_in = len(self.input_names)
         for name, a in zip(self.input_names, arrays[:n_in]):
             b.bind_input(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
         for name, a in zip(self.output_names, arrays[n_in:]):
             b.bind_output(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
-        self._binding, self._bound = b, tuple(arrays)
         # the C++ session and binding objects, when this onnxruntime exposes them: the Python
         # wrapper of run_with_iobinding adds ~7 us of checks per call (graph capture on WebGPU)
         raw_sess, raw_binding = getattr(self.session, "_sess", None), getattr(b, "_iobinding", None)
         if raw_sess is not None and raw_binding is not None and hasattr(raw_sess, "run_with_iobinding"):
-            self._run_bound = lambda: raw_sess.run_with_iobinding(raw_binding, None)
+            run: Callable[[], Any] = lambda: raw_sess.run_with_iobinding(raw_binding, None)  # noqa: E731
         else:
-            self._run_bound = lambda: self.session.run_with_iobinding(b)
+            run = lambda: self.session.run_with_iobinding(b)  # noqa: E731
+        with self._lock:
+            while len(self._bindings) >= MAX_BINDINGS:
+                self._bindings.pop(next(iter(self._bindings)))
+            self._bindings[key] = (tuple(arrays), run)
+        return run
 
-    def _run_binding(self) -> None:
+    def _run_binding(self, key: tuple[int, ...], run: Callable[[], Any]) -> None:
         try:
-            self._run_bound()
+            run()
         except Exception as exc:
-            self._bound = None
+            with self._lock:
+                self._bindings.pop(key, None)
             raise RuntimeError_(f"function '{self.symbol}': onnxruntime failed: {str(exc).strip()}") from None
 
     def _run_copy(self, arrays: Sequence[np.ndarray]) -> None:

@@ -19,7 +19,7 @@ def test_ort_regions_export_and_load(tmp_path):
     x = np.random.default_rng(3).standard_normal((1, 256)).astype(np.float32)
     (want,) = GraphModule(art)(x=x)
     out = art.export(tmp_path / "art")
-    manifest = json.loads((out / "modules.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     onnx_files = [e for e in manifest["modules"] if e["file"] and e["file"].endswith(".onnx")]
     assert onnx_files and all(e["symbol"].startswith("ort_") for e in onnx_files)
     assert all((out / e["file"]).stat().st_size > 0 for e in onnx_files)
@@ -36,10 +36,26 @@ def test_llvm_module_exports_as_ir_and_is_jit_compiled_again(tmp_path):
     name = GraphModule(art).input_names[0]
     (want,) = GraphModule(art)(**{name: x})
     out = art.export(tmp_path / "art")
-    manifest = json.loads((out / "modules.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     (entry,) = manifest["modules"]
     assert entry["file"] == "lib.ll" and entry["signatures"] and "define " in (out / "lib.ll").read_text()
     loaded = GraphArtifact.load(out)
     assert type(loaded.lib).__name__ == "LLVMModule"
     (got,) = GraphModule(loaded)(**{name: x})
     np.testing.assert_array_equal(got, want)
+
+
+def test_llvm_module_compiled_for_missing_cpu_features_loads_but_refuses_to_run(tmp_path, monkeypatch):
+    pytest.importorskip("llvmlite")
+    import plait.backend.llvm as llvm_kind
+    from plait.errors import PlaitError
+
+    art = plait.build(from_onnx(onnx_models.mlp(sizes=(8, 16, 4))), "llvm")
+    out = art.export(tmp_path / "art")
+    monkeypatch.setattr(llvm_kind, "missing_host_features", lambda cpu, features: ["avx512f"])
+    loaded = GraphArtifact.load(out)
+    cpu = json.loads((out / "manifest.json").read_text())["modules"][0]["cpu"]
+    with pytest.raises(PlaitError) as e:
+        GraphModule(loaded)
+    assert str(e.value) == (f"function 'fused_nn_dense_add_nn_relu' cannot run here: lib.ll was compiled for cpu "
+                            f"'{cpu}' with features this machine lacks (avx512f)")

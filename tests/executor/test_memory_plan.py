@@ -10,7 +10,8 @@ import pytest
 from plait import relay, te
 from plait.errors import PlaitError
 from plait.executor.graph import GraphArtifact, GraphModule
-from plait.executor.graph_codegen import check_graph, graph_codegen
+from plait.executor.graph_check import check_graph
+from plait.executor.graph_codegen import graph_codegen
 from plait.executor.memory_plan import MemoryPlan, entry_bytes, memory_domains, plan_memory
 from plait.relay import IRModule
 from plait.relay.expr import call as relay_call
@@ -265,17 +266,19 @@ def test_check_graph_copy_nodes():
     bad["nodes"][2]["inputs"] = [0, 1]
     with pytest.raises(PlaitError) as e:
         check_graph(bad)
-    assert str(e.value) == "graph: copy node 2 must copy one value into one of the same size"
+    assert str(e.value) == ("graph: node 2 ('/copy'): a copy node copies one value (src, dst pieces; one input, "
+                            "one output)")
     bad = json.loads(json.dumps(graph))
     bad["nodes"][1]["workspace"] = [99]
     with pytest.raises(PlaitError) as e:
         check_graph(bad)
-    assert str(e.value) == "graph: malformed node 1"
+    assert str(e.value) == "graph: node 1 ('/sm0'): workspace: 99 is not an entry id (the graph has 8 entries)"
     bad = json.loads(json.dumps(graph))
     bad["storage"][0]["kind"] = "scratch"
     with pytest.raises(PlaitError) as e:
         check_graph(bad)
-    assert str(e.value) == "graph: malformed storage 0"
+    assert str(e.value) == ("graph: storage 0: unknown kind 'scratch' (expected one of input, param, activation, "
+                            "workspace)")
 
 
 def test_lowered_model_with_workspaces_end_to_end(tmp_path):
@@ -345,9 +348,10 @@ def test_export_a_library_with_imported_modules(tmp_path, ws_c_lib):
     x = np.random.default_rng(4).random((4, 8)).astype(np.float32)
     art = GraphArtifact.from_module(mod, host)
     out = art.export(tmp_path / "two")
-    assert sorted(p.name for p in out.iterdir()) == ["graph.json", "lib.so", "lib_1.so", "modules.json", "params.npz"]
-    manifest = json.loads((out / "modules.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["graph.json", "lib.so", "lib_1.so", "manifest.json", "params.npz"]
+    manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["modules"] == [{"file": "lib.so", "imports": [1]}, {"file": "lib_1.so", "imports": []}]
+    assert {k: f["module"] for k, f in manifest["functions"].items()} == {"softmax_rows": 0, "square_plus": 1}
     back = GraphArtifact.load(out)
     assert [m.function_names() for m in back.lib.walk()] == [["softmax_rows"], ["square_plus"]]
     np.testing.assert_allclose(GraphModule(back)(x)[0], ws_reference(x), rtol=1e-5)
@@ -355,11 +359,11 @@ def test_export_a_library_with_imported_modules(tmp_path, ws_c_lib):
     box = Module()
     box.import_module(ws_c_lib)
     back = GraphArtifact.load(GraphArtifact.from_module(mod, box).export(tmp_path / "box"))
-    assert json.loads((tmp_path / "box" / "modules.json").read_text())["modules"][0] == {"file": None, "imports": [1]}
+    assert json.loads((tmp_path / "box" / "manifest.json").read_text())["modules"][0] == {"file": None, "imports": [1]}
     np.testing.assert_allclose(GraphModule(back)(x)[0], ws_reference(x), rtol=1e-5)
-    # a single module: no manifest (as before)
+    # a single module: the manifest lists one module
     single = GraphArtifact.from_module(mod, ws_c_lib).export(tmp_path / "one")
-    assert not (single / "modules.json").exists() and (single / "lib.so").exists()
+    assert json.loads((single / "manifest.json").read_text())["modules"] == [{"file": "lib.so", "imports": []}]
     # Python modules cannot be written
     host.import_module(PyModule({"f": lambda: 0}))
     with pytest.raises(PlaitError) as e:
@@ -373,7 +377,7 @@ def test_load_rejects_a_bad_module_manifest(tmp_path, ws_c_lib):
     box = Module()
     box.import_module(ws_c_lib)
     out = GraphArtifact.from_module(mod, box).export(tmp_path / "a")
-    m = json.loads((out / "modules.json").read_text())
+    m = json.loads((out / "manifest.json").read_text())
     for change, msg in [
         (lambda m: m["modules"][1].update(file="../evil.so"), "malformed module 1"),
         (lambda m: m["modules"][1].update(imports=[1]), "malformed module 1"),
@@ -382,10 +386,10 @@ def test_load_rejects_a_bad_module_manifest(tmp_path, ws_c_lib):
     ]:
         bad = json.loads(json.dumps(m))
         change(bad)
-        (out / "modules.json").write_text(json.dumps(bad))
+        (out / "manifest.json").write_text(json.dumps(bad))
         with pytest.raises(PlaitError) as e:
             GraphArtifact.load(out)
-        assert str(e.value) == f"cannot load graph artifact '{out}': modules.json: {msg}"
+        assert str(e.value) == f"cannot load graph artifact '{out}': manifest.json: {msg}"
 
 
 def test_copy_node_between_hand_written_functions(tmp_path):

@@ -105,9 +105,9 @@ def test_export_writes_each_pieces_c_and_object_file(ds_cnn, tmp_path):
     art = plait.build(mod, SEED, place=HEAD, config={"cc.cache_dir": str(tmp_path / "cc")})
     out = art.export(tmp_path / "fw")
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["graph.json", "lib.c", "lib.o", "lib_1.c", "lib_1.o", "modules.json", "params.npz"]
+    assert files == ["graph.json", "lib.c", "lib.o", "lib_1.c", "lib_1.o", "manifest.json", "params.npz"]
     attrs = {f: _readelf_attrs(out / f) for f in ("lib.o", "lib_1.o")}
     assert sorted("v6S-M" in a for a in attrs.values()) == [False, True]  # one object per core
-    manifest = json.loads((out / "modules.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
     assert [e["file"] for e in manifest["modules"]] == ["lib.c", "lib_1.c"]
     assert GraphArtifact.load(out).graph == art.graph

@@ -1,0 +1,345 @@
+"""The graph artifact: a JSON graph, its params and the runtime module tree, with export and load.
+
+    art = plait.build(mod, target="c")            # a GraphArtifact
+    art.export("out/")   ->  out/graph.json, params.npz, lib.so [, lib_1.so, ...], manifest.json
+    GraphArtifact.load("out/")                    # checks everything before any library is loaded
+
+**An artifact is code**: loading it runs its ``lib.so`` (``dlopen`` runs the library's constructors).
+Load only artifacts you trust. The checks here (:mod:`plait.executor.manifest`,
+:mod:`plait.executor.graph_check`, :mod:`plait.executor.params_file`) catch accidental corruption
+and mismatched files, not an author who rewrites every file consistently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plait.executor.errors import ExecutorError
+from plait.executor.graph_check import _short, check_graph, check_params
+from plait.executor.graph_codegen import dumps, graph_codegen_full
+from plait.executor.manifest import (
+    GRAPH_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
+    file_record, function_modules, manifest_text,
+)
+from plait.executor.memory_plan import memory_report
+from plait.executor.params_file import read_params
+from plait.limits import check_bytes
+from plait.relay.module import IRModule
+from plait.runtime.module import CrossModule, CSourceModule, DSOModule, Module, PyModule, load_library
+
+OLD_MODULES_FILE = "modules.json"  # the module list of artifacts exported before manifest.json
+
+
+@dataclass
+class GraphArtifact:
+    """What ``plait.build(..., executor="graph")`` returns: the graph, its params and the library.
+
+    ``manifest``: the signature of every function the graph calls (``{"functions": ...}``, made by
+    codegen; a loaded artifact has the whole manifest read from ``manifest.json``). ``ir`` is the
+    lowered module (not exported); ``target`` the canonical target string; ``timings`` (pass name,
+    seconds) of the build; ``placement`` and ``piece_modules`` (set by the driver for a composite
+    target; not exported).
+    """
+
+    graph_json: str
+    params: dict[str, np.ndarray]
+    lib: Module
+    target: str = ""
+    ir: IRModule | None = field(default=None, repr=False)
+    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
+    placement: Any = field(default=None, repr=False)  # a plait.placement.Assignment (None: one piece)
+    piece_modules: dict[str, Module] = field(default_factory=dict, repr=False)  # piece name -> its module
+    manifest: dict[str, Any] | None = field(default=None, repr=False)
+    executor = "graph"
+
+    @classmethod
+    def from_module(cls, mod: IRModule, lib: Module, target: str = "") -> "GraphArtifact":
+        """Graph codegen of a lowered ``mod`` whose PrimFuncs ``lib`` implements."""
+        graph, params, functions = graph_codegen_full(mod)
+        graph["target"] = target
+        manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "functions": functions}
+        return cls(dumps(graph), params, lib, target, mod, manifest=manifest)
+
+    @property
+    def graph(self) -> dict[str, Any]:
+        return json.loads(self.graph_json)
+
+    @property
+    def functions(self) -> dict[str, Any]:
+        """The signature of every function the graph calls (role, dtype, shape, bytes per argument)."""
+        if not self.manifest or not isinstance(self.manifest.get("functions"), dict):
+            raise ExecutorError("the artifact has no manifest of its functions (make it with plait.build, "
+                                "GraphArtifact.from_module or GraphArtifact.load)")
+        return self.manifest["functions"]
+
+    @property
+    def memory(self) -> dict[str, int]:
+        """Bytes by kind of buffer (see :mod:`plait.executor.graph_codegen`)."""
+        return dict(self.graph["memory"])
+
+    def check(self) -> dict[str, Any]:
+        """Check the graph against itself and the function signatures, and the params against the
+        graph (see :mod:`plait.executor.graph_check`); returns the parsed graph."""
+        from plait.executor.graph_check import check_functions
+
+        functions = check_functions(self.functions, "the artifact's manifest")
+        try:
+            graph = json.loads(self.graph_json)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise ExecutorError(f"graph: not JSON ({_short(str(exc), 120)})") from None
+        check_graph(graph, "graph", functions)
+        check_params(self.params, graph)
+        return graph
+
+    def module(self) -> Any:
+        from plait.executor.graph import GraphModule
+
+        return GraphModule(self)
+
+    def __repr__(self) -> str:
+        calls = sum(1 for n in self.graph["nodes"] if n["op"] in ("call", "copy"))
+        return f"GraphArtifact(target={self.target!r}, {calls} calls, {len(self.params)} params, lib={self.lib!r})"
+
+    def memory_report(self, top: int = 10) -> str:
+        """The memory plan as text: bytes per storage kind, the peak, the biggest workspaces."""
+        return memory_report(self.graph, top)
+
+    def export(self, path: str | Path) -> Path:
+        """Write ``graph.json``, ``params.npz``, the library and ``manifest.json`` into the directory ``path``.
+
+        The library is ``lib.so`` (a compiled module), or ``lib.c`` for a C source module that was
+        not compiled for the host (e.g. a Cortex-M build, with its object file ``lib.o``). Each module
+        it imports (one per piece) is written too (``lib_1.so``, ``lib_2.c``, ``lib_3.onnx``, ``lib.ll``
+        ...); a module without functions of its own (a container host module) has no file. Python
+        modules (:class:`~plait.runtime.PyModule`) cannot be exported. ``manifest.json``
+        (:mod:`plait.executor.manifest`) is written last: it lists every file with its size and sha256,
+        the module tree and every function's arguments.
+        """
+        self.check()
+        out = Path(path)
+        entries = _module_entries(self.lib)
+        where = function_modules(self.lib, [m for m, _ in entries], self.functions)
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (MANIFEST_FILE, OLD_MODULES_FILE):  # a half-written export is never loadable
+            (out / stale).unlink(missing_ok=True)
+        written = [GRAPH_FILE, PARAMS_FILE]
+        (out / GRAPH_FILE).write_text(self.graph_json, encoding="utf-8")
+        with open(out / PARAMS_FILE, "wb") as f:
+            np.savez(f, **self.params)
+        for m, entry in entries:
+            name = entry["file"]
+            if name is None:
+                continue
+            if name.endswith(".onnx"):
+                m.save(out / name)
+            elif name.endswith(".ll"):
+                (out / name).write_text(m.source, encoding="utf-8")
+            else:
+                m.export_library(out / name)
+            written.append(name)
+            if isinstance(m, CrossModule):  # the object file a firmware build links, next to its C
+                m.export_object(out / (name[:-2] + ".o"))
+                written.append(name[:-2] + ".o")
+        manifest = {
+            "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION,
+            "files": {name: file_record((out / name).read_bytes()) for name in written},
+            "modules": [e for _, e in entries],
+            "functions": {k: {"module": where[k], **sig} for k, sig in self.functions.items()},
+        }
+        (out / MANIFEST_FILE).write_text(manifest_text(manifest), encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path, *, memory_limit: int | str | None = None) -> "GraphArtifact":
+        """Read an artifact written by :meth:`export`, checking everything before any library is loaded:
+        the manifest, graph.json (against itself and the function signatures), params.npz (each array's
+        header before its data; the byte total against ``memory_limit``, see :mod:`plait.limits`), and
+        the size and sha256 of every file. Any failure is an :class:`ExecutorError` naming the file."""
+        d = Path(path)
+        where = f"cannot load graph artifact '{d}'"
+        if not d.is_dir():
+            raise ExecutorError(f"{where}: no such directory")
+        if not (d / MANIFEST_FILE).is_file():
+            old = (d / GRAPH_FILE).exists()
+            raise ExecutorError(f"{where}: no {MANIFEST_FILE}" + (" (it was exported by an older plait or the export "
+                                                                  "did not finish: export it again)" if old else ""))
+        mwhere = f"{where}: {MANIFEST_FILE}"
+        manifest = check_manifest(_parse_json(_read(d, MANIFEST_FILE, where, memory_limit), mwhere), mwhere)
+        files = manifest["files"]
+        gdata = _read(d, GRAPH_FILE, where, memory_limit)
+        graph = check_graph(_parse_json(gdata, f"{where}: {GRAPH_FILE}"), f"{where}: {GRAPH_FILE}",
+                            manifest["functions"])
+        check_file(GRAPH_FILE, gdata, files, where)
+        pdata = _read(d, PARAMS_FILE, where, memory_limit)
+        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit,
+                             f"the params in '{d / PARAMS_FILE}'")
+        check_file(PARAMS_FILE, pdata, files, where)
+        blobs: dict[str, bytes] = {}
+        for name in sorted(set(files) - {GRAPH_FILE, PARAMS_FILE}):  # every library is checked before any loads
+            blobs[name] = _read(d, name, where, memory_limit)
+            check_file(name, blobs[name], files, where)
+        entries = manifest["modules"]
+        modules = [Module() if e["file"] is None else _load_file(d, e, blobs[e["file"]], k, manifest, where)
+                   for k, e in enumerate(entries)]
+        for m, e in zip(modules, entries):
+            for i in e["imports"]:
+                m.import_module(modules[i])
+        check_library(modules[0], manifest["functions"], where, modules, entries)
+        return cls(gdata.decode("utf-8"), params, modules[0], graph.get("target", ""), manifest=manifest)
+
+
+def _read(d: Path, name: str, where: str, memory_limit: int | str | None) -> bytes:
+    """The bytes of ``d / name`` (its size checked against the memory limit first)."""
+    p = d / name
+    try:
+        if not p.is_file():
+            raise ExecutorError(f"{where}: {name} is missing")
+        check_bytes(p.stat().st_size, f"'{p}'", memory_limit)
+        return p.read_bytes()
+    except OSError as exc:
+        raise ExecutorError(f"{where}: cannot read {name}: {exc.strerror or exc}") from None
+
+
+def _parse_json(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ExecutorError(f"{where}: not JSON ({_short(str(exc), 120)})") from None
+
+
+def check_library(lib: Module, functions: dict[str, Any], where: str, modules: list[Module] | None = None,
+                  entries: list[dict[str, Any]] | None = None) -> None:
+    """Every function the manifest lists is found in the module tree (in the module the manifest names,
+    when ``modules`` is given), and a compiled module declares it with one pointer per argument."""
+    index = {id(m): k for k, m in enumerate(modules or [])}
+    first: dict[str, Module] = {}
+    for m in lib.walk():
+        for name in m.function_names():
+            first.setdefault(name, m)
+    for name, sig in functions.items():
+        m = first.get(name)
+        if modules is not None and entries is not None:
+            k = sig["module"]
+            file = entries[k]["file"]
+            if name not in modules[k].function_names():
+                raise ExecutorError(f"{where}: function '{_short(name)}' is not in {file} (module {k})")
+            if m is None:
+                raise ExecutorError(f"{where}: function '{_short(name)}' is in {file} (module {k}), which the "
+                                    "library does not import")
+            if m is not modules[k]:
+                other = entries[index[id(m)]]["file"]
+                raise ExecutorError(f"{where}: function '{_short(name)}' is found in {other} before {file}, which "
+                                    "the manifest names")
+        if m is None:
+            continue  # the executor reports an unknown function with its "did you mean"
+        declared = getattr(m, "signatures", {}).get(name) if callable(getattr(m, "raw", None)) else None
+        if declared is not None and tuple(declared) != ("ptr",) * len(sig["args"]):
+            raise ExecutorError(f"{where}: function '{_short(name)}' takes ({', '.join(declared)}) in the library; "
+                                f"the manifest passes {len(sig['args'])} buffers")
+
+
+def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[str, Any], where: str) -> Module:
+    """One module from its verified bytes."""
+    name = e["file"]
+    try:
+        if name.endswith(".so"):
+            return load_library(data, d / name)
+        text = data.decode("utf-8") if not name.endswith(".onnx") else ""
+        if name.endswith(".onnx"):
+            from plait.runtime.ort_module import OrtModule
+
+            return OrtModule(e["symbol"], data, threads=e["threads"], opt_level=e["opt_level"])
+        if name.endswith(".ll"):
+            return _load_llvm(text, e, name)
+        loaded = CSourceModule.from_full_source(text)  # as exported: name and signatures embedded
+        if loaded is not None:
+            return loaded
+        sigs = {f: ("ptr",) * len(s["args"]) for f, s in manifest["functions"].items() if s["module"] == k}
+        return CSourceModule(text, sigs, name=name[:-2])
+    except UnicodeDecodeError:
+        raise ExecutorError(f"{where}: {name} is not UTF-8 text") from None
+    except ExecutorError:
+        raise
+    except Exception as exc:  # a PlaitError of the loader, or what a foreign library raises
+        from plait.errors import PlaitError
+
+        if not isinstance(exc, PlaitError):
+            raise
+        raise ExecutorError(f"{where}: {name}: {exc}") from None
+
+
+def _load_llvm(text: str, e: dict[str, Any], name: str) -> Module:
+    """An LLVM module JIT-compiled again; its functions refuse to run when it was compiled for CPU
+    features this machine lacks (they would stop the process on an illegal instruction)."""
+    from plait.backend.llvm import missing_host_features
+    from plait.runtime.llvm_module import LLVMModule
+
+    lib = LLVMModule(text, e["signatures"], e.get("symbols"), cpu=e["cpu"], features=e["features"],
+                     opt_level=e["opt_level"], name=name[:-3])
+    lacking = missing_host_features(e["cpu"], e["features"])
+    if lacking:
+        lib.not_runnable = (f"{name} was compiled for cpu '{e['cpu']}' with features this machine lacks "
+                            f"({', '.join(lacking)})")
+    return lib
+
+
+def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
+    """Every module of the tree once (breadth first from ``lib``), with its file name and imports."""
+    order: list[Module] = []
+    index: dict[int, int] = {}
+    stack = [lib]
+    while stack:
+        m = stack.pop(0)
+        if id(m) in index:
+            continue
+        index[id(m)] = len(order)
+        order.append(m)
+        stack.extend(m.imported_modules)
+    from plait.runtime.llvm_module import LLVMModule
+    from plait.runtime.ort_module import OrtModule
+
+    out = []
+    for k, m in enumerate(order):
+        base = "lib" if k == 0 else f"lib_{k}"
+        extra: dict[str, Any] = {}
+        if isinstance(m, OrtModule):  # an ONNX Runtime region: its ONNX model, a session again on load
+            name: str | None = base + ".onnx"
+            extra = {"symbol": m.symbol, "threads": m.threads, "opt_level": m.opt_level}
+        elif isinstance(m, LLVMModule):  # its LLVM IR, JIT-compiled again on load
+            name = base + ".ll"
+            extra = {"signatures": {k: list(v) for k, v in m.signatures.items()}, "symbols": dict(m.symbols),
+                     "cpu": m.cpu, "features": m.features, "opt_level": m.opt_level}
+        elif isinstance(m, DSOModule):
+            name = base + ".so"
+        elif isinstance(m, CSourceModule):
+            name = base + ".c"
+        elif not m.function_names() and type(m) in (Module, PyModule):
+            name = None  # a container: only imports
+        elif isinstance(m, PyModule):
+            names = m.function_names()
+            raise ExecutorError(f"cannot export {_which(k)}: it is a PyModule (functions {', '.join(names[:3])}"
+                                f"{', ...' if len(names) > 3 else ''}) and Python functions cannot be written to a "
+                                "file")
+        elif callable(getattr(m, "export_library", None)):
+            suffix = getattr(m, "export_suffix", ".so")
+            if suffix not in (".so", ".c"):
+                raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} exports "
+                                    f"'{suffix}' files; the graph artifact holds .so and .c modules")
+            name = base + suffix
+        else:
+            raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} has no export_library "
+                                "(only compiled or C source modules can be exported)")
+        out.append((m, {"file": name, "imports": [index[id(x)] for x in m.imported_modules], **extra}))
+    return out
+
+
+def _which(k: int) -> str:
+    return "the library" if k == 0 else f"module {k} imported by the library"
+
+
+__all__ = ["GraphArtifact", "check_library"]
