@@ -14,6 +14,7 @@ accepted for a model with exactly one input.
 from __future__ import annotations
 
 import os
+import tokenize
 import zipfile
 import zlib
 from typing import IO, Sequence
@@ -26,8 +27,9 @@ from plait.limits import check_bytes
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header; the end record of an empty zip
-# what numpy raises on a malformed header or data (a header is a Python literal: SyntaxError, RecursionError)
-_BAD = (ValueError, TypeError, SyntaxError, RecursionError, EOFError, KeyError)
+# what numpy raises on a malformed header or data (a header is a Python literal: tokenized, then evaluated)
+_BAD = (ValueError, TypeError, SyntaxError, RecursionError, EOFError, KeyError, IndexError, OverflowError,
+        tokenize.TokenError)
 
 
 class InputFileError(PlaitError):
