@@ -100,12 +100,23 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                                     "model with one input); missing inputs are random with a fixed seed")
     p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
                                     "output names")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
     p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
                                     '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
                                     "with the graph executor; without it the model runs in the reference interpreter")
     _placement_flags(p)
     _build_flags(p)
+
+
+def _seed(text: str) -> int:
+    """--seed: what numpy's generator accepts (argparse turns the error into a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 @command("run", "run a model (reference interpreter, or compiled with --target) and print or save its outputs",

@@ -193,3 +193,12 @@ def test_ctrl_c_during_a_compile(mlp_path, tmp_path):
             p.wait()
     assert (p.returncode, out, err) == (130, "", "plait: error: interrupted\n")
     assert not list(cache.glob("tmp*"))
+
+
+@pytest.mark.parametrize("seed, shown", [("-1", "-1"), ("x", "'x'")])
+def test_bad_seed_is_a_usage_error(mlp_path, capsys, seed, shown):
+    with pytest.raises(SystemExit) as e:
+        main(["run", mlp_path, f"--seed={seed}"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.endswith(f"plait run: error: argument --seed: expected a non-negative integer, "
+                                            f"got {shown}\n")
