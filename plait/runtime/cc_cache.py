@@ -11,7 +11,7 @@ Layout of a cache directory (default ``$XDG_CACHE_HOME/plait/cc``, else ``~/.cac
 Why: a cached library is handed to ``dlopen``, and a truncated or tampered one crashes the process
 (bus error, illegal instruction) instead of raising. So an entry is returned only when its hash file
 names it and its bytes hash to the recorded value; anything else (truncated, flipped bytes, empty, a
-foreign file under the key's name, no hash file) is removed and rebuilt, never loaded. Lookup, removal
+foreign file under the key's name, no hash file) is rebuilt and replaced, never loaded. Lookup, removal
 and store of a key happen under its lock, so two processes building the same key both succeed and the
 second reuses the first's result. A directory that cannot be used (read-only, not a directory, a
 parent that is a file) is replaced by a private temporary directory for the rest of the process, with
@@ -29,6 +29,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ _LEGACY_TMP = re.compile(r"tmp[a-z0-9_]{8}")  # tempfile's default names (what o
 _unusable: dict[Path, str] = {}  # cache dirs found unusable in this process -> why
 _cleaned: set[Path] = set()  # cache dirs whose stale temporary directories this process removed
 _fallback: list[Path] = []  # this process's private temporary cache (created on first need)
+_state_lock = threading.Lock()  # builds may run in several threads
 
 
 class CompileCacheWarning(UserWarning):
@@ -89,6 +91,11 @@ def _why_unusable(path: Path) -> str | None:
 
 def fallback_dir() -> Path:
     """This process's private temporary cache (removed when the process exits)."""
+    with _state_lock:
+        return _make_fallback()
+
+
+def _make_fallback() -> Path:
     if not _fallback:
         try:
             made = Path(tempfile.mkdtemp(prefix="plait-cc-"))
@@ -107,9 +114,10 @@ def is_fallback(path: Path) -> bool:
 
 def mark_unusable(path: Path, reason: str) -> None:
     """Remember that ``path`` cannot be used in this process, and say so once."""
-    if path in _unusable:
-        return
-    _unusable[path] = reason
+    with _state_lock:
+        if path in _unusable:
+            return
+        _unusable[path] = reason
     warnings.warn(f"compile cache '{path}' is not usable ({reason}); compiling into the private temporary "
                   f"directory '{fallback_dir()}' for this process", CompileCacheWarning, stacklevel=2)
 
@@ -155,21 +163,15 @@ def verified(entry: Path) -> bool:
         return False
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-
-
 def lookup(entry: Path) -> Path | None:
-    """``entry`` if it is verified; otherwise remove it (and its hash file) and return None.
-    Call under :func:`locked` for the entry's key."""
+    """``entry`` if it is verified, else None: the caller builds it again and :func:`store` replaces
+    whatever is there in one rename (a directory in the way is removed first). A bad file is not
+    deleted before: a process of an older plait may be about to load the path, and a complete file
+    must stay there. Call under :func:`locked` for the entry's key."""
     if verified(entry):
         return entry
-    for p in (entry, _hash_file(entry)):
-        if p.exists() or p.is_symlink():
-            _remove(p)
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
     return None
 
 
