@@ -169,6 +169,7 @@ def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
     ``np.savez(f, **d)`` would also break on an output named "file"). Returns the path written."""
     import zipfile
 
+    import numpy as np
     from numpy.lib import format as npformat
 
     dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
@@ -179,7 +180,7 @@ def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
         with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
             for name, value in zip(names, values):
                 with z.open(f"{name}.npy", "w", force_zip64=True) as f:
-                    npformat.write_array(f, value, allow_pickle=False)
+                    npformat.write_array(f, np.asarray(value), allow_pickle=False)
     except OSError as exc:
         raise PlaitError(f"--output: cannot write '{path}': {exc.strerror or exc}") from None
     return path
