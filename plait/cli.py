@@ -10,8 +10,13 @@
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
 Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
-Exit codes: 0 success, 1 an error (a PlaitError: bad model, build failure), 2 a bad command line
-(argparse's errors, and bad --target, --objective, --weight, --place or --graph values).
+Build flags (run with --target, compile): --cache-dir DIR (the C compile cache), --max-memory SIZE
+(run and compile: the most bytes plait allocates for inputs and buffers; see plait.limits).
+Exit codes: 0 success, 1 an error (a PlaitError: bad model, bad input file, build failure; an OSError;
+out of memory; a closed output pipe, quietly), 2 a bad command line (argparse's errors, and bad
+--target, --objective, --weight, --place, --graph or --max-memory values), 130 interrupted (Ctrl-C).
+Every error is one line ``plait: error: ...`` on stderr, shortened when longer than a screen; never
+a traceback.
 
 Other tools script against these commands: keep their flags and output stable.
 """
@@ -19,7 +24,9 @@ Other tools script against these commands: keep their flags and output stable.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 from typing import Callable, Sequence
 
 from plait.errors import PlaitError
@@ -78,6 +85,8 @@ def _load_any(path: str):
                 text = f.read()
         except OSError as exc:
             raise PlaitError(f"cannot read '{path}': {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise PlaitError(f"cannot read '{path}': not UTF-8 text (byte {exc.start})") from None
         return parse_module(text, source_name=path)
     return _load_model(path)
 
@@ -87,14 +96,27 @@ def _load_any(path: str):
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
-    p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names; "
-                                    "missing inputs are random with a fixed seed")
-    p.add_argument("--output", help="write outputs to this .npz, keyed by the model's output names")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names (a .npy file for a "
+                                    "model with one input); missing inputs are random with a fixed seed")
+    p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
+                                    "output names")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
     p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
                                     '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
                                     "with the graph executor; without it the model runs in the reference interpreter")
     _placement_flags(p)
+    _build_flags(p)
+
+
+def _seed(text: str) -> int:
+    """--seed: what numpy's generator accepts (argparse turns the error into a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 @command("run", "run a model (reference interpreter, or compiled with --target) and print or save its outputs",
@@ -102,38 +124,66 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from plait.relay.input_files import load_inputs
     from plait.relay.interpreter import flatten_value, run
-    from plait.relay.io import make_inputs, output_names
+    from plait.relay.io import input_names, make_inputs, output_names
 
     opts = _placement_options(args) if args.target else _no_placement(args)
+    limit = _memory_limit(args)
+    if args.output is not None:
+        _check_output_file(args.output)
     mod = _load_any(args.model)
-    given = {}
-    if args.inputs:
-        try:
-            with np.load(args.inputs) as data:
-                given = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise PlaitError(f"cannot read inputs '{args.inputs}': {exc}") from None
-    inputs = make_inputs(mod, given, seed=args.seed)
+    given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
+    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit)
     if args.target:
         from plait.executor.graph import GraphModule
 
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
-        art = _build(mod, opts, config={"c.host_simulation": True})
+        art = _build(mod, opts, config={"c.host_simulation": True, **_build_config(args, limit)})
         _print_placement(art)
-        outs = GraphModule(art)(**inputs)
+        outs = GraphModule(art, memory_limit=limit)(**inputs)
     else:
         outs = flatten_value(run(mod, inputs))
     names = output_names(mod, len(outs))
-    result = dict(zip(names, outs))
-    if args.output:
-        np.savez(args.output, **result)
-        print(f"wrote {len(result)} output(s) to {args.output}: {', '.join(names)}")
+    if args.output is not None:
+        path = _write_outputs(args.output, names, outs)
+        print(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
     else:
-        for name, value in result.items():
-            print(f"{name}: {value.dtype}{list(value.shape)}")
+        for name, value in zip(names, outs):
+            print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")
             print(np.array2string(value, threshold=64))
     return 0
+
+
+def _check_output_file(path: str) -> None:
+    """Fail before the run when ``--output`` cannot be written (no such directory, a directory)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise PlaitError(f"--output: '{path}' is a directory; give a file name, e.g. {os.path.join(path, 'out.npz')}")
+    if not os.path.isdir(parent):
+        raise PlaitError(f"--output: cannot write '{path}': the directory '{parent}' does not exist")
+
+
+def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
+    """Write ``values`` keyed by ``names`` as a .npz to exactly ``path`` (numpy would append ".npz";
+    ``np.savez(f, **d)`` would also break on an output named "file"). Returns the path written."""
+    import zipfile
+
+    import numpy as np
+    from numpy.lib import format as npformat
+
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise PlaitError(f"--output: the model has two outputs named '{shorten(dup, 200)}'; a .npz needs "
+                         "distinct names")
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, value in zip(names, values):
+                with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    npformat.write_array(f, np.asarray(value), allow_pickle=False)
+    except OSError as exc:
+        raise PlaitError(f"--output: cannot write '{path}': {exc.strerror or exc}") from None
+    return path
 
 
 
@@ -175,12 +225,46 @@ def _number(text: str):
         return text
 
 
+def _build_flags(p: argparse.ArgumentParser) -> None:
+    """--cache-dir and --max-memory (run, compile)."""
+    from plait.limits import default_limit, format_bytes
+
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="the C compile cache (default $XDG_CACHE_HOME/plait/cc, else ~/.cache/plait/cc); a "
+                        "directory that cannot be written falls back to a private temporary one, with a warning")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="the most memory plait allocates for inputs, input files and the graph's buffers, e.g. "
+                        f"8GiB or 500MB (default: half of this machine's memory, {format_bytes(default_limit())})")
+
+
+def _memory_limit(args: argparse.Namespace) -> int:
+    """The --max-memory value in bytes (the default limit when not given); a bad size is a UsageError."""
+    from plait.limits import resolve
+
+    try:
+        return resolve(args.max_memory)
+    except PlaitError as exc:
+        raise UsageError(f"--max-memory: {exc}") from None
+
+
+def _build_config(args: argparse.Namespace, limit: int) -> dict:
+    """The PassContext config of --cache-dir and --max-memory."""
+    from plait.limits import CONFIG_KEY
+
+    config: dict = {CONFIG_KEY: limit}
+    if args.cache_dir is not None:
+        config["cc.cache_dir"] = args.cache_dir
+    return config
+
+
 def _no_placement(args: argparse.Namespace) -> dict:
     given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
-                            ("--place", args.place is not None)) if v]
+                            ("--place", args.place is not None), ("--cache-dir", args.cache_dir is not None))
+             if v]
     if given:
-        raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --target: placement "
-                         "chooses among the pieces of a compiled target")
+        why = ("placement chooses among the pieces of a compiled target" if given[0] != "--cache-dir"
+               else "only a compiled run builds code")
+        raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --target: {why}")
     return {}
 
 
@@ -210,6 +294,7 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="c", help='the target, e.g. "c" (default) or a composite target '
                                                  '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
     _placement_flags(p)
+    _build_flags(p)
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                    help="directory to write graph.json, params.npz and the library into")
 
@@ -217,9 +302,15 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
 @command("compile", "compile a model for a target and export it (graph.json, params.npz, library)", _compile_args)
 def cmd_compile(args: argparse.Namespace) -> int:
     opts = _placement_options(args)
+    limit = _memory_limit(args)
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     mod = _load_any(args.model)
-    art = _build(mod, opts)
-    out = art.export(args.output)
+    art = _build(mod, opts, config=_build_config(args, limit))
+    try:
+        out = art.export(args.output)
+    except OSError as exc:
+        raise PlaitError(f"-o: cannot write into '{args.output}': {exc.strerror or exc}") from None
     _print_placement(art)
     mem = art.memory
     print(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
@@ -326,18 +417,81 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _, run_cmd, _ = COMMANDS[args.command]
+#: Messages longer than this (about a screen) are shortened in the middle.
+MAX_MESSAGE = 2000
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` with control characters escaped (a model's names could hold terminal escapes) and, when
+    longer than ``limit``, its middle replaced by a note of how much was left out (start and end kept)."""
+    text = "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+    if len(text) <= limit:
+        return text
+    keep_start, keep_end = limit * 2 // 3, limit // 3
+    return f"{text[:keep_start]} ...[{len(text) - keep_start - keep_end} characters left out]... {text[-keep_end:]}"
+
+
+def _error(message: str) -> None:
     try:
-        return run_cmd(args)
+        print(f"plait: error: {shorten(message)}", file=sys.stderr)
+    except OSError:  # stderr is gone too: nothing left to tell
+        pass
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (e.g. an unusable compile cache) as one line on stderr, not Python's two."""
+    try:
+        print(f"plait: warning: {shorten(str(message))}", file=sys.stderr)
+    except OSError:
+        pass
+
+
+def _os_message(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    return f"{what}: '{exc.filename}'" if exc.filename is not None else what
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so that the interpreter's final flush does not
+    fail again (what the Python docs recommend for SIGPIPE)."""
+    if sys.stdout is not sys.__stdout__ or sys.stdout is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``plait`` command; returns the exit code (see the module docstring)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args = build_parser().parse_args(argv)
+            _, run_cmd, _ = COMMANDS[args.command]
+            code = run_cmd(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return code
     except UsageError as exc:
-        print(f"plait: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except PlaitError as exc:
-        print(f"plait: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 1
+    except BrokenPipeError:  # e.g. `plait run ... | head -3`: the reader has gone; nothing to say
+        _silence_stdout()
+        return 1
+    except OSError as exc:
+        _error(_os_message(exc))
+        return 1
+    except MemoryError as exc:
+        _error(f"out of memory{': ' + str(exc) if str(exc) else ''}; a smaller --max-memory makes plait refuse "
+               "such sizes before allocating")
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,6 +8,7 @@ import numpy as np
 
 from plait.errors import PlaitError
 from plait.ir.types import DTYPES, TensorType
+from plait.limits import check_bytes
 from plait.relay.module import IRModule
 
 
@@ -23,7 +24,10 @@ def output_names(mod: IRModule, count: int) -> list[str]:
     return [f"output_{i}" for i in range(count)]
 
 
-def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mapping[str, int] | None = None) -> np.ndarray:
+def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mapping[str, int] | None = None,
+                 memory_limit: int | str | None = None) -> np.ndarray:
+    """A random array of type ``t``; its byte count is checked against ``memory_limit`` (None: the
+    default of :mod:`plait.limits`) before anything is allocated."""
     shape = []
     for d in t.shape:
         if isinstance(d, int):
@@ -32,7 +36,13 @@ def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mappi
             shape.append(dims[d])
         else:
             raise PlaitError(f"input '{name}' has symbolic dimension '{d}': give the input explicitly")
+    if any(d < 0 for d in shape):
+        raise PlaitError(f"input '{name}' has a negative dimension in its shape {shape}")
     dt = DTYPES[t.dtype]
+    nbytes = dt.itemsize
+    for d in shape:
+        nbytes *= d
+    check_bytes(nbytes, f"random input '{name}' ({t.dtype}{shape})", memory_limit)
     if dt.kind == "f":
         return rng.standard_normal(shape).astype(dt)
     if dt.kind == "b":
@@ -40,8 +50,10 @@ def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mappi
     return rng.integers(0, 10, shape).astype(dt)
 
 
-def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: str = "main") -> dict[str, np.ndarray]:
-    """``given`` inputs by name, the rest random from a fixed seed (per input, in parameter order)."""
+def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: str = "main",
+                memory_limit: int | str | None = None) -> dict[str, np.ndarray]:
+    """``given`` inputs by name, the rest random from a fixed seed (per input, in parameter order);
+    each random input is checked against ``memory_limit`` before it is made."""
     params = mod[func].params
     names = [p.name_hint for p in params]
     unknown = sorted(set(given) - set(names))
@@ -54,7 +66,7 @@ def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: st
         if p.name_hint in given:
             out[p.name_hint] = np.asarray(given[p.name_hint])
         elif isinstance(t, TensorType):
-            out[p.name_hint] = random_input(t, rng, p.name_hint)
+            out[p.name_hint] = random_input(t, rng, p.name_hint, memory_limit=memory_limit)
         else:
             raise PlaitError(f"input '{p.name_hint}' of type {t} must be given explicitly")
     return out

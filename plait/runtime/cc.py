@@ -2,7 +2,9 @@
 
 The cache key is the source, the compiler, its version and the flags, so a change to any of them
 recompiles. The cache directory comes from the caller (``PassContext.config["cc.cache_dir"]``
-at the driver level); the default is ``~/.cache/plait/cc``.
+at the driver level, ``--cache-dir`` on the command line); the default is
+``$XDG_CACHE_HOME/plait/cc``, else ``~/.cache/plait/cc``. How entries are verified, and what
+happens when the directory cannot be used, is in :mod:`plait.runtime.cc_cache`.
 """
 
 from __future__ import annotations
@@ -11,19 +13,16 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 from plait.errors import PlaitError
+from plait.runtime import cc_cache
 
 
 class CompileError(PlaitError):
     """The C compiler failed; the message names the module and quotes the compiler's first errors."""
-
-
-DEFAULT_CACHE = Path(os.path.expanduser("~")) / ".cache" / "plait" / "cc"
 
 
 @lru_cache(maxsize=None)
@@ -76,21 +75,48 @@ def compile_source(source: str, *, name: str = "module", cc: str = "gcc", flags:
                    link_flags: Sequence[str] = ()) -> Path:
     """Compile C ``source``; returns the path of a shared library (``shared``) or an object file.
 
-    Results are cached by content; a cached file is reused without running the compiler.
+    Results are cached by content; a cached file whose content hash checks out is reused without
+    running the compiler, any other file under its name is replaced by a fresh build. When the cache
+    directory cannot be used, the build goes to a private temporary directory (one warning).
     """
     kind = "so" if shared else "o"
-    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
-    cache.mkdir(parents=True, exist_ok=True)
     key = _key(source, cc, [*flags, "|", *link_flags], kind)
-    out = cache / f"{key}.{kind}"
-    if out.exists():
-        return out
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        src = Path(tmp) / f"{key}.c"
-        src.write_text(source, encoding="utf-8")
-        target = Path(tmp) / out.name
-        extra = ["-shared", "-fPIC"] if shared else ["-c"]
-        libs = [*link_flags, "-lm"] if shared else []
-        _run([cc, *flags, *extra, "-o", str(target), str(src), *libs], name, tmp)
-        os.replace(target, out)  # atomic: concurrent builds of the same key are fine
-    return out
+    cache = cc_cache.cache_directory(cache_dir)
+    while True:
+        try:
+            return _cached(source, key, kind, name, cc, flags, link_flags, cache)
+        except _CacheIOError as exc:
+            if cc_cache.is_fallback(cache):
+                raise cc_cache.CacheError(f"cannot write compiled code to '{cache}': {exc.reason}") from None
+            cc_cache.mark_unusable(cache, exc.reason)
+            cache = cc_cache.fallback_dir()
+
+
+class _CacheIOError(Exception):
+    """An operation on the cache directory itself failed (not the compiler)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _cached(source: str, key: str, kind: str, name: str, cc: str, flags: Sequence[str],
+            link_flags: Sequence[str], cache: Path) -> Path:
+    """The verified entry of ``key`` in ``cache``, compiled first when missing or bad."""
+    entry = cache / f"{key}.{kind}"
+    try:
+        with cc_cache.locked(cache, key):
+            if cc_cache.lookup(entry) is not None:
+                return entry
+            with cc_cache.build_dir(cache) as tmp:
+                src = tmp / f"{key}.c"
+                src.write_text(source, encoding="utf-8")
+                target = tmp / entry.name
+                extra = ["-shared", "-fPIC"] if kind == "so" else ["-c"]
+                libs = [*link_flags, "-lm"] if kind == "so" else []
+                # names relative to the build directory (gcc's cwd): the output does not depend on it
+                exe = os.path.abspath(cc) if os.sep in cc and os.path.isfile(cc) else cc  # relative: from here
+                _run([exe, *flags, *extra, "-o", target.name, src.name, *libs], name, str(tmp))
+                return cc_cache.store(target, entry)
+    except OSError as exc:
+        raise _CacheIOError(exc.strerror or str(exc)) from None
