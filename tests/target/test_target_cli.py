@@ -148,13 +148,15 @@ def test_explain_the_seed_target(capsys):
         "    mfloat-abi = hard                 normalized",
         "    opt-level  = 2                    default",
         "    cc         = ''                   default",
-        "    keys       = cpu                  default",
+        "    keys       = arm_cpu,cpu          tag 'cortex-m7f' (matched)",
         lines[i + 12],  # hooks: depends on which backends are loaded
     ]
     assert lines[i + 12].startswith("  hooks: ")
-    assert lines[i + 13] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, " \
-                            "mfpu=fpv5-sp-d16, mfloat-abi=hard"
-    assert lines[i + 14].startswith("    clock_mhz  216 MHz      STM32F746 overview")
+    assert lines[i + 13] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, march='', " \
+                            "mfpu=fpv5-sp-d16"
+    assert lines[i + 14].startswith("    clock_mhz  216 MHz      tag cortex-m7f: STM32F746 overview")
+    assert lines[i + 18] == "    flash_kb   1024 KiB     tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash " \
+                            "(Zephyr stm32f746g_disco.yaml)"
     assert "piece 'low_power_cpu' (host): c -mcpu=cortex-m0" in lines
 
 
@@ -163,5 +165,5 @@ def test_explain_errors_are_reported_not_raised(capsys):
     assert capsys.readouterr().err == "plait: error: composite target: duplicate piece name 'a'\n"
     assert main(["targets", "--explain", "c -mcpu=x -O3"]) == 1
     assert capsys.readouterr().err == \
-        "plait: error: target kind 'c' has no option '-O3'; valid options: -cc, -keys, -march, -mcpu, " \
-        "-mfloat-abi, -mfpu, -opt-level\n"
+        "plait: error: target kind 'c' has no option '-O3'; valid options: -cc, -clock-mhz, -flash-kb, -keys, " \
+        "-march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -simd-bits\n"
