@@ -500,6 +500,7 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
     return build(mod, target, executor, **kwargs)
 
 
-__all__ = ["BuildError", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower", "Partition", "Place",
+__all__ = ["BuildError", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower",
+           "Partition", "Place",
            "build", "build_onnx", "check_hook_result", "default_lowering", "external_declaration", "piece_module",
            "relay_pipeline"]

@@ -134,7 +134,8 @@ def test_kind_and_tag_registration_errors():
         assert message(TargetError, register_tag, "t2", "c", {}, {k: v for k, v in facts.items() if k != "fpu"}) \
             == "target tag 't2': missing facts: fpu"
         assert message(TargetError, register_tag, "t3", "c", {}, {**facts, "mips": Fact(1, "", "x")}) == \
-            "target tag 't3': unknown facts: mips; valid facts: clock_mhz, fpu, simd_bits, ram_kb, flash_kb, power_mw, cores"
+            "target tag 't3': unknown facts: mips; valid facts: clock_mhz, fpu, simd_bits, ram_kb, flash_kb, power_mw, " \
+            "cores"
         assert message(TargetError, register_tag, "t4", "c", {"opt-level": 9}, facts) == \
             "target tag 't4': option '-opt-level' must be one of 0, 1, 2, 3; got 9"
 
