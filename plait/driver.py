@@ -16,6 +16,8 @@ instruments, e.g. ``Timing`` or ``PrintAfter``, see every stage):
                        fuse_ops + lower_to_tir on the piece's regions
     inline_regions, infer_type, lift_workspaces   main calls PrimFuncs (and copies); scratch memory
                        becomes a workspace argument the executor plans
+    check_memory_fit   each piece's share of the memory plan against its memories: weights in flash
+                       (RAM without flash), activations and workspaces in RAM (plait.placement.fit)
     codegen_pieces     per piece: its PrimFuncs -> a runtime module (the kind's tir_to_runtime hook,
                        else its ``build`` attribute); the host piece's module imports the others
     <executor>         lowered IRModule + runtime module -> artifact (plait.executor.EXECUTORS)
@@ -70,8 +72,10 @@ class Place(Pass):
 
         from plait.placement import place
         from plait.placement.cost import CostModel
+        from plait.placement.solver import check_weights
 
         if len(self.composite) == 1:
+            check_weights(mod.main, self.composite.pieces[0])
             self.state["assignment"] = None
             return mod
         cm = self.cost_model
@@ -283,6 +287,28 @@ class InlineRegions(Pass):
 
 
 @dataclass(frozen=True)
+class CheckMemoryFit(Pass):
+    """Each piece's share of the liveness memory plan (:func:`plait.executor.memory_plan.piece_bytes`)
+    against its memories (:func:`plait.placement.fit.check_fit`); a piece simulated on the host is
+    checked against its own facts. Raises a ``FitError``; returns the module unchanged."""
+
+    composite: Any = None
+    name: ClassVar[str] = "check_memory_fit"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        from plait.executor.graph_codegen import graph_codegen
+        from plait.executor.memory_plan import piece_bytes
+        from plait.placement.fit import check_fit, piece_memory
+
+        mems = [piece_memory(p.target) for p in self.composite.pieces]
+        if all(m.ram_bytes is None and m.weights_bytes is None for m in mems):
+            return mod
+        graph, _ = graph_codegen(mod)
+        check_fit(self.composite, piece_bytes(graph))
+        return mod
+
+
+@dataclass(frozen=True)
 class Codegen(Pass):
     """Lowered IRModule -> runtime module, through the target kind."""
 
@@ -389,7 +415,8 @@ def relay_pipeline(composite: Any, opt_level: int = 2, *, rules: tuple = (), obj
     state = {} if state is None else state
     return [InferType(), FoldConstant(), FoldBatchNorm(), InferType(),
             Place(composite, tuple(rules), objective, weight, cost_model, state),
-            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType(), LiftWorkspaces()]
+            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType(), LiftWorkspaces(),
+            CheckMemoryFit(composite)]
 
 
 # ---- build -----------------------------------------------------------------------------------------
@@ -473,6 +500,7 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
     return build(mod, target, executor, **kwargs)
 
 
-__all__ = ["BuildError", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower", "Partition", "Place",
+__all__ = ["BuildError", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower",
+           "Partition", "Place",
            "build", "build_onnx", "check_hook_result", "default_lowering", "external_declaration", "piece_module",
            "relay_pipeline"]

@@ -239,6 +239,51 @@ def plan_storage(graph: dict[str, Any]) -> None:
     plan_memory(graph)
 
 
+def piece_bytes(graph: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Each piece's share of a planned graph (for the memory fit check, :func:`plait.placement.fit.check_fit`):
+
+    - ``activation``: the activation buffers of the piece's memory (:func:`memory_domains`; pieces
+      sharing a memory share these, and each is charged all of them);
+    - ``workspace``: the workspace buffers of the pieces in that memory;
+    - ``param``: the params its calls read (weights; each counted once per piece).
+
+    Pieces are those of the calls (``piece``) and of the copies (``src``, ``dst``).
+    """
+    nodes, entries, storage = graph["nodes"], graph["entries"], graph["storage"]
+    domains = memory_domains(graph)
+    home: dict[str, str] = {}  # piece -> its memory
+    for n in nodes:
+        if n["op"] in PRODUCERS:
+            owner = str(n.get("dst", "")) if n["op"] == "copy" else str(n.get("piece", ""))
+            for e in n["outputs"]:
+                home.setdefault(owner, domains[e])
+    pieces = sorted({str(n.get(k, "")) for n in nodes if n["op"] in PRODUCERS
+                     for k in (("src", "dst") if n["op"] == "copy" else ("piece",))})
+    act: dict[str, set[int]] = {}
+    for e, d in domains.items():
+        sid = entries[e]["storage"]
+        if storage[sid]["kind"] == "activation":
+            act.setdefault(d, set()).add(sid)
+    ws: dict[str, int] = {}
+    for s in storage:
+        if s["kind"] == "workspace":
+            d = home.get(str(s.get("piece", "")), str(s.get("piece", "")))
+            ws[d] = ws.get(d, 0) + s["bytes"]
+    params: dict[str, set[int]] = {}
+    for n in nodes:
+        if n["op"] == "call":
+            sids = {entries[e]["storage"] for e in n["inputs"]}
+            params.setdefault(str(n.get("piece", "")), set()).update(
+                sid for sid in sids if storage[sid]["kind"] == "param")
+    out = {}
+    for p in pieces:
+        d = home.get(p)
+        out[p] = {"activation": sum(storage[sid]["bytes"] for sid in act.get(d, ())) if d else 0,
+                  "workspace": ws.get(d, 0) if d else 0,
+                  "param": sum(storage[sid]["bytes"] for sid in params.get(p, ()))}
+    return out
+
+
 def _b(n: int) -> str:
     return f"{n:,} B"
 
@@ -288,5 +333,5 @@ def memory_report(graph: dict[str, Any], top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["MemoryPlan", "PRODUCERS", "STRATEGIES", "entry_bytes", "memory_domains", "memory_report", "plan_memory",
-           "plan_storage", "workspace_table"]
+__all__ = ["MemoryPlan", "PRODUCERS", "STRATEGIES", "entry_bytes", "memory_domains", "memory_report", "piece_bytes",
+           "plan_memory", "plan_storage", "workspace_table"]

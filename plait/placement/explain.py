@@ -26,6 +26,8 @@ from typing import Any, Iterable
 
 from plait.errors import PlaitError
 from plait.placement.cost import CostModel, objective_value, type_bytes
+from plait.placement.fit import facts_lines, facts_table, memory_line
+from plait.placement.partition import edge_copies
 from plait.placement.rules import PlacementError, Rule, parse_place
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from plait.target import CompositeTarget
@@ -181,6 +183,7 @@ class Report:
     # copies build makes of the function's inputs (from the host piece) and results (back to it); placement
     # does not charge them: {"value": "%x" or call id, "from", "to", "bytes", "seconds", "joules"}
     edge_copies: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # piece -> fact -> value, where
     assignment: Any = field(default=None, repr=False, compare=False)  # the solver's Assignment (not serialized)
 
     # ---- data ----
@@ -199,6 +202,7 @@ class Report:
             "totals": dict(self.totals), "single_piece": {p: dict(s) for p, s in self.single_piece.items()},
             "regions": [dict(r, calls=list(r["calls"])) for r in self.regions],
             "edge_copies": [dict(t) for t in self.edge_copies],
+            "facts": {p: {n: dict(f) for n, f in fs.items()} for p, fs in self.facts.items()},
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -214,7 +218,7 @@ class Report:
             return cls(d["target"], dict(d["pieces"]), d["objective"], d["weight"], list(d["rules"]), d["method"],
                        d["exact"], calls, dict(d["params"]), list(d["outputs"]), list(d["transfers"]),
                        dict(d["memory"]), dict(d["totals"]), dict(d["single_piece"]), list(d.get("regions", [])),
-                       list(d.get("edge_copies", [])))
+                       list(d.get("edge_copies", [])), dict(d.get("facts", {})))
         except (KeyError, TypeError) as exc:
             raise ExplainError(f"not a placement report: missing or malformed {exc}") from None
 
@@ -241,7 +245,7 @@ class Report:
         line1 = (f"placement ({self.objective}, {_method(self.method, self.exact)}): {counts}; "
                  f"{len(self.transfers)} transfer{'s' if len(self.transfers) != 1 else ''}; "
                  f"estimated {fmt_seconds(t['seconds'])}, {fmt_joules(t['joules'])}")
-        return f"{line1}\nweights in memory: {_memory_line(self.memory)}\n"
+        return f"{line1}\nweights in memory: {memory_line(self.memory)}\n"
 
     def text(self) -> str:
         """A fixed-width report: one row per call, then transfers, memory, totals and single-piece totals."""
@@ -290,7 +294,7 @@ class Report:
                 what = tr["value"] if tr["value"].startswith("%") else f"{self.call(tr['value']).label} ({tr['value']})"
                 out.append(f"  {what}: {tr['from']} -> {tr['to']}, {tr['bytes']} bytes, {fmt_seconds(tr['seconds'])}, "
                            f"{fmt_joules(tr['joules'])}")
-        out.append(f"weights in memory: {_memory_line(self.memory)}")
+        out.append(f"weights in memory: {memory_line(self.memory)}")
         t = self.totals
         out.append(f"chosen: {fmt_seconds(t['seconds'])} (calls {fmt_seconds(t['call_seconds'])} + transfers "
                    f"{fmt_seconds(t['transfer_seconds'])}), {fmt_joules(t['joules'])}; "
@@ -302,9 +306,13 @@ class Report:
             if "cannot" in s:
                 out.append(f"  {p.ljust(w)}  {s['message']}")
                 continue
-            fits = "" if s["fits"] else f"; weights do not fit ({s['weight_bytes']} > {s['capacity']} bytes)"
+            where = self.memory.get(p, {}).get("memory", "RAM")
+            fits = "" if s["fits"] else \
+                f"; the weights do not fit its {where} ({s['weight_bytes']:,} > {s['capacity']:,} bytes)"
             out.append(f"  {p.ljust(w)}  {fmt_seconds(s['seconds'])}, {fmt_joules(s['joules'])}; {self.objective} "
                        f"{_fmt_value(s['value'], self.objective)}{fits}")
+        if self.facts:
+            out += [""] + facts_lines(self.facts)
         return "\n".join(out) + "\n"
 
     # ---- drawing ----
@@ -393,10 +401,11 @@ def summarize(a: Any) -> str:
     for p in a.placed:
         counts[p.piece] = counts.get(p.piece, 0) + 1
     calls = ", ".join(f"{p} {n} call{'s' if n != 1 else ''}" for p, n in counts.items())
-    memory = {p: {"used": int(u), "capacity": c} for p, (u, c) in a.memory.items()}
+    kinds = getattr(a, "weights_in", {})
+    memory = {p: {"used": int(u), "capacity": c, "memory": kinds.get(p, "RAM")} for p, (u, c) in a.memory.items()}
     return (f"placement ({a.objective}, {_method(a.method, a.exact)}): {calls}; transfers "
             f"{fmt_seconds(a.transfer_seconds)}; estimated {fmt_seconds(a.seconds)}, {fmt_joules(a.joules)}\n"
-            f"weights in memory: {_memory_line(memory)}\n")
+            f"weights in memory: {memory_line(memory)}\n")
 
 
 # ---- formatting ---------------------------------------------------------------------------------------
@@ -436,14 +445,6 @@ def _objective_text(objective: str, weight: float) -> str:
 
 def _method(method: str, exact: bool) -> str:
     return f"{method} ({'optimal' if exact else 'not proven optimal'})"
-
-
-def _memory_line(memory: dict[str, dict[str, Any]]) -> str:
-    parts = []
-    for p, m in memory.items():
-        cap = m["capacity"]
-        parts.append(f"{p} {m['used']} bytes" + ("" if cap is None else f" of {cap} ({100 * m['used'] / cap:.0f}%)"))
-    return "; ".join(parts)
 
 
 def _q(s: str) -> str:
@@ -544,7 +545,9 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
     totals = {"value": objective_value(call_s + tr_s, call_j + tr_j, objective, weight),
               "seconds": call_s + tr_s, "joules": call_j + tr_j, "call_seconds": call_s, "call_joules": call_j,
               "transfer_seconds": tr_s, "transfer_joules": tr_j}
-    memory = {n: {"used": int(used), "capacity": cap} for n, (used, cap) in a.memory.items()}
+    kinds = getattr(a, "weights_in", {})
+    memory = {n: {"used": int(used), "capacity": cap, "memory": kinds.get(n, "RAM")}
+              for n, (used, cap) in a.memory.items()}
     single = {}
     for n in pieces:
         bad = [c for c in calls if "cannot" in c.costs[n]]
@@ -563,38 +566,9 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
                for r in getattr(a, "regions", ())]
     params = {v.name_hint: str(v.checked_type if v.has_type else v.type_annotation) for v in func.params}
     outputs = _sources(func.body, ids)
-    edge = _edge_copies(func, calls, outputs, ct, by_name, cost_model)
+    edge = edge_copies(func, calls, outputs, ct, by_name, cost_model)
     return Report(str(ct), pieces, objective, weight, [str(r) for r in rules], a.method, a.exact, calls, params,
-                  outputs, transfers, memory, totals, single, regions, edge, a)
-
-
-def _edge_copies(func: Function, calls: list[CallReport], outputs: list[str], ct: CompositeTarget,
-                 by_name: dict[str, Any], cost_model: CostModel) -> list[dict[str, Any]]:
-    """The copies plait.build makes at the function's edges: parameters live on the host piece, results go
-    back to it (see plait.placement.partition)."""
-    try:
-        host = ct.host.name
-    except PlaitError:
-        return []
-    out = []
-
-    def add(value: str, src: str, dst: str, nbytes: int) -> None:
-        if ct.shares_memory(src, dst):
-            return
-        e = cost_model.transfer_cost(nbytes, by_name[src], by_name[dst])
-        out.append({"value": value, "from": src, "to": dst, "bytes": nbytes, "seconds": e.seconds,
-                    "joules": e.joules})
-
-    for v in func.params:
-        name = "%" + v.name_hint
-        nbytes = type_bytes(v.checked_type) if v.has_type else 0
-        for dst in dict.fromkeys(c.piece for c in calls if name in c.inputs):
-            add(name, host, dst, nbytes)
-    by_id = {c.id: c for c in calls}
-    for o in dict.fromkeys(outputs):
-        if o in by_id:
-            add(o, by_id[o].piece, host, by_id[o].out_bytes)
-    return out
+                  outputs, transfers, memory, totals, single, regions, edge, facts_table(ct), a)
 
 
 __all__ = ["CallReport", "ExplainError", "NO_DOT", "OBJECTIVES", "Report", "check_objective", "check_weight",

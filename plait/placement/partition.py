@@ -459,4 +459,36 @@ def inline_regions(mod: IRModule) -> IRModule:
     return infer_type(out)
 
 
-__all__ = ["PartitionError", "Region", "inline_regions", "is_region", "partition", "regions_of", "substitute"]
+def edge_copies(func: Function, calls: list[Any], outputs: list[str], ct: Any, by_name: dict[str, Any],
+                cost_model: Any) -> list[dict[str, Any]]:
+    """The copies plait.build makes at the function's edges (for the explain report; ``calls``: its
+    CallReports): parameters live on the host piece, results go back to it."""
+    from plait.placement.cost import type_bytes
+
+    try:
+        host = ct.host.name
+    except PlaitError:
+        return []
+    out = []
+
+    def add(value: str, src: str, dst: str, nbytes: int) -> None:
+        if ct.shares_memory(src, dst):
+            return
+        e = cost_model.transfer_cost(nbytes, by_name[src], by_name[dst])
+        out.append({"value": value, "from": src, "to": dst, "bytes": nbytes, "seconds": e.seconds,
+                    "joules": e.joules})
+
+    for v in func.params:
+        name = "%" + v.name_hint
+        nbytes = type_bytes(v.checked_type) if v.has_type else 0
+        for dst in dict.fromkeys(c.piece for c in calls if name in c.inputs):
+            add(name, host, dst, nbytes)
+    by_id = {c.id: c for c in calls}
+    for o in dict.fromkeys(outputs):
+        if o in by_id:
+            add(o, by_id[o].piece, host, by_id[o].out_bytes)
+    return out
+
+
+__all__ = ["PartitionError", "Region", "edge_copies", "inline_regions", "is_region", "partition", "regions_of",
+           "substitute"]

@@ -8,7 +8,8 @@ Minimizes the objective (``latency``, ``energy`` or ``weighted``, see :func:`cos
 of the calls' costs plus the transfers on edges whose ends are on different pieces (one copy per
 value and destination piece), subject to capability, pins (``on_target``, ``target`` function attribute,
 ``--place`` rules; preferences act as pins where the piece can run the call) and each piece's memory:
-the bytes of the constant weights of the calls placed on a piece must fit its ``ram_kb`` fact.
+the bytes of the constant weights of the calls placed on a piece must fit where its weights live
+(:func:`plait.placement.fit.piece_memory`: its flash, or its RAM when it has no flash).
 The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
 
@@ -27,6 +28,7 @@ from typing import Iterator
 
 from plait.placement.capability import Answer, claimed, piece_supports
 from plait.placement.cost import CostModel, Estimate, objective_value, type_bytes
+from plait.placement.fit import FitError, fit_message, piece_memory
 from plait.placement.pattern import Region, claim_regions
 from plait.placement.problem import TIME_LIMIT_S, Problem, solve
 from plait.placement.rules import Pin, PlacementError, Rule, call_name, pins_for
@@ -62,6 +64,7 @@ class Assignment:
     exact: bool
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
     regions: tuple[Region, ...] = ()  # claimed regions placed on a piece claiming them (Region.piece, .name)
+    weights_in: dict[str, str] = dataclasses.field(default_factory=dict)  # piece -> "flash" or "RAM"
 
     def region_of(self, call: Call) -> Region | None:
         """The claimed region ``call`` runs in, or None."""
@@ -105,10 +108,23 @@ def _producers(e: Expr) -> list[Call]:
 
 
 def _capacity(piece: Piece) -> int | None:
-    from plait.schedule.machine import fact
+    """Bytes of weights the piece holds (its flash, or its RAM without flash); None: not checked."""
+    return piece_memory(piece.target).weights_bytes
 
-    kb = fact(piece.target, "ram_kb", None)
-    return None if kb is None else int(kb * 1024)
+
+def check_weights(func: Function, piece: Piece) -> None:
+    """Every constant of ``func`` on one piece (what ``plait.build`` does for a single-piece target):
+    the weights must fit where the piece keeps them."""
+    mem = piece_memory(piece.target)
+    if mem.weights_bytes is None:
+        return
+    need = sum(type_bytes(c.checked_type) for c in _constants(func))
+    if need > mem.weights_bytes:
+        raise FitError(fit_message(piece, "the weights", mem.weights_in, need, mem.weights_bytes))
+
+
+def _constants(func: Function) -> list[Constant]:
+    return [n for n in post_order(func.body) if isinstance(n, Constant)]
 
 
 def place(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
@@ -175,11 +191,13 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     pinned = [names.index(pins[c].piece) if c in pins else None for c in calls]
     groups = [tuple(index[c] for c in r.calls) for r in regions]
     pr = Problem(cost, outputs, weights, capacity, pinned, groups)
-    _check_memory(pr, calls, names)
+    kinds = [piece_memory(p.target).weights_in for p in pieces]
+    _check_memory(pr, calls, pieces, kinds)
     assign, method = solve(pr, time_limit, exact)
     if assign is None:
-        raise PlacementError(_infeasible_message(pr, calls, names))
-    return _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
+        raise FitError(_infeasible_message(pr, calls, names, kinds))
+    a = _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
+    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)))
 
 
 def _claims(regions: list[Region], pieces: list[Piece]) -> dict[Call, dict[str, str]]:
@@ -210,28 +228,41 @@ def _split_reason(r: Region, piece: Piece, alone: list, index: dict[Call, int], 
             f"{alone[index[bad]][q].reason}")
 
 
-def _fmt_cap(names: list[str], pr: Problem) -> str:
-    return ", ".join(f"{n}: {'unlimited' if c is None else f'{c} bytes'}" for n, c in zip(names, pr.capacity))
+def _fmt_cap(names: list[str], pr: Problem, kinds: list[str]) -> str:
+    return ", ".join(f"{n}: {'unlimited' if c is None else f'{c:,} bytes of {k}'}"
+                     for n, c, k in zip(names, pr.capacity, kinds))
 
 
-def _check_memory(pr: Problem, calls: list[Call], names: list[str]) -> None:
+def _check_memory(pr: Problem, calls: list[Call], pieces: list[Piece], kinds: list[str]) -> None:
+    """Before solving: a call whose weights fit no piece it may go to; the calls that can go to only
+    one piece (pinned, only capable, or too big elsewhere) together too big for it."""
+    only: dict[int, list[int]] = {}
     for u, c in enumerate(calls):
         fits = [p for p in pr.allowed(u) if pr.capacity[p] is None or pr.weights[u] <= pr.capacity[p]]
+        allowed = pr.allowed(u)
+        if not fits and len(allowed) == 1:
+            p = allowed[0]
+            raise FitError(fit_message(pieces[p], f"the weights of {call_name(c)}", kinds[p], pr.weights[u],
+                                       pr.capacity[p]))  # type: ignore[arg-type]
         if not fits:
-            where = " or ".join(f"'{names[p]}' ({pr.capacity[p]} bytes)" for p in pr.allowed(u))
-            raise PlacementError(f"{call_name(c)} has {pr.weights[u]} bytes of weights, more than {where} "
-                                 "can hold")
-    for p, cap in enumerate(pr.capacity):
-        need = sum(pr.weights[u] for u in range(len(calls)) if pr.pinned[u] == p)
+            where = ", ".join(f"'{pieces[p].name}' {pr.capacity[p]:,} bytes of {kinds[p]}" for p in allowed)
+            raise FitError(f"{call_name(c)}: its weights need {pr.weights[u]:,} bytes, more than any piece that can "
+                           f"run it holds ({where})")
+        if len(fits) == 1 and pr.weights[u]:
+            only.setdefault(fits[0], []).append(u)
+    for p, units in sorted(only.items()):
+        need, cap = sum(pr.weights[u] for u in units), pr.capacity[p]
         if cap is not None and need > cap:
-            raise PlacementError(f"the calls pinned to piece '{names[p]}' have {need} bytes of weights, more than "
-                                 f"its memory ({cap} bytes)")
+            pinned = all(pr.pinned[u] == p for u in units)
+            what = (f"the weights of the {len(units)} calls pinned to it" if pinned else
+                    f"the weights of the {len(units)} calls that cannot go to another piece")
+            raise FitError(fit_message(pieces[p], what, kinds[p], need, cap))
 
 
-def _infeasible_message(pr: Problem, calls: list[Call], names: list[str]) -> str:
+def _infeasible_message(pr: Problem, calls: list[Call], names: list[str], kinds: list[str]) -> str:
     total = sum(pr.weights)
-    return (f"cannot place the {len(calls)} calls within the pieces' memory: their weights need {total} bytes; "
-            f"capacities {_fmt_cap(names, pr)}")
+    return (f"cannot place the {len(calls)} calls within the pieces' memory: their weights need {total:,} bytes; "
+            f"capacities {_fmt_cap(names, pr, kinds)}")
 
 
 def _unit_reason(pr: Problem, unit: tuple[int, ...], p: int, used: list[int], names: list[str]) -> str:

@@ -3,9 +3,13 @@
     register_kind("c", device_type="cpu", options=[Option("mcpu", str, "", "target CPU")],
                   default_keys=("cpu",), doc="C source")
 
-Every kind gets a ``keys`` option (a list; the kind's default keys are appended to what is given).
+Every kind gets a ``keys`` option (a list; the kind's default keys are appended to what is given) and
+the fact options (``-ram-kb``, ``-flash-kb``, ``-clock-mhz``, ``-simd-bits``: :data:`FACT_OPTIONS`).
 A kind may ``normalize`` resolved options (e.g. ``c`` reads ``-mcpu=cortex-m7f`` as the core plus its
 FPU); it returns the new options and notes saying what it changed, shown by ``plait targets --explain``.
+A kind may ``validate`` them when a target is parsed (e.g. ``c`` checks ``-mcpu`` against the CPUs its
+compiler knows). ``identity`` names the options that say which processor a target is for: a tag of the
+kind matches a target written out in full when these options are equal (see :mod:`plait.target.tag`).
 Hooks are attached with :func:`plait.target.hooks.register_hook`.
 """
 
@@ -19,9 +23,12 @@ from typing import Any, Callable, Iterable, Mapping
 from plait.errors import RegistryError
 from plait.registry import Registry
 from plait.target.errors import TargetError
-from plait.target.options import Option
+from plait.target.options import FACT_OPTIONS, Option
 
 Normalizer = Callable[[dict[str, Any]], "tuple[dict[str, Any], list[str]]"]
+Validator = Callable[[dict[str, Any]], None]  # raises TargetError (the message without the target's text)
+#: options every kind has and no tag match looks at
+COMMON_OPTIONS = ("keys", *(o.name for o in FACT_OPTIONS))
 _NAME = re.compile(r"[a-z][a-z0-9_.\-]*\Z")
 
 
@@ -37,6 +44,8 @@ class TargetKind:
     doc: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
     normalize: Normalizer | None = None
+    validate: Validator | None = None  # checks resolved options when a target is parsed
+    identity: tuple[str, ...] = ()  # options naming the processor; tags match on them (see tag.py)
     origin: str = "plait"  # "plait" for in-tree kinds, "entry point 'NAME' (VALUE)" for plugins
     hooks: dict[str, Any] = field(default_factory=dict)  # hook name -> Hook, see hooks.py
 
@@ -49,6 +58,11 @@ class TargetKind:
         if not any(o.name == "keys" for o in opts):
             opts.append(Option("keys", list, self.default_keys,
                                "dispatch keys, most specific first; the kind's default keys are appended"))
+        for o in FACT_OPTIONS:
+            if any(getattr(x, "name", None) == o.name for x in opts):
+                raise TargetError(f"target kind '{self.name}': option '{o.name}' is one every kind has "
+                                  "(plait.target.options.FACT_OPTIONS); do not declare it")
+            opts.append(o)
         seen: set[str] = set()
         for o in opts:
             if not isinstance(o, Option):
@@ -58,6 +72,10 @@ class TargetKind:
             seen.add(o.name)
         self.options = tuple(opts)
         self._by_name = {o.name: o for o in self.options}
+        self.identity = tuple(self.identity)
+        for name in self.identity:
+            if name not in self._by_name or name in COMMON_OPTIONS:
+                raise TargetError(f"target kind '{self.name}': identity option '{name}' is not one of its own options")
 
     # ---- options --------------------------------------------------------------------------------
 

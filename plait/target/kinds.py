@@ -11,8 +11,10 @@ and ``schedule_rules(target) -> str`` naming the default-schedule rule set of :m
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
+from plait.target.cpus import ARM_M_CPUS, LLVM_X86_CPUS, X86_TUNE_CPUS, check_cpu, compiler_cpus, llvm_cpus
 from plait.target.errors import TargetError
 from plait.target.kind import TargetKind, register_kind
 from plait.target.options import Option
@@ -38,6 +40,31 @@ def _normalize_c(opts: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     opts["mfpu"] = opts["mfpu"] or fpu
     opts["mfloat-abi"] = opts["mfloat-abi"] or "hard"
     return opts, [f"-mcpu={cpu} read as -mcpu={core} -mfpu={opts['mfpu']} -mfloat-abi={opts['mfloat-abi']}"]
+
+
+def _on_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _validate_c(opts: dict[str, Any]) -> None:
+    """``-mcpu`` must be a CPU the compiler that will build it accepts: arm-none-eabi-gcc for a
+    Cortex-M name, else gcc (or ``-cc``). Checked against plait's list first, then the compiler's."""
+    cpu = opts["mcpu"]
+    if not cpu:
+        return
+    arm = cpu.startswith("cortex-m")
+    cc = opts["cc"] or ("arm-none-eabi-gcc" if arm else "gcc")
+    own = ARM_M_CPUS if arm else (X86_TUNE_CPUS if _on_x86() else frozenset())
+    check_cpu(cpu, own, [(cc, lambda: compiler_cpus(cc))], translated=FPU_SUFFIX,
+              suggestions=ARM_M_CPUS | X86_TUNE_CPUS)
+
+
+def _validate_llvm(opts: dict[str, Any]) -> None:
+    """``-mcpu`` must be a CPU LLVM (llvmlite) knows for this machine's triple."""
+    cpu = opts["mcpu"]
+    if cpu:
+        check_cpu(cpu, LLVM_X86_CPUS if _on_x86() else frozenset(), [("LLVM", llvm_cpus)],
+                  suggestions=LLVM_X86_CPUS)
 
 
 def is_cortex_m(target: Any) -> bool:
@@ -97,6 +124,8 @@ C: TargetKind = register_kind(
     attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "schedule_rules": c_schedule_rules,
            "device": c_device},
     normalize=_normalize_c,
+    validate=_validate_c,
+    identity=("mcpu", "march", "mfpu"),
 )
 
 LLVM: TargetKind = register_kind(
@@ -108,4 +137,6 @@ LLVM: TargetKind = register_kind(
         Option("mattr", list, (), "LLVM target features, e.g. +avx2,+fma"),
     ),
     default_keys=("cpu",),
+    validate=_validate_llvm,
+    identity=("mcpu",),
 )

@@ -1,9 +1,20 @@
 """Target tags: named presets (``cortex-m7f``) that also carry the hardware facts the cost model uses.
 
-Every fact records its value, unit and source (a datasheet, a TRM, a board file, a measurement), and
-a note when the number is an estimate or was not re-checked. A Target made from a tag reaches the
-tag's facts through ``target.facts``; a Target written out in full (``c -mcpu=cortex-m0``) gets the
-facts of the tag whose identifying options it matches.
+Every fact records its value, unit and source (a datasheet, a TRM, a board file), and a note when the
+number is an estimate or was not re-checked; a host tag's facts are *measured* on the running machine
+when first needed (``Fact.measured``, see :mod:`plait.target.host`).
+
+**Matching.** A tag is defined by its options. A Target written out in full (``c -mcpu=cortex-m55``)
+matches the tag whose ``match`` options (the kind's ``identity`` options, e.g. ``-mcpu -march -mfpu``
+for ``c``) all equal its own, and whose other options (``implied``, e.g. the M55's
+``-mfloat-abi=hard``) it leaves unset or sets to the same value. Keys and the fact options
+(``-ram-kb``, ...) are never compared. The target then takes the tag's options beneath its own (so its
+keys and implied options too) and the tag's facts: ``c -mcpu=cortex-m55`` is read as ``cortex-m55``
+is. When several tags match, the one with more ``match`` options, then more agreeing implied options,
+wins; ties go to the first name in sorted order.
+
+``target.facts`` (:func:`resolve_facts`): each fact from a fact option given in the target string,
+else from the tag (measured when the tag says so), each labelled with where it came from.
 """
 
 from __future__ import annotations
@@ -18,14 +29,43 @@ from plait.target.errors import TargetError
 
 @dataclass(frozen=True)
 class Fact:
-    value: Any  # None when the fact does not apply (e.g. flash on a host)
+    """A value with its unit and source (and a note when it is an estimate or was not re-checked).
+
+    ``origin`` says where a target's fact came from ("tag cortex-m7f", "target option -flash-kb",
+    "measured on this machine", "estimate"); facts registered with a tag leave it empty. ``measure``
+    (a tag's facts only) names the fact of the running machine to measure when first needed.
+    """
+
+    value: Any  # None when the fact does not apply (e.g. flash on a host) or is not known
     unit: str
     source: str
     note: str = ""
+    origin: str = ""
+    measure: str = ""
+
+    @classmethod
+    def measured(cls, name: str, unit: str) -> "Fact":
+        """A tag's fact read from the machine plait runs on (:func:`plait.target.host.measure`)."""
+        return cls(None, unit, "measured on the running machine when first needed", measure=name)
+
+    @property
+    def text(self) -> str:
+        """The value with its unit (``n/a`` for None)."""
+        return "n/a" if self.value is None else f"{self.value}{' ' + self.unit if self.unit else ''}"
+
+    @property
+    def where(self) -> str:
+        """Where it came from, e.g. ``tag cortex-m7f: STM32F746: 1 MB flash (...)``."""
+        return f"{self.origin}: {self.source}" if self.origin and self.source else (self.origin or self.source)
 
     def __str__(self) -> str:
-        value = "n/a" if self.value is None else f"{self.value}{' ' + self.unit if self.unit else ''}"
-        return f"{value}  [{self.source}{'; ' + self.note if self.note else ''}]"
+        return f"{self.text}  [{self.where}{'; ' + self.note if self.note else ''}]"
+
+
+#: the origin of a fact that neither a tag nor a fact option gives
+UNKNOWN = "unknown"
+#: the facts a tag may leave out (then unknown)
+OPTIONAL_FACTS = ("cores",)
 
 
 @dataclass(frozen=True)
@@ -35,9 +75,11 @@ class Facts:
     clock_mhz: Fact
     fpu: Fact
     simd_bits: Fact  # widest SIMD register usable for data-parallel arithmetic; 0 = none
-    ram_kb: Fact
-    flash_kb: Fact
+    ram_kb: Fact  # memory for activations (and for weights when flash_kb is None)
+    flash_kb: Fact  # memory for weights (constants); None: none, weights live in RAM
     power_mw: Fact  # typical active power at clock_mhz
+    # CPUs (informational: the executor runs calls one at a time)
+    cores: Fact = Fact(None, "", "not stated by the tag", origin=UNKNOWN)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -56,6 +98,7 @@ class Tag:
     facts: Facts
     doc: str
     match: tuple[str, ...]  # options that identify the tag when a target is written out in full
+    implied: tuple[str, ...] = ()  # the tag's other options: a matching target leaves them unset or agrees
 
     def __repr__(self) -> str:
         return f"Tag({self.name!r})"
@@ -67,8 +110,9 @@ TAGS: Registry[Tag] = Registry("target tag")
 def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts | Mapping[str, Fact],
                  doc: str = "", match: tuple[str, ...] | None = None) -> Tag:
     """Register a tag. ``match`` (the options identifying it, for targets written out in full)
-    defaults to the options that differ from the kind's defaults, ``keys`` aside."""
-    from plait.target.kind import KINDS, get_kind
+    defaults to the kind's ``identity`` options, or, for a kind without them, to the options that
+    differ from the kind's defaults (``keys`` and the fact options aside)."""
+    from plait.target.kind import COMMON_OPTIONS, KINDS, get_kind
 
     if name in KINDS:
         raise RegistryError(f"target tag '{name}' clashes with the target kind of the same name")
@@ -76,13 +120,20 @@ def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts 
     where = f"target tag '{name}'"
     checked = {o: k.option(o).check(v, where) for o, v in options.items()}
     resolved, _ = k.resolve(checked, {})
+    if k.validate is not None:
+        try:
+            k.validate(dict(resolved))
+        except TargetError as exc:
+            raise TargetError(f"{where}: {exc}") from None
     facts = _make_facts(name, facts)
-    if match is None:  # the options that differ from the kind's defaults, after normalization
-        defaults = dict(k.resolve({}, {})[0])
-        match = tuple(o for o, v in resolved if o != "keys" and v != defaults[o])
+    defaults = dict(k.resolve({}, {})[0])
+    differ = tuple(o for o, v in resolved if o not in COMMON_OPTIONS and v != defaults[o])
+    if match is None:
+        match = k.identity or differ
     for o in match:
         k.option(o)
-    tag = Tag(name, k.name, tuple(checked.items()), resolved, facts, doc, match)
+    implied = tuple(o for o in differ if o not in match)
+    tag = Tag(name, k.name, tuple(checked.items()), resolved, facts, doc, tuple(match), implied)
     return TAGS.register(name, tag)
 
 
@@ -93,7 +144,7 @@ def _make_facts(tag: str, facts: Facts | Mapping[str, Fact]) -> Facts:
         if unknown:
             raise TargetError(f"target tag '{tag}': unknown facts: {', '.join(unknown)}; "
                               f"valid facts: {', '.join(names)}")
-        missing = [n for n in names if n not in facts]
+        missing = [n for n in names if n not in facts and n not in OPTIONAL_FACTS]
         if missing:
             raise TargetError(f"target tag '{tag}': missing facts: {', '.join(missing)}")
         facts = Facts(**facts)
@@ -102,6 +153,12 @@ def _make_facts(tag: str, facts: Facts | Mapping[str, Fact]) -> Facts:
             raise TargetError(f"target tag '{tag}': fact '{n}' must be a Fact(value, unit, source), got {f!r}")
         if not f.source.strip():
             raise TargetError(f"target tag '{tag}': fact '{n}' has no source")
+        if f.measure:
+            from plait.target.host import MEASURABLE
+
+            if f.measure not in MEASURABLE:
+                raise TargetError(f"target tag '{tag}': fact '{n}' is measured as '{f.measure}', which plait cannot "
+                                  f"measure (it measures: {', '.join(MEASURABLE)})")
     return facts
 
 
@@ -120,15 +177,68 @@ def list_tags() -> list[Tag]:
     return [t for _, t in TAGS.items()]
 
 
+def tag_matches(tag: Tag, options: Mapping[str, Any]) -> bool:
+    """Does a target with these resolved ``options`` (of the tag's kind) match ``tag``? Its ``match``
+    options must be equal; each ``implied`` option unset (the kind's default) or equal."""
+    from plait.target.kind import get_kind
+
+    if not tag.match:
+        return False
+    resolved = dict(tag.resolved)
+    if any(options.get(o) != resolved[o] for o in tag.match):
+        return False
+    defaults = {o.name: o.default for o in get_kind(tag.kind).options}
+    return all(options.get(o) in (resolved[o], defaults[o]) for o in tag.implied)
+
+
 def match_tag(kind: str, options: Mapping[str, Any]) -> Tag | None:
-    """The tag of ``kind`` whose identifying options all equal ``options``; the most specific wins,
-    ties go to the first name in sorted order."""
-    best: Tag | None = None
-    for _, tag in TAGS.items():
-        if tag.kind != kind or not tag.match:
+    """The tag of ``kind`` that a target with these resolved ``options`` matches (see the module
+    docstring): the most ``match`` options, then the most agreeing implied options, then the first name."""
+    best: tuple[int, int] | None = None
+    found: Tag | None = None
+    for _, tag in TAGS.items():  # sorted by name: ties keep the first
+        if tag.kind != kind or not tag_matches(tag, options):
             continue
         resolved = dict(tag.resolved)
-        if all(options.get(o) == resolved[o] for o in tag.match):
-            if best is None or len(tag.match) > len(best.match):
-                best = tag
-    return best
+        rank = (len(tag.match), sum(options.get(o) == resolved[o] for o in tag.implied))
+        if best is None or rank > best:
+            best, found = rank, tag
+    return found
+
+
+def resolve_facts(tag: Tag | None, options: Mapping[str, Any]) -> Facts | None:
+    """A target's facts: each from its fact option (``-ram-kb=``, ...) when given, else from ``tag``
+    (measured on this machine when the tag says so), each with its ``origin``. None when there is no
+    tag and no fact option; facts neither gives are unknown (value None)."""
+    from plait.target.options import FACT_OPTION_NAMES
+
+    given = {fact: (opt, options[opt]) for opt, fact in FACT_OPTION_NAMES.items() if options.get(opt) is not None}
+    if tag is None and not given:
+        return None
+    out: dict[str, Fact] = {}
+    for name in Facts.names():
+        f = getattr(tag.facts, name) if tag is not None else None
+        if name in given:
+            opt, value = given[name]
+            unit = f.unit if f is not None else _UNITS.get(name, "")
+            out[name] = Fact(value, unit, "", origin=f"target option -{opt}")
+        elif f is None:
+            out[name] = Fact(None, _UNITS.get(name, ""), "no tag matches this target", origin=UNKNOWN)
+        elif f.measure:
+            from plait.target.host import measure
+
+            out[name] = _replace(measure(f.measure), unit=f.unit)
+        elif f.origin == UNKNOWN:
+            out[name] = f
+        else:
+            out[name] = _replace(f, origin=f"tag {tag.name}")  # type: ignore[union-attr]
+    return Facts(**out)
+
+
+_UNITS = {"clock_mhz": "MHz", "simd_bits": "bits", "ram_kb": "KiB", "flash_kb": "KiB", "power_mw": "mW"}
+
+
+def _replace(f: Fact, **changes: Any) -> Fact:
+    from dataclasses import replace
+
+    return replace(f, **changes)

@@ -1,9 +1,11 @@
 """The in-tree tags and their hardware facts. Every number names its source.
 
-Clock, memory and FPU/SIMD facts were checked against the cited documents or board files (or
-measured on the build machine). Power figures are the weakest: the ones marked "recalled" come from
-the datasheet's typical run-mode current as remembered, not re-checked here; "estimate" ones have no
-datasheet figure behind them. Replace them with measurements when available.
+A microcontroller tag describes one chip: its clock, RAM and flash are the chip's datasheet values
+(checked against the cited documents; a QEMU board only says where code runs). The host tags' facts
+are measured on the running machine when first needed (:mod:`plait.target.host`), never numbers of
+the machine this file was written on. Power figures are the weakest: the ones marked "recalled" come
+from the datasheet's typical run-mode current as remembered, not re-checked here; "estimate" ones have
+no datasheet figure behind them. Replace them with measurements when available.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ register_tag(
         "flash_kb": Fact(256, KB, "nRF51822-QFAA; QEMU microbit: 256 KB flash at 0x0 (FACTS.md)"),
         "power_mw": Fact(13.2, MW, "nRF51822 PS v3.1: CPU running from flash at 16 MHz, ~4.4 mA x 3.0 V",
                          RECALLED),
+        "cores": Fact(1, "", "nRF51822: one Cortex-M0"),
     },
 )
 
@@ -41,6 +44,7 @@ register_tag(
         "flash_kb": Fact(1024, KB, "STM32F407VG: 1 MB flash (Zephyr stm32f4_disco board docs)"),
         "power_mw": Fact(132, MW, "STM32F405/407 datasheet (DS8626): Run mode from flash, ART on, 168 MHz, "
                                   "peripherals off, ~40 mA x 3.3 V", RECALLED),
+        "cores": Fact(1, "", "STM32F407VG: one Cortex-M4"),
     },
 )
 
@@ -53,65 +57,64 @@ register_tag(
                                     "STM32F746NG datasheet (DS10916)"),
         "fpu": Fact("sp", "", "STM32F746: Cortex-M7 with FPv5 single precision (gcc -mfpu=fpv5-sp-d16, FACTS.md)"),
         "simd_bits": Fact(32, BITS, "ARMv7E-M DSP extension (Arm Cortex-M7 TRM); no float SIMD"),
-        "ram_kb": Fact(320, KB, "STM32F746: 320 KB SRAM (Zephyr stm32f746g_disco.yaml; Linux STM32F746 overview)"),
-        "flash_kb": Fact(1024, KB, "STM32F746: 1 MB flash (Zephyr stm32f746g_disco.yaml)"),
+        "ram_kb": Fact(320, KB, "STM32F746NG datasheet (DS10916): 320 KB SRAM incl. 64 KB DTCM, plus 16 KB "
+                                "ITCM RAM for code (Zephyr stm32f746g_disco.yaml: ram 320)"),
+        "flash_kb": Fact(1024, KB, "STM32F746NG datasheet (DS10916): 1 MB flash (Zephyr stm32f746g_disco.yaml)"),
         "power_mw": Fact(330, MW, "STM32F746 datasheet (DS10916): Run mode from flash at 216 MHz, "
                                   "peripherals off, ~100 mA x 3.3 V", RECALLED),
+        "cores": Fact(1, "", "STM32F746NG: one Cortex-M7"),
     },
 )
 
 register_tag(
     "cortex-m55", "c", {"mcpu": "cortex-m55", "mfloat-abi": "hard", "keys": ["arm_cpu"]},
-    doc="Arm Cortex-M55 with Helium (MVE): clock of the Alif Ensemble high-performance core, memory of "
-        "the Arm Corstone-300 / QEMU mps3-an547 board plait runs it on",
+    doc="Arm Cortex-M55 with Helium (MVE): the high-performance core (RTSS-HP) of an Alif Ensemble E7 "
+        "(AE722F80F55D5) (QEMU board: mps3-an547)",
     facts={
         "clock_mhz": Fact(400, MHZ, "Alif Ensemble RTSS-HP Cortex-M55 'up to 400 MHz' (Zephyr Alif Ensemble "
                                     "board docs)"),
         "fpu": Fact("sp", "", "Arm Cortex-M55 TRM: FPU and MVE-F with half/single precision vectors",
                     "scalar double precision is optional in the core configuration"),
         "simd_bits": Fact(128, BITS, "Helium (M-Profile Vector Extension): 128-bit vectors (Arm Cortex-M55 TRM)"),
-        "ram_kb": Fact(512, KB, "Corstone-300 / QEMU mps3-an547: 512 KB DTCM (FACTS.md; TVM corstone300.ld)"),
-        "flash_kb": Fact(512, KB, "Corstone-300 / QEMU mps3-an547: code in the 512 KB ITCM (FACTS.md)"),
+        "ram_kb": Fact(1024, KB, "Alif Ensemble E7 RTSS-HP: 1 MB DTCM (Alif CMSIS pack M55_HP_map.h: DTCM = "
+                                 "SRAM3, 1 MB)", "the 6.5 MB of SRAM0/SRAM1 shared with the other cores not counted"),
+        "flash_kb": Fact(5632, KB, "Alif Ensemble E7 (AE722F80F55D5): 5.5 MB MRAM, execute in place (Alif "
+                                   "regions_AE722F80F55D5LS_M55_HP.h: MRAM size 0x580000)",
+                         "shared with the high-efficiency core"),
         "power_mw": Fact(40, MW, "Cortex-M55 MCU at 400 MHz, order of magnitude", ESTIMATE),
+        "cores": Fact(1, "", "one Cortex-M55 core (the E7's other cores are separate pieces)"),
     },
 )
 
-_HOST_NOTE = "measured on the build machine; other hosts differ"
-HOST_FACTS = {
-    "clock_mhz": Fact(2445, MHZ, "/proc/cpuinfo 'cpu MHz' on the build machine (AMD EPYC, family 25 "
-                                 "model 1 = Zen 3, KVM guest)", _HOST_NOTE),
-    "fpu": Fact("dp", "", "x86-64 SSE2/AVX: IEEE single and double precision"),
-    "simd_bits": Fact(256, BITS, "/proc/cpuinfo flags on the build machine: avx2 fma, no avx512*", _HOST_NOTE),
-    "ram_kb": Fact(24683520, KB, "`free -m` on the build machine: 24105 MiB", _HOST_NOTE),
-    "flash_kb": Fact(None, KB, "not applicable: programs load from disk"),
-    "power_mw": Fact(8750, MW, "2 of the 64 cores of a 280 W EPYC 7763 (Zen 3), TDP / cores", ESTIMATE),
-}
+
+def _host_facts(**fixed: Fact) -> dict[str, Fact]:
+    """Facts of the machine plait runs on, measured when first needed; ``fixed`` ones (a SIMD width
+    that an -mcpu level sets) replace the measured."""
+    units = {"clock_mhz": MHZ, "fpu": "", "simd_bits": BITS, "ram_kb": KB, "flash_kb": KB, "power_mw": MW,
+             "cores": ""}
+    return {name: fixed.get(name, Fact.measured(name, unit)) for name, unit in units.items()}
+
 
 register_tag(
     "host", "llvm", {"mcpu": "x86-64-v3"},
-    doc="this x86-64 host (AVX2 + FMA, i.e. x86-64-v3) through LLVM",
-    facts=HOST_FACTS,
+    doc="an x86-64 host with AVX2 + FMA (x86-64-v3) through LLVM",
+    facts=_host_facts(simd_bits=Fact(256, BITS, "x86-64-v3: AVX2, 256-bit vectors (x86-64 psABI levels)")),
 )
 
 register_tag(
-    "host-llvm", "llvm", {}, match=("mcpu",),
+    "host-llvm", "llvm", {},
     doc="this host through LLVM: any 'llvm' target without -mcpu (code for the host CPU)",
-    facts=HOST_FACTS,
+    facts=_host_facts(),
 )
 
 register_tag(
-    "host-c", "c", {}, match=("mcpu", "march"),
-    doc="this host through its C compiler: any 'c' target without -mcpu/-march",
-    facts=HOST_FACTS,
+    "host-c", "c", {},
+    doc="this host through its C compiler: any 'c' target without -mcpu/-march/-mfpu",
+    facts=_host_facts(),
 )
 
 register_tag(
     "x86-64-avx512", "llvm", {"mcpu": "x86-64-v4"},
     doc="an x86-64 host with AVX-512 (x86-64-v4) through LLVM",
-    facts={
-        **HOST_FACTS,
-        "simd_bits": Fact(512, BITS, "AVX-512 (x86-64-v4); FACTS.md lists AVX-512 machines of this kind"),
-        "clock_mhz": Fact(2445, MHZ, "assumed equal to the measured build machine", ESTIMATE),
-        "ram_kb": Fact(24683520, KB, "assumed equal to the measured build machine", ESTIMATE),
-    },
+    facts=_host_facts(simd_bits=Fact(512, BITS, "x86-64-v4: AVX-512, 512-bit vectors (x86-64 psABI levels)")),
 )

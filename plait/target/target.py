@@ -22,7 +22,7 @@ from plait.errors import RegistryError
 from plait.registry import Registry
 from plait.target.errors import TargetError
 from plait.target.kind import KINDS, TargetKind, get_kind
-from plait.target.tag import TAGS, Facts, Tag, get_tag, match_tag
+from plait.target.tag import TAGS, Facts, Tag, get_tag, match_tag, resolve_facts, tag_matches
 
 # the stack of (target, piece name or None) entered with ``with``; a context variable, not a global
 _CURRENT: ContextVar[tuple[tuple["Target", str | None], ...]] = ContextVar("plait_current_target", default=())
@@ -30,17 +30,36 @@ _CURRENT: ContextVar[tuple[tuple["Target", str | None], ...]] = ContextVar("plai
 
 @dataclass
 class Resolution:
-    """How a target was understood: kind, tag, what was given, and the resolved options."""
+    """How a target was understood: kind, tag (named), the tag it matched (written out in full: see
+    :mod:`plait.target.tag`), what was given, and the resolved options."""
 
     kind: TargetKind
     tag: Tag | None
     given: dict[str, Any]
     options: tuple[tuple[str, Any], ...] = ()
     notes: list[str] = field(default_factory=list)
+    matched: Tag | None = None
 
     def __post_init__(self) -> None:
-        base = dict(self.tag.options) if self.tag else {}
-        self.options, self.notes = self.kind.resolve(base, self.given)
+        if self.tag is not None:
+            self.options, self.notes = self.kind.resolve(dict(self.tag.options), self.given)
+            self.matched = self.tag
+            return
+        self.options, self.notes = self.kind.resolve({}, self.given)
+        tag = match_tag(self.kind.name, dict(self.options))
+        if tag is not None:  # the tag's options beneath the given ones: its keys, its implied options
+            options, notes = self.kind.resolve(dict(tag.resolved), self.given)
+            if tag_matches(tag, dict(options)):
+                self.options, self.notes, self.matched = options, notes, tag
+
+    def validate(self, where: str) -> "Resolution":
+        """Run the kind's validator (e.g. ``-mcpu`` against the compiler's CPUs); ``where`` names the target."""
+        if self.kind.validate is not None:
+            try:
+                self.kind.validate(dict(self.options))
+            except TargetError as exc:
+                raise TargetError(f"{where}: {exc}") from None
+        return self
 
 
 def lookup(word: str) -> tuple[TargetKind, Tag | None]:
@@ -82,7 +101,7 @@ def resolve_text(text: str) -> Resolution:
         if name in given:
             raise TargetError(f"target '{text}': option '-{name}' is given twice")
         given[name] = opt.parse(value if eq else None, where)
-    return Resolution(kind, tag, given)
+    return Resolution(kind, tag, given).validate(f"target '{text}'")
 
 
 def resolve_dict(d: Mapping[str, Any]) -> Resolution:
@@ -100,7 +119,7 @@ def resolve_dict(d: Mapping[str, Any]) -> Resolution:
         raise TargetError(f"target {dict(d)!r} needs a 'kind' or a 'tag' key")
     where = f"target kind '{kind.name}'"
     given = {name: kind.option(name).check(value, where) for name, value in rest.items()}
-    return Resolution(kind, tag, given)
+    return Resolution(kind, tag, given).validate(f"target {dict(d)!r}")
 
 
 def resolve(spec: Any) -> Resolution:
@@ -132,18 +151,21 @@ def _load_json(text: str, what: str) -> Any:
 class Target:
     """A kind plus option values. Immutable and hashable; ``str()`` is canonical and parses back."""
 
-    __slots__ = ("_kind", "_options", "_tag", "_notes", "_hash")
+    __slots__ = ("_kind", "_options", "_tag", "_notes", "_hash", "_matched", "_facts")
 
     def __init__(self, spec: "str | Mapping[str, Any] | Target"):
         if isinstance(spec, Target):
-            r_kind, r_options, r_tag, r_notes = spec._kind, spec._options, spec._tag, spec._notes
+            r_kind, r_options, r_tag, r_notes, r_matched = (spec._kind, spec._options, spec._tag, spec._notes,
+                                                            spec._matched)
         else:
             r = resolve(spec)
-            r_kind, r_options, r_tag, r_notes = r.kind, r.options, r.tag, tuple(r.notes)
+            r_kind, r_options, r_tag, r_notes, r_matched = r.kind, r.options, r.tag, tuple(r.notes), r.matched
         object.__setattr__(self, "_kind", r_kind)
         object.__setattr__(self, "_options", r_options)
         object.__setattr__(self, "_tag", r_tag)
         object.__setattr__(self, "_notes", r_notes)
+        object.__setattr__(self, "_matched", r_matched)
+        object.__setattr__(self, "_facts", None)
         object.__setattr__(self, "_hash", hash((r_kind.name, r_options, r_tag.name if r_tag else None)))
 
     @classmethod
@@ -184,12 +206,15 @@ class Target:
     @property
     def matched_tag(self) -> Tag | None:
         """The tag giving this target's facts: its own, or the one its options match."""
-        return self._tag or match_tag(self.kind_name, dict(self._options))
+        return self._tag or self._matched
 
     @property
     def facts(self) -> Facts | None:
-        tag = self.matched_tag
-        return tag.facts if tag else None
+        """The hardware facts: the fact options given (``-ram-kb=``, ...), else the matched tag's
+        (measured on this machine for a host tag), each with its origin; None when neither exists."""
+        if self._facts is None:
+            object.__setattr__(self, "_facts", (resolve_facts(self.matched_tag, dict(self._options)),))
+        return self._facts[0]
 
     @property
     def device(self) -> str:
@@ -203,12 +228,23 @@ class Target:
         return self._kind.attr(name)
 
     def untagged(self) -> "Target":
-        """The same options without the tag: its ``str()`` spells every option out."""
+        """The same options written out with the kind's name instead of the tag's (it still matches the
+        tag, so it keeps the facts); :meth:`spelled_out` prints every option."""
         t = object.__new__(Target)
         for slot, value in (("_kind", self._kind), ("_options", self._options), ("_tag", None),
-                            ("_notes", self._notes), ("_hash", hash((self.kind_name, self._options, None)))):
+                            ("_notes", self._notes), ("_matched", match_tag(self.kind_name, dict(self._options))),
+                            ("_facts", None), ("_hash", hash((self.kind_name, self._options, None)))):
             object.__setattr__(t, slot, value)
         return t
+
+    def spelled_out(self) -> str:
+        """The kind's name and every option that differs from the kind's defaults (tag or no tag)."""
+        defaults = dict(self._kind.resolve({}, {})[0])
+        parts = [self.kind_name]
+        for name, value in self._options:
+            if value != defaults[name]:
+                parts.append(f"-{name}={shlex.quote(self._kind.option(name).format(self._short(name, value)))}")
+        return " ".join(parts)
 
     def with_options(self, options: Mapping[str, Any]) -> "Target":
         """A new Target with some options replaced (values in Python form)."""
@@ -221,24 +257,39 @@ class Target:
     def _changed(self) -> list[tuple[str, Any]]:
         """The options to print after the tag or kind name: the fewest that parse back to this target.
 
-        Usually those that differ from the tag's (or the kind's defaults); when the kind's normalizer
-        ties options together (``-mcpu=cortex-m7f`` sets ``-mfpu``), every option the tag sets too.
+        With a tag: those that differ from the tag's; when the kind's normalizer ties options together
+        (``-mcpu=cortex-m7f`` sets ``-mfpu``), every option the tag sets too. Written out in full: those
+        that differ from the kind's defaults, leaving out keys and fact options that the matched tag
+        gives anyway (``c -mcpu=cortex-m0``, not ``... -keys=arm_cpu``).
         """
         opts = dict(self._options)
-        tag_raw = dict(self._tag.options) if self._tag else {}
         defaults = dict(self._kind.resolve({}, {})[0])
-        base = dict(self._tag.resolved) if self._tag else defaults
-        for names in ([n for n in opts if opts[n] != base[n]],
-                      [n for n in opts if opts[n] != defaults[n] or n in tag_raw],
-                      list(opts)):
+        if self._tag is not None:
+            tag_raw = dict(self._tag.options)
+            base = dict(self._tag.resolved)
+            candidates = [[n for n in opts if opts[n] != base[n]],
+                          [n for n in opts if opts[n] != defaults[n] or n in tag_raw], list(opts)]
+        else:
+            from plait.target.kind import COMMON_OPTIONS
+
+            tag_opts = dict(self._matched.resolved) if self._matched is not None else {}
+            inherited = {n for n in COMMON_OPTIONS if n in tag_opts and opts[n] == tag_opts[n]}
+            candidates = [[n for n in opts if opts[n] != defaults[n] and n not in inherited],
+                          [n for n in opts if opts[n] != defaults[n]], list(opts)]
+        for names in candidates:
             printed = {n: self._short(n, opts[n]) for n in names}
-            try:
-                if self._kind.resolve(tag_raw, printed)[0] == self._options:
-                    return list(printed.items())
-            except TargetError:
-                pass
+            if self._parses_back(printed):
+                return list(printed.items())
         raise TargetError(f"target kind '{self.kind_name}': its normalizer does not give the same options "
                           f"when applied twice, so {opts} cannot be printed")
+
+    def _parses_back(self, printed: dict[str, Any]) -> bool:
+        """Do these options, written after the tag or kind name, give this target again?"""
+        try:
+            r = Resolution(self._kind, self._tag, printed)
+        except TargetError:
+            return False
+        return r.options == self._options and r.matched is self.matched_tag
 
     def _short(self, name: str, value: Any) -> Any:
         if name != "keys":

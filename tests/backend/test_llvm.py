@@ -347,9 +347,15 @@ def test_unknown_cpu_or_feature_is_an_error_not_an_abort():
     A, B = Buffer("A", (4,)), Buffer("B", (4,))
     i = Var("i")
     f = PrimFunc((A, B), For(i, 0, 4, "serial", B.store(i, A[i])), {"global_symbol": "cp"})
-    with pytest.raises(LLVMCodegenError, match=r"^LLVM cannot generate code for cpu 'nosuchcpu' with features '': "
-                                               r"'nosuchcpu' is not a recognized processor for this target"):
+    from plait.runtime.llvm_module import LLVMError, create_target_machine
+    from plait.target import TargetError
+
+    with pytest.raises(TargetError, match=r"^target 'llvm -mcpu=nosuchcpu': -mcpu=nosuchcpu is not a CPU that LLVM "
+                                          r"accepts"):  # refused when the target is parsed
         build_llvm_funcs([f], "llvm -mcpu=nosuchcpu")
+    with pytest.raises(LLVMError, match=r"^LLVM cannot generate code for cpu 'nosuchcpu' with features '': "
+                                        r"'nosuchcpu' is not a recognized processor for this target"):
+        create_target_machine("nosuchcpu", "")  # and LLVM itself still cannot abort the process
     with pytest.raises(LLVMCodegenError, match=r"'\+bogus' is not a recognized feature"):
         build_llvm_funcs([f], "llvm -mcpu=x86-64 -mattr=+bogus")
 

@@ -22,6 +22,8 @@ from plait.runtime.ort_module import OrtModule
 from plait.target import Piece, Target, call_supports, get_kind, hooks_of, run_relay_to_runtime
 from plait.testing import onnx_models
 
+HOST = "host: c -simd-bits=256 -clock-mhz=2445"  # host facts pinned: placements do not depend on the machine
+
 F32 = np.float32
 
 
@@ -191,7 +193,7 @@ def _build_and_compare(name: str, place: str | None, ort_target: str = "onnxrunt
     from plait.executor import GraphModule
 
     model = onnx_models.MODELS[name]()
-    art = plait.build(from_onnx(model), f"host: c; ort: {ort_target}", place=place)
+    art = plait.build(from_onnx(model), f"{HOST}; ort: {ort_target}", place=place)
     feeds = _feeds(model)
     want = _ort_run(model, feeds)
     got = GraphModule(art)(**feeds)
@@ -261,7 +263,7 @@ def test_build_respects_what_ort_cannot_run():
     a = b.cast(x, dtype="int16", name="c1")
     m = b.maximum(a, b.cast(b.nn.relu(x), dtype="int16", name="c2"), name="mx")  # ORT: no int16 Max kernel
     mod = b.finish(b.cast(m, dtype="float32", name="c3"))
-    art = plait.build(mod, "host: c; ort: onnxruntime", place="*=ort?")
+    art = plait.build(mod, HOST + "; ort: onnxruntime", place="*=ort?")
     pieces = {p.call.meta["name"]: p.piece for p in art.placement}
     assert pieces == {"c1": "ort", "relu_0": "ort", "c2": "ort", "mx": "host", "c3": "ort"}
     xv = np.array([[1.5, -2, 3], [4, -5, 6]], F32)
@@ -269,7 +271,7 @@ def test_build_respects_what_ort_cannot_run():
     np.testing.assert_array_equal(y, np.maximum(xv.astype(np.int16), np.maximum(xv, 0).astype(np.int16)).astype(F32))
     with pytest.raises(PlacementError, match=r"call 'mx' \(maximum\) is pinned to piece 'ort' by --place rule "
                                              r"'\*=ort', but that piece cannot run it"):
-        plait.build(mod, "host: c; ort: onnxruntime", place="*=ort")
+        plait.build(mod, HOST + "; ort: onnxruntime", place="*=ort")
 
 
 def test_plait_run_on_ort_from_the_command_line(tmp_path, capsys):
@@ -280,7 +282,7 @@ def test_plait_run_on_ort_from_the_command_line(tmp_path, capsys):
     onnx.save(model, str(path))
     feeds = _feeds(model, seed=3)
     np.savez(tmp_path / "in.npz", **feeds)
-    assert main(["run", str(path), "--target", "host: c; ort: onnxruntime", "--place", "Conv=ort",
+    assert main(["run", str(path), "--target", HOST + "; ort: onnxruntime", "--place", "Conv=ort",
                  "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "out.npz")]) == 0
     assert "ort 9 calls" in capsys.readouterr().out
     (want,) = _ort_run(model, feeds)
@@ -313,7 +315,7 @@ def test_build_with_measured_costs_matches_ort():
     from plait.executor import GraphModule
 
     model = onnx_models.MODELS["resnet_block"]()
-    art = plait.build(from_onnx(model), "host: c; ort: onnxruntime -measure-cost")
+    art = plait.build(from_onnx(model), HOST + "; ort: onnxruntime -measure-cost")
     ort_estimates = [p.alternatives["ort"] if p.piece != "ort" else p.estimate for p in art.placement]
     assert all(e.source == "hook" and e.seconds > 0 for e in ort_estimates)  # every call timed on ORT
     feeds = _feeds(model)

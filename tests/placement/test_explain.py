@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from plait import relay
+from plait.errors import PlaitError
 from plait.frontend.onnx import from_onnx
 from plait.placement import explain as explain_mod
 from plait.placement.capability import op_is
@@ -114,7 +115,7 @@ def test_pins_show_as_pinned(reports):
         ("/block3/pw/Relu", "inference_cpu", "low_power_cpu", 64 * 25 * 5 * 4)
     assert t["seconds"] == pytest.approx(t["bytes"] / CompositeTarget(SEED).transfer.bandwidth
                                          + CompositeTarget(SEED).transfer.switch)
-    assert r.memory["low_power_cpu"] == {"used": 12 * 64 * 4 + 12 * 4, "capacity": 16 * 1024}
+    assert r.memory["low_power_cpu"] == {"used": 12 * 64 * 4 + 12 * 4, "capacity": 256 * 1024, "memory": "flash"}
 
 
 def test_totals_are_the_sums_of_the_calls_and_transfers(reports):
@@ -145,16 +146,22 @@ def test_single_piece_totals_are_sums_over_calls(reports):
             assert s["joules"] == pytest.approx(sum(c.costs[p]["joules"] for c in r.calls))
             assert s["value"] == pytest.approx(sum(c.costs[p]["value"] for c in r.calls))
             assert s["weight_bytes"] == sum(c.weight_bytes for c in r.calls)
-        # all the weights (90 KB) do not fit the M0's 16 KiB; they fit the M7F's 320 KiB
-        assert r.single_piece["low_power_cpu"]["fits"] is False
+        # all the weights (90 KB) fit the M0's 256 KiB of flash and the M7F's 1 MiB
+        assert r.single_piece["low_power_cpu"]["fits"] is True
         assert r.single_piece["inference_cpu"]["fits"] is True
         if not r.rules:  # the optimum is no worse than everything on the M7F
             assert r.totals["value"] <= r.single_piece["inference_cpu"]["value"] * (1 + 1e-9)
     lat = reports["latency"]
     assert lat.totals["value"] == pytest.approx(lat.single_piece["inference_cpu"]["value"])
-    text = lat.text()
-    assert re.search(r"low_power_cpu  [\d.]+ s, [\d.]+ mJ; latency [\d.]+ s; weights do not fit "
-                     r"\(\d+ > 16384 bytes\)", text)
+
+
+def test_single_piece_that_cannot_hold_the_weights_says_so(mod):
+    r = explain(mod, "low_power_cpu: c -mcpu=cortex-m0 -flash-kb=64; inference_cpu: c -mcpu=cortex-m7f")
+    assert r.single_piece["low_power_cpu"]["fits"] is False
+    assert re.search(r"\n  low_power_cpu  [\d.]+ s, [\d.]+ mJ; latency [\d.]+ s; the weights do not fit its flash "
+                     r"\(90,416 > 65,536 bytes\)\n", r.text())
+    assert r.facts["low_power_cpu"]["flash_kb"] == {"value": 64, "unit": "KiB", "where": "target option -flash-kb",
+                                                     "note": ""}
 
 
 def test_energy_and_weighted_objectives(reports):
@@ -183,8 +190,22 @@ def test_text_has_a_row_per_call_and_the_totals(reports):
     summary = r.summary().splitlines()
     assert summary[0].startswith("placement (latency, ilp (optimal)): low_power_cpu 4 calls, inference_cpu 27 calls; "
                                  "1 transfer; estimated ")
-    assert summary[1] == ("weights in memory: low_power_cpu 3120 bytes of 16384 (19%); "
-                          f"inference_cpu {r.memory['inference_cpu']['used']} bytes of 327680 (27%)")
+    assert summary[1] == ("weights in memory: low_power_cpu 3,120 of 262,144 bytes of flash (1%); "
+                          f"inference_cpu {r.memory['inference_cpu']['used']:,} of 1,048,576 bytes of flash (8%)")
+
+
+def test_the_report_shows_each_fact_and_where_it_comes_from(reports):
+    lines = reports["latency"].text().splitlines()
+    i = lines.index("facts of the pieces (what the cost model and the memory checks use, and where each comes from):")
+    assert lines[i + 1:i + 3] == [
+        "  low_power_cpu:",
+        "    clock_mhz  16 MHz       tag cortex-m0: nRF51822 product specification (16 MHz); RIOT nRF51822 board page"]
+    assert "    flash_kb   1024 KiB     tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash (Zephyr " \
+           "stm32f746g_disco.yaml)" in lines
+    host = explain(_chain(1), "a: c -clock-mhz=3000; b: c -simd-bits=256")
+    assert host.facts["a"]["clock_mhz"]["where"] == "target option -clock-mhz"
+    assert host.facts["b"]["simd_bits"]["where"] == "target option -simd-bits"
+    assert host.facts["b"]["ram_kb"]["where"].startswith("measured on this machine: sysconf")
 
 
 def test_json_round_trip(reports):
@@ -468,8 +489,16 @@ def test_report_describes_what_build_places(mod, reports):
     """plait.build places the same calls the same way, and copies exactly the values the report lists."""
     import plait
 
-    r = reports["pinned"]
-    art = plait.build(mod, SEED, place=PINS)
+    # the head pinned on the M0 receives the last block's 64x25x5 floats: more than its 16 KiB of RAM
+    with pytest.raises(PlaitError) as e:
+        plait.build(mod, SEED, place=PINS)
+    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need "
+                            "32,256 bytes of RAM, more than its 16,384 bytes")
+    roomy = "low_power_cpu: c -mcpu=cortex-m0 -ram-kb=64; inference_cpu: c -mcpu=cortex-m7f"
+    r = explain(mod, roomy, "latency", place=PINS)
+    assert r.to_dict() == dict(reports["pinned"].to_dict(), target=str(CompositeTarget(roomy)),
+                               pieces=r.pieces, facts=r.facts)  # RAM does not change the placement
+    art = plait.build(mod, roomy, place=PINS)
     a = art.placement
     assert [(p.call.meta.get("name"), p.call.op_name, p.piece, p.reason) for p in a] == \
         [(c.name, c.op, c.piece, c.reason) for c in r.calls]

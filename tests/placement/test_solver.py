@@ -31,7 +31,9 @@ def test_ds_cnn_float_convs_go_to_m7f_by_latency(ds):
         assert p.piece == "inference_cpu" and p.reason == "cheapest"
         m0, m7 = p.alternatives["low_power_cpu"], p.alternatives["inference_cpu"]
         assert m0.seconds > 20 * m7.seconds and m7 is p.estimate
-    assert a.memory["inference_cpu"][1] == 320 * 1024 and a.memory["low_power_cpu"] == (0, 16 * 1024)
+    # the weights live in flash: the M7F's 1 MiB, the M0's 256 KiB (datasheet values)
+    assert a.memory["inference_cpu"][1] == 1024 * 1024 and a.memory["low_power_cpu"] == (0, 256 * 1024)
+    assert a.weights_in == {"low_power_cpu": "flash", "inference_cpu": "flash"}
     assert a.seconds == pytest.approx(sum(p.estimate.seconds for p in a))  # no transfers
     assert a.total == pytest.approx(a.seconds)
     assert [p.piece for p in place(ds, CT, "latency")] == [p.piece for p in a]  # deterministic
@@ -46,13 +48,15 @@ def test_ds_cnn_pins_rules_and_memory(ds):
     pool = by_name["/pool/GlobalAveragePool", "nn.global_avg_pool2d"]
     assert (pool.piece, pool.reason) == ("low_power_cpu", "preferred by --place rule '/pool/*=low_power_cpu?'")
     assert a.transfer_seconds > 0 and a.memory["low_power_cpu"][0] == 12 * 64 * 4 + 12 * 4
-    # the pointwise conv's weights (64x64x4 = 16 KiB) just fit the M0's 16 KiB, not with the depthwise conv (2304)
-    a = place(ds, CT, "latency", parse_place("/block0/pw/Conv=low_power_cpu", CT))
+    # an M0 with 16 KiB of flash: the pointwise conv's weights (64x64x4 = 16 KiB) just fit, not with the
+    # depthwise conv (2304)
+    small = CompositeTarget("low_power_cpu: c -mcpu=cortex-m0 -flash-kb=16; inference_cpu: c -mcpu=cortex-m7f")
+    a = place(ds, small, "latency", parse_place("/block0/pw/Conv=low_power_cpu", small))
     assert a.memory["low_power_cpu"] == (16384, 16384)
     with pytest.raises(PlacementError) as e:
-        place(ds, CT, "latency", parse_place("/block0/*=low_power_cpu", CT))
-    assert str(e.value) == ("the calls pinned to piece 'low_power_cpu' have 18688 bytes of weights, more than "
-                            "its memory (16384 bytes)")
+        place(ds, small, "latency", parse_place("/block0/*=low_power_cpu", small))
+    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0 -flash-kb=16): the weights of the 2 calls "
+                            "pinned to it need 18,688 bytes of flash, more than its 16,384 bytes")
 
 
 def _chain(n=3):
@@ -126,9 +130,11 @@ def test_memory_capacity_respected_and_infeasible_message():
     infer_expr(f)
     with pytest.raises(PlacementError) as e:
         place(f, CT)
-    assert str(e.value) == ("call 'fc' (nn.dense) has 4194304 bytes of weights, more than 'low_power_cpu' "
-                            "(16384 bytes) or 'inference_cpu' (327680 bytes) can hold")
-    # two 200 KiB layers: each fits the M7 alone, not both; the cheaper-per-call M7 takes one
+    assert str(e.value) == ("call 'fc' (nn.dense): its weights need 4,194,304 bytes, more than any piece that can "
+                            "run it holds ('low_power_cpu' 262,144 bytes of flash, 'inference_cpu' 1,048,576 bytes "
+                            "of flash)")
+    # two 200 KiB layers on parts with 320 and 192 KiB of flash: each fits the M7 alone, not both; the
+    # cheaper-per-call M7 takes one
     x = relay.var("x", (1, 256))
     w1 = relay.const(np.zeros((200, 256), np.float32))
     w2 = relay.const(np.zeros((200, 200), np.float32))
@@ -136,22 +142,33 @@ def test_memory_capacity_respected_and_infeasible_message():
     d2 = relay.call("nn.dense", d1, w2, meta={"name": "fc2"})
     f = Function((x,), d2)
     infer_expr(f)
-    ct = CompositeTarget("m7: c -mcpu=cortex-m7f; m4: c -mcpu=cortex-m4f")
+    ct = CompositeTarget("m7: c -mcpu=cortex-m7f -flash-kb=320; m4: c -mcpu=cortex-m4f -flash-kb=192")
     a = place(f, ct)
     assert sorted(p.piece for p in a) == ["m4", "m7"]
     assert all(used <= cap for used, cap in a.memory.values())
     assert any(p.reason.startswith("memory ('m7' is cheaper but full)") for p in a)
     with pytest.raises(PlacementError) as e:
-        place(f, CompositeTarget("m7: c -mcpu=cortex-m7f"))
-    assert str(e.value) == ("cannot place the 2 calls within the pieces' memory: their weights need 364800 "
-                            "bytes; capacities m7: 327680 bytes")
+        place(f, CompositeTarget("m7: c -mcpu=cortex-m7f -flash-kb=320"))
+    assert str(e.value) == ("piece 'm7' (c -mcpu=cortex-m7f -flash-kb=320): the weights of the 2 calls that cannot "
+                            "go to another piece need 364,800 bytes of flash, more than its 327,680 bytes")
     with pytest.raises(PlacementError) as e:  # pinned: only the pinned piece is considered
         place(f, ct, rules=parse_place("fc1=m4", ct))
-    assert str(e.value) == "call 'fc1' (nn.dense) has 204800 bytes of weights, more than 'm4' (196608 bytes) can hold"
+    assert str(e.value) == ("piece 'm4' (c -mcpu=cortex-m4f -flash-kb=192): the weights of call 'fc1' (nn.dense) "
+                            "need 204,800 bytes of flash, more than its 196,608 bytes")
     with pytest.raises(PlacementError) as e:
         place(f, ct, rules=parse_place("*=m7", ct))
-    assert str(e.value) == ("the calls pinned to piece 'm7' have 364800 bytes of weights, more than its "
-                            "memory (327680 bytes)")
+    assert str(e.value) == ("piece 'm7' (c -mcpu=cortex-m7f -flash-kb=320): the weights of the 2 calls pinned to it "
+                            "need 364,800 bytes of flash, more than its 327,680 bytes")
+    # the solver's own infeasibility: every call fits somewhere alone, the pieces cannot hold them together
+    three = [relay.call("nn.dense", x, relay.const(np.zeros((100, 256), np.float32)), meta={"name": f"d{k}"})
+             for k in range(3)]
+    g = Function((x,), relay.call("concatenate", *three, axis=1))
+    infer_expr(g)
+    two = CompositeTarget("p: c -mcpu=cortex-m7f -flash-kb=150; q: c -mcpu=cortex-m4f -flash-kb=150")
+    with pytest.raises(PlacementError) as e:
+        place(g, two)
+    assert str(e.value) == ("cannot place the 4 calls within the pieces' memory: their weights need 307,200 bytes; "
+                            "capacities p: 153,600 bytes of flash, q: 153,600 bytes of flash")
 
 
 def test_unknown_objective():

@@ -148,13 +148,15 @@ def test_explain_the_seed_target(capsys):
         "    mfloat-abi = hard                 normalized",
         "    opt-level  = 2                    default",
         "    cc         = ''                   default",
-        "    keys       = cpu                  default",
+        "    keys       = arm_cpu,cpu          tag 'cortex-m7f' (matched)",
         lines[i + 12],  # hooks: depends on which backends are loaded
     ]
     assert lines[i + 12].startswith("  hooks: ")
-    assert lines[i + 13] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, " \
-                            "mfpu=fpv5-sp-d16, mfloat-abi=hard"
-    assert lines[i + 14].startswith("    clock_mhz  216 MHz      STM32F746 overview")
+    assert lines[i + 13] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, march='', " \
+                            "mfpu=fpv5-sp-d16"
+    assert lines[i + 14].startswith("    clock_mhz  216 MHz      tag cortex-m7f: STM32F746 overview")
+    assert lines[i + 18] == "    flash_kb   1024 KiB     tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash " \
+                            "(Zephyr stm32f746g_disco.yaml)"
     assert "piece 'low_power_cpu' (host): c -mcpu=cortex-m0" in lines
 
 
@@ -163,5 +165,37 @@ def test_explain_errors_are_reported_not_raised(capsys):
     assert capsys.readouterr().err == "plait: error: composite target: duplicate piece name 'a'\n"
     assert main(["targets", "--explain", "c -mcpu=x -O3"]) == 1
     assert capsys.readouterr().err == \
-        "plait: error: target kind 'c' has no option '-O3'; valid options: -cc, -keys, -march, -mcpu, " \
-        "-mfloat-abi, -mfpu, -opt-level\n"
+        "plait: error: target kind 'c' has no option '-O3'; valid options: -cc, -clock-mhz, -flash-kb, -keys, " \
+        "-march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -simd-bits\n"
+
+
+def test_a_mistyped_cpu_stops_plait_run_before_any_work(tmp_path, capsys):
+    import onnx
+
+    from plait.testing import onnx_models
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(onnx_models.mlp(), str(path))
+    assert main(["run", str(path), "--target", "c -mcpu=cortx-m0"]) == 2
+    assert capsys.readouterr().err == (
+        "plait: error: target 'c -mcpu=cortx-m0': -mcpu=cortx-m0 is not a CPU that gcc accepts (did you mean "
+        "'cortex-m0' or 'cortex-m7' or 'cortex-m4'?); plait also translates cortex-m4f, cortex-m7f, cortex-m33f "
+        "(the core with its FPU)\n")
+
+
+def test_targets_lists_the_fact_options_once_and_explains_the_m55(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    i = out.index("options of every kind (they override the tag's or the measured facts):")
+    assert [line.split()[0] for line in out[i + 1:i + 5]] == ["-ram-kb=<int>", "-flash-kb=<int>", "-clock-mhz=<int>",
+                                                               "-simd-bits=<int>"]
+    assert sum(line.lstrip().startswith("-ram-kb=") for line in out) == 1
+    assert main(["targets", "--explain", "c -mcpu=cortex-m55"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  facts: from tag 'cortex-m55', whose options match: mcpu=cortex-m55, march='', mfpu=''" in lines
+    assert "    mfloat-abi = hard                 tag 'cortex-m55' (matched)" in lines
+    assert "    ram_kb     1024 KiB     tag cortex-m55: Alif Ensemble E7 RTSS-HP: 1 MB DTCM (Alif CMSIS pack " \
+           "M55_HP_map.h: DTCM = SRAM3, 1 MB)  (the 6.5 MB of SRAM0/SRAM1 shared with the other cores not counted)" \
+           in lines
+    assert main(["targets", "--explain", "c -mcpu=cortex-m7f -flash-kb=2048"]) == 0
+    assert "    flash_kb   2048 KiB     target option -flash-kb" in capsys.readouterr().out.splitlines()

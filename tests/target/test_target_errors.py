@@ -1,5 +1,7 @@
 """Negative tests: every malformed target, option, composite or registration fails with this exact message."""
 
+import shutil
+
 import pytest
 
 from plait.errors import PlaitError, RegistryError
@@ -8,7 +10,7 @@ from plait.target import (
 )
 from plait.target.testing import isolated_registry
 
-C_OPTIONS = "-cc, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level"
+C_OPTIONS = "-cc, -clock-mhz, -flash-kb, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -simd-bits"
 
 
 def message(exc_type, fn, *args, **kwargs) -> str:
@@ -37,7 +39,8 @@ def test_unknown_option_lists_the_valid_ones():
     assert message(TargetError, Target, "c -mcpuu=cortex-m0") == \
         f"target kind 'c' has no option '-mcpuu' (did you mean '-mcpu'?); valid options: {C_OPTIONS}"
     assert message(TargetError, Target, "llvm -xyz=1") == \
-        "target kind 'llvm' has no option '-xyz'; valid options: -keys, -mattr, -mcpu"
+        "target kind 'llvm' has no option '-xyz'; valid options: -clock-mhz, -flash-kb, -keys, -mattr, -mcpu, " \
+        "-ram-kb, -simd-bits"
     assert message(TargetError, Target, {"kind": "c", "cpu": "cortex-m0"}) == \
         f"target kind 'c' has no option '-cpu' (did you mean '-mcpu'?); valid options: {C_OPTIONS}"
     assert message(TargetError, Target, "cortex-m0 -opt=3") == \
@@ -131,7 +134,8 @@ def test_kind_and_tag_registration_errors():
         assert message(TargetError, register_tag, "t2", "c", {}, {k: v for k, v in facts.items() if k != "fpu"}) \
             == "target tag 't2': missing facts: fpu"
         assert message(TargetError, register_tag, "t3", "c", {}, {**facts, "mips": Fact(1, "", "x")}) == \
-            "target tag 't3': unknown facts: mips; valid facts: clock_mhz, fpu, simd_bits, ram_kb, flash_kb, power_mw"
+            "target tag 't3': unknown facts: mips; valid facts: clock_mhz, fpu, simd_bits, ram_kb, flash_kb, power_mw, " \
+            "cores"
         assert message(TargetError, register_tag, "t4", "c", {"opt-level": 9}, facts) == \
             "target tag 't4': option '-opt-level' must be one of 0, 1, 2, 3; got 9"
 
@@ -193,3 +197,55 @@ def test_missing_host_where_one_is_required():
             "composite target: the host piece 'a' (named by the entry 'host: a') cannot run the executor: " \
             "target kind 'npu_only' cannot host"
         assert CompositeTarget("a: npu_only; b: c").host.name == "b"
+
+
+# ---- -mcpu is checked when the target is parsed --------------------------------------------------
+
+needs_arm_gcc = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
+                                   reason="arm-none-eabi-gcc is not installed (.ci/run installs it)")
+TRANSLATES = "; plait also translates cortex-m4f, cortex-m7f, cortex-m33f (the core with its FPU)"
+
+
+def test_a_typo_in_mcpu_is_a_target_error_with_did_you_mean():
+    assert message(TargetError, Target, "c -mcpu=cortx-m0") == (
+        "target 'c -mcpu=cortx-m0': -mcpu=cortx-m0 is not a CPU that gcc accepts (did you mean 'cortex-m0' or "
+        f"'cortex-m7' or 'cortex-m4'?){TRANSLATES}")
+    assert message(TargetError, Target, {"kind": "c", "mcpu": "cortx-m0"}) == (
+        "target {'kind': 'c', 'mcpu': 'cortx-m0'}: -mcpu=cortx-m0 is not a CPU that gcc accepts (did you mean "
+        f"'cortex-m0' or 'cortex-m7' or 'cortex-m4'?){TRANSLATES}")
+    assert message(TargetError, CompositeTarget, "a: c; b: c -mcpu=cortx-m0").startswith(
+        "composite target: piece 'b': target 'c -mcpu=cortx-m0': -mcpu=cortx-m0 is not a CPU that gcc accepts")
+    # a compiler that cannot be asked: plait's own list
+    assert message(TargetError, Target, "c -mcpu=cortx-m0 -cc=/nonexistent/cc") == (
+        "target 'c -mcpu=cortx-m0 -cc=/nonexistent/cc': -mcpu=cortx-m0 is not a CPU plait knows (did you mean "
+        f"'cortex-m0' or 'cortex-m7' or 'cortex-m4'?) (/nonexistent/cc could not be asked){TRANSLATES}")
+    assert message(TargetError, Target, "llvm -mcpu=znver0").startswith(
+        "target 'llvm -mcpu=znver0': -mcpu=znver0 is not a CPU that LLVM accepts (did you mean 'znver")
+    # what plait translates, and what the compilers know, is accepted
+    for ok in ("c -mcpu=cortex-m7f", "c -mcpu=cortex-m4f", "c -mcpu=cortex-m33", "c -mcpu=skylake",
+               "c -mcpu=native", "llvm -mcpu=x86-64-v3", "llvm -mcpu=znver3"):
+        Target(ok)
+
+
+@needs_arm_gcc
+def test_a_cortex_m_name_is_asked_of_the_cross_compiler_once():
+    from plait.target.cpus import compiler_cpus
+
+    compiler_cpus.cache_clear()
+    Target("c -mcpu=cortex-m0plus")  # in plait's own list: nothing runs
+    assert compiler_cpus.cache_info().misses == 0
+    assert message(TargetError, Target, "c -mcpu=cortex-m52") == (
+        "target 'c -mcpu=cortex-m52': -mcpu=cortex-m52 is not a CPU that arm-none-eabi-gcc accepts (did you mean "
+        f"'cortex-r52' or 'cortex-m55' or 'cortex-m23'?){TRANSLATES}")
+    Target("c -mcpu=cortex-m1.small-multiply")
+    assert compiler_cpus.cache_info().misses == 1  # asked once per process
+
+
+def test_check_cpu_without_any_compiler():
+    from plait.target.cpus import check_cpu
+
+    check_cpu("a1", frozenset({"a1"}), [("cc", lambda: 1 / 0)])  # plait's list first: the compiler is not asked
+    check_cpu("b2", frozenset(), [("cc", lambda: frozenset({"b2"}))])
+    with pytest.raises(TargetError) as e:
+        check_cpu("core3", frozenset({"a1"}), [("cc", lambda: None)], suggestions=["core2"])
+    assert str(e.value) == "-mcpu=core3 is not a CPU plait knows (did you mean 'core2'?) (cc could not be asked)"

@@ -26,11 +26,13 @@ def test_string_form_resolves_every_option():
     t = Target("c -mcpu=cortex-m0 -keys=arm_cpu")
     assert t.kind_name == "c" and t.kind.device_type == "cpu"
     assert dict(t.options) == {"mcpu": "cortex-m0", "march": "", "mfpu": "", "mfloat-abi": "",
-                               "opt-level": 2, "cc": "", "keys": ("arm_cpu", "cpu")}
+                               "opt-level": 2, "cc": "", "keys": ("arm_cpu", "cpu"), "ram-kb": None,
+                               "flash-kb": None, "clock-mhz": None, "simd-bits": None}
     assert t.keys == ("arm_cpu", "cpu")
-    assert str(t) == "c -mcpu=cortex-m0 -keys=arm_cpu"
-    assert t.to_dict() == {"kind": "c", "mcpu": "cortex-m0", "keys": ["arm_cpu"]}
+    assert str(t) == "c -mcpu=cortex-m0"  # the keys are the matching cortex-m0 tag's anyway
+    assert t.to_dict() == {"kind": "c", "mcpu": "cortex-m0"}
     roundtrips(t)
+    assert t == Target("c -mcpu=cortex-m0")
 
 
 @pytest.mark.parametrize("text, canonical", [
@@ -54,6 +56,14 @@ def test_string_form_resolves_every_option():
     # the tag's -mcpu=cortex-m4f also set -mfpu/-mfloat-abi: overriding -mcpu spells all of them out
     ("cortex-m4f -mcpu=cortex-m7f", "cortex-m4f -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu"),
     ("cortex-m7f -mcpu=cortex-m7 -mfpu=none", "cortex-m7f -mcpu=cortex-m7 -mfpu=none -keys=arm_cpu"),
+    # written out in full, a target takes its matching tag's options: the M55's hard-float ABI and keys
+    ("c -mcpu=cortex-m55", "c -mcpu=cortex-m55 -mfloat-abi=hard"),
+    ("c -mcpu=cortex-m0 -keys=dsp", "c -mcpu=cortex-m0 -keys=dsp"),
+    ("c -mcpu=cortex-m55 -mfloat-abi=softfp", "c -mcpu=cortex-m55 -mfloat-abi=softfp"),  # contradicts: no tag
+    # the fact options, on every kind
+    ("c -mcpu=cortex-m7f -flash-kb=2048", "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -flash-kb=2048"),
+    ("cortex-m0 -ram-kb=32 -clock-mhz=48", "cortex-m0 -ram-kb=32 -clock-mhz=48"),
+    ("llvm -simd-bits=0 -ram-kb=", "llvm -simd-bits=0"),
 ])
 def test_canonical_strings(text, canonical):
     t = Target(text)
@@ -73,15 +83,21 @@ def test_f_suffix_means_the_core_with_its_fpu():
 def test_tags_are_presets_with_facts():
     t = Target("cortex-m7f")
     assert t.tag == "cortex-m7f" and t.kind_name == "c"
-    assert str(t.untagged()) == "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu"
-    assert t != t.untagged()  # the tag is part of the target (it carries the facts)
+    assert t.spelled_out() == "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu"
+    assert str(t.untagged()) == "c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard"
+    assert t != t.untagged()  # the tag is part of the target
+    assert t.untagged().facts == t.facts  # written out, it still matches the tag
     assert t.to_dict() == {"kind": "c", "tag": "cortex-m7f"}
     f = t.facts
     assert (f.clock_mhz.value, f.fpu.value, f.ram_kb.value, f.flash_kb.value) == (216, "sp", 320, 1024)
     assert f.clock_mhz.unit == "MHz" and "STM32F746" in f.clock_mhz.source
+    assert f.flash_kb.where == "tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash (Zephyr " \
+                               "stm32f746g_disco.yaml)"
     m0 = Target("cortex-m0").facts
-    assert (m0.clock_mhz.value, m0.ram_kb.value, m0.fpu.value, m0.simd_bits.value) == (16, 16, "none", 0)
-    assert Target("cortex-m55").facts.simd_bits.value == 128
+    assert (m0.clock_mhz.value, m0.ram_kb.value, m0.flash_kb.value, m0.fpu.value, m0.simd_bits.value) == \
+        (16, 16, 256, "none", 0)
+    m55 = Target("cortex-m55").facts
+    assert (m55.simd_bits.value, m55.ram_kb.value, m55.flash_kb.value, m55.clock_mhz.value) == (128, 1024, 5632, 400)
     # every fact of every in-tree tag names its source
     from plait.target import list_tags
     for tag in list_tags():
@@ -92,10 +108,73 @@ def test_tags_are_presets_with_facts():
 def test_targets_written_out_get_the_facts_of_the_matching_tag():
     assert Target("c -mcpu=cortex-m0").matched_tag.name == "cortex-m0"
     assert Target("c -mcpu=cortex-m7f -opt-level=3").matched_tag.name == "cortex-m7f"
+    assert Target("c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16").matched_tag.name == "cortex-m7f"
     assert Target("c").matched_tag.name == "host-c"
+    assert Target("llvm").matched_tag.name == "host-llvm"
     assert Target("llvm -mcpu=x86-64-v3").facts.simd_bits.value == 256
+    assert Target("llvm -mcpu=x86-64-v4").matched_tag.name == "x86-64-avx512"
     assert Target("c -mcpu=cortex-m7").facts is None  # no FPU: not the cortex-m7f board
     assert Target("c -mcpu=cortex-m3").facts is None
+
+
+def test_the_natural_spelling_of_the_m55_is_the_m55_tag():
+    """Tags match on the options that define them: c -mcpu=cortex-m55 reads as cortex-m55 does."""
+    written, tag = Target("c -mcpu=cortex-m55"), Target("cortex-m55")
+    assert written.matched_tag.name == "cortex-m55"
+    assert written.facts == tag.facts and written.keys == tag.keys == ("arm_cpu", "cpu")
+    assert dict(written.options) == dict(tag.options)
+    assert written.attr("compiler_flags")(written) == tag.attr("compiler_flags")(tag) == \
+        ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2"]
+    assert written != tag and written == Target(str(written))  # the tag's name is part of a target
+    # an option the tag sets differently rules it out; one it does not look at does not
+    assert Target("c -mcpu=cortex-m55 -mfloat-abi=soft").facts is None
+    assert Target("c -mcpu=cortex-m55 -opt-level=3 -keys=dsp").matched_tag.name == "cortex-m55"
+    assert Target("c -mfloat-abi=hard").matched_tag.name == "host-c"  # the M55's identity is its -mcpu
+
+
+def test_fact_options_override_the_tag_on_every_kind():
+    t = Target("c -mcpu=cortex-m7f -flash-kb=2048 -ram-kb=512 -clock-mhz=100 -simd-bits=0")
+    f = t.facts
+    assert (f.flash_kb.value, f.ram_kb.value, f.clock_mhz.value, f.simd_bits.value) == (2048, 512, 100, 0)
+    assert (f.flash_kb.where, f.fpu.where.split(":")[0]) == ("target option -flash-kb", "tag cortex-m7f")
+    assert t.matched_tag.name == "cortex-m7f"  # fact options do not change which tag matches
+    u = Target("c -mcpu=cortex-m3 -ram-kb=64")  # no tag: the facts given, the rest unknown
+    assert u.facts.ram_kb.value == 64 and u.facts.clock_mhz.value is None
+    assert u.facts.clock_mhz.where == "unknown: no tag matches this target"
+    assert Target("llvm -clock-mhz=3000").facts.clock_mhz.value == 3000
+    from plait.target import Option, TargetError, TargetKind
+
+    k = TargetKind("test_fact_kind", options=(Option("n", int, 1),))  # a kind declares none of them itself
+    assert [o.name for o in k.options] == ["n", "keys", "ram-kb", "flash-kb", "clock-mhz", "simd-bits"]
+    with pytest.raises(TargetError) as e:
+        TargetKind("test_fact_kind2", options=(Option("ram-kb", int, 1),))
+    assert str(e.value) == ("target kind 'test_fact_kind2': option 'ram-kb' is one every kind has "
+                            "(plait.target.options.FACT_OPTIONS); do not declare it")
+    for text, msg in [("c -ram-kb=-1", "target kind 'c': option '-ram-kb' must be >= 0; got -1"),
+                      ("c -clock-mhz=0", "target kind 'c': option '-clock-mhz' must be >= 1; got 0"),
+                      ("c -flash-kb=lots", "target kind 'c': option '-flash-kb' expects an int, got 'lots'")]:
+        with pytest.raises(TargetError) as e:
+            Target(text)
+        assert str(e.value) == msg
+
+
+def test_host_facts_are_measured_on_this_machine():
+    import os
+
+    f = Target("c").facts
+    assert f.simd_bits.origin == "measured on this machine"
+    assert f.simd_bits.source.startswith("/proc/cpuinfo flags: ")
+    flags = open("/proc/cpuinfo").read().split("\nflags", 1)[1].split("\n", 1)[0].split()
+    want = 512 if "avx512f" in flags else 256 if "avx2" in flags or "avx" in flags else 128
+    assert f.simd_bits.value == want
+    assert f.cores.value == len(os.sched_getaffinity(0))
+    assert f.ram_kb.value == (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) // 1024 or \
+        f.ram_kb.source.startswith("sysconf physical memory, or the cgroup limit")
+    assert f.flash_kb.value is None and f.clock_mhz.value > 0
+    assert Target("llvm").facts == f  # one measurement per process
+    assert Target("x86-64-avx512").facts.simd_bits.where.startswith("tag x86-64-avx512: x86-64-v4")
+    pinned = Target("c -simd-bits=256 -clock-mhz=2445").facts
+    assert (pinned.simd_bits.value, pinned.clock_mhz.value) == (256, 2445)
 
 
 def test_dict_and_json_forms():
@@ -153,6 +232,10 @@ _C_OPTIONS = {
     "opt-level": st.integers(0, 3),
     "cc": st.sampled_from(["", "gcc", "ccache gcc", "/opt/x y/gcc"]),
     "keys": st.lists(st.sampled_from(["cpu", "arm_cpu", "dsp"]), max_size=3, unique=True),
+    "ram-kb": st.one_of(st.none(), st.integers(0, 1 << 20)),
+    "flash-kb": st.one_of(st.none(), st.integers(0, 1 << 20)),
+    "clock-mhz": st.one_of(st.none(), st.integers(1, 5000)),
+    "simd-bits": st.one_of(st.none(), st.sampled_from([0, 128, 256, 512])),
 }
 
 
