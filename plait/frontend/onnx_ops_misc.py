@@ -169,7 +169,8 @@ def _conv_like(cx: NodeContext, x: Expr, w: Expr, bias: Expr | None) -> Expr:
     """Run the Conv converter on other operands (same attributes)."""
     from plait.frontend.onnx_ops_nn import conv
 
-    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant,
+                        budget=cx.budget)
     return conv(inner)
 
 

@@ -202,7 +202,8 @@ def lp_pool(cx: NodeContext) -> object:
     p = float(cx.attr("p", 2))
     dtype = cx.dtype(0)
     x = cx.call("power", cx.call("abs", cx.expr(0)), cx.constant(p, dtype))
-    cx_x = NodeContext(cx.node, [x] + cx.inputs[1:], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    cx_x = NodeContext(cx.node, [x] + cx.inputs[1:], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant,
+                       budget=cx.budget)
     avg = _pool(cx_x, "nn.avg_pool2d", count_include_pad=True)
     total = cx.call("multiply", avg, cx.constant(math.prod(cx.attr("kernel_shape")), dtype))
     return cx.call("power", total, cx.constant(1.0 / p, dtype))
