@@ -421,7 +421,7 @@ def _check_output_sizes(outs: list[Any]) -> None:
         if isinstance(o, Expr) and o.has_type:
             n = type_bytes(o.checked_type)
             if n is not None and n >= onnx_check.MAX_TENSOR_BYTES:
-                raise FrontendError(f"output {i} would be {o.checked_type}: {n} bytes is absurdly large")
+                raise FrontendError(f"output {i} would be {o.checked_type}: absurdly large (2**62 bytes or more)")
 
 
 def _schema(op_type: str, opset: int, domain: str) -> Any:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
 
@@ -67,6 +68,15 @@ def _floats(cx: NodeContext, i: int, what: str) -> list[float] | None:
     return [float(x) for x in v] if v.size else None
 
 
+def _check_scales(scales: list[float] | None, n: int, what: str = "scales") -> None:
+    if scales is None:
+        return
+    if len(scales) != n:
+        raise FrontendError(f"{what} has {len(scales)} values, expected {n}")
+    if not all(s > 0 and math.isfinite(s) for s in scales):
+        raise FrontendError(f"{what} {scales} must be finite and > 0")
+
+
 @converter("Resize", attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
                             "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
                             "nearest_mode"))
@@ -86,7 +96,12 @@ def resize(cx: NodeContext) -> object:
         nearest_mode = cx.attr("nearest_mode", "round_prefer_floor")
         roi, scales = _floats(cx, 1, "roi"), _floats(cx, 2, "scales")
         sizes = [int(v) for v in cx.const(3, "sizes").reshape(-1)] if cx.has(3) else None
-    axes = [a % nd for a in cx.attr("axes", list(range(nd)))]
+    axes = list(cx.axes(cx.attr("axes", list(range(nd))), nd))
+    _check_scales(scales, len(axes))
+    if sizes and (len(sizes) != len(axes) or min(sizes) < 1):
+        raise FrontendError(f"sizes {sizes} must be {len(axes)} values >= 1")
+    if roi is not None and ctm == "tf_crop_and_resize" and len(roi) != 2 * len(axes):
+        raise FrontendError(f"roi has {len(roi)} values, expected {2 * len(axes)}")
     full_scales: list[float] | None = None
     out = list(in_shape)
     if sizes:
@@ -131,6 +146,7 @@ def upsample(cx: NodeContext) -> object:
     if not scales:
         raise Unsupported("needs scales")
     in_shape = cx.static_shape(0, "input")
+    _check_scales([float(s) for s in scales], len(in_shape))
     out = [int(math.floor(d * np.float32(s))) for d, s in zip(in_shape, scales)]
     return _resize(cx, out, [float(s) for s in scales], None, method=mode,
                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")
