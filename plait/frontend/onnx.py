@@ -35,7 +35,7 @@ from plait.frontend.onnx_node import (
 from plait.frontend.onnx_registry import load_converters
 from plait.ir.attrs import Attrs
 from plait.limits import MemoryLimitError
-from plait.ir.types import ANY_DIM, TensorType
+from plait.ir.types import ANY_DIM, DTYPES, TensorType
 from plait.relay.expr import Constant, Expr, Function, Tuple, Var
 from plait.relay.infer import infer_expr, infer_type
 from plait.relay.module import IRModule
@@ -172,6 +172,7 @@ class _Importer:
             if isinstance(v, SymTensor) and not v.is_static:
                 self._report(vi.name, "output", "a value computed from a symbolic shape is a graph output")
                 continue
+            onnx_check.check_declared_output(vi, _type_of(v))
             outputs.append(self._as_expr(v))
         if self.unsupported:
             err = _unsupported_error(self.unsupported)
@@ -264,6 +265,8 @@ class _Importer:
             opset = opsets.get(domain, 0)
             inputs = [env[i] if i else None for i in node.input]
             if any(v is _POISON for v in inputs):
+                if inside is not None:  # an outer value the subgraph uses comes from an unsupported node
+                    raise Unsupported(f"its {inside} uses the output of an unsupported node")
                 # cannot convert without its inputs, but still report what is known to be unsupported
                 reason = self._static_reason(node, domain, opset)
                 if reason is not None and inside is None:
@@ -289,6 +292,9 @@ class _Importer:
                 if inside is not None:  # the node owning this body/subgraph adds its own name
                     raise FrontendError(f"in its {inside}, {where}: {exc}") from None
                 raise FrontendError(f"{where}: {exc}") from None
+            except MemoryError as exc:  # an allocation the budget did not foresee
+                raise MemoryLimitError(f"node '{name}' ({node.op_type}, opset {opset}): out of memory: "
+                                       f"{_reason(exc)}") from None
             except Exception as exc:  # a converter bug: never a bare traceback
                 if inside is not None:
                     raise
@@ -316,6 +322,8 @@ class _Importer:
         local = self.functions.get((node.domain, node.op_type))
         conv = self.converters.get(node.op_type) if domain == "" else None
         schema = _schema(node.op_type, opset, domain) if local is None else None
+        if schema is not None:
+            onnx_check.check_input_types(node, schema, [_dtype_of(v) for v in inputs])
         if conv is None or (schema is not None and schema.since_version < conv.min_version):
             if local is None and (schema is None or not (schema.has_function or schema.has_context_dependent_function)):
                 if domain != "":
@@ -393,6 +401,8 @@ class _Importer:
         for o in g.output:
             if o.name not in inner:
                 raise Unsupported(f"subgraph output '{o.name}' is not defined")
+            if inner[o.name] is _POISON:
+                raise Unsupported(f"subgraph output '{o.name}' comes from an unsupported node")
             outs.append(inner[o.name])
         return outs
 
@@ -400,6 +410,10 @@ class _Importer:
                         schema: Any, inputs: list[Any], meta: Attrs, depth: int) -> list[Any]:
         from plait.frontend.onnx_func import instantiate
 
+        if schema is not None and inputs and inputs[0] is not None:
+            t = _type_of(inputs[0])
+            if t is not None:
+                onnx_check.check_axis_attrs(node, t.ndim)
         nodes, in_names, out_names = instantiate(node, fn, schema)
         inner: dict[str, Any] = {}
         for formal, v in zip(in_names, inputs):
@@ -413,6 +427,22 @@ class _Importer:
                 raise Unsupported(f"its function body does not define output '{o}'")
             outs.append(inner.get(o) if used else None)
         return outs
+
+
+def _type_of(v: Any) -> TensorType | None:
+    """The tensor type of a value (None: absent, or not a tensor)."""
+    if isinstance(v, np.ndarray):
+        return TensorType(v.shape, v.dtype.name) if v.dtype.name in DTYPES else None
+    if isinstance(v, SymTensor):
+        return TensorType(v.values.shape, v.dtype)
+    t = v.checked_type if isinstance(v, Expr) and v.has_type else None
+    return t if isinstance(t, TensorType) else None
+
+
+def _dtype_of(v: Any) -> str | None:
+    """The dtype of an input value (None: absent, or not a tensor)."""
+    t = _type_of(v)
+    return None if t is None else t.dtype
 
 
 def _check_output_sizes(outs: list[Any]) -> None:

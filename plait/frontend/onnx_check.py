@@ -31,12 +31,22 @@ import onnx
 import onnx.defs
 
 from plait.errors import FrontendError
+from plait.frontend.onnx_node import ONNX_DTYPES, onnx_dtype_name
+from plait.ir.types import TensorType
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 #: A static tensor at least this large (bytes) is refused: no machine holds it, and index
 #: arithmetic in generated code would overflow int64.
 MAX_TENSOR_BYTES = 1 << 62
 
+#: Integer attributes that are flags (0 or 1) in every operator that has them. Runtimes read other
+#: values differently (ONNX Runtime takes keepdims=7 as false, transB=7 as true): refused.
+FLAG_ATTRS = frozenset({
+    "allowzero", "antialias", "broadcast", "ceil_mode", "center_point_box", "count_include_pad", "detect_negative",
+    "detect_positive", "exclude_outside", "exclusive", "fmod", "interleaved", "is_causal", "is_test", "keepdims",
+    "largest", "layout", "linear_before_reset", "new_axis", "noop_with_empty_axes", "reverse", "saturate",
+    "select_last_index", "sorted", "spatial", "storage_order", "training_mode", "transA", "transB", "upper",
+})
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 _GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
@@ -135,6 +145,17 @@ def _unique(names: list[str], kind: str, twice: str) -> None:
         seen.add(n)
 
 
+def check_declared_output(vi: onnx.ValueInfoProto, computed: TensorType | None) -> None:
+    """A graph output's declared element type must be what the graph computes (ONNX Runtime
+    refuses the model otherwise; a declared shape is only a hint there, and here)."""
+    if computed is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
+        return
+    declared = vi.type.tensor_type.elem_type
+    if ONNX_DTYPES.get(declared) != computed.dtype:
+        raise FrontendError(f"graph output '{vi.name}' is declared {onnx_dtype_name(declared)} but the graph "
+                            f"computes {computed.dtype}")
+
+
 def check_dims(dims: list[int], what: str) -> None:
     """Static dimensions: none negative."""
     for k, d in enumerate(dims):
@@ -179,6 +200,8 @@ def check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int],
         seen.add(a.name)
         if a.type == onnx.AttributeProto.UNDEFINED:
             raise FrontendError(f"{label}: attribute '{a.name}' has no type")
+        if a.name in FLAG_ATTRS and a.type == onnx.AttributeProto.INT and a.i not in (0, 1):
+            raise FrontendError(f"{label}: attribute '{a.name}' is {a.i}, it must be 0 or 1")
     if (node.domain, node.op_type) not in functions:
         schema = _schema(node.op_type, opsets[d], d)
         if schema is not None:
@@ -187,6 +210,18 @@ def check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int],
         if a.type in _GRAPH_ATTRS:
             for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
                 check_graph(g, opsets, functions, top_level=False, where=f"{label}: subgraph '{a.name}': ")
+
+
+def check_axis_attrs(node: onnx.NodeProto, rank: int) -> None:
+    """``axis``/``axes`` attributes of an operator expanded into its ONNX function body (e.g.
+    RMSNormalization, MeanVarianceNormalization) must be axes of its first input: the body would
+    otherwise clamp or wrap them silently."""
+    for a in node.attribute:
+        values = [a.i] if a.name == "axis" and a.type == onnx.AttributeProto.INT else (
+            list(a.ints) if a.name == "axes" and a.type == onnx.AttributeProto.INTS else [])
+        for v in values:
+            if not -rank <= v < rank:
+                raise FrontendError(f"{a.name} {v} is out of range for rank {rank}")
 
 
 def _schema(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
@@ -202,7 +237,7 @@ def _check_against_schema(node: onnx.NodeProto, schema: onnx.defs.OpSchema, labe
                             ("outputs", len(node.output), schema.min_output, schema.max_output)):
         if not lo <= n <= hi:
             want = f"{lo}" if lo == hi else f"at least {lo}" if hi >= 1 << 30 else f"{lo} to {hi}"
-            raise FrontendError(f"{label}: has {n} {what}, {op} takes {want}")
+            raise FrontendError(f"{label}: has {n} {what[:-1] if n == 1 else what}, {op} takes {want}")
     for i, p in enumerate(schema.inputs):
         if p.option == _SINGLE and i < len(node.input) and not node.input[i]:
             raise FrontendError(f"{label}: input {i} ('{p.name}') is required but empty")
@@ -224,3 +259,51 @@ def _type_name(t: int) -> str:
         return onnx.AttributeProto.AttributeType.Name(t).lower()
     except ValueError:
         return f"#{t}"
+
+
+# ---- input types (checked during conversion, when the values' dtypes are known) ----------------------
+
+_ONNX_TYPE_OF = {
+    "float32": "float", "float64": "double", "float16": "float16", "int8": "int8", "int16": "int16",
+    "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
+    "uint64": "uint64", "bool": "bool",
+}
+_PLAIT_OF_ONNX = {f"tensor({v})": k for k, v in _ONNX_TYPE_OF.items()}
+
+
+@lru_cache(maxsize=None)
+def _input_rules(op_type: str, since: int, domain: str) -> tuple[tuple[str, str | None, frozenset[str], bool, bool], ...]:
+    """Per formal input: (name, type variable or None, allowed tensor types, variadic, homogeneous)."""
+    schema = onnx.defs.get_schema(op_type, since, domain)
+    allowed = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    rules = []
+    for p in schema.inputs:
+        var = p.type_str if p.type_str in allowed else None
+        types = allowed[var] if var is not None else frozenset([p.type_str])
+        variadic = p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+        rules.append((p.name, var, types, variadic, bool(p.is_homogeneous)))
+    return tuple(rules)
+
+
+def check_input_types(node: onnx.NodeProto, schema: onnx.defs.OpSchema, dtypes: list[str | None]) -> None:
+    """The inputs' dtypes against the schema's type constraints (a plait dtype per input, None when
+    absent or not a tensor); inputs sharing a type variable must agree."""
+    rules = _input_rules(node.op_type, schema.since_version, domain_key(schema.domain))
+    if not rules:
+        return
+    op = f"{node.op_type}-{schema.since_version}"
+    bound: dict[str, tuple[int, str]] = {}
+    for i, dt in enumerate(dtypes):
+        if dt is None or dt not in _ONNX_TYPE_OF:
+            continue
+        name, var, types, variadic, homogeneous = rules[min(i, len(rules) - 1)]
+        if i >= len(rules) and not variadic:
+            return  # more inputs than the schema has (reported by check_node)
+        if f"tensor({_ONNX_TYPE_OF[dt]})" not in types:
+            names = sorted(_PLAIT_OF_ONNX.get(t, t) for t in types)
+            raise FrontendError(f"input {i} ('{name}') is {dt}, {op} takes {', '.join(names)}")
+        if var is not None and (homogeneous or not variadic):
+            j, first = bound.setdefault(var, (i, dt))
+            if first != dt:
+                raise FrontendError(f"input {i} ('{name}') is {dt} but input {j} is {first} "
+                                    f"(both are {var} in {op})")

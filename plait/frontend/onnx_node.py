@@ -269,7 +269,8 @@ class NodeContext:
 
     # ---- building -------------------------------------------------------------------------
     def constant(self, array: Any, dtype: str | None = None) -> Constant:
-        return self._constant(np.asarray(array, dtype=DTYPES[dtype] if dtype else None))
+        with np.errstate(over="ignore"):  # e.g. an alpha of 1e30 in float16 is inf, as in ONNX
+            return self._constant(np.asarray(array, dtype=DTYPES[dtype] if dtype else None))
 
     def call(self, op_name: str, *args: Value | Expr, **attrs: Any) -> Expr:
         """Build ``op_name(*args, **attrs)`` carrying this node's meta; its type is inferred now.

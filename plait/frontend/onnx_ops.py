@@ -132,6 +132,8 @@ _UNARY_ATTRS = {
 def _unary_attrs(cx: NodeContext) -> object:
     op, names = _UNARY_ATTRS[cx.op_type]
     attrs = {names[k]: v for k, v in cx.attrs.items()}
+    if attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise FrontendError(f"approximate '{attrs['approximate']}' is neither 'none' nor 'tanh'")
     if "detect_positive" in attrs or "detect_negative" in attrs:
         attrs = {k: bool(v) for k, v in attrs.items()}
     return cx.call(op, cx.expr(0), **attrs)

@@ -68,6 +68,15 @@ def _floats(cx: NodeContext, i: int, what: str) -> list[float] | None:
     return [float(x) for x in v] if v.size else None
 
 
+def _scaled(size: int, scale: float) -> int:
+    """floor(size * scale) computed as ONNX does (float32); refused when it overflows."""
+    with np.errstate(over="ignore"):
+        v = size * np.float32(scale)
+    if not np.isfinite(v) or float(v) >= 1 << 62:
+        raise FrontendError(f"scale {scale} makes a dimension of {size} absurdly large")
+    return int(math.floor(v))
+
+
 def _check_scales(scales: list[float] | None, n: int, what: str = "scales") -> None:
     if scales is None:
         return
@@ -122,7 +131,7 @@ def resize(cx: NodeContext) -> object:
         full_scales = [1.0] * nd
         for a, s in zip(axes, scales):
             full_scales[a] = s
-            out[a] = int(math.floor(in_shape[a] * np.float32(s)))
+            out[a] = _scaled(in_shape[a], s)
     else:
         raise Unsupported("needs scales or sizes")
     full_roi = None
@@ -147,6 +156,6 @@ def upsample(cx: NodeContext) -> object:
         raise Unsupported("needs scales")
     in_shape = cx.static_shape(0, "input")
     _check_scales([float(s) for s in scales], len(in_shape))
-    out = [int(math.floor(d * np.float32(s))) for d, s in zip(in_shape, scales)]
+    out = [_scaled(d, s) for d, s in zip(in_shape, scales)]
     return _resize(cx, out, [float(s) for s in scales], None, method=mode,
                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")

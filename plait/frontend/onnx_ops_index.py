@@ -133,6 +133,7 @@ def top_k(cx: NodeContext) -> object:
         raise FrontendError(f"k={k} is out of range for a dimension of {dim}")
     if k == 0 or k > MAX_LAYERS:
         raise Unsupported(f"k={k} not supported (1 to {MAX_LAYERS})")
+    cx.check_bytes(dim * 8, f"TopK positions ({dim})")
     largest = bool(cx.attr("largest", 1))
     x = cx.expr(0)
     work = x if cx.dtype(0) in ("float32", "float64") else cx.cast(x, "float64")

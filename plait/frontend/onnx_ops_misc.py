@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import string
 
 import numpy as np
@@ -19,6 +20,8 @@ from plait.relay.expr import Expr, If, Tuple
 def _parse_einsum(eq: str, ranks: list[int]) -> tuple[list[str], str]:
     """Operand subscripts and output subscripts, ellipses replaced by upper-case letters."""
     lhs, arrow, rhs = eq.replace(" ", "").partition("->")
+    if not re.fullmatch(r"[A-Za-z.,]*", lhs + rhs):
+        raise FrontendError(f"equation '{eq}': subscripts must be letters (and '...')")
     terms = lhs.split(",")
     if len(terms) != len(ranks):
         raise Unsupported(f"equation '{eq}' has {len(terms)} operands, the node {len(ranks)}")

@@ -70,6 +70,8 @@ def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: 
     """(begins, ends) of the spatial padding, from ``pads`` or ``auto_pad``."""
     n = len(kernel)
     auto = cx.attr("auto_pad", "NOTSET")
+    if auto != "NOTSET" and "pads" in cx.attrs:
+        raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if auto == "NOTSET":
         pads = _ints_attr(cx, "pads", 2 * n, 0, minimum=0)
         return pads[:n], pads[n:]
@@ -187,12 +189,15 @@ def conv_transpose(cx: NodeContext) -> object:
     out_pad = list(_ints_attr(cx, "output_padding", nsp, 0, minimum=0))
     auto = cx.attr("auto_pad", "NOTSET")
     _check_auto_pad(auto)
+    if auto != "NOTSET" and "pads" in cx.attrs:
+        raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if "output_shape" in cx.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
         in_sp = cx.static_shape(0, "input")[2:]
         if "output_shape" in cx.attrs:
-            target = list(cx.attr("output_shape"))[-nsp:]
-            if len(target) != nsp or min(target) < 1:
-                raise FrontendError(f"output_shape {list(cx.attr('output_shape'))} must end with {nsp} sizes >= 1")
+            given = list(cx.attr("output_shape"))
+            target = given[-nsp:]
+            if len(given) not in (nsp, nsp + 2) or min(target) < 1:
+                raise FrontendError(f"output_shape {given} must be {nsp} sizes >= 1 (or the full {nsp + 2}-D shape)")
         else:
             target = [d * s for d, s in zip(in_sp, strides)]
         begins, ends = [], []
@@ -345,6 +350,7 @@ def hardmax(cx: NodeContext) -> object:
     dim = t.shape[a]
     if not isinstance(dim, int):
         raise Unsupported("the softmax axis must be static")
+    cx.check_bytes(dim * 8, f"Hardmax positions ({dim})")
     am = cx.call("argmax", x, axis=a, keepdims=True)
     positions = np.arange(dim, dtype=np.int64).reshape((dim,) + (1,) * (t.ndim - 1 - a))
     y = cx.cast(cx.call("equal", am, cx.constant(positions)), t.dtype)

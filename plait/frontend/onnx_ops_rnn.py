@@ -82,9 +82,11 @@ class _Recurrence:
         seq, batch, _ = x.checked_type.shape  # type: ignore[union-attr]
         if not isinstance(seq, int):
             raise Unsupported("the sequence length must be static")
-        if seq > MAX_UNROLL:
-            raise Unsupported(f"a sequence of {seq} steps cannot be unrolled (at most {MAX_UNROLL})")
+        if not 0 < seq <= MAX_UNROLL:
+            raise Unsupported(f"a sequence of {seq} steps cannot be unrolled (1 to {MAX_UNROLL})")
         self.seq, self.batch = seq, batch
+        if cx.attr("hidden_size", 1) < 1:
+            raise FrontendError(f"hidden_size is {cx.attr('hidden_size')}, it must be >= 1")
         self.hidden = cx.attr("hidden_size", None) or cx.static_shape(2, "R")[-1]
         self.gates = gates
         n_dirs = len(self.dirs)
@@ -100,6 +102,8 @@ class _Recurrence:
             if np.any(lens != seq):
                 raise Unsupported("sequence_lens shorter than the sequence not supported")
         self.clip = cx.attr("clip", None)
+        if self.clip is not None and not self.clip > 0:
+            raise FrontendError(f"clip is {self.clip}, it must be > 0")
 
     def weight(self, index: int, d: int) -> Expr:
         return self.cx.call("take", self.cx.expr(index), self.cx.constant(d, "int64"), axis=0)

@@ -318,7 +318,11 @@ def range_(cx: NodeContext) -> object:
         raise FrontendError(f"start {start}, limit {limit} and delta {delta} must be finite")
     if delta == 0:
         raise FrontendError("delta is 0")
-    n = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+    count = math.ceil((float(limit) - float(start)) / float(delta)) if math.isfinite(
+        (float(limit) - float(start)) / float(delta)) else math.inf
+    if count == math.inf:
+        raise FrontendError(f"start {start}, limit {limit} and delta {delta} give an endless range")
+    n = max(int(count), 0)
     cx.check_bytes(n * dtype.itemsize, f"Range output ({n} elements)")
     if dtype.kind in "iu":
         return (int(start) + np.arange(n, dtype=np.int64) * int(delta)).astype(dtype)
