@@ -39,10 +39,10 @@ def type_bytes(t: Any) -> int | None:
 class ImportBudget:
     """The memory limit, the bytes left for folded constants, and the work done so far."""
 
-    def __init__(self, memory_limit: int | str | None = None, max_work: int = MAX_WORK):
+    def __init__(self, memory_limit: int | str | None = None, max_work: int | None = None):
         self.memory_limit = memory_limit
         self.fold_left = resolve(memory_limit)
-        self.max_work = max_work
+        self.max_work = MAX_WORK if max_work is None else max_work
         self.work = 0
 
     def fold(self, nbytes: int | None) -> bool:
