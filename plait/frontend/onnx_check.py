@@ -1,7 +1,7 @@
-"""Validation of an ONNX model before it is imported: what the ONNX IR spec forbids and ONNX
-Runtime refuses, reported as one :class:`~plait.errors.FrontendError` line naming the culprit.
+"""Validation of an ONNX model before and while it is imported: what the ONNX IR spec forbids and
+ONNX Runtime refuses, reported as one :class:`~plait.errors.FrontendError` line naming the culprit.
 
-Checked here, on the protobuf alone (no shapes needed):
+Checked before conversion, on the protobuf alone:
 
 - the model: ``ir_version`` set and not newer than the installed onnx knows; every ``opset_import``
   valid (version >= 1, not newer than the installed onnx knows for a domain it knows, a domain
@@ -11,15 +11,21 @@ Checked here, on the protobuf alone (no shapes needed):
   (a dimension of unknown size is a ``dim_param``), no static tensor of 2**62 bytes or more;
 - each node: its domain imported; for an operator with an ONNX schema, the number of inputs and
   outputs the schema allows, required inputs not left empty, every attribute known to the schema,
-  typed as it says, given once, and the required ones present.
+  typed as it says, given once, the required ones present, and flags (:data:`FLAG_ATTRS`) 0 or 1.
 
+Checked during conversion, when values are known: each input's dtype against the schema's type
+constraints (:func:`check_input_types`), ``axis``/``axes`` of operators expanded into their function
+body (:func:`check_axis_attrs`), and each graph output's declared dtype (:func:`check_declared_output`).
 What needs shapes or constant values (a Conv's ``kernel_shape`` against its weight, an axis against a
 rank, a constant index against an axis) is checked by the converters; SSA (a name defined twice),
 undefined inputs and cycles by the importer's topological sort.
 
-``onnx.checker.check_model`` is not used: it refuses models ONNX Runtime runs (nodes not in
-topological order, graph outputs without a shape) and its messages do not name nodes the way plait
-does. Everything it checks that matters to an import is checked here.
+Deliberately not used, although both exist: ``onnx.checker.check_model`` refuses models ONNX Runtime
+runs (nodes not in topological order, graph outputs without a shape) and names nodes its own way;
+ONNX's per-node shape inference (``onnx.shape_inference.infer_node_outputs``) is C++ that is not
+hardened against invalid nodes: a ``Split`` with ``num_outputs=2`` and 4 outputs aborts the whole
+process (onnx 1.23 wheels are built with ``_GLIBCXX_ASSERTIONS``), so it must never see a hostile
+model. The checks here are plain Python.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import onnx
 import onnx.defs
 
 from plait.errors import FrontendError
-from plait.frontend.onnx_node import ONNX_DTYPES, onnx_dtype_name
+from plait.frontend.onnx_node import ONNX_DTYPES, onnx_dtype_name, short
 from plait.ir.types import TensorType
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -176,7 +182,7 @@ def check_value_info(vi: onnx.ValueInfoProto, what: str) -> None:
             size *= d.dim_value
     if size * 8 >= MAX_TENSOR_BYTES:
         shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in vi.type.tensor_type.shape.dim]
-        raise FrontendError(f"{what}: shape {shape} is absurdly large ({size} elements)")
+        raise FrontendError(f"{what}: shape {short(shape)} is absurdly large ({size} elements)")
 
 
 # ---- nodes ------------------------------------------------------------------------------------------

@@ -48,6 +48,15 @@ class Unsupported(Exception):
         super().__init__(reason)
 
 
+def short(values: Any, limit: int = 8) -> str:
+    """A list for a message: ``[1, 2, 3]``, or its first ``limit`` values and the count when longer
+    (a model may hold a million of them)."""
+    values = list(values)
+    if len(values) <= limit:
+        return str(values)
+    return "[" + ", ".join(str(v) for v in values[:limit]) + f", ... ({len(values)} values)]"
+
+
 def onnx_dtype_name(elem_type: int) -> str:
     try:
         return TensorProto.DataType.Name(elem_type).lower()
@@ -83,20 +92,20 @@ def tensor_to_array(t: onnx.TensorProto, what: str | None = None) -> np.ndarray:
     n = math.prod(dims)
     nbytes = n * DTYPES[dtype].itemsize
     if nbytes >= 1 << 62:
-        raise FrontendError(f"{what}: dims {dims} are absurdly large ({n} elements)")
+        raise FrontendError(f"{what}: dims {short(dims)} are absurdly large ({n} elements)")
     if t.HasField("data_location") and t.data_location == TensorProto.EXTERNAL and not t.raw_data:
         location = next((e.value for e in t.external_data if e.key == "location"), "?")
         raise FrontendError(f"{what}: its data is in the external file '{location}', which was not read "
                             "(import the model with plait.load_onnx(path) to read the files next to it)")
     if t.raw_data:
         if len(t.raw_data) != nbytes:
-            raise FrontendError(f"{what}: raw_data holds {len(t.raw_data)} bytes, dims {dims} of {dtype} "
+            raise FrontendError(f"{what}: raw_data holds {len(t.raw_data)} bytes, dims {short(dims)} of {dtype} "
                                 f"need {nbytes}")
     else:
         field = _TYPED_FIELD.get(t.data_type, "int32_data")
         count = len(getattr(t, field))
         if count != n:
-            raise FrontendError(f"{what}: {field} holds {count} values, dims {dims} need {n}")
+            raise FrontendError(f"{what}: {field} holds {count} values, dims {short(dims)} need {n}")
     arr = numpy_helper.to_array(t)
     return np.asarray(arr, dtype=DTYPES[dtype])
 
@@ -346,5 +355,5 @@ class NodeContext:
         """Several distinct axes, each checked as by :meth:`axis`."""
         out = tuple(self.axis(v, rank, f"{what}: axis") for v in values)
         if len(set(out)) != len(out):
-            raise FrontendError(f"{what} {list(values)} repeat an axis")
+            raise FrontendError(f"{what} {short(values)} repeat an axis")
         return out

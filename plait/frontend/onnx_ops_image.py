@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
@@ -83,7 +83,7 @@ def _check_scales(scales: list[float] | None, n: int, what: str = "scales") -> N
     if len(scales) != n:
         raise FrontendError(f"{what} has {len(scales)} values, expected {n}")
     if not all(s > 0 and math.isfinite(s) for s in scales):
-        raise FrontendError(f"{what} {scales} must be finite and > 0")
+        raise FrontendError(f"{what} {short(scales)} must be finite and > 0")
 
 
 @converter("Resize", attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
@@ -108,7 +108,7 @@ def resize(cx: NodeContext) -> object:
     axes = list(cx.axes(cx.attr("axes", list(range(nd))), nd))
     _check_scales(scales, len(axes))
     if sizes and (len(sizes) != len(axes) or min(sizes) < 1):
-        raise FrontendError(f"sizes {sizes} must be {len(axes)} values >= 1")
+        raise FrontendError(f"sizes {short(sizes)} must be {len(axes)} values >= 1")
     if roi is not None and ctm == "tf_crop_and_resize" and len(roi) != 2 * len(axes):
         raise FrontendError(f"roi has {len(roi)} values, expected {2 * len(axes)}")
     full_scales: list[float] | None = None

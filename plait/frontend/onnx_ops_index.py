@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from plait.errors import FrontendError
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
 
@@ -71,10 +71,10 @@ def scatter_elements(cx: NodeContext) -> object:
     idx = cx.const(1, "indices").astype(np.int64)
     axis = cx.axis(cx.attr("axis", 0), len(shape))
     if idx.ndim != len(shape) or tuple(cx.shape(2)) != idx.shape:
-        raise FrontendError(f"indices {list(idx.shape)} and updates {list(cx.shape(2))} must have one shape, of the "
+        raise FrontendError(f"indices {short(idx.shape)} and updates {short(cx.shape(2))} must have one shape, of the "
                             f"data's rank {len(shape)}")
     if any(i > d for k, (i, d) in enumerate(zip(idx.shape, shape)) if k != axis):
-        raise FrontendError(f"indices {list(idx.shape)} are larger than the data {list(shape)} off the axis")
+        raise FrontendError(f"indices {short(idx.shape)} are larger than the data {short(shape)} off the axis")
     cx.check_bytes(idx.size * 8 * (len(shape) + 1), f"{cx.op_type} positions")
     coords = list(np.indices(idx.shape))
     coords[axis] = _in_range(idx, shape[axis], axis)
@@ -91,7 +91,7 @@ def scatter_nd(cx: NodeContext) -> object:
         raise FrontendError(f"the indices' last dimension is {q}, it must be in [1, {len(shape)}]")
     want = idx.shape[:-1] + tuple(shape[q:])
     if tuple(cx.shape(2)) != want:
-        raise FrontendError(f"updates have shape {list(cx.shape(2))}, expected {list(want)}")
+        raise FrontendError(f"updates have shape {short(cx.shape(2))}, expected {short(want)}")
     lead = idx.reshape(-1, q)
     lead = np.stack([_in_range(lead[:, j], shape[j], j) for j in range(q)], axis=1)
     block = math.prod(shape[q:])
@@ -109,7 +109,7 @@ def reverse_sequence(cx: NodeContext) -> object:
     if {b_axis, t_axis} != {0, 1} or len(shape) < 2:
         raise FrontendError(f"batch_axis {b_axis} and time_axis {t_axis} must be 0 and 1 of an input of rank >= 2")
     if lens.shape != (shape[b_axis],) or ((lens < 0) | (lens > shape[t_axis])).any():
-        raise FrontendError(f"sequence_lens {lens.tolist()[:8]} must hold {shape[b_axis]} lengths in "
+        raise FrontendError(f"sequence_lens {short(lens.tolist())} must hold {shape[b_axis]} lengths in "
                             f"[0, {shape[t_axis]}]")
     cx.check_bytes(math.prod(shape) * 8 * len(shape), "ReverseSequence positions")
     grid = np.indices(shape)

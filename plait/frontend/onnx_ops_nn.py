@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
@@ -61,7 +61,7 @@ def _ints_attr(cx: NodeContext, name: str, n: int, default: int, minimum: int | 
         raise FrontendError(f"attribute '{name}' has {len(v)} values, expected {n}")
     out = tuple(int(x) for x in v)
     if minimum is not None and any(x < minimum for x in out):
-        raise FrontendError(f"attribute '{name}' {list(out)} must have values >= {minimum}")
+        raise FrontendError(f"attribute '{name}' {short(out)} must have values >= {minimum}")
     return out
 
 
@@ -114,9 +114,9 @@ def _conv_kernel(cx: NodeContext, nsp: int, transposed: bool) -> tuple[int, ...]
     if "kernel_shape" in cx.attrs:
         given = _ints_attr(cx, "kernel_shape", nsp, 0)
         if given != kernel:
-            raise FrontendError(f"kernel_shape {list(given)} does not match the weight's spatial shape {list(kernel)}")
+            raise FrontendError(f"kernel_shape {short(given)} does not match the weight's spatial shape {short(kernel)}")
     if min(kernel) < 1:
-        raise FrontendError(f"the weight's spatial shape {list(kernel)} is empty")
+        raise FrontendError(f"the weight's spatial shape {short(kernel)} is empty")
     group = cx.attr("group", 1)
     if group < 1:
         raise FrontendError(f"group is {group}, it must be >= 1")
@@ -134,7 +134,7 @@ def _conv_kernel(cx: NodeContext, nsp: int, transposed: bool) -> tuple[int, ...]
         if w[0] % group:
             raise FrontendError(f"the weight's {w[0]} output channels do not divide into {group} groups")
     if cx.has(2) and tuple(cx.shape(2)) != (out_ch,):
-        raise FrontendError(f"the bias has shape {list(cx.shape(2))}, expected [{out_ch}]")
+        raise FrontendError(f"the bias has shape {short(cx.shape(2))}, expected [{out_ch}]")
     return kernel
 
 
@@ -238,7 +238,7 @@ def _pool(cx: NodeContext, op: str, **extra: object) -> Expr:
     dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
     begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
     if any(p >= k for p, k in zip(begins + ends, kernel + kernel)):
-        raise FrontendError(f"pads {list(begins + ends)} must be smaller than kernel_shape {list(kernel)}")
+        raise FrontendError(f"pads {short(begins + ends)} must be smaller than kernel_shape {short(kernel)}")
     kernel2, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
     y = cx.call(op, _to_2d(cx, cx.expr(0), nsp), pool_size=kernel2, strides=strides2, padding=padding,
                 dilation=dil2, ceil_mode=bool(cx.attr("ceil_mode", 0)), **extra)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from plait.frontend.onnx_ops_loop import MAX_UNROLL, stack
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
@@ -94,7 +94,7 @@ class _Recurrence:
         static = all(isinstance(d, int) for d in tuple(w) + tuple(r))
         if len(w) != 3 or (static and (tuple(w[:2]) != (n_dirs, gates * self.hidden)
                                        or tuple(r) != (n_dirs, gates * self.hidden, self.hidden))):
-            raise FrontendError(f"W {list(w)} and R {list(r)} do not match {n_dirs} direction(s), {gates} gate(s) and "
+            raise FrontendError(f"W {short(w)} and R {short(r)} do not match {n_dirs} direction(s), {gates} gate(s) and "
                                 f"hidden_size {self.hidden}")
         self.dtype = cx.dtype(0)
         if cx.has(4):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from plait.frontend.onnx_fold import has_sym, sym_result, sym_values
-from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, plait_dtype
+from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, plait_dtype, short
 from plait.frontend.onnx_registry import converter
 from plait.errors import FrontendError
 from plait.ir.op import RelError
@@ -47,12 +47,12 @@ def _check_reshape(cx: NodeContext, target: tuple, in_shape: tuple) -> None:
     together with allowzero=1, or (static shapes) a different element count."""
     ints = [d for d in target if isinstance(d, int)]
     if any(d < -1 for d in ints):
-        raise FrontendError(f"shape {list(target)} has a dimension < -1")
+        raise FrontendError(f"shape {short(target)} has a dimension < -1")
     if ints.count(-1) > 1:
-        raise FrontendError(f"shape {list(target)} has more than one -1")
+        raise FrontendError(f"shape {short(target)} has more than one -1")
     if cx.attr("allowzero", 0):
         if 0 in ints and -1 in ints:
-            raise FrontendError(f"shape {list(target)} has both 0 and -1 with allowzero=1")
+            raise FrontendError(f"shape {short(target)} has both 0 and -1 with allowzero=1")
         return
     if len(ints) == len(target) and all(isinstance(d, int) for d in in_shape):
         try:
@@ -136,7 +136,7 @@ def unsqueeze(cx: NodeContext) -> object:
 def transpose(cx: NodeContext) -> object:
     perm = cx.attr("perm", None)
     if perm is not None and sorted(perm) != list(range(cx.ndim(0))):
-        raise FrontendError(f"perm {list(perm)} is not a permutation of the {cx.ndim(0)} axes")
+        raise FrontendError(f"perm {short(perm)} is not a permutation of the {cx.ndim(0)} axes")
     return cx.call("transpose", cx.expr(0), axes=None if perm is None else tuple(perm))
 
 
@@ -177,9 +177,9 @@ def split(cx: NodeContext) -> object:
                 raise FrontendError(f"dimension {dim} does not split into {n} equal parts")
             sections = (dim // n,) * n
     if len(sections) != n_out:
-        raise FrontendError(f"split {list(sections)} has {len(sections)} parts but the node has {n_out} outputs")
+        raise FrontendError(f"split {short(sections)} has {len(sections)} parts but the node has {n_out} outputs")
     if any(k < 0 for k in sections) or (isinstance(dim, int) and sum(sections) != dim):
-        raise FrontendError(f"split {list(sections)} does not cut axis {axis} of size {dim}")
+        raise FrontendError(f"split {short(sections)} does not cut axis {axis} of size {dim}")
     tup = cx.call("split", cx.expr(0), sections=sections, axis=axis)
     return [cx.get(tup, i) for i in range(len(sections))]
 
@@ -201,7 +201,7 @@ def slice_(cx: NodeContext) -> object:
                             f"{'-' if axes is None else len(axes)}, {'-' if steps is None else len(steps)})")
     axes = cx.axes(axes if axes is not None else range(n), nd)
     if steps is not None and 0 in steps:
-        raise FrontendError(f"steps {list(steps)} has a 0")
+        raise FrontendError(f"steps {short(steps)} has a 0")
     if has_sym(cx):
         vals = sym_values(cx, 0)
         index = [slice(None)] * vals.ndim
@@ -250,7 +250,7 @@ def expand(cx: NodeContext) -> object:
     target = list(cx.sym_ints(1, "shape"))
     in_shape = cx.shape(0)
     if any(isinstance(d, int) and d < 0 for d in target):
-        raise FrontendError(f"shape {target} has a negative dimension")
+        raise FrontendError(f"shape {short(target)} has a negative dimension")
     for j in range(1, len(target) + 1):
         d = target[-j]
         if isinstance(d, str):
@@ -265,7 +265,7 @@ def expand(cx: NodeContext) -> object:
 def tile(cx: NodeContext) -> object:
     reps = cx.ints(1, "repeats")
     if len(reps) != cx.ndim(0) or any(r < 0 for r in reps):
-        raise FrontendError(f"repeats {list(reps)} must be {cx.ndim(0)} values >= 0 (one per axis)")
+        raise FrontendError(f"repeats {short(reps)} must be {cx.ndim(0)} values >= 0 (one per axis)")
     return cx.call("tile", cx.expr(0), reps=reps)
 
 
@@ -300,7 +300,7 @@ def pad(cx: NodeContext) -> object:
 def constant_of_shape(cx: NodeContext) -> object:
     dims = cx.ints(0, "shape")
     if any(d < 0 for d in dims):
-        raise FrontendError(f"shape {list(dims)} has a negative dimension")
+        raise FrontendError(f"shape {short(dims)} has a negative dimension")
     value = cx.attr_array("value").reshape(-1) if "value" in cx.attrs else np.zeros(1, np.float32)
     if value.size != 1:
         raise FrontendError(f"attribute 'value' has {value.size} elements, expected 1")

@@ -375,3 +375,9 @@ def test_unrolling_is_bounded(monkeypatch):
     model = make_model([loop], [tensor_info("x", F32, (2,))], [out()], {"m": np.array(100, np.int64)})
     assert error(model) == ("node 'loop' (Loop, opset 18): the model expands into more than 50 nodes and calls (loops, "
                             "recurrences and function bodies are unrolled at import)")
+
+
+def test_long_lists_are_abbreviated_in_messages():
+    assert node_error("Tile", {"x": f32(2, 3), "r": np.ones(100000, np.int64)}, constants=("r",)) == (
+        "node 'the_tile' (Tile, opset 18): repeats [1, 1, 1, 1, 1, 1, 1, 1, ... (100000 values)] must be 2 values >= 0 "
+        "(one per axis)")
