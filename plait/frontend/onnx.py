@@ -455,10 +455,7 @@ def _check_output_sizes(outs: list[Any]) -> None:
 
 
 def _schema(op_type: str, opset: int, domain: str) -> Any:
-    try:
-        return onnx.defs.get_schema(op_type, opset, domain)
-    except Exception:
-        return None
+    return onnx_check.schema_of(op_type, opset, domain)
 
 
 def _topological(nodes: list[onnx.NodeProto], env: dict[str, Any]) -> list[tuple[int, onnx.NodeProto]]:

@@ -209,7 +209,7 @@ def check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int],
         if a.name in FLAG_ATTRS and a.type == onnx.AttributeProto.INT and a.i not in (0, 1):
             raise FrontendError(f"{label}: attribute '{a.name}' is {a.i}, it must be 0 or 1")
     if (node.domain, node.op_type) not in functions:
-        schema = _schema(node.op_type, opsets[d], d)
+        schema = schema_of(node.op_type, opsets[d], d)
         if schema is not None:
             _check_against_schema(node, schema, label)
     for a in node.attribute:
@@ -230,7 +230,9 @@ def check_axis_attrs(node: onnx.NodeProto, rank: int) -> None:
                 raise FrontendError(f"{a.name} {v} is out of range for rank {rank}")
 
 
-def _schema(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
+@lru_cache(maxsize=4096)
+def schema_of(op_type: str, version: int, domain: str) -> onnx.defs.OpSchema | None:
+    """The ONNX schema of an operator at an opset version (None: none), looked up once."""
     try:
         return onnx.defs.get_schema(op_type, version, domain)
     except Exception:  # no such operator (at this version): the converters report it as unsupported
