@@ -154,7 +154,11 @@ def _unique(names: list[str], kind: str, twice: str) -> None:
 def check_declared_output(vi: onnx.ValueInfoProto, computed: TensorType | None) -> None:
     """A graph output's declared element type must be what the graph computes (ONNX Runtime
     refuses the model otherwise; a declared shape is only a hint there, and here)."""
-    if computed is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
+    kind = vi.type.WhichOneof("value")
+    if computed is not None and kind not in (None, "tensor_type"):
+        raise FrontendError(f"graph output '{vi.name}' is declared a {kind.removesuffix('_type')} but the graph "
+                            "computes a tensor")
+    if computed is None or kind != "tensor_type" or not vi.type.tensor_type.elem_type:
         return
     declared = vi.type.tensor_type.elem_type
     if ONNX_DTYPES.get(declared) != computed.dtype:

@@ -201,6 +201,9 @@ def identity(cx: NodeContext) -> object:
 def dropout(cx: NodeContext) -> object:
     if cx.version < 7 and not cx.attr("is_test", 0):
         raise Unsupported("training mode (is_test=0) not supported")
+    for i, what in ((1, "ratio"), (2, "training_mode")):
+        if cx.has(i) and cx.ndim(i) != 0:
+            raise FrontendError(f"{what} must be a scalar, got rank {cx.ndim(i)}")
     if cx.has(2):
         mode = cx.const(2, "training_mode")
         if bool(np.asarray(mode).reshape(-1)[0]):

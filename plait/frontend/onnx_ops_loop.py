@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported, Value, value_type
+from plait.frontend.onnx_node import NodeContext, Unsupported, Value, short, value_type
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
@@ -39,6 +39,8 @@ def scan(cx: NodeContext) -> object:
     out_dirs = list(cx.attr("scan_output_directions", [0] * k))
     if (len(in_axes), len(in_dirs), len(out_axes), len(out_dirs)) != (m, m, k, k):
         raise FrontendError(f"scan axes and directions must list {m} inputs and {k} outputs")
+    if any(d not in (0, 1) for d in in_dirs + out_dirs):
+        raise FrontendError(f"scan directions {short(in_dirs + out_dirs)} must be 0 (forward) or 1 (reverse)")
     scans = [cx.value(n_state + j) for j in range(m)]
     lengths = set()
     for j, v in enumerate(scans):

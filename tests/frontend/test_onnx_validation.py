@@ -381,3 +381,11 @@ def test_long_lists_are_abbreviated_in_messages():
     assert node_error("Tile", {"x": f32(2, 3), "r": np.ones(100000, np.int64)}, constants=("r",)) == (
         "node 'the_tile' (Tile, opset 18): repeats [1, 1, 1, 1, 1, 1, 1, 1, ... (100000 values)] must be 2 values >= 0 "
         "(one per axis)")
+
+
+def test_declared_output_kind_and_scalar_inputs():
+    m = relu_model()
+    m.graph.output[0].CopyFrom(helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, None))
+    assert error(m) == "graph output 'y' is declared a sequence but the graph computes a tensor"
+    assert node_error("Dropout", {"x": f32(2), "r": np.array([0.5], F32)}, constants=("r",)) == (
+        "node 'the_dropout' (Dropout, opset 18): ratio must be a scalar, got rank 1")
