@@ -25,13 +25,17 @@ import onnx.defs
 from google.protobuf.message import DecodeError
 
 from plait.errors import FrontendError, PlaitError, UnsupportedError
-from plait.frontend import onnx_fold
+from plait.frontend import onnx_check, onnx_fold
+from plait.frontend.onnx_budget import ImportBudget, type_bytes
+from plait.frontend.onnx_check import domain_key, node_label
+from plait.frontend.onnx_external import load_external_data
 from plait.frontend.onnx_node import (
     NodeContext, SymTensor, Unsupported, parse_attribute, plait_dtype, tensor_to_array,
 )
 from plait.frontend.onnx_registry import load_converters
 from plait.ir.attrs import Attrs
-from plait.ir.types import ANY_DIM, TensorType
+from plait.limits import MemoryLimitError
+from plait.ir.types import ANY_DIM, DTYPES, TensorType
 from plait.relay.expr import Constant, Expr, Function, Tuple, Var
 from plait.relay.infer import infer_expr, infer_type
 from plait.relay.module import IRModule
@@ -39,41 +43,52 @@ from plait.relay.module import IRModule
 __all__ = ["from_onnx", "load_onnx"]
 
 _POISON = object()  # the value of an output of an unsupported node
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 _MAX_FUNCTION_DEPTH = 8
 
 
-def load_onnx(path: str | os.PathLike, shape_overrides: Mapping[str, Sequence[Any]] | None = None) -> IRModule:
-    """Read an ONNX file (external data next to it is loaded too) and import it."""
+def load_onnx(path: str | os.PathLike, shape_overrides: Mapping[str, Sequence[Any]] | None = None, *,
+              memory_limit: int | str | None = None) -> IRModule:
+    """Read an ONNX file and import it. External data is read from files in the model's own
+    directory only (:mod:`plait.frontend.onnx_external`); ``memory_limit`` (bytes or a size string,
+    default :func:`plait.limits.default_limit`) bounds what reading and import-time folding allocate."""
     p = os.fspath(path)
     try:
         size = os.path.getsize(p)
         if size == 0:
             raise FrontendError(f"cannot load ONNX model '{p}': the file is empty")
-        model = onnx.load(p)
-    except FrontendError:
-        raise
+        model = onnx.load(p, load_external_data=False)
+        if not model.HasField("graph"):
+            raise FrontendError(f"cannot load ONNX model '{p}': the file holds no graph")
+        load_external_data(model, os.path.dirname(os.path.abspath(p)), memory_limit)
+    except MemoryLimitError as exc:
+        raise MemoryLimitError(f"cannot load ONNX model '{p}': {exc}") from None
+    except FrontendError as exc:
+        if str(exc).startswith("cannot load ONNX model"):
+            raise
+        raise FrontendError(f"cannot load ONNX model '{p}': {exc}") from None
     except OSError as exc:
         raise FrontendError(f"cannot load ONNX model '{p}': {exc.strerror or exc}") from None
     except DecodeError:
         raise FrontendError(f"cannot load ONNX model '{p}': not a valid ONNX protobuf file "
                             f"(truncated, or not ONNX)") from None
-    except Exception as exc:  # e.g. external data that cannot be read
+    except Exception as exc:  # anything else onnx.load may raise on a damaged file
         raise FrontendError(f"cannot load ONNX model '{p}': {_reason(exc)}") from None
-    if not model.HasField("graph"):
-        raise FrontendError(f"cannot load ONNX model '{p}': the file holds no graph")
-    return from_onnx(model, shape_overrides)
+    return from_onnx(model, shape_overrides, memory_limit=memory_limit)
 
 
-def from_onnx(model: onnx.ModelProto, shape_overrides: Mapping[str, Sequence[Any]] | None = None) -> IRModule:
+def from_onnx(model: onnx.ModelProto, shape_overrides: Mapping[str, Sequence[Any]] | None = None, *,
+              memory_limit: int | str | None = None) -> IRModule:
     """Import an ONNX model. ``shape_overrides`` maps graph input names to shapes (ints or names)
-    that replace the declared ones (e.g. to fix a symbolic batch size)."""
+    that replace the declared ones (e.g. to fix a symbolic batch size). ``memory_limit`` bounds the
+    constants import-time folding materializes (larger results are left to run time)."""
     if not isinstance(model, onnx.ModelProto):
         raise FrontendError(f"from_onnx expects an onnx.ModelProto, got {type(model).__name__}")
     try:
-        return _Importer(model, dict(shape_overrides or {})).run()
+        return _Importer(model, dict(shape_overrides or {}), memory_limit).run()
     except PlaitError:
         raise
+    except RecursionError:
+        raise FrontendError("cannot import the ONNX model: it nests too deeply") from None
     except Exception as exc:  # a malformed model the checks above did not anticipate
         raise FrontendError(f"cannot import the ONNX model: {type(exc).__name__}: {_reason(exc)}") from exc
 
@@ -105,15 +120,13 @@ class _DimNames:
 
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, shape_overrides: dict[str, Sequence[Any]]):
+    def __init__(self, model: onnx.ModelProto, shape_overrides: dict[str, Sequence[Any]],
+                 memory_limit: int | str | None = None):
         self.model = model
+        self.budget = ImportBudget(memory_limit)
         self.graph = model.graph
         self.shape_overrides = shape_overrides
-        self.opsets = {(o.domain if o.domain not in _DEFAULT_DOMAINS else ""): o.version for o in model.opset_import}
-        if "" not in self.opsets and model.opset_import:
-            self.opsets[""] = 1
-        if not model.opset_import:  # very old models: assume the oldest supported opset
-            self.opsets[""] = 11
+        self.opsets = onnx_check.check_model(model)
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.converters = load_converters()
         self.unsupported: list[tuple[str, str, int, str]] = []
@@ -124,6 +137,9 @@ class _Importer:
     # ---- entry ----------------------------------------------------------------------------
     def run(self) -> IRModule:
         g = self.graph
+        for f in self.model.functions:
+            onnx_check.check_opset_imports(f.opset_import, f"function '{f.name}' (domain '{f.domain}')")
+        onnx_check.check_graph(g, self.opsets, self.functions)
         env: dict[str, Any] = {}
         init_names = {t.name for t in g.initializer}
         for t in g.initializer:
@@ -156,6 +172,7 @@ class _Importer:
             if isinstance(v, SymTensor) and not v.is_static:
                 self._report(vi.name, "output", "a value computed from a symbolic shape is a graph output")
                 continue
+            onnx_check.check_declared_output(vi, _type_of(v))
             outputs.append(self._as_expr(v))
         if self.unsupported:
             err = _unsupported_error(self.unsupported)
@@ -176,10 +193,12 @@ class _Importer:
 
     def _initializer(self, t: onnx.TensorProto) -> Any:
         try:
-            return tensor_to_array(t)
+            return tensor_to_array(t, f"initializer '{t.name}'")
         except Unsupported as exc:
             self._report(t.name, "initializer", exc.reason)
             return _POISON
+        except FrontendError:
+            raise
         except Exception as exc:
             raise FrontendError(f"initializer '{t.name}': cannot read its data: {_reason(exc)}") from None
 
@@ -240,11 +259,14 @@ class _Importer:
         function body this is (its calls carry it), else None (calls carry their own node's).
         """
         for index, node in _topological(nodes, env):
-            name = node.name or f"{node.op_type}_{index}"
-            domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+            self.budget.tick()
+            name = node_label(node, index)
+            domain = domain_key(node.domain)
             opset = opsets.get(domain, 0)
             inputs = [env[i] if i else None for i in node.input]
             if any(v is _POISON for v in inputs):
+                if inside is not None:  # an outer value the subgraph uses comes from an unsupported node
+                    raise Unsupported(f"its {inside} uses the output of an unsupported node")
                 # cannot convert without its inputs, but still report what is known to be unsupported
                 reason = self._static_reason(node, domain, opset)
                 if reason is not None and inside is None:
@@ -261,10 +283,18 @@ class _Importer:
                     raise Unsupported(f"its {inside} uses {node.op_type}: {exc.reason}") from None
                 self.unsupported.append((name, node.op_type, opset, exc.reason))
                 outs = [_POISON] * len(node.output)
-            except PlaitError as exc:
+            except MemoryLimitError as exc:
                 if inside is not None:
                     raise
-                raise FrontendError(f"node '{name}' ({node.op_type}, opset {opset}): {exc}") from None
+                raise MemoryLimitError(f"node '{name}' ({node.op_type}, opset {opset}): {exc}") from None
+            except PlaitError as exc:
+                where = f"node '{name}' ({node.op_type}, opset {opset})"
+                if inside is not None:  # the node owning this body/subgraph adds its own name
+                    raise FrontendError(f"in its {inside}, {where}: {exc}") from None
+                raise FrontendError(f"{where}: {exc}") from None
+            except MemoryError as exc:  # an allocation the budget did not foresee
+                raise MemoryLimitError(f"node '{name}' ({node.op_type}, opset {opset}): out of memory: "
+                                       f"{_reason(exc)}") from None
             except Exception as exc:  # a converter bug: never a bare traceback
                 if inside is not None:
                     raise
@@ -292,6 +322,8 @@ class _Importer:
         local = self.functions.get((node.domain, node.op_type))
         conv = self.converters.get(node.op_type) if domain == "" else None
         schema = _schema(node.op_type, opset, domain) if local is None else None
+        if schema is not None:
+            onnx_check.check_input_types(node, schema, [_dtype_of(v) for v in inputs])
         if conv is None or (schema is not None and schema.since_version < conv.min_version):
             if local is None and (schema is None or not (schema.has_function or schema.has_context_dependent_function)):
                 if domain != "":
@@ -323,8 +355,9 @@ class _Importer:
             except Unsupported:
                 del self.needs_constant[saved:]
                 raise first from None
+        _check_output_sizes(outs)
         if all(v is None or isinstance(v, np.ndarray) for v in inputs) and not _has_subgraph(node):
-            outs = onnx_fold.fold_outputs(outs)
+            outs = onnx_fold.fold_outputs(outs, self.budget)
         # a constant result (e.g. CastLike of a constant) is a constant value for later nodes
         return [o.data if isinstance(o, Constant) else o for o in outs]
 
@@ -340,7 +373,8 @@ class _Importer:
         def subgraph(g: onnx.GraphProto, bound: list[Any] | None = None) -> list[Any]:
             return self.convert_subgraph(g, env, opsets, depth, bound)
 
-        cx = NodeContext(node, inputs, attrs, version, opset, meta, self.constant, self.needs_constant, subgraph)
+        cx = NodeContext(node, inputs, attrs, version, opset, meta, self.constant, self.needs_constant, subgraph,
+                         budget=self.budget)
         result = conv.fn(cx)
         outs = list(result) if isinstance(result, (list, tuple)) else [result]
         for i, o in enumerate(node.output):
@@ -361,12 +395,14 @@ class _Importer:
         for vi, v in zip(g.input, inputs or []):
             inner[vi.name] = v
         for t in g.initializer:
-            inner[t.name] = tensor_to_array(t)
+            inner[t.name] = tensor_to_array(t, f"subgraph initializer '{t.name}'")
         self.convert_nodes(list(g.node), inner, opsets, None, depth + 1, inside="subgraph")
         outs = []
         for o in g.output:
             if o.name not in inner:
                 raise Unsupported(f"subgraph output '{o.name}' is not defined")
+            if inner[o.name] is _POISON:
+                raise Unsupported(f"subgraph output '{o.name}' comes from an unsupported node")
             outs.append(inner[o.name])
         return outs
 
@@ -374,6 +410,10 @@ class _Importer:
                         schema: Any, inputs: list[Any], meta: Attrs, depth: int) -> list[Any]:
         from plait.frontend.onnx_func import instantiate
 
+        if schema is not None and inputs and inputs[0] is not None:
+            t = _type_of(inputs[0])
+            if t is not None:
+                onnx_check.check_axis_attrs(node, t.ndim)
         nodes, in_names, out_names = instantiate(node, fn, schema)
         inner: dict[str, Any] = {}
         for formal, v in zip(in_names, inputs):
@@ -389,11 +429,33 @@ class _Importer:
         return outs
 
 
+def _type_of(v: Any) -> TensorType | None:
+    """The tensor type of a value (None: absent, or not a tensor)."""
+    if isinstance(v, np.ndarray):
+        return TensorType(v.shape, v.dtype.name) if v.dtype.name in DTYPES else None
+    if isinstance(v, SymTensor):
+        return TensorType(v.values.shape, v.dtype)
+    t = v.checked_type if isinstance(v, Expr) and v.has_type else None
+    return t if isinstance(t, TensorType) else None
+
+
+def _dtype_of(v: Any) -> str | None:
+    """The dtype of an input value (None: absent, or not a tensor)."""
+    t = _type_of(v)
+    return None if t is None else t.dtype
+
+
+def _check_output_sizes(outs: list[Any]) -> None:
+    """No value may be too large to address (a model asking for 2**62 bytes is broken, not big)."""
+    for i, o in enumerate(outs):
+        if isinstance(o, Expr) and o.has_type:
+            n = type_bytes(o.checked_type)
+            if n is not None and n >= onnx_check.MAX_TENSOR_BYTES:
+                raise FrontendError(f"output {i} would be {o.checked_type}: absurdly large (2**62 bytes or more)")
+
+
 def _schema(op_type: str, opset: int, domain: str) -> Any:
-    try:
-        return onnx.defs.get_schema(op_type, opset, domain)
-    except Exception:
-        return None
+    return onnx_check.schema_of(op_type, opset, domain)
 
 
 def _topological(nodes: list[onnx.NodeProto], env: dict[str, Any]) -> list[tuple[int, onnx.NodeProto]]:
@@ -403,8 +465,7 @@ def _topological(nodes: list[onnx.NodeProto], env: dict[str, Any]) -> list[tuple
         for o in n.output:
             if o:
                 if o in producer or o in env:
-                    raise FrontendError(f"node '{n.name or f'{n.op_type}_{i}'}' ({n.op_type}): "
-                                        f"output '{o}' is already defined")
+                    raise FrontendError(f"node '{node_label(n, i)}' ({n.op_type}): output '{o}' is already defined")
                 producer[o] = i
     deps: list[list[int]] = []
     for i, n in enumerate(nodes):
@@ -437,7 +498,7 @@ def _topological(nodes: list[onnx.NodeProto], env: dict[str, Any]) -> list[tuple
                 j = deps[i][k]
                 if state[j] == 1:
                     n = nodes[j]
-                    raise FrontendError(f"node '{n.name or f'{n.op_type}_{j}'}' ({n.op_type}): the graph has a cycle")
+                    raise FrontendError(f"node '{node_label(n, j)}' ({n.op_type}): the graph has a cycle")
                 if state[j] == 0:
                     stack.append((j, 0))
                 continue

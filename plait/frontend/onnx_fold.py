@@ -17,15 +17,20 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plait.frontend.onnx_budget import ImportBudget, type_bytes
 from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported
 from plait.ir.types import ANY_DIM
-from plait.relay.expr import Constant, Expr, Tuple
+from plait.relay.expr import Call, Constant, Expr, Tuple, TupleGetItem
 from plait.relay.interpreter import Interpreter
 from plait.relay.module import IRModule
+from plait.relay.visitor import post_order
 
 
-def fold_outputs(outs: list[Any]) -> list[Any]:
-    """Evaluate the Relay expressions among ``outs`` (built from constants only) to arrays."""
+def fold_outputs(outs: list[Any], budget: ImportBudget | None = None) -> list[Any]:
+    """Evaluate the Relay expressions among ``outs`` (built from constants only) to arrays.
+
+    An output is left an expression (computed at run time) when what evaluating it allocates (every
+    call and tuple item in it) does not fit ``budget``."""
     todo = [i for i, o in enumerate(outs) if isinstance(o, Expr)]
     if not todo:
         return outs
@@ -34,13 +39,25 @@ def fold_outputs(outs: list[Any]) -> list[Any]:
     for i in todo:
         if isinstance(outs[i], Constant):
             folded[i] = outs[i].data
-        else:
+        elif budget is None or budget.fold(_eval_bytes(outs[i])):
             pending.append(i)
     if pending:
         values = Interpreter(IRModule()).eval(Tuple(tuple(outs[i] for i in pending)), {})
         for i, v in zip(pending, values):
             folded[i] = np.asarray(v)
     return folded
+
+
+def _eval_bytes(e: Expr) -> int | None:
+    """Bytes the values evaluating ``e`` computes (None: unknown)."""
+    total = 0
+    for n in post_order(e):
+        if isinstance(n, (Call, TupleGetItem)):
+            b = type_bytes(n.checked_type) if n.has_type else None
+            if b is None:
+                return None
+            total += b
+    return total
 
 
 # ---- symbolic shape values --------------------------------------------------------------------

@@ -15,6 +15,7 @@ and reports them all at once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union
 
@@ -22,9 +23,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from plait.errors import AttrError, RegistryError
+from plait.errors import AttrError, FrontendError, RegistryError
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op, RelError, get_op
+from plait.frontend.onnx_budget import ImportBudget, type_bytes
 from plait.ir.types import DTYPES, TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, TupleGetItem
 
@@ -46,6 +48,15 @@ class Unsupported(Exception):
         super().__init__(reason)
 
 
+def short(values: Any, limit: int = 8) -> str:
+    """A list for a message: ``[1, 2, 3]``, or its first ``limit`` values and the count when longer
+    (a model may hold a million of them)."""
+    values = list(values)
+    if len(values) <= limit:
+        return str(values)
+    return "[" + ", ".join(str(v) for v in values[:limit]) + f", ... ({len(values)} values)]"
+
+
 def onnx_dtype_name(elem_type: int) -> str:
     try:
         return TensorProto.DataType.Name(elem_type).lower()
@@ -60,15 +71,41 @@ def plait_dtype(elem_type: int) -> str:
     return ONNX_DTYPES[elem_type]
 
 
-def tensor_to_array(t: onnx.TensorProto) -> np.ndarray:
-    """An ONNX tensor (initializer or attribute) as a numpy array of a plait dtype."""
+# the typed field holding a tensor's values when it has no raw_data (one value per element)
+_TYPED_FIELD = {
+    TensorProto.FLOAT: "float_data", TensorProto.DOUBLE: "double_data", TensorProto.INT64: "int64_data",
+    TensorProto.UINT32: "uint64_data", TensorProto.UINT64: "uint64_data",
+}
+
+
+def tensor_to_array(t: onnx.TensorProto, what: str | None = None) -> np.ndarray:
+    """An ONNX tensor (initializer or attribute) as a numpy array of a plait dtype.
+
+    Its dims must be >= 0 and its data (raw or typed) exactly as long as the dims and dtype say;
+    otherwise a :class:`FrontendError` names ``what`` (default: ``tensor '<name>'``)."""
+    what = what or f"tensor '{t.name}'"
     dtype = plait_dtype(t.data_type)
+    dims = [int(d) for d in t.dims]
+    for k, d in enumerate(dims):
+        if d < 0:
+            raise FrontendError(f"{what}: dimension {k} is {d} (dimensions must be >= 0)")
+    n = math.prod(dims)
+    nbytes = n * DTYPES[dtype].itemsize
+    if nbytes >= 1 << 62:
+        raise FrontendError(f"{what}: dims {short(dims)} are absurdly large ({n} elements)")
     if t.HasField("data_location") and t.data_location == TensorProto.EXTERNAL and not t.raw_data:
-        raise Unsupported(f"tensor '{t.name}' keeps its data in an external file that was not loaded")
+        location = next((e.value for e in t.external_data if e.key == "location"), "?")
+        raise FrontendError(f"{what}: its data is in the external file '{location}', which was not read "
+                            "(import the model with plait.load_onnx(path) to read the files next to it)")
     if t.raw_data:
-        expected = int(np.prod(t.dims, dtype=np.int64)) * DTYPES[dtype].itemsize
-        if len(t.raw_data) != expected:
-            raise ValueError(f"raw data holds {len(t.raw_data)} bytes, expected {expected}")
+        if len(t.raw_data) != nbytes:
+            raise FrontendError(f"{what}: raw_data holds {len(t.raw_data)} bytes, dims {short(dims)} of {dtype} "
+                                f"need {nbytes}")
+    else:
+        field = _TYPED_FIELD.get(t.data_type, "int32_data")
+        count = len(getattr(t, field))
+        if count != n:
+            raise FrontendError(f"{what}: {field} holds {count} values, dims {short(dims)} need {n}")
     arr = numpy_helper.to_array(t)
     return np.asarray(arr, dtype=DTYPES[dtype])
 
@@ -134,7 +171,7 @@ class NodeContext:
     def __init__(self, node: onnx.NodeProto, inputs: Sequence[Value | None], attrs: dict[str, Any],
                  version: int, opset: int, meta: Attrs, constant: Callable[[np.ndarray], Constant],
                  needs_constant: list[str] | None = None,
-                 subgraph: Callable[..., list[Value]] | None = None):
+                 subgraph: Callable[..., list[Value]] | None = None, budget: ImportBudget | None = None):
         self.node = node
         self.op_type = node.op_type
         self.inputs = list(inputs)
@@ -145,6 +182,7 @@ class NodeContext:
         self._constant = constant
         self._needs_constant = needs_constant if needs_constant is not None else []
         self._subgraph = subgraph
+        self.budget = budget if budget is not None else ImportBudget()
 
     # ---- inputs ---------------------------------------------------------------------------
     @property
@@ -236,17 +274,21 @@ class NodeContext:
         return default
 
     def attr_array(self, name: str) -> np.ndarray:
-        return tensor_to_array(self.attrs[name])
+        return tensor_to_array(self.attrs[name], f"attribute '{name}'")
 
     # ---- building -------------------------------------------------------------------------
     def constant(self, array: Any, dtype: str | None = None) -> Constant:
-        return self._constant(np.asarray(array, dtype=DTYPES[dtype] if dtype else None))
+        with np.errstate(over="ignore"):  # e.g. an alpha of 1e30 in float16 is inf, as in ONNX
+            return self._constant(np.asarray(array, dtype=DTYPES[dtype] if dtype else None))
 
     def call(self, op_name: str, *args: Value | Expr, **attrs: Any) -> Expr:
         """Build ``op_name(*args, **attrs)`` carrying this node's meta; its type is inferred now.
 
         A call on constants only is evaluated at once (with the operator's reference) and
-        returned as a ``Constant``."""
+        returned as a ``Constant``, unless its result does not fit the import's folding budget.
+        An operator's ``check_constant_args`` (e.g. an index out of range) runs on the constant
+        arguments here, so a model that would fail on every input fails at import."""
+        self.budget.tick()
         try:
             op: Op = get_op(op_name)
         except RegistryError:
@@ -266,7 +308,11 @@ class NodeContext:
             shown = ", ".join(str(a) for a in arg_types)
             raise Unsupported(f"plait operator '{op_name}' rejects ({shown}): {exc}") from None
         call._set_type(t)
-        if isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs):  # fold at once: constants stay constants
+        check = op.extra.get("check_constant_args")
+        if check is not None and any(isinstance(e, Constant) for e in exprs):
+            check([e.data if isinstance(e, Constant) else None for e in exprs], arg_types, call.attrs)
+        if (isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs)
+                and self.budget.fold(type_bytes(t))):  # fold at once: constants stay constants
             return self._constant(_evaluate(call))
         return call
 
@@ -283,3 +329,31 @@ class NodeContext:
 
     def reshape(self, x: Value | Expr, shape: Sequence[int]) -> Expr:
         return self.call("reshape", x, newshape=tuple(int(d) for d in shape))
+
+    def full(self, shape: Sequence[int], value: Any, dtype: str) -> np.ndarray | Expr:
+        """A constant tensor filled with ``value``: an array when it fits the folding budget, else
+        a ``broadcast_to`` of the scalar, computed at run time."""
+        shape = tuple(int(d) for d in shape)
+        if self.budget.fold(math.prod(shape) * DTYPES[dtype].itemsize):
+            return np.full(shape, value, dtype=DTYPES[dtype])
+        return self.call("broadcast_to", self.constant(value, dtype), shape=shape)
+
+    def check_bytes(self, nbytes: int, what: str) -> None:
+        """Refuse (MemoryLimitError) an import-time array the converter cannot do without."""
+        self.budget.check(nbytes, what)
+
+    # ---- validation -----------------------------------------------------------------------
+    def axis(self, value: int, rank: int, what: str = "axis") -> int:
+        """``value`` as an axis of a rank-``rank`` tensor, normalized to [0, rank); an axis outside
+        [-rank, rank - 1] makes the model invalid (FrontendError)."""
+        value = int(value)
+        if not -rank <= value < rank:
+            raise FrontendError(f"{what} {value} is out of range for rank {rank}")
+        return value + rank if value < 0 else value
+
+    def axes(self, values: Sequence[int], rank: int, what: str = "axes") -> tuple[int, ...]:
+        """Several distinct axes, each checked as by :meth:`axis`."""
+        out = tuple(self.axis(v, rank, f"{what}: axis") for v in values)
+        if len(set(out)) != len(out):
+            raise FrontendError(f"{what} {short(values)} repeat an axis")
+        return out

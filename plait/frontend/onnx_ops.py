@@ -6,6 +6,7 @@ import numpy as np
 
 from plait.frontend.onnx_fold import SYM_BINARY, has_sym, sym_binary, sym_equal, sym_result, sym_values, sym_where
 from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, onnx_dtype_name, plait_dtype
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.ir.types import DTYPES, FLOAT_DTYPES
 from plait.relay.expr import Expr
@@ -25,7 +26,7 @@ def legacy_broadcast(cx: NodeContext, b: Expr) -> Expr:
     if not cx.attr("broadcast", 0) or "axis" not in cx.attrs:
         return b
     nd_a, nd_b = cx.ndim(0), cx.ndim(1)
-    axis = cx.attr("axis") % max(nd_a, 1)
+    axis = cx.axis(cx.attr("axis"), nd_a)
     trailing = nd_a - axis - nd_b
     if trailing <= 0:
         return b
@@ -50,7 +51,7 @@ def mod(cx: NodeContext) -> object:
 def bit_shift(cx: NodeContext) -> object:
     direction = cx.attr("direction")
     if direction not in ("LEFT", "RIGHT"):
-        raise Unsupported(f"direction '{direction}' not supported")
+        raise FrontendError(f"direction '{direction}' is neither LEFT nor RIGHT")
     return cx.call("left_shift" if direction == "LEFT" else "right_shift", cx.expr(0), cx.expr(1))
 
 
@@ -131,6 +132,8 @@ _UNARY_ATTRS = {
 def _unary_attrs(cx: NodeContext) -> object:
     op, names = _UNARY_ATTRS[cx.op_type]
     attrs = {names[k]: v for k, v in cx.attrs.items()}
+    if attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise FrontendError(f"approximate '{attrs['approximate']}' is neither 'none' nor 'tanh'")
     if "detect_positive" in attrs or "detect_negative" in attrs:
         attrs = {k: bool(v) for k, v in attrs.items()}
     return cx.call(op, cx.expr(0), **attrs)
@@ -198,6 +201,9 @@ def identity(cx: NodeContext) -> object:
 def dropout(cx: NodeContext) -> object:
     if cx.version < 7 and not cx.attr("is_test", 0):
         raise Unsupported("training mode (is_test=0) not supported")
+    for i, what in ((1, "ratio"), (2, "training_mode")):
+        if cx.has(i) and cx.ndim(i) != 0:
+            raise FrontendError(f"{what} must be a scalar, got rank {cx.ndim(i)}")
     if cx.has(2):
         mode = cx.const(2, "training_mode")
         if bool(np.asarray(mode).reshape(-1)[0]):
@@ -205,7 +211,7 @@ def dropout(cx: NodeContext) -> object:
     x = cx.value(0)
     mask = None
     if cx.output_used(1):
-        mask = np.ones(cx.static_shape(0, "input with a mask output"), dtype=bool)
+        mask = cx.full(cx.static_shape(0, "input with a mask output"), True, "bool")
     return [x, mask]
 
 
@@ -213,7 +219,7 @@ def dropout(cx: NodeContext) -> object:
                               "value_string", "value_strings", "sparse_value"))
 def constant(cx: NodeContext) -> object:
     if len(cx.attrs) != 1:
-        raise Unsupported("expects exactly one value attribute")
+        raise FrontendError(f"needs exactly one value attribute, got {len(cx.attrs)}")
     (name, v), = cx.attrs.items()
     if name == "value":
         return cx.attr_array("value")

@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
 
@@ -67,6 +68,24 @@ def _floats(cx: NodeContext, i: int, what: str) -> list[float] | None:
     return [float(x) for x in v] if v.size else None
 
 
+def _scaled(size: int, scale: float) -> int:
+    """floor(size * scale) computed as ONNX does (float32); refused when it overflows."""
+    with np.errstate(over="ignore"):
+        v = size * np.float32(scale)
+    if not np.isfinite(v) or float(v) >= 1 << 62:
+        raise FrontendError(f"scale {scale} makes a dimension of {size} absurdly large")
+    return int(math.floor(v))
+
+
+def _check_scales(scales: list[float] | None, n: int, what: str = "scales") -> None:
+    if scales is None:
+        return
+    if len(scales) != n:
+        raise FrontendError(f"{what} has {len(scales)} values, expected {n}")
+    if not all(s > 0 and math.isfinite(s) for s in scales):
+        raise FrontendError(f"{what} {short(scales)} must be finite and > 0")
+
+
 @converter("Resize", attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
                             "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
                             "nearest_mode"))
@@ -86,7 +105,12 @@ def resize(cx: NodeContext) -> object:
         nearest_mode = cx.attr("nearest_mode", "round_prefer_floor")
         roi, scales = _floats(cx, 1, "roi"), _floats(cx, 2, "scales")
         sizes = [int(v) for v in cx.const(3, "sizes").reshape(-1)] if cx.has(3) else None
-    axes = [a % nd for a in cx.attr("axes", list(range(nd)))]
+    axes = list(cx.axes(cx.attr("axes", list(range(nd))), nd))
+    _check_scales(scales, len(axes))
+    if sizes and (len(sizes) != len(axes) or min(sizes) < 1):
+        raise FrontendError(f"sizes {short(sizes)} must be {len(axes)} values >= 1")
+    if roi is not None and ctm == "tf_crop_and_resize" and len(roi) != 2 * len(axes):
+        raise FrontendError(f"roi has {len(roi)} values, expected {2 * len(axes)}")
     full_scales: list[float] | None = None
     out = list(in_shape)
     if sizes:
@@ -107,7 +131,7 @@ def resize(cx: NodeContext) -> object:
         full_scales = [1.0] * nd
         for a, s in zip(axes, scales):
             full_scales[a] = s
-            out[a] = int(math.floor(in_shape[a] * np.float32(s)))
+            out[a] = _scaled(in_shape[a], s)
     else:
         raise Unsupported("needs scales or sizes")
     full_roi = None
@@ -131,6 +155,7 @@ def upsample(cx: NodeContext) -> object:
     if not scales:
         raise Unsupported("needs scales")
     in_shape = cx.static_shape(0, "input")
-    out = [int(math.floor(d * np.float32(s))) for d, s in zip(in_shape, scales)]
+    _check_scales([float(s) for s in scales], len(in_shape))
+    out = [_scaled(d, s) for d, s in zip(in_shape, scales)]
     return _resize(cx, out, [float(s) for s in scales], None, method=mode,
                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported, Value, value_type
+from plait.frontend.onnx_node import NodeContext, Unsupported, Value, short, value_type
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
 
@@ -28,16 +29,23 @@ def scan(cx: NodeContext) -> object:
     body = cx.attr("body")
     m = cx.attr("num_scan_inputs")
     n_state = len(cx.inputs) - m
+    k = len(body.output) - n_state
+    if not 1 <= m <= len(cx.inputs) or k < 0 or len(body.input) != n_state + m:
+        raise FrontendError(f"num_scan_inputs {m} does not fit {len(cx.inputs)} inputs and a body of "
+                            f"{len(body.input)} inputs and {len(body.output)} outputs")
     in_axes = list(cx.attr("scan_input_axes", [0] * m))
     in_dirs = list(cx.attr("scan_input_directions", [0] * m))
-    k = len(body.output) - n_state
     out_axes = list(cx.attr("scan_output_axes", [0] * k))
     out_dirs = list(cx.attr("scan_output_directions", [0] * k))
+    if (len(in_axes), len(in_dirs), len(out_axes), len(out_dirs)) != (m, m, k, k):
+        raise FrontendError(f"scan axes and directions must list {m} inputs and {k} outputs")
+    if any(d not in (0, 1) for d in in_dirs + out_dirs):
+        raise FrontendError(f"scan directions {short(in_dirs + out_dirs)} must be 0 (forward) or 1 (reverse)")
     scans = [cx.value(n_state + j) for j in range(m)]
     lengths = set()
     for j, v in enumerate(scans):
         t = value_type(v)
-        in_axes[j] %= t.ndim
+        in_axes[j] = cx.axis(in_axes[j], t.ndim, "scan_input_axes: axis")
         lengths.add(t.shape[in_axes[j]])
     if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
         raise Unsupported(f"scan inputs need one static sequence length, got {sorted(map(str, lengths))}")

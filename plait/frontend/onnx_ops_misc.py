@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 import string
 
 import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, plait_dtype, value_type
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.ir.types import DTYPES, TupleType
 from plait.relay.expr import Expr, If, Tuple
@@ -18,6 +20,8 @@ from plait.relay.expr import Expr, If, Tuple
 def _parse_einsum(eq: str, ranks: list[int]) -> tuple[list[str], str]:
     """Operand subscripts and output subscripts, ellipses replaced by upper-case letters."""
     lhs, arrow, rhs = eq.replace(" ", "").partition("->")
+    if not re.fullmatch(r"[A-Za-z.,]*", lhs + rhs):
+        raise FrontendError(f"equation '{eq}': subscripts must be letters (and '...')")
     terms = lhs.split(",")
     if len(terms) != len(ranks):
         raise Unsupported(f"equation '{eq}' has {len(terms)} operands, the node {len(ranks)}")
@@ -99,7 +103,7 @@ def _per_axis(cx: NodeContext, v: Expr, ndim: int, axis: int) -> Expr:
     shape = value_type(v).shape
     if len(shape) != 1 or ndim <= 1:
         return v
-    axis = axis % ndim
+    axis = cx.axis(axis, ndim)
     return cx.reshape(v, (-1,) + (1,) * (ndim - 1 - axis))
 
 
@@ -169,7 +173,8 @@ def _conv_like(cx: NodeContext, x: Expr, w: Expr, bias: Expr | None) -> Expr:
     """Run the Conv converter on other operands (same attributes)."""
     from plait.frontend.onnx_ops_nn import conv
 
-    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant,
+                        budget=cx.budget)
     return conv(inner)
 
 
@@ -203,9 +208,10 @@ def qlinear_conv(cx: NodeContext) -> object:
 def lp_normalization(cx: NodeContext) -> object:
     p = cx.attr("p", 2)
     if p not in (1, 2):
-        raise Unsupported(f"p={p} not supported")
+        raise FrontendError(f"p is {p}, it must be 1 or 2")
     x = cx.expr(0)
-    norm = cx.call("l1_norm" if p == 1 else "l2_norm", x, axis=(cx.attr("axis", -1),), keepdims=True)
+    axis = cx.axis(cx.attr("axis", -1), cx.ndim(0))
+    norm = cx.call("l1_norm" if p == 1 else "l2_norm", x, axis=(axis,), keepdims=True)
     zero = cx.constant(0, cx.dtype(0))
     # a zero norm means a zero vector: 0 / 1 keeps it zero instead of NaN
     safe = cx.call("where", cx.call("equal", norm, zero), cx.constant(1, cx.dtype(0)), norm)

@@ -9,15 +9,10 @@ import math
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
-
-
-def _axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < max(ndim, 1):
-        raise Unsupported(f"axis {axis} out of range for rank {ndim}")
-    return axis + ndim if axis < 0 else axis
 
 
 # ---- matrix products --------------------------------------------------------------------------
@@ -30,6 +25,8 @@ def matmul(cx: NodeContext) -> object:
 
 @converter("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"))
 def gemm(cx: NodeContext) -> object:
+    if cx.ndim(0) != 2 or cx.ndim(1) != 2:
+        raise FrontendError(f"A and B must be matrices, got ranks {cx.ndim(0)} and {cx.ndim(1)}")
     dtype = cx.dtype(0)
     a = cx.expr(0)
     if cx.attr("transA", 0):
@@ -55,13 +52,17 @@ def gemm(cx: NodeContext) -> object:
 # ---- convolution and pooling ------------------------------------------------------------------
 
 
-def _ints_attr(cx: NodeContext, name: str, n: int, default: int) -> tuple[int, ...]:
+def _ints_attr(cx: NodeContext, name: str, n: int, default: int, minimum: int | None = None) -> tuple[int, ...]:
+    """An ints attribute of ``n`` values (``default`` each when absent), each >= ``minimum``."""
     v = cx.attr(name, None)
     if v is None:
         return (default,) * n
     if len(v) != n:
-        raise Unsupported(f"attribute '{name}' has {len(v)} values, expected {n}")
-    return tuple(int(x) for x in v)
+        raise FrontendError(f"attribute '{name}' has {len(v)} values, expected {n}")
+    out = tuple(int(x) for x in v)
+    if minimum is not None and any(x < minimum for x in out):
+        raise FrontendError(f"attribute '{name}' {short(out)} must have values >= {minimum}")
+    return out
 
 
 def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: tuple[int, ...],
@@ -69,13 +70,14 @@ def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: 
     """(begins, ends) of the spatial padding, from ``pads`` or ``auto_pad``."""
     n = len(kernel)
     auto = cx.attr("auto_pad", "NOTSET")
+    if auto != "NOTSET" and "pads" in cx.attrs:
+        raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if auto == "NOTSET":
-        pads = _ints_attr(cx, "pads", 2 * n, 0)
+        pads = _ints_attr(cx, "pads", 2 * n, 0, minimum=0)
         return pads[:n], pads[n:]
     if auto == "VALID":
         return (0,) * n, (0,) * n
-    if auto not in ("SAME_UPPER", "SAME_LOWER"):
-        raise Unsupported(f"auto_pad '{auto}' not supported")
+    _check_auto_pad(auto)
     if not all(isinstance(d, int) for d in in_spatial):
         raise Unsupported(f"auto_pad '{auto}' needs static spatial dims, got {in_spatial}")
     begins, ends = [], []
@@ -88,11 +90,60 @@ def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: 
     return tuple(begins), tuple(ends)
 
 
+def _check_auto_pad(auto: str) -> None:
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise FrontendError(f"auto_pad '{auto}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+
+
 def _spatial_rank(cx: NodeContext, what: str) -> int:
     nsp = cx.ndim(0) - 2
+    if nsp < 1:
+        raise FrontendError(f"the input has rank {cx.ndim(0)}, expected at least 3 (N, C, spatial axes)")
     if nsp not in (1, 2):
         raise Unsupported(f"{nsp}-D {what} not supported")
     return nsp
+
+
+def _conv_kernel(cx: NodeContext, nsp: int, transposed: bool) -> tuple[int, ...]:
+    """The kernel's spatial shape, after checking the weight against the input, ``group``,
+    ``kernel_shape`` and the bias (what makes a Conv or ConvTranspose invalid ONNX)."""
+    w = cx.static_shape(1, "weight")
+    if len(w) != nsp + 2:
+        raise FrontendError(f"the weight has rank {len(w)}, expected {nsp + 2} (as the input)")
+    kernel = tuple(w[2:])
+    if "kernel_shape" in cx.attrs:
+        given = _ints_attr(cx, "kernel_shape", nsp, 0)
+        if given != kernel:
+            raise FrontendError(f"kernel_shape {short(given)} does not match the weight's spatial shape {short(kernel)}")
+    if min(kernel) < 1:
+        raise FrontendError(f"the weight's spatial shape {short(kernel)} is empty")
+    group = cx.attr("group", 1)
+    if group < 1:
+        raise FrontendError(f"group is {group}, it must be >= 1")
+    c = cx.shape(0)[1]
+    if transposed:
+        out_ch = w[1] * group
+        if isinstance(c, int) and c != w[0]:
+            raise FrontendError(f"the input has {c} channels, the weight {w[0]}")
+        if w[0] % group:
+            raise FrontendError(f"the weight's {w[0]} input channels do not divide into {group} groups")
+    else:
+        out_ch = w[0]
+        if isinstance(c, int) and c != w[1] * group:
+            raise FrontendError(f"the input has {c} channels, the weight {w[1]} per group x {group} groups")
+        if w[0] % group:
+            raise FrontendError(f"the weight's {w[0]} output channels do not divide into {group} groups")
+    if cx.has(2) and tuple(cx.shape(2)) != (out_ch,):
+        raise FrontendError(f"the bias has shape {short(cx.shape(2))}, expected [{out_ch}]")
+    return kernel
+
+
+def _check_conv_output(cx: NodeContext, kernel: tuple[int, ...], strides: tuple[int, ...],
+                       dilations: tuple[int, ...], begins: tuple[int, ...], ends: tuple[int, ...]) -> None:
+    for a, (size, k, st, d, b, e) in enumerate(zip(cx.shape(0)[2:], kernel, strides, dilations, begins, ends)):
+        if isinstance(size, int) and size + b + e < (k - 1) * d + 1:
+            raise FrontendError(f"spatial axis {a + 2} of size {size} (padded {size + b + e}) is smaller than the "
+                                f"dilated kernel ({(k - 1) * d + 1})")
 
 
 def _to_2d(cx: NodeContext, e: Expr, nsp: int) -> Expr:
@@ -115,11 +166,11 @@ def _bias(cx: NodeContext, y: Expr, index: int, nsp: int) -> Expr:
 @converter("Conv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
 def conv(cx: NodeContext) -> object:
     nsp = _spatial_rank(cx, "convolution")
-    wshape = cx.static_shape(1, "weight")
-    kernel = _ints_attr(cx, "kernel_shape", nsp, 0) if "kernel_shape" in cx.attrs else tuple(wshape[2:])
-    strides = _ints_attr(cx, "strides", nsp, 1)
-    dilations = _ints_attr(cx, "dilations", nsp, 1)
+    kernel = _conv_kernel(cx, nsp, transposed=False)
+    strides = _ints_attr(cx, "strides", nsp, 1, minimum=1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
     begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
+    _check_conv_output(cx, kernel, strides, dilations, begins, ends)
     _, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
     y = cx.call("nn.conv2d", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp), strides=strides2,
                 padding=padding, dilation=dil2, groups=cx.attr("group", 1))
@@ -132,16 +183,21 @@ def conv(cx: NodeContext) -> object:
                                    "output_shape", "pads", "strides"))
 def conv_transpose(cx: NodeContext) -> object:
     nsp = _spatial_rank(cx, "transposed convolution")
-    wshape = cx.static_shape(1, "weight")
-    kernel = _ints_attr(cx, "kernel_shape", nsp, 0) if "kernel_shape" in cx.attrs else tuple(wshape[2:])
-    strides = _ints_attr(cx, "strides", nsp, 1)
-    dilations = _ints_attr(cx, "dilations", nsp, 1)
-    out_pad = list(_ints_attr(cx, "output_padding", nsp, 0))
+    kernel = _conv_kernel(cx, nsp, transposed=True)
+    strides = _ints_attr(cx, "strides", nsp, 1, minimum=1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
+    out_pad = list(_ints_attr(cx, "output_padding", nsp, 0, minimum=0))
     auto = cx.attr("auto_pad", "NOTSET")
+    _check_auto_pad(auto)
+    if auto != "NOTSET" and "pads" in cx.attrs:
+        raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if "output_shape" in cx.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
         in_sp = cx.static_shape(0, "input")[2:]
         if "output_shape" in cx.attrs:
-            target = list(cx.attr("output_shape"))[-nsp:]
+            given = list(cx.attr("output_shape"))
+            target = given[-nsp:]
+            if len(given) not in (nsp, nsp + 2) or min(target) < 1:
+                raise FrontendError(f"output_shape {given} must be {nsp} sizes >= 1 (or the full {nsp + 2}-D shape)")
         else:
             target = [d * s for d, s in zip(in_sp, strides)]
         begins, ends = [], []
@@ -156,10 +212,8 @@ def conv_transpose(cx: NodeContext) -> object:
                 raise Unsupported(f"output_shape {target} needs negative padding")
             begins.append(b)
             ends.append(e)
-    elif auto == "VALID" or auto == "NOTSET":
-        begins, ends = _pads(cx, (), kernel, strides, dilations) if auto == "NOTSET" else ((0,) * nsp, (0,) * nsp)
     else:
-        raise Unsupported(f"auto_pad '{auto}' not supported")
+        begins, ends = _pads(cx, (), kernel, strides, dilations) if auto == "NOTSET" else ((0,) * nsp, (0,) * nsp)
     _, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, tuple(begins), tuple(ends))
     opad = (0, out_pad[0]) if nsp == 1 else tuple(out_pad)
     y = cx.call("nn.conv2d_transpose", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp),
@@ -174,13 +228,17 @@ _POOL_ATTRS = ("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "st
 
 
 def _pool(cx: NodeContext, op: str, **extra: object) -> Expr:
-    kernel = tuple(cx.attr("kernel_shape"))
-    nsp = len(kernel)
-    if nsp not in (1, 2) or cx.ndim(0) != nsp + 2:
+    nsp = len(cx.attr("kernel_shape"))
+    kernel = _ints_attr(cx, "kernel_shape", nsp, 0, minimum=1)
+    if cx.ndim(0) != nsp + 2:
+        raise FrontendError(f"kernel_shape has {nsp} values, the input {cx.ndim(0) - 2} spatial axes")
+    if nsp not in (1, 2):
         raise Unsupported(f"{nsp}-D pooling not supported")
-    strides = _ints_attr(cx, "strides", nsp, 1)
-    dilations = _ints_attr(cx, "dilations", nsp, 1)
+    strides = _ints_attr(cx, "strides", nsp, 1, minimum=1)
+    dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
     begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
+    if any(p >= k for p, k in zip(begins + ends, kernel + kernel)):
+        raise FrontendError(f"pads {short(begins + ends)} must be smaller than kernel_shape {short(kernel)}")
     kernel2, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
     y = cx.call(op, _to_2d(cx, cx.expr(0), nsp), pool_size=kernel2, strides=strides2, padding=padding,
                 dilation=dil2, ceil_mode=bool(cx.attr("ceil_mode", 0)), **extra)
@@ -202,7 +260,8 @@ def lp_pool(cx: NodeContext) -> object:
     p = float(cx.attr("p", 2))
     dtype = cx.dtype(0)
     x = cx.call("power", cx.call("abs", cx.expr(0)), cx.constant(p, dtype))
-    cx_x = NodeContext(cx.node, [x] + cx.inputs[1:], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant)
+    cx_x = NodeContext(cx.node, [x] + cx.inputs[1:], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant,
+                       budget=cx.budget)
     avg = _pool(cx_x, "nn.avg_pool2d", count_include_pad=True)
     total = cx.call("multiply", avg, cx.constant(math.prod(cx.attr("kernel_shape")), dtype))
     return cx.call("power", total, cx.constant(1.0 / p, dtype))
@@ -211,6 +270,8 @@ def lp_pool(cx: NodeContext) -> object:
 @converter("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(cx: NodeContext) -> object:
     avg = cx.op_type == "GlobalAveragePool"
+    if cx.ndim(0) < 3:
+        raise FrontendError(f"the input has rank {cx.ndim(0)}, expected at least 3 (N, C, spatial axes)")
     if cx.ndim(0) == 4:
         return cx.call("nn.global_avg_pool2d" if avg else "nn.global_max_pool2d", cx.expr(0))
     axes = tuple(range(2, cx.ndim(0)))
@@ -238,13 +299,16 @@ def instance_norm(cx: NodeContext) -> object:
 @converter("LayerNormalization", attrs=("axis", "epsilon", "stash_type"))
 def layer_norm(cx: NodeContext) -> object:
     scale = cx.expr(1)
-    bias = cx.expr(2) if cx.has(2) else cx.constant(np.zeros(cx.static_shape(1, "scale"), scale.checked_type.dtype))
-    y = cx.call("nn.layer_norm", cx.expr(0), scale, bias, axis=cx.attr("axis", -1), epsilon=cx.attr("epsilon", 1e-5))
+    bias = cx.expr(2) if cx.has(2) else cx.full(cx.static_shape(1, "scale"), 0, scale.checked_type.dtype)
+    axis = cx.axis(cx.attr("axis", -1), cx.ndim(0))
+    y = cx.call("nn.layer_norm", cx.expr(0), scale, bias, axis=axis, epsilon=cx.attr("epsilon", 1e-5))
     return [y]  # Mean and InvStdDev outputs are not supported
 
 
 @converter("LRN", attrs=("alpha", "beta", "bias", "size"))
 def lrn(cx: NodeContext) -> object:
+    if cx.attr("size") < 1:
+        raise FrontendError(f"size is {cx.attr('size')}, it must be >= 1")
     return cx.call("nn.lrn", cx.expr(0), size=cx.attr("size"), alpha=cx.attr("alpha", 1e-4),
                    beta=cx.attr("beta", 0.75), bias=cx.attr("bias", 1.0))
 
@@ -263,7 +327,7 @@ def _restore(cx: NodeContext) -> tuple[int, ...]:
 def _legacy_2d(cx: NodeContext) -> tuple[int, bool]:
     """(normalized axis, whether the op must run on the input coerced to 2-D) for opsets < 13."""
     nd = cx.ndim(0)
-    axis = _axis(cx.attr("axis", 1 if cx.version < 13 else -1), nd)
+    axis = cx.axis(cx.attr("axis", 1 if cx.version < 13 else -1), nd)
     return axis, cx.version < 13 and axis != nd - 1
 
 
@@ -286,6 +350,7 @@ def hardmax(cx: NodeContext) -> object:
     dim = t.shape[a]
     if not isinstance(dim, int):
         raise Unsupported("the softmax axis must be static")
+    cx.check_bytes(dim * 8, f"Hardmax positions ({dim})")
     am = cx.call("argmax", x, axis=a, keepdims=True)
     positions = np.arange(dim, dtype=np.int64).reshape((dim,) + (1,) * (t.ndim - 1 - a))
     y = cx.cast(cx.call("equal", am, cx.constant(positions)), t.dtype)
@@ -313,6 +378,8 @@ def reduce(cx: NodeContext) -> object:
         if cx.attr("noop_with_empty_axes", 0):
             return cx.value(0)
         axes = None
+    else:  # a repeated axis counts once (as in ONNX Runtime)
+        axes = tuple(sorted({cx.axis(a, cx.ndim(0)) for a in axes}))
     keepdims = bool(cx.attr("keepdims", 1))
     if cx.dtype(0) == "bool" and op in ("max", "min"):  # any / all, computed on 0/1
         y = cx.call(op, cx.cast(cx.expr(0), "uint8"), axis=axes, keepdims=keepdims)
@@ -322,13 +389,22 @@ def reduce(cx: NodeContext) -> object:
 
 @converter("ArgMax", "ArgMin", attrs=("axis", "keepdims", "select_last_index"))
 def arg_reduce(cx: NodeContext) -> object:
-    return cx.call("argmax" if cx.op_type == "ArgMax" else "argmin", cx.expr(0), axis=cx.attr("axis", 0),
+    axis = cx.axis(cx.attr("axis", 0), cx.ndim(0))
+    return cx.call("argmax" if cx.op_type == "ArgMax" else "argmin", cx.expr(0), axis=axis,
                    keepdims=bool(cx.attr("keepdims", 1)), select_last_index=bool(cx.attr("select_last_index", 0)))
+
+
+def _const_axis(cx: NodeContext) -> int:
+    """CumSum/CumProd's axis input: a constant scalar in range."""
+    v = cx.const(1, "axis").reshape(-1)
+    if v.size != 1:
+        raise FrontendError(f"axis must be a scalar, got {v.size} values")
+    return cx.axis(int(v[0]), cx.ndim(0))
 
 
 @converter("CumSum", attrs=("exclusive", "reverse"))
 def cumsum(cx: NodeContext) -> object:
-    axis = int(cx.const(1, "axis").reshape(-1)[0])
+    axis = _const_axis(cx)
     return cx.call("cumsum", cx.expr(0), axis=axis, exclusive=bool(cx.attr("exclusive", 0)),
                    reverse=bool(cx.attr("reverse", 0)))
 
@@ -337,7 +413,7 @@ def cumsum(cx: NodeContext) -> object:
 def cumprod(cx: NodeContext) -> object:
     """A running product over the static axis: one multiply per step, concatenated back."""
     shape = cx.shape(0)
-    axis = _axis(int(cx.const(1, "axis").reshape(-1)[0]), len(shape))
+    axis = _const_axis(cx)
     dim = shape[axis]
     if not isinstance(dim, int) or not 0 < dim <= 4096:
         raise Unsupported(f"the axis must be static and at most 4096 long, got {dim}")

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from plait.frontend.onnx_ops_loop import stack
-from plait.frontend.onnx_node import NodeContext, Unsupported
+from plait.frontend.onnx_ops_loop import MAX_UNROLL, stack
+from plait.frontend.onnx_node import NodeContext, Unsupported, short
+from plait.errors import FrontendError
 from plait.frontend.onnx_registry import converter
 from plait.relay.expr import Expr
 
@@ -35,7 +36,7 @@ class _Acts:
     def __init__(self, cx: NodeContext, defaults: list[str], n_dirs: int):
         names = list(cx.attr("activations", defaults * n_dirs))
         if len(names) != len(defaults) * n_dirs:
-            raise Unsupported(f"expected {len(defaults) * n_dirs} activations, got {len(names)}")
+            raise FrontendError(f"expected {len(defaults) * n_dirs} activations, got {len(names)}")
         alphas, betas = list(cx.attr("activation_alpha", [])), list(cx.attr("activation_beta", []))
         self.funcs: list[tuple[str, dict[str, float]]] = []
         for name in names:
@@ -68,9 +69,12 @@ class _Recurrence:
         self.cx = cx
         direction = cx.attr("direction", "forward")
         if direction not in ("forward", "reverse", "bidirectional"):
-            raise Unsupported(f"direction '{direction}' not supported")
+            raise FrontendError(f"direction '{direction}' is not forward, reverse or bidirectional")
         self.dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
         self.layout = cx.attr("layout", 0)
+        if self.layout not in (0, 1) or cx.ndim(0) != 3:
+            raise FrontendError(f"layout {self.layout} and an input of rank {cx.ndim(0)}: expected layout 0 or 1 "
+                                "and rank 3")
         x = cx.expr(0)
         if self.layout:
             x = cx.call("transpose", x, axes=(1, 0, 2))
@@ -78,15 +82,28 @@ class _Recurrence:
         seq, batch, _ = x.checked_type.shape  # type: ignore[union-attr]
         if not isinstance(seq, int):
             raise Unsupported("the sequence length must be static")
+        if not 0 < seq <= MAX_UNROLL:
+            raise Unsupported(f"a sequence of {seq} steps cannot be unrolled (1 to {MAX_UNROLL})")
         self.seq, self.batch = seq, batch
+        if cx.attr("hidden_size", 1) < 1:
+            raise FrontendError(f"hidden_size is {cx.attr('hidden_size')}, it must be >= 1")
         self.hidden = cx.attr("hidden_size", None) or cx.static_shape(2, "R")[-1]
         self.gates = gates
+        n_dirs = len(self.dirs)
+        w, r = cx.shape(1), cx.shape(2)
+        static = all(isinstance(d, int) for d in tuple(w) + tuple(r))
+        if len(w) != 3 or (static and (tuple(w[:2]) != (n_dirs, gates * self.hidden)
+                                       or tuple(r) != (n_dirs, gates * self.hidden, self.hidden))):
+            raise FrontendError(f"W {short(w)} and R {short(r)} do not match {n_dirs} direction(s), {gates} gate(s) and "
+                                f"hidden_size {self.hidden}")
         self.dtype = cx.dtype(0)
         if cx.has(4):
             lens = cx.const(4, "sequence_lens")
             if np.any(lens != seq):
                 raise Unsupported("sequence_lens shorter than the sequence not supported")
         self.clip = cx.attr("clip", None)
+        if self.clip is not None and not self.clip > 0:
+            raise FrontendError(f"clip is {self.clip}, it must be > 0")
 
     def weight(self, index: int, d: int) -> Expr:
         return self.cx.call("take", self.cx.expr(index), self.cx.constant(d, "int64"), axis=0)
@@ -106,7 +123,7 @@ class _Recurrence:
         if not cx.has(index):
             if not isinstance(self.batch, int):
                 raise Unsupported("a symbolic batch size needs an initial state")
-            return cx.constant(np.zeros((self.batch, self.hidden), cx.dtype(0)))
+            return cx.as_expr(cx.full((self.batch, self.hidden), 0, cx.dtype(0)))
         h = cx.expr(index)
         if self.layout:
             h = cx.call("transpose", h, axes=(1, 0, 2))

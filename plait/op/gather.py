@@ -1,7 +1,13 @@
 """Indexing operators (ONNX semantics): take (Gather), gather_elements, gather_nd, one_hot, trilu.
 
 Indices may be negative (they count from the end of their axis). An index outside
-[-size, size - 1] is a runtime error: the references raise :class:`InterpreterError` naming it.
+[-size, size - 1] is an error: the references raise :class:`InterpreterError` naming it. When the
+indices are a constant, the same check runs before any input is seen: each gather operator carries
+``extra["check_constant_args"]``, a function ``(args, arg_types, attrs)`` (``args[i]`` the constant
+value of argument i, or None) that raises that same error; the ONNX importer calls it when it
+builds the call and ``FoldConstant`` when it meets one, so a model that would fail on every input
+fails at import or compile time. Compiled code cannot raise: an index known only at run time that
+is out of range is clamped into its axis (never an out-of-bounds access; the value is unspecified).
 """
 
 from __future__ import annotations
@@ -52,9 +58,23 @@ def _take_ref(args, attrs):
     return np.take(x, _wrap(idx, x.shape[axis], "take", axis), axis=axis)
 
 
-defop("take", rel=_take_rel, ref=_take_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+def _take_check(args, types, attrs):
+    x, idx = types[0], args[1]
+    if idx is not None and x.ndim:
+        axis = norm_axis(attrs["axis"], x.ndim)
+        _check_static(idx, x.shape[axis], "take", axis)
+
+
+def _check_static(idx: np.ndarray, size, op: str, axis: int) -> None:
+    """The reference's range check on constant indices, when the axis has a static size."""
+    if isinstance(size, int):
+        _wrap(np.asarray(idx), size, op, axis)
+
+
+_take = defop("take", rel=_take_rel, ref=_take_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
     AttrSpec("axis", "int", 0, "the axis of data the indices select along"),
 ], doc="ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:]")
+_take.extra["check_constant_args"] = _take_check
 
 
 # ---- gather_elements -----------------------------------------------------------------------------
@@ -78,9 +98,17 @@ def _gather_elements_ref(args, attrs):
     return np.take_along_axis(x[crop], _wrap(idx, x.shape[axis], "gather_elements", axis), axis=axis)
 
 
-defop("gather_elements", rel=_gather_elements_rel, ref=_gather_elements_ref, cost=select_cost, pattern=INJ,
+def _gather_elements_check(args, types, attrs):
+    x, idx = types[0], args[1]
+    if idx is not None and x.ndim:
+        axis = norm_axis(attrs["axis"], x.ndim)
+        _check_static(idx, x.shape[axis], "gather_elements", axis)
+
+
+_gather_elements = defop("gather_elements", rel=_gather_elements_rel, ref=_gather_elements_ref, cost=select_cost, pattern=INJ,
       num_inputs=2, attrs=[AttrSpec("axis", "int", 0, "out[..i..] = data[..indices[..i..]..] at this axis")],
       doc="ONNX GatherElements: the result has the indices' shape")
+_gather_elements.extra["check_constant_args"] = _gather_elements_check
 
 
 # ---- gather_nd -----------------------------------------------------------------------------------
@@ -118,9 +146,20 @@ def _gather_nd_ref(args, attrs):
     return out.reshape(idx.shape[:-1] + x.shape[b + m:])
 
 
-defop("gather_nd", rel=_gather_nd_rel, ref=_gather_nd_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+def _gather_nd_check(args, types, attrs):
+    x, idx = types[0], args[1]
+    if idx is None or idx.ndim == 0:
+        return
+    b = attrs["batch_dims"]
+    for j in range(idx.shape[-1]):
+        if b + j < x.ndim:
+            _check_static(idx[..., j], x.shape[b + j], "gather_nd", b + j)
+
+
+_gather_nd = defop("gather_nd", rel=_gather_nd_rel, ref=_gather_nd_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
     AttrSpec("batch_dims", "int", 0, "leading dims shared by data and indices"),
 ], doc="ONNX GatherND: indices' last dim indexes data after the batch dims")
+_gather_nd.extra["check_constant_args"] = _gather_nd_check
 
 
 # ---- one_hot, trilu ------------------------------------------------------------------------------

@@ -239,18 +239,16 @@ def test_unsupported_dtypes_attributes_and_domains():
     y = tensor_info("y", np.float32, (2,))
     nodes = [helper.make_node("Relu", ["x"], ["a"]),
              helper.make_node("Cast", ["y"], ["b"], name="c8", to=TensorProto.FLOAT8E4M3FN),
-             helper.make_node("Softmax", ["y"], ["c"], name="sm", axis=0, fancy=1),
              helper.make_node("FusedGemm", ["y"], ["d"], name="ms", domain="com.microsoft")]
-    outs = [helper.make_empty_tensor_value_info(n) for n in "abcd"]
+    outs = [helper.make_empty_tensor_value_info(n) for n in "abd"]
     model = make_model(nodes, [x, y], outs, check=False)
     model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     with pytest.raises(UnsupportedError) as e:
         from_onnx(model)
     assert str(e.value) == (
-        "model uses 4 unsupported node(s):\n"
+        "model uses 3 unsupported node(s):\n"
         "  input 'x': dtype 'bfloat16' not supported\n"
         "  node 'c8' (Cast, opset 18): dtype 'float8e4m3fn' not supported\n"
-        "  node 'sm' (Softmax, opset 18): attribute 'fancy' not supported\n"
         "  node 'ms' (FusedGemm, opset 1): operator domain 'com.microsoft' not supported")
 
 
@@ -303,7 +301,7 @@ def test_corrupt_initializer_names_it():
     model.graph.initializer.append(t)
     with pytest.raises(FrontendError) as e:
         from_onnx(model)
-    assert str(e.value) == "initializer 'w': cannot read its data: raw data holds 7 bytes, expected 16"
+    assert str(e.value) == "initializer 'w': raw_data holds 7 bytes, dims [4] of float32 need 16"
 
 
 def test_not_a_model():

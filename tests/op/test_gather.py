@@ -158,3 +158,47 @@ def test_patterns_and_costs():
     data_t, idx_t = TensorType((1000, 16)), TensorType((4,), "int64")
     # reads only the gathered rows (4 x 16 floats) and the indices, not the whole table
     assert op.cost((data_t, idx_t), TensorType((4, 16)), op.make_attrs({})) == Cost(0.0, 256.0 + 32.0, 256.0)
+
+
+# ---- out-of-range indices: constant ones fail early, run-time ones never leave the buffer --------------
+
+
+def test_constant_indices_are_checked_like_the_reference():
+    check = {n: get_op(n).extra["check_constant_args"] for n in ("take", "gather_elements", "gather_nd")}
+    attrs = {n: get_op(n).make_attrs(a) for n, a in
+             (("take", {"axis": 1}), ("gather_elements", {"axis": 1}), ("gather_nd", {}))}
+    data = TensorType((2, 3))
+    check["take"]([None, np.array([2, -3])], (data, TensorType((2,), "int64")), attrs["take"])  # in range
+    with pytest.raises(InterpreterError) as e:
+        check["take"]([None, np.array([7])], (data, TensorType((1,), "int64")), attrs["take"])
+    assert str(e.value) == "take: index 7 is out of range for axis 1 of size 3"
+    with pytest.raises(InterpreterError) as e:
+        check["gather_elements"]([None, np.array([[0], [-4]])], (data, TensorType((2, 1), "int64")),
+                                 attrs["gather_elements"])
+    assert str(e.value) == "gather_elements: index -4 is out of range for axis 1 of size 3"
+    with pytest.raises(InterpreterError) as e:
+        check["gather_nd"]([None, np.array([[1, 3]])], (data, TensorType((1, 2), "int64")), attrs["gather_nd"])
+    assert str(e.value) == "gather_nd: index 3 is out of range for axis 1 of size 3"
+    # a symbolic axis cannot be judged at compile time
+    check["take"]([None, np.array([7])], (TensorType((2, "n")), TensorType((1,), "int64")), attrs["take"])
+
+
+def test_compiled_gathers_clamp_run_time_indices_into_the_axis():
+    """The interpreter raises on an out-of-range index known only at run time; compiled code cannot
+    raise, so it clamps (documented in docs/operators.md): it never reads outside the data."""
+    import plait
+    from plait.executor import GraphModule
+    from plait.relay import IRModule, Tuple, call, infer_type, var
+
+    d, i = var("d", (2, 3)), var("i", (2,), "int64")
+    e, j = var("e", (2, 3)), var("j", (2, 1), "int64")
+    n, k = var("n", (2, 3)), var("k", (1, 2), "int64")
+    body = Tuple((call("take", d, i, axis=1), call("gather_elements", e, j, axis=1), call("gather_nd", n, k)))
+    mod = infer_type(IRModule.from_expr(body))
+    gm = GraphModule(plait.build(mod, target="c"))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    big = np.int64(1 << 40)
+    out = gm(d=x, i=np.array([7, -100]), e=x, j=np.array([[big], [-big]]), n=x, k=np.array([[5, -9]]))
+    np.testing.assert_array_equal(out[0], x[:, [2, 0]])  # 7 -> 2 (last), -100 -> -97 -> 0 (first)
+    np.testing.assert_array_equal(out[1], [[2.0], [3.0]])
+    np.testing.assert_array_equal(out[2], [x[1, 0]])

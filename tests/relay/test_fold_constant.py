@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from plait import relay
+from plait.errors import InterpreterError
+from plait.ir import get_op
 from plait.relay import Call, Constant, Function, IRModule, Tuple, TupleGetItem, call, const, var
 from plait.relay.passes import FoldConstant, FuseOps
 
@@ -48,8 +51,25 @@ def test_tuples_device_copy_size_limit_and_primitive_functions():
     assert FoldConstant()(fused).main.body.op is fused.main.body.op
 
 
-def test_a_failing_reference_is_left_for_run_time():
+def test_a_constant_index_out_of_range_fails_at_compile_time():
+    # the interpreter would fail on every input: FoldConstant says so, naming the call
     idx = const(np.array([5], dtype="int64"))
-    body = call("add", call("take", const(np.arange(3, dtype="float32")), idx), var("x", (1,)))
-    folded = FoldConstant()(_mod(body))
-    assert calls(folded) == ["take", "add"]
+    for data in (const(np.arange(3, dtype="float32")), var("d", (3,))):
+        body = call("add", call("take", data, idx, axis=0), var("x", (1,)))
+        with pytest.raises(InterpreterError) as e:
+            FoldConstant()(_mod(body))
+        assert str(e.value) == ("call (operator 'take'): take: index 5 is out of range for axis 0 of size 3 "
+                                "(a constant index: this call fails on every input)")
+    # an index known only at run time is left to run time
+    body = call("take", var("d", (3,)), var("i", (1,), "int64"), axis=0)
+    assert calls(FoldConstant()(_mod(body))) == ["take"]
+
+
+def test_huge_results_are_not_evaluated(monkeypatch):
+    # 2**40 elements: judged from the type, the reference is never called
+    op = get_op("broadcast_to")
+    evaluated = []
+    monkeypatch.setattr(op, "ref", lambda args, attrs: evaluated.append(attrs) or np.zeros(0, np.float32))
+    body = call("broadcast_to", const(np.float32(1.0)), shape=(1 << 20, 1 << 20))
+    assert calls(FoldConstant()(_mod(body))) == ["broadcast_to"]
+    assert evaluated == []

@@ -4,7 +4,13 @@ constants; tuple items of constant tuples are folded too.
 
 Not folded: ``device_copy`` (placement inserted it on purpose), calls inside Primitive functions,
 and results with more than ``max_elements`` elements (folding ``broadcast_to`` of a scalar into a
-huge constant would only make the model bigger).
+huge constant would only make the model bigger); the size is judged from the call's type before
+anything is evaluated, so a huge result is never materialized.
+
+A call some of whose arguments are constants is also checked by its operator's
+``check_constant_args`` (the gather operators: an index out of range), so a model that would fail
+on every input fails here, at compile time, with the reference interpreter's message and the call
+named, instead of running clamped code.
 """
 
 from __future__ import annotations
@@ -12,13 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import math
+
 import numpy as np
 
+from plait.errors import InterpreterError, PlaitError
 from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import DTYPES, TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
-from plait.relay.infer import infer_type
+from plait.relay.infer import describe_call, infer_type
 from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, post_order
 
@@ -38,6 +47,31 @@ def _size(value: object) -> int:
     if isinstance(value, tuple):
         return sum(_size(v) for v in value)
     return int(np.asarray(value).size)
+
+
+def _type_size(t: Type) -> int | None:
+    """Elements a value of type ``t`` holds (None: a symbolic dim)."""
+    if isinstance(t, TupleType):
+        sizes = [_type_size(f) for f in t.fields]
+        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+    if isinstance(t, TensorType) and all(isinstance(d, int) for d in t.shape):
+        return math.prod(t.shape)  # type: ignore[arg-type]
+    return None
+
+
+def _check_constant_args(op: Op, pre: Call, post: Call) -> None:
+    """Run the operator's check of its constant arguments; its error names the call."""
+    check = op.extra.get("check_constant_args")
+    if check is None or not any(isinstance(a, Constant) for a in post.args):
+        return
+    if not all(a.has_type for a in pre.args):
+        return
+    try:
+        check([a.data if isinstance(a, Constant) else None for a in post.args],
+              tuple(a.checked_type for a in pre.args), post.attrs)
+    except PlaitError as exc:
+        raise InterpreterError(f"{describe_call(pre)}: {exc} (a constant index: this call fails on every "
+                               "input)") from None
 
 
 def _as_expr(value: object) -> Expr:
@@ -75,11 +109,16 @@ class _Folder(ExprMutator):
     def rewrite_call(self, pre: Call, post: Expr) -> Expr:
         assert isinstance(post, Call)
         op = post.op
+        if isinstance(op, Op) and pre.has_type:
+            _check_constant_args(op, pre, post)
         if not isinstance(op, Op) or op.name in NOT_FOLDED or not all(isinstance(a, Constant) for a in post.args):
             return post
         if not pre.has_type:
             return post
         t = pre.checked_type
+        n = _type_size(t)
+        if n is None or n > self.max_elements:
+            return post
         try:
             value = op.ref([np.array(a.data) for a in post.args], post.attrs)  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001 - leave it to run time, where the error names the call
