@@ -58,12 +58,21 @@ def regions_of(mod: IRModule, piece: str | None = None) -> list[str]:
     return [k for k, f in mod.items() if is_region(f) and (piece is None or f.attrs.get("target") == piece)]
 
 
-def _unique(base: str, used: set[str]) -> str:
-    k = 0
-    while f"{base}_{k}" in used:
-        k += 1
-    used.add(f"{base}_{k}")
-    return f"{base}_{k}"
+class _Names:
+    """``<base>_<k>`` names not in ``used`` (smallest k first); remembers the last k of each base, so
+    that n names cost O(n), not O(n^2)."""
+
+    def __init__(self, used: set[str]):
+        self.used = used
+        self.last: dict[str, int] = {}
+
+    def unique(self, base: str) -> str:
+        k = self.last.get(base, 0)
+        while f"{base}_{k}" in self.used:
+            k += 1
+        self.last[base] = k
+        self.used.add(f"{base}_{k}")
+        return f"{base}_{k}"
 
 
 def _region_attrs(name: str, piece: str) -> Attrs:
@@ -93,7 +102,7 @@ def _single_region(mod: IRModule, piece: str) -> IRModule:
     main = mod.main
     params = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
     body = substitute(main.body, dict(zip(main.params, params)))
-    name = _unique(piece, set(mod))
+    name = _Names(set(mod)).unique(piece)
     region = Function(params, body, main.ret_type, _region_attrs(name, piece))
     outer = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
     new_main = Function(outer, Call(GlobalVar(name), outer), main.ret_type, main.attrs)
@@ -220,7 +229,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
     unit_of: dict[Call, int] = {}
     units: list[Region | Call] = []  # a Region, or a device_copy call
     anc: list[set[int]] = []
-    used = set(mod)
+    names = _Names(set(mod))
     by_piece: dict[str, list[int]] = {}
     position = {c: k for k, c in enumerate(calls)}
     last: dict[int, Call] = {}  # claimed group -> its member that comes last (its output)
@@ -253,7 +262,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
                 chosen = r
                 break
         if chosen is None:
-            units.append(Region(_unique(p, used), p))
+            units.append(Region(names.unique(p), p))
             anc.append(set())
             chosen = len(units) - 1
             mine.append(chosen)
@@ -315,7 +324,6 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
     for u in outputs:
         outputs[u].sort(key=position.__getitem__)
 
-    out = mod
     outer: dict[Expr, Expr] = {p: p for p in main.params}  # original value -> main-level expression
 
     def in_main(e: Expr) -> Expr:
@@ -332,13 +340,14 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         outer[e] = r
         return r
 
+    funcs: dict[str, Function] = {}
     for u in order:
         unit = units[u]
         if isinstance(unit, Call):
             outer[unit] = Call(unit.op, tuple(in_main(a) for a in unit.args), unit.attrs, unit.meta)
             continue
         fn, inputs = _region_function(unit, outputs[u], unit_of, u)
-        out = out.with_function(unit.name, fn)
+        funcs[unit.name] = fn
         rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
         outs = outputs[u]
         n = sum(len(_tensor_leaves(x, x.checked_type)) for x in outs)
@@ -346,7 +355,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         for x in outs:
             outer[x] = _rebuild(x.checked_type, items)
     body = in_main(main.body)
-    return out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
+    return mod.with_functions({**funcs, "main": Function(main.params, body, main.ret_type, main.attrs)})
 
 
 def _toposort(deps: list[set[int]]) -> list[int]:
@@ -454,9 +463,9 @@ def inline_regions(mod: IRModule) -> IRModule:
 
     main = mod.main
     body = _Inline().visit(main.body)
-    out = IRModule({k: f for k, f in mod.items() if k not in regions and k != "main"}, mod.attrs)
-    out = out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
-    return infer_type(out)
+    out = {k: f for k, f in mod.items() if k not in regions}
+    out["main"] = Function(main.params, body, main.ret_type, main.attrs)
+    return infer_type(IRModule(out, mod.attrs))
 
 
 __all__ = ["PartitionError", "Region", "inline_regions", "is_region", "partition", "regions_of", "substitute"]
