@@ -1,14 +1,16 @@
 """Deep Relay models of a chosen number of operator calls, for compile-time benchmarks and tests.
 
-    mod = matmul_relu(1000)        # 1000 calls: MatMul with a small constant, Relu, alternating
-    mod = residual(1000)           # 999 calls: relu(matmul(h, W) + h) repeated
-    mod = relu_chain(1000)         # 1000 Relu calls (they fuse into one kernel)
+    mod = matmul_relu(1000)            # 1000 calls: MatMul with a small constant, Relu, alternating
+    mod = residual(1000)               # 999 calls: relu(matmul(h, W) + h) repeated
+    mod = relu_chain(1000)             # 1000 Relu calls (elementwise: they fuse)
+    mod = matmul_relu_distinct(1000)   # like matmul_relu, every MatMul of other widths
 
 ``CHAIN_MODELS`` maps a name to its builder ``(nodes) -> IRModule``. Weights come from a seeded
-generator, so every call builds the same module. The widths of ``matmul_relu`` walk over pairs
-(in, out) that are all different for the first :data:`DISTINCT_PAIRS` MatMuls, so that lowering
-gives that many different kernels (a model of repeated identical blocks, ``residual``, lowers to one
-kernel called many times): between them the two cover the per-kernel and the per-call costs.
+generator, so every call builds the same module. ``matmul_relu`` and ``residual`` repeat one block
+(lowered to one kernel called many times: the per-call costs of the compiler); the widths of
+``matmul_relu_distinct`` walk over (in, out) pairs that are all different for the first
+:data:`DISTINCT_PAIRS` MatMuls, so that lowering gives that many different kernels (the per-kernel
+costs, the C compiler's above all).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import numpy as np
 from plait.relay.module import IRModule
 
 WIDTH_BASE = 4
-"""The smallest feature width of ``matmul_relu``."""
+"""The smallest feature width of ``matmul_relu_distinct``."""
 WIDTH_COUNT = 73
-"""How many widths ``matmul_relu`` uses (a prime: the walk below visits every pair)."""
+"""How many widths ``matmul_relu_distinct`` uses (a prime: the walk below visits every pair)."""
 DISTINCT_PAIRS = WIDTH_COUNT * (WIDTH_COUNT - 1)
-"""How many MatMuls of ``matmul_relu`` have a (in, out) width pair of their own."""
+"""How many MatMuls of ``matmul_relu_distinct`` have a (in, out) width pair of their own."""
 RESIDUAL_WIDTH = 32
+MATMUL_WIDTH = 16
 
 
 def width_walk(count: int) -> list[int]:
@@ -41,26 +44,37 @@ def width_walk(count: int) -> list[int]:
     return [WIDTH_BASE + w for w in out]
 
 
-def matmul_relu(nodes: int, seed: int = 0) -> IRModule:
-    """``nodes`` calls (rounded down to even): ``h = relu(h @ W_k)`` with widths from
-    :func:`width_walk`. W_k has mean 1 and standard deviation 1 before scaling (so that few outputs
-    of a layer are negative and the chain never dies out to zeros) and is scaled to keep the values
-    of a probe input near 1 (so that they neither vanish nor blow up along the chain)."""
+def _matmul_relu(name: str, widths: list[int], seed: int) -> IRModule:
+    """``h = relu(h @ W_k)`` for the consecutive widths; W_k has mean 1 and standard deviation 1
+    before scaling (so that few outputs of a layer are negative and the chain never dies out to
+    zeros) and is scaled to keep the values of a probe input near 1 (so that they neither vanish nor
+    blow up along the chain)."""
     from plait.frontend.builder import Builder
 
     rng = np.random.default_rng(seed)
-    pairs = max(1, nodes // 2)
-    widths = width_walk(pairs)
-    b = Builder("matmul_relu")
+    b = Builder(name)
     h = b.input("x", (1, widths[0]))
     probe = np.abs(rng.standard_normal(widths[0]))
-    for k in range(pairs):
+    for k in range(len(widths) - 1):
         w = rng.standard_normal((widths[k], widths[k + 1])) + 1.0
         out = np.maximum(probe @ w, 0.0)
         scale = np.sqrt(widths[k + 1]) / max(float(np.linalg.norm(out)), 1e-6)
         probe = out * scale
         h = b.nn.relu(b.nn.matmul(h, b.const((w * scale).astype(np.float32))))
     return b.finish(h)
+
+
+def matmul_relu(nodes: int, seed: int = 0) -> IRModule:
+    """``nodes`` calls (rounded down to even): MatMul with a small (16, 16) constant, then Relu,
+    alternating. Every pair is the same kernel (lowered once, called ``nodes / 2`` times)."""
+    return _matmul_relu("matmul_relu", [MATMUL_WIDTH] * (max(1, nodes // 2) + 1), seed)
+
+
+def matmul_relu_distinct(nodes: int, seed: int = 0) -> IRModule:
+    """Like :func:`matmul_relu`, but the widths follow :func:`width_walk`, so that each of the first
+    :data:`DISTINCT_PAIRS` pairs is a kernel of its own: the worst case for code generation and the
+    C compiler (a real model repeats its blocks)."""
+    return _matmul_relu("matmul_relu_distinct", width_walk(max(1, nodes // 2)), seed)
 
 
 def residual(nodes: int, seed: int = 0) -> IRModule:
@@ -99,6 +113,8 @@ def count_calls(mod: IRModule) -> int:
 
 
 CHAIN_MODELS: dict[str, Callable[..., IRModule]] = {
-    "matmul_relu": matmul_relu, "residual": residual, "relu_chain": relu_chain}
+    "matmul_relu": matmul_relu, "residual": residual, "relu_chain": relu_chain,
+    "matmul_relu_distinct": matmul_relu_distinct}
 
-__all__ = ["CHAIN_MODELS", "DISTINCT_PAIRS", "count_calls", "matmul_relu", "relu_chain", "residual", "width_walk"]
+__all__ = ["CHAIN_MODELS", "DISTINCT_PAIRS", "count_calls", "matmul_relu", "matmul_relu_distinct", "relu_chain", "residual",
+           "width_walk"]
