@@ -64,7 +64,7 @@ class _Verifier:
         self.bufs: set[Buffer] = set()
         self.ever_bound: set[Var] = set()
         self.ever_allocated: set[Buffer] = set()
-        self.allocated_anywhere = {s.buffer for s in pre_order(func.body, unique=True) if isinstance(s, Allocate)}
+        self.allocated_anywhere = _allocations(func.body)
         self.free: dict[PrimExpr, frozenset] = {}  # expr -> (free vars | used buffers)
         self.clean: set[PrimExpr] = set()  # checked without a problem, no Let below: memoizable
         self.loops: list[For] = []
@@ -296,6 +296,26 @@ class _Verifier:
                          f"in {_snip(e)}")
         elif e.dtype != intr.result_dtype(dtypes[0]):
             self.problem(f"intrinsic '{e.name}' returns {intr.result_dtype(dtypes[0])}, not {e.dtype} in {_snip(e)}")
+
+
+def _allocations(body: Stmt) -> set[Buffer]:
+    """The buffers allocated anywhere in ``body`` (statements only: expressions hold no Allocate)."""
+    out: set[Buffer] = set()
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Allocate):
+            out.add(s.buffer)
+            stack.append(s.body)
+        elif isinstance(s, SeqStmt):
+            stack.extend(s.stmts)
+        elif isinstance(s, (For, LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, IfThenElse):
+            stack.append(s.then_case)
+            if s.else_case is not None:
+                stack.append(s.else_case)
+    return out
 
 
 def _uses(node: PrimExpr, kids: list[frozenset]) -> frozenset:
