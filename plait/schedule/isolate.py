@@ -10,7 +10,7 @@ scheduled stages back in one rewrite of the function. Both are linear in the siz
 
 A rule sees only its stage, which is all a stage rule may change; names it makes (``<loop>_0``,
 ``<buffer>_pad``...) derive from the stage's own loop names, which are unique in the function
-(TE names loops ``<stage>_<axis>``). :func:`duplicate_loop_names` lets the caller check that.
+(TE names loops ``<stage>_<axis>``). :func:`clashing_names` lets the caller check that.
 """
 
 from __future__ import annotations
@@ -113,20 +113,41 @@ def splice(func: PrimFunc, scheduled: dict[For, Stmt]) -> PrimFunc:
     return replace(func, scheduled) if scheduled else func
 
 
-def duplicate_loop_names(func: PrimFunc) -> list[str]:
-    """Loop variable names used by more than one loop of ``func`` (sorted)."""
-    seen: set[str] = set()
-    dup: set[str] = set()
-    stack: list[Stmt] = [func.body]
+def loop_names(root: Stmt) -> list[str]:
+    """The loop variable names of the loops in ``root`` (statements only: linear in their number)."""
+    out: list[str] = []
+    stack: list[Stmt] = [root]
     while stack:
         s = stack.pop()
         if isinstance(s, For):
-            name = s.loop_var.name
-            (dup if name in seen else seen).add(name)
+            out.append(s.loop_var.name)
             stack.append(s.body)
         else:
-            stack.extend(_children(s))
-    return sorted(dup)
+            stack.extend(reversed(_children(s)))
+    return out
 
 
-__all__ = ["IsolatedStage", "duplicate_loop_names", "isolate", "roots_and_allocations", "splice"]
+def clashing_names(stages: list[IsolatedStage], scheduled: dict[For, Stmt]) -> list[str]:
+    """Loop names a stage's schedule made that another stage has (before or after scheduling): where
+    scheduling the stages one after the other in the whole function could have refused a primitive
+    (``check_new_names``) that the isolated stage allowed. Sorted; empty when isolation is exact."""
+    owner: dict[str, int] = {}
+    for k, st in enumerate(stages):
+        for name in loop_names(st.root):
+            owner.setdefault(name, k)
+    made: dict[str, int] = {}
+    clash: set[str] = set()
+    for k, st in enumerate(stages):
+        new = scheduled.get(st.root)
+        if new is None:
+            continue
+        own = set(loop_names(st.root))
+        for name in loop_names(new):
+            if name in own:
+                continue
+            if owner.get(name, k) != k or made.setdefault(name, k) != k:
+                clash.add(name)
+    return sorted(clash)
+
+
+__all__ = ["IsolatedStage", "clashing_names", "isolate", "loop_names", "roots_and_allocations", "splice"]

@@ -23,7 +23,7 @@ from plait.tir import verify
 from plait.tir.stmt import For, PrimFunc, Stmt
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
-from plait.schedule.isolate import duplicate_loop_names, isolate, splice
+from plait.schedule.isolate import clashing_names, isolate, splice
 from plait.schedule.machine import Machine, fact
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, buffers_with_guards, contiguous, stage_roots, uses
@@ -80,15 +80,17 @@ def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None
     previous schedule; ``trace`` collects one line per stage saying what happened).
 
     Each stage is scheduled in a PrimFunc of its own (:func:`plait.schedule.isolate.isolate`) and the
-    results are spliced back at once, so that scheduling is linear in the size of the function. If
-    that would give two loops one name (names made in one stage clashing with another stage's), the
-    stages are scheduled one after the other in the whole function instead."""
+    results are spliced back at once, so that scheduling is linear in the size of the function. If a
+    stage's schedule made a loop name another stage has (which the whole function would have refused),
+    the stages are scheduled one after the other in the whole function instead: the result is always
+    what that would give."""
     t = _as_target(target)
     rules = rules_for(t)
     m = rules.machine(t)
     scheduled: dict[For, Stmt] = {}
     lines: list[str] = []
-    for stage in isolate(func):
+    stages = isolate(func)
+    for stage in stages:
         root = stage.root.loop_var.name
         try:
             new = stage.scheduled_root(rules.schedule_stage(stage.func, root, m))
@@ -102,9 +104,9 @@ def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None
         if new is not stage.root:
             scheduled[stage.root] = new
         lines.append(f"{root}: {rules.name}")
-    out = splice(func, scheduled)
-    if scheduled and duplicate_loop_names(out) and not duplicate_loop_names(func):
+    if clashing_names(stages, scheduled):
         return _schedule_in_place(func, rules, m, trace)
+    out = splice(func, scheduled)
     if trace is not None:
         trace.extend(lines)
     verify(out)
