@@ -141,3 +141,23 @@ def test_unique_names_probe_linear_many_names():
         return CountingSet.probes
 
     assert ratio(work, 500) < LINEAR
+
+
+def test_partition_into_many_regions_executes_linear_many_lines():
+    from plait.ir.op import Op
+    from plait.placement.partition import partition, regions_of
+    from plait.relay import Call, infer_type, post_order
+    from plait.target import CompositeTarget
+
+    ct = CompositeTarget("a: c; b: c -mcpu=cortex-m7f")
+
+    def work(size: int) -> int:
+        mod = infer_type(CHAIN_MODELS["matmul_relu"](size))
+        calls = [n for n in post_order(mod.main.body) if isinstance(n, Call) and isinstance(n.op, Op)]
+        pieces = {c: "b" if c.op.name == "nn.matmul" else "a" for c in calls}  # a new region per call
+        out: list[IRModule] = []
+        count = lines_executed(lambda: out.append(partition(mod, pieces, ct)))
+        assert len(regions_of(out[0])) == size // 2 * 2
+        return count
+
+    assert ratio(work, 200) < LINEAR
