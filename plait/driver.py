@@ -113,13 +113,14 @@ def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:
 
 
 def _tag(mod: IRModule, names: list[str], piece: Any) -> IRModule:
+    tagged = {}
     for k in names:
         f = mod[k]
         attrs = {"piece": piece.name}
         if "global_symbol" not in f.attrs:
             attrs["global_symbol"] = k
-        mod = mod.with_function(k, f.with_attrs(**attrs))
-    return mod
+        tagged[k] = f.with_attrs(**attrs)
+    return mod.with_functions(tagged)
 
 
 @dataclass(frozen=True)
@@ -151,14 +152,14 @@ class Lower(Pass):
     def _default(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:
         from plait.tir.stmt import PrimFunc
 
-        sub = IRModule({k: f for k, f in mod.items() if k in names or isinstance(f, PrimFunc)}, mod.attrs)
+        wanted = set(names)
+        sub = IRModule({k: f for k, f in mod.items() if k in wanted or isinstance(f, PrimFunc)}, mod.attrs)
         reserved = [k for k in mod if k not in sub]
         with piece:
             for p in default_lowering(piece, reserved):
                 sub = ctx.run(p, sub)
         new = _new_prim_funcs(mod, sub)
-        for k in [*names, *new]:
-            mod = mod.with_function(k, sub[k])
+        mod = mod.with_functions({k: sub[k] for k in [*names, *new]})
         return _tag(mod, new, piece)
 
     def _hook(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:

@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from plait.backend.c_emit import CodegenError, FunctionEmitter
 from plait.backend.c_helpers import ALIGN_MACRO, helper_source, value_type
+from plait.backend.c_units import compile_units, split_units
 from plait.backend.c_names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
 from plait.errors import PlaitError, RegistryError
 from plait.runtime.cc import CompileError, compile_source
@@ -116,6 +117,18 @@ def c_function_names(funcs: Sequence[PrimFunc]) -> list[str]:
 def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> CSourceModule:
     """C99 source for ``funcs`` (one function each), as a :class:`CSourceModule` whose signatures
     are keyed by the C symbols (see :func:`c_function_names`)."""
+    return _source_module(*_c_parts(funcs, target), target, name)
+
+
+def _source_module(head: list[str], bodies: list[str], sigs: dict[str, Any], vm: bool, target: Any,
+                   name: str) -> CSourceModule:
+    return CSourceModule("\n".join([*head, *bodies]), sigs, name=NameTable().fresh(name, "module"),
+                         compile_flags=host_flags(target), link_flags=("-lmvec",) if vm and vector_math_available() else ())
+
+
+def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[str], dict[str, Any], bool]:
+    """(the file's head: includes, helpers, declarations; one text per function; signatures; whether
+    the head declares vector math) of the C for ``funcs``."""
     funcs = list(funcs)
     for k, f in enumerate(funcs):
         if not isinstance(f, PrimFunc):
@@ -148,9 +161,7 @@ def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module
     vm = _vector_math_decls(bodies)
     if vm:
         parts.append(vm)
-    parts += bodies
-    return CSourceModule("\n".join(parts), sigs, name=NameTable().fresh(name, "module"),
-                         compile_flags=host_flags(target), link_flags=("-lmvec",) if vm and vector_math_available() else ())
+    return parts, bodies, sigs, bool(vm)
 
 
 # ---- build ----------------------------------------------------------------------------------------
@@ -225,7 +236,8 @@ def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: b
 
     target = Target(target if target is not None else "c")
     funcs = list(funcs)
-    src = codegen_c(funcs, target, name)
+    head, bodies, sigs, vm = _c_parts(funcs, target)
+    src = _source_module(head, bodies, sigs, vm, target, name)
     src.link_flags = (*src.link_flags, *link_flags)
     cc, flags, cross = compiler_and_flags(target, host_simulation)
     try:
@@ -236,6 +248,9 @@ def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: b
                                     compile_flags=src.compile_flags)
             cross_mod.link_flags = src.link_flags  # for compile(): the same C built for the host
             return cross_mod
+        units = split_units(head, bodies)
+        if len(units) > 1:  # a big module: translation units compiled in parallel, then linked
+            return compile_units(src, units, cc=cc, flags=flags, cache_dir=cache_dir)
         return src.compile(cc=cc, flags=flags, cache_dir=cache_dir)
     except CompileError as exc:
         raise _name_functions(exc, funcs, target) from None

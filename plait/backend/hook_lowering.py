@@ -230,9 +230,7 @@ def lower_regions(mod: IRModule, lower_call: LowerCall | None = None, *, prefix:
                 continue
         body = _Rewriter(state, lower_call, gname).visit(fn.body)
         replaced[gname] = Function(fn.params, body, fn.ret_type, fn.attrs)
-    for gname, f in {**replaced, **state.funcs}.items():
-        mod = mod.with_function(gname, f)
-    return infer_type(mod)
+    return infer_type(mod.with_functions({**replaced, **state.funcs}))
 
 
 __all__ = ["HookLoweringError", "call_buffers", "lower_regions", "region_functions"]

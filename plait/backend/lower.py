@@ -244,14 +244,18 @@ class UniqueNames:
 
     def __init__(self, used: Any = ()):
         self.used: set[str] = set(used)
+        self._last: dict[str, int] = {}  # base -> the last suffix tried (every one before it is taken)
 
     def unique(self, base: str) -> str:
         base = c_name(base)
-        name, k = base, 0
+        name, k = base, self._last.get(base, 0)
+        if k:
+            name = base[:MAX_NAME - len(f"_{k}")] + f"_{k}"
         while name in self.used:
             k += 1
             suffix = f"_{k}"
             name = base[:MAX_NAME - len(suffix)] + suffix
+        self._last[base] = k
         self.used.add(name)
         return name
 
@@ -320,11 +324,7 @@ class LowerToTIR(Pass):
         for gname, fn in mod.items():
             if isinstance(fn, Function) and fn.attrs.get("Primitive"):
                 new_funcs.setdefault(gname, fn)  # a global Primitive function: kept (hooks may want it)
-        for gname, f in new_funcs.items():
-            mod = mod.with_function(gname, f)
-        for gname, pf in state.funcs.items():
-            mod = mod.with_function(gname, pf)
-        return infer_type(mod)
+        return infer_type(mod.with_functions({**new_funcs, **state.funcs}))
 
 
 __all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "single_call_function", "strip_meta", "UniqueNames"]

@@ -58,12 +58,21 @@ def regions_of(mod: IRModule, piece: str | None = None) -> list[str]:
     return [k for k, f in mod.items() if is_region(f) and (piece is None or f.attrs.get("target") == piece)]
 
 
-def _unique(base: str, used: set[str]) -> str:
-    k = 0
-    while f"{base}_{k}" in used:
-        k += 1
-    used.add(f"{base}_{k}")
-    return f"{base}_{k}"
+class _Names:
+    """``<base>_<k>`` names not in ``used`` (smallest k first); remembers the last k of each base, so
+    that n names cost O(n), not O(n^2)."""
+
+    def __init__(self, used: set[str]):
+        self.used = used
+        self.last: dict[str, int] = {}
+
+    def unique(self, base: str) -> str:
+        k = self.last.get(base, 0)
+        while f"{base}_{k}" in self.used:
+            k += 1
+        self.last[base] = k
+        self.used.add(f"{base}_{k}")
+        return f"{base}_{k}"
 
 
 def _region_attrs(name: str, piece: str) -> Attrs:
@@ -93,7 +102,7 @@ def _single_region(mod: IRModule, piece: str) -> IRModule:
     main = mod.main
     params = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
     body = substitute(main.body, dict(zip(main.params, params)))
-    name = _unique(piece, set(mod))
+    name = _Names(set(mod)).unique(piece)
     region = Function(params, body, main.ret_type, _region_attrs(name, piece))
     outer = tuple(Var(p.name_hint, p.type_annotation) for p in main.params)
     new_main = Function(outer, Call(GlobalVar(name), outer), main.ret_type, main.attrs)
@@ -219,9 +228,12 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
     calls = [n for n in post_order(main.body) if isinstance(n, Call)]
     unit_of: dict[Call, int] = {}
     units: list[Region | Call] = []  # a Region, or a device_copy call
-    anc: list[set[int]] = []
-    used = set(mod)
-    by_piece: dict[str, list[int]] = {}
+    # transitive ancestors of each unit as a bit set (bit u: unit u), and which units are anyone's
+    # ancestor: set operations on ints keep this linear-time in practice (one pass per call)
+    anc: list[int] = []
+    ancestors_of_any = 0
+    names = _Names(set(mod))
+    by_piece: dict[str, int] = {}  # piece -> bit set of its regions
     position = {c: k for k, c in enumerate(calls)}
     last: dict[int, Call] = {}  # claimed group -> its member that comes last (its output)
     for c, (g, _) in groups.items():
@@ -230,6 +242,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
     pending: dict[int, list[Call]] = {}  # members of a group waiting for the group's last member
 
     def place(members: list[Call]) -> None:
+        nonlocal ancestors_of_any
         inside = set(members)
         for m in members:  # a member of another group read before that group is complete: flush it
             for a in m.args:
@@ -238,36 +251,49 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
                         g = groups[x][0]
                         place(pending.pop(g))
         prods = sorted({unit_of[x] for m in members for a in m.args for x in _leaf_calls(a) if x not in inside})
+        upstream = 0  # every unit a producer is or descends from
+        for s in prods:
+            upstream |= anc[s] | (1 << s)
         c = members[0]
         if _is_copy(c):
             units.append(c)
-            anc.append(set().union(*(anc[s] | {s} for s in prods)) if prods else set())
+            anc.append(upstream)
+            ancestors_of_any |= upstream
             unit_of[c] = len(units) - 1
             return
         p = piece_of[c]
-        mine = by_piece.setdefault(p, [])
-        chosen = None
-        candidates = [r for r in prods if r in mine] + [r for r in reversed(mine) if r not in prods]
-        for r in candidates:
-            if all(s == r or r not in anc[s] for s in prods):
-                chosen = r
-                break
+        mine = by_piece.get(p, 0)
+        # a region r of the piece may take the call unless r is an ancestor of a producer (a cycle):
+        # first a producer's own region (lowest id first), else the newest such region of the piece
+        blocked = 0
+        for s in prods:
+            blocked |= anc[s]
+        chosen = next((r for r in prods if (mine >> r) & 1 and not (blocked >> r) & 1), None)
         if chosen is None:
-            units.append(Region(_unique(p, used), p))
-            anc.append(set())
+            free = mine & ~blocked & ~_bits(prods)
+            if free:
+                chosen = free.bit_length() - 1
+        if chosen is None:
+            units.append(Region(names.unique(p), p))
+            anc.append(0)
             chosen = len(units) - 1
-            mine.append(chosen)
+            by_piece[p] = mine | (1 << chosen)
         region = units[chosen]
         assert isinstance(region, Region)
         for m in members:
             region.calls.append(m)
             unit_of[m] = chosen
-        grow = set().union(*(anc[s] | {s} for s in prods if s != chosen)) if prods else set()
-        if not grow <= anc[chosen]:
+        grow = 0
+        for s in prods:
+            if s != chosen:
+                grow |= anc[s] | (1 << s)
+        if grow & ~anc[chosen]:
             anc[chosen] |= grow
-            for x in range(len(units)):
-                if chosen in anc[x]:
-                    anc[x] |= anc[chosen]
+            ancestors_of_any |= grow
+            if (ancestors_of_any >> chosen) & 1:  # units below the region see its new ancestors
+                for x in range(len(units)):
+                    if (anc[x] >> chosen) & 1:
+                        anc[x] |= anc[chosen]
 
     # A claimed group is placed as one call when its last member comes: by then every value entering
     # it is placed (its members only feed each other and the last one), and it is convex, so it can
@@ -315,7 +341,6 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
     for u in outputs:
         outputs[u].sort(key=position.__getitem__)
 
-    out = mod
     outer: dict[Expr, Expr] = {p: p for p in main.params}  # original value -> main-level expression
 
     def in_main(e: Expr) -> Expr:
@@ -332,13 +357,14 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         outer[e] = r
         return r
 
+    funcs: dict[str, Function] = {}
     for u in order:
         unit = units[u]
         if isinstance(unit, Call):
             outer[unit] = Call(unit.op, tuple(in_main(a) for a in unit.args), unit.attrs, unit.meta)
             continue
         fn, inputs = _region_function(unit, outputs[u], unit_of, u)
-        out = out.with_function(unit.name, fn)
+        funcs[unit.name] = fn
         rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
         outs = outputs[u]
         n = sum(len(_tensor_leaves(x, x.checked_type)) for x in outs)
@@ -346,7 +372,15 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         for x in outs:
             outer[x] = _rebuild(x.checked_type, items)
     body = in_main(main.body)
-    return out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
+    return mod.with_functions({**funcs, "main": Function(main.params, body, main.ret_type, main.attrs)})
+
+
+def _bits(ids: list[int]) -> int:
+    """The bit set of unit ids."""
+    out = 0
+    for i in ids:
+        out |= 1 << i
+    return out
 
 
 def _toposort(deps: list[set[int]]) -> list[int]:
@@ -454,9 +488,9 @@ def inline_regions(mod: IRModule) -> IRModule:
 
     main = mod.main
     body = _Inline().visit(main.body)
-    out = IRModule({k: f for k, f in mod.items() if k not in regions and k != "main"}, mod.attrs)
-    out = out.with_function("main", Function(main.params, body, main.ret_type, main.attrs))
-    return infer_type(out)
+    out = {k: f for k, f in mod.items() if k not in regions}
+    out["main"] = Function(main.params, body, main.ret_type, main.attrs)
+    return infer_type(IRModule(out, mod.attrs))
 
 
 def edge_copies(func: Function, calls: list[Any], outputs: list[str], ct: Any, by_name: dict[str, Any],

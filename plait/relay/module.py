@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from plait.errors import PlaitError
 from plait.ir.base import BaseFunc
@@ -64,15 +64,33 @@ class IRModule(Mapping[str, BaseFunc]):
             self[name]  # raises with "did you mean"
         return GlobalVar(name)
 
+    @classmethod
+    def _trusted(cls, funcs: dict[str, BaseFunc], attrs: Any) -> "IRModule":
+        """A module of already checked, sorted ``funcs`` (taken, not copied)."""
+        mod = cls.__new__(cls)
+        mod._functions, mod.attrs = funcs, attrs
+        return mod
+
     def with_function(self, name: str, fn: BaseFunc) -> "IRModule":
+        return self.with_functions({name: fn})
+
+    def with_functions(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
+        """The module with every function of ``functions`` added or replaced, in one copy: use it
+        rather than :meth:`with_function` in a loop (each call copies the module)."""
         funcs = dict(self._functions)
-        funcs[name] = fn
-        return IRModule(funcs, self.attrs)
+        added = False
+        for name, fn in functions.items():
+            key = name.name if isinstance(name, GlobalVar) else str(name)
+            if not isinstance(fn, BaseFunc):
+                raise PlaitError(f"IRModule: global '{key}' must be a function, got {type(fn).__name__}")
+            added = added or key not in funcs
+            funcs[key] = fn
+        return IRModule._trusted(dict(sorted(funcs.items())) if added else funcs, self.attrs)
 
     def without(self, name: str) -> "IRModule":
         funcs = dict(self._functions)
         funcs.pop(name, None)
-        return IRModule(funcs, self.attrs)
+        return IRModule._trusted(funcs, self.attrs)
 
     def with_attrs(self, **attrs) -> "IRModule":
         return IRModule(self._functions, self.attrs.with_(**attrs))

@@ -20,9 +20,10 @@ from typing import Any, Callable
 from plait.errors import PlaitError
 from plait.registry import Registry
 from plait.tir import verify
-from plait.tir.stmt import For, PrimFunc
+from plait.tir.stmt import For, PrimFunc, Stmt
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
+from plait.schedule.isolate import clashing_names, isolate, splice
 from plait.schedule.machine import Machine, fact
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, buffers_with_guards, contiguous, stage_roots, uses
@@ -76,10 +77,45 @@ def machine_for(target: Any) -> Machine:
 
 def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None = None) -> PrimFunc:
     """``func`` scheduled by the target's rule set, stage by stage (a stage whose rule fails keeps its
-    previous schedule; ``trace`` collects one line per stage saying what happened)."""
+    previous schedule; ``trace`` collects one line per stage saying what happened).
+
+    Each stage is scheduled in a PrimFunc of its own (:func:`plait.schedule.isolate.isolate`) and the
+    results are spliced back at once, so that scheduling is linear in the size of the function. If a
+    stage's schedule made a loop name another stage has (which the whole function would have refused),
+    the stages are scheduled one after the other in the whole function instead: the result is always
+    what that would give."""
     t = _as_target(target)
     rules = rules_for(t)
     m = rules.machine(t)
+    scheduled: dict[For, Stmt] = {}
+    lines: list[str] = []
+    stages = isolate(func)
+    for stage in stages:
+        root = stage.root.loop_var.name
+        try:
+            new = stage.scheduled_root(rules.schedule_stage(stage.func, root, m))
+        except PlaitError as exc:
+            lines.append(f"{root}: unscheduled ({exc})")
+            continue
+        if new is None:
+            lines.append(f"{root}: unscheduled (the rule changed more than the stage: the function's parameters "
+                         "or the allocations around the stage)")
+            continue
+        if new is not stage.root:
+            scheduled[stage.root] = new
+        lines.append(f"{root}: {rules.name}")
+    if clashing_names(stages, scheduled):
+        return _schedule_in_place(func, rules, m, trace)
+    out = splice(func, scheduled)
+    if trace is not None:
+        trace.extend(lines)
+    verify(out)
+    return out
+
+
+def _schedule_in_place(func: PrimFunc, rules: RuleSet, m: Machine, trace: list[str] | None) -> PrimFunc:
+    """The stages scheduled one after the other in the whole function (quadratic in the number of
+    stages: only when isolated scheduling would make two loops of one name)."""
     for root in stage_roots(func):
         before = func
         try:

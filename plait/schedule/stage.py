@@ -14,6 +14,7 @@ from plait.tir.expr import BufferLoad, PrimExpr, Select, Var
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, PrimFunc, Stmt
 from plait.schedule.analysis import chain, const_int, flat_linear, linear, same_indices, walk
+from plait.schedule.isolate import roots_and_allocations
 
 
 @dataclass
@@ -50,13 +51,9 @@ class Stage:
 
 
 def stage_roots(func: PrimFunc) -> list[str]:
-    """Names of the loops that start a stage: annotated ``stage`` loops not nested in another one, else
-    the outermost loops of the body."""
-    out: list[str] = []
-    for s, parents in walk(func.body):
-        if isinstance(s, For) and not any(isinstance(p, For) for p in parents):
-            out.append(s.loop_var.name)
-    return out
+    """Names of the loops that start a stage: the loops not nested in another loop, in program order
+    (TE annotates them with ``stage``). Linear in the size of the function."""
+    return [lp.loop_var.name for lp in roots_and_allocations(func)[0]]
 
 
 def analyze(func: PrimFunc, root: For) -> Stage:

@@ -19,7 +19,8 @@ from plait.tir.verify import verify
 
 @dataclass(frozen=True)
 class PrimFuncPass(Pass):
-    """Apply :meth:`transform_function` to every PrimFunc of the module (Relay functions are kept)."""
+    """Apply :meth:`transform_function` to every PrimFunc of the module (Relay functions are kept); each
+    call sees the module as the pass got it, and the results replace the functions at once."""
 
     name: ClassVar[str] = "tir.prim_func_pass"
 
@@ -27,12 +28,13 @@ class PrimFuncPass(Pass):
         raise NotImplementedError
 
     def run(self, mod: Any, ctx: PassContext) -> Any:
-        for name, fn in list(mod.items()):
+        changed = {}
+        for name, fn in mod.items():
             if isinstance(fn, PrimFunc):
                 new = self.transform_function(fn, name, mod, ctx)
                 if new is not fn:
-                    mod = mod.with_function(name, new)
-        return mod
+                    changed[name] = new
+        return mod.with_functions(changed) if changed else mod
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,14 @@ variables, buffers used outside their allocation or never declared, a variable b
 buffer accesses (number and dtype of indices, stored dtypes), operand dtypes of every operator,
 conditions, loop bounds, intrinsics, storage scopes, loop-kind nesting and function attributes.
 Linear in the size of the function, iterative (no recursion per node).
+
+Verification is memoized, because passes verify every PrimFunc they make and schedule primitives
+verify after each step: a PrimFunc that verified is not checked again, and an expression node that
+passed its checks keeps the set of variables and buffers it uses (attribute ``_verified_uses``), so
+re-verifying a function that shares most of its expressions with a verified one (every schedule
+primitive's result) checks only the new nodes and the scoping of each expression. Both are facts
+about immutable nodes; nodes under a ``Let`` are not memoized (a let variable may be bound once per
+function, which depends on the function).
 """
 
 from __future__ import annotations
@@ -56,9 +64,9 @@ class _Verifier:
         self.bufs: set[Buffer] = set()
         self.ever_bound: set[Var] = set()
         self.ever_allocated: set[Buffer] = set()
-        self.allocated_anywhere = {s.buffer for s in pre_order(func.body, unique=True) if isinstance(s, Allocate)}
-        self.checked: set[PrimExpr] = set()
+        self.allocated_anywhere = _allocations(func.body)
         self.free: dict[PrimExpr, frozenset] = {}  # expr -> (free vars | used buffers)
+        self.clean: set[PrimExpr] = set()  # checked without a problem, no Let below: memoizable
         self.loops: list[For] = []
 
     def problem(self, text: str) -> None:
@@ -198,28 +206,7 @@ class _Verifier:
         """Check one expression tree used by statement ``where`` in the current scope."""
         if root.dtype == VOID and not allow_void:
             self.problem(f"void call '{getattr(root, 'name', '?')}' used as a value in {_snip(where)}")
-        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if not expanded:
-                if node not in self.checked:
-                    stack.append((node, True))
-                    stack.extend((c, False) for c in reversed(node._children()))  # type: ignore[misc]
-                continue
-            if node in self.checked:
-                continue
-            self.checked.add(node)
-            self.local(node)
-            free: set[Any] = set()
-            for c in node._children():
-                free |= self.free[c]  # type: ignore[index]
-            if isinstance(node, Var):
-                free.add(node)
-            elif isinstance(node, Let):
-                free = self.free[node.value] | (self.free[node.body] - {node.var})
-            elif isinstance(node, (BufferLoad, AddressOf)):
-                free.add(node.buffer)
-            self.free[node] = frozenset(free)
+        self.walk(root)
         missing = [x for x in self.free[root] if not (x in self.vars if isinstance(x, Var) else x in self.bufs)]
         if missing:
             for n in pre_order(root, unique=True):  # report in first-use order
@@ -230,6 +217,33 @@ class _Verifier:
                         self.problem(f"undefined variable '{x.name}' in {_snip(where)}")
                     else:
                         self.use_buffer(x, where)
+
+    def walk(self, root: PrimExpr) -> None:
+        """Check every node of ``root`` not checked yet (in this function or, memoized, before) and
+        record what each uses in ``self.free``."""
+        free, clean = self.free, self.clean
+        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in free:
+                continue
+            if not expanded:
+                known = node.__dict__.get(_USES)
+                if known is not None:
+                    free[node] = known
+                    clean.add(node)
+                    continue
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(node._children()))  # type: ignore[misc]
+                continue
+            before = len(self.problems)
+            self.local(node)
+            kids = node._children()
+            uses = _uses(node, [free[c] for c in kids])  # type: ignore[index]
+            free[node] = uses
+            if len(self.problems) == before and not isinstance(node, Let) and all(c in clean for c in kids):
+                clean.add(node)
+                object.__setattr__(node, _USES, uses)
 
     def local(self, e: PrimExpr) -> None:  # noqa: C901 - one case per expression kind
         for c in e._children():
@@ -284,6 +298,47 @@ class _Verifier:
             self.problem(f"intrinsic '{e.name}' returns {intr.result_dtype(dtypes[0])}, not {e.dtype} in {_snip(e)}")
 
 
+def _allocations(body: Stmt) -> set[Buffer]:
+    """The buffers allocated anywhere in ``body`` (statements only: expressions hold no Allocate)."""
+    out: set[Buffer] = set()
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Allocate):
+            out.add(s.buffer)
+            stack.append(s.body)
+        elif isinstance(s, SeqStmt):
+            stack.extend(s.stmts)
+        elif isinstance(s, (For, LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, IfThenElse):
+            stack.append(s.then_case)
+            if s.else_case is not None:
+                stack.append(s.else_case)
+    return out
+
+
+def _uses(node: PrimExpr, kids: list[frozenset]) -> frozenset:
+    """The variables and buffers ``node`` uses, from its children's (shared when nothing is added)."""
+    if isinstance(node, Let):
+        return kids[0] | (kids[1] - {node.var})
+    own: Any = node if isinstance(node, Var) else node.buffer if isinstance(node, (BufferLoad, AddressOf)) else None
+    if own is None:
+        if not kids:
+            return _NOTHING
+        if len(kids) == 1:
+            return kids[0]
+    out = set().union(*kids) if kids else set()
+    if own is not None:
+        out.add(own)
+    return frozenset(out)
+
+
+_NOTHING: frozenset = frozenset()
+_USES = "_verified_uses"  # memo on expression nodes (see the module docstring)
+_VERIFIED = "_verified"  # memo on PrimFuncs that verified
+
+
 def verify(obj: Any, name: str | None = None) -> None:
     """Check a PrimFunc, or every PrimFunc of an IRModule; raise TIRVerifyError on any problem."""
     if isinstance(obj, PrimFunc):
@@ -294,7 +349,12 @@ def verify(obj: Any, name: str | None = None) -> None:
         raise TIRVerifyError(f"verify: expected a PrimFunc or an IRModule, got {type(obj).__name__}")
     problems = []
     for fname, f in funcs:
-        problems += [f"PrimFunc '{fname}': {p}" for p in _Verifier(f, fname).run()]
+        if f.__dict__.get(_VERIFIED):
+            continue
+        found = _Verifier(f, fname).run()
+        if not found:
+            object.__setattr__(f, _VERIFIED, True)
+        problems += [f"PrimFunc '{fname}': {p}" for p in found]
     if problems:
         more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
         raise TIRVerifyError(problems[0] + more, problems)

@@ -247,12 +247,13 @@ class LiftWorkspaces(Pass):
     name: ClassVar[str] = "lift_workspaces"
 
     def run(self, mod: Any, ctx: PassContext) -> Any:
-        for key, fn in list(mod.items()):
+        changed = {}
+        for key, fn in mod.items():
             if isinstance(fn, PrimFunc) and not fn.attrs.get("external"):
                 new = lift_workspaces(fn, self.share)
                 if new is not fn:
-                    mod = mod.with_function(key, new)
-        return mod
+                    changed[key] = new
+        return mod.with_functions(changed) if changed else mod
 
 
 __all__ = ["ALIGN", "LiftWorkspaces", "Slice", "flat_index", "lift_workspaces", "plan_slices", "workspace_arrays",

@@ -212,17 +212,19 @@ def test_device_copy_is_not_outlined_and_meta_is_kept():
     assert fused_calls(fused)[1].op.body.meta == {"name": "e"}
 
 
-def test_long_chain_is_one_group():
+def test_long_chain_is_cut_into_groups_of_max_ops():
     x = var("x", (4,))
     e = x
     for _ in range(20000):
         e = call("negative", e)
     mod = _mod(e)
     fused = FuseOps()(mod)
-    (fc,) = fused_calls(fused)
-    assert fc.op.attrs["anchor"] == "negative" and len(fc.op.attrs["name"]) == len("fused_") + 20000 * 9 - 1
+    sizes = [sum(isinstance(n, Call) for n in relay.post_order(fc.op.body)) for fc in fused_calls(fused)]
+    assert sizes == [20000 - 78 * 256] + [256] * 78  # grown from the output: the remainder comes first
     v = RNG.standard_normal(4).astype("float32")
     np.testing.assert_array_equal(relay.run(fused, {"x": v}), v)
+    (fc,) = fused_calls(FuseOps(max_ops=20000)(mod))  # one group, built without recursion
+    assert fc.op.attrs["anchor"] == "negative" and len(fc.op.attrs["name"]) == len("fused_") + 20000 * 9 - 1
 
 
 # ---- random DAGs -------------------------------------------------------------------------------------------

@@ -154,3 +154,40 @@ def test_verify_module_and_instrument():
     with pytest.raises(tir.TIRVerifyError) as e:
         tir.verify(42)
     assert str(e.value) == "verify: expected a PrimFunc or an IRModule, got int"
+
+
+# ---- memoization (a verified PrimFunc is not checked again; checked expressions keep what they use) ----
+
+
+def test_an_expression_checked_in_one_function_is_still_scoped_in_another():
+    e = A[i, 0] + 1.0
+    tir.verify(PrimFunc((A,), For(i, 0, 4, "serial", store(e, i, 0)), {"global_symbol": "ok"}))
+    with pytest.raises(tir.TIRVerifyError) as exc:  # the same node, now outside the loop binding i
+        tir.verify(PrimFunc((A,), store(e), {"global_symbol": "f"}))
+    assert str(exc.value) == "PrimFunc 'f': undefined variable 'i' in `A[0, 0] = A[i, 0] + 1.0`"
+    bad = Add(A[0, 0], Cast("float64", A[0, 1]))  # a node with a problem is reported every time
+    for _ in range(2):
+        with pytest.raises(tir.TIRVerifyError, match="operands of '\\+' have different dtypes float32 and float64"):
+            tir.verify(PrimFunc((A,), Evaluate(bad), {"global_symbol": "g"}))
+
+
+def test_a_let_is_checked_per_function():
+    let = Let(k, IntImm(1), Cast("float32", k))
+    tir.verify(PrimFunc((A,), store(let), {"global_symbol": "once"}))
+    with pytest.raises(tir.TIRVerifyError) as exc:  # the let (and what contains it) is not memoized
+        tir.verify(PrimFunc((A,), LetStmt(k, IntImm(2), store(let + 1.0)), {"global_symbol": "twice"}))
+    assert str(exc.value) == "PrimFunc 'twice': let variable 'k' is bound more than once"
+
+
+def test_a_function_that_verified_is_not_walked_again(monkeypatch):
+    from plait.tir.verify import _Verifier
+
+    runs = []
+    run = _Verifier.run
+    monkeypatch.setattr(_Verifier, "run", lambda self: runs.append(self.name) or run(self))
+    good, bad = FIXTURES["matmul"](), PrimFunc((A,), store(1.0, 0), {"global_symbol": "bad"})
+    for _ in range(3):
+        tir.verify(good)
+        with pytest.raises(tir.TIRVerifyError):
+            tir.verify(bad)
+    assert runs == ["matmul", "bad", "bad", "bad"]

@@ -105,10 +105,10 @@ class FoldBatchNorm(Pass):
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         mod = infer_type(mod)
-        out = mod
+        changed = {}
         for gname, fn in mod.relay_functions().items():
             new = _Folder(_use_counts(fn)).visit(fn)
             if new is not fn:
                 assert isinstance(new, Function)
-                out = out.with_function(gname, new)
-        return infer_type(out)
+                changed[gname] = new
+        return infer_type(mod.with_functions(changed))

@@ -17,6 +17,8 @@ used outside it): visiting calls consumers first, a call joins the group of its 
     REDUCTION and they are ELEMWISE/BROADCAST/INJECTIVE (reductions absorb injective producers;
     conv/dense/matmul/pools do not); calls on side branches (feeding the epilogue, not the
     anchor) join if they are ELEMWISE/BROADCAST/INJECTIVE.
+- the group holds fewer than ``max_ops`` calls (:data:`MAX_FUSED_OPS`, 256, as in TVM): a longer
+  chain is cut into groups of that size (identical groups are lowered once).
 
 Each group becomes ``Call(Function(params, body, attrs={"Primitive": 1, "anchor": op, "name":
 "fused_..."}), args)``: params are the group's external inputs in first-use order (variables,
@@ -68,8 +70,14 @@ class _Group:
         self.open = pattern <= OpPattern.OUT_ELEMWISE_FUSABLE  # opaque calls never grow
 
 
-def find_groups(body: Expr) -> dict[Call, _Group]:
-    """Map every fusable call of ``body``'s dataflow to its group."""
+MAX_FUSED_OPS = 256
+"""The most calls one group may hold (as in TVM): a chain of 10,000 elementwise calls becomes
+groups of this size (lowered once, called many times) rather than one function of 10,000 stages,
+which C compilers optimize in time superlinear in its size."""
+
+
+def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS) -> dict[Call, _Group]:
+    """Map every fusable call of ``body``'s dataflow to its group (of at most ``max_ops`` calls)."""
     order = list(post_order(body, enter=lambda n: not isinstance(n, (If, Function))))
     consumers: dict[Expr, list[Expr]] = {}
     for n in order:
@@ -85,7 +93,7 @@ def find_groups(body: Expr) -> dict[Call, _Group]:
             continue
         assert isinstance(n, Call)
         users = consumers.get(n, [])
-        g = _joinable_group(n, users, group_of) if n is not body else None
+        g = _joinable_group(n, users, group_of, max_ops) if n is not body else None
         if g is None:
             group_of[n] = _Group(n, fusion_pattern(n))
         else:
@@ -94,11 +102,11 @@ def find_groups(body: Expr) -> dict[Call, _Group]:
     return group_of
 
 
-def _joinable_group(n: Call, users: list[Expr], group_of: dict[Call, _Group]) -> _Group | None:
+def _joinable_group(n: Call, users: list[Expr], group_of: dict[Call, _Group], max_ops: int) -> _Group | None:
     if not users or not all(isinstance(u, Call) and u in group_of for u in users):
         return None
     g = group_of[users[0]]  # type: ignore[index]
-    if not g.open or any(group_of[u] is not g for u in users):  # type: ignore[index]
+    if not g.open or len(g.members) >= max_ops or any(group_of[u] is not g for u in users):  # type: ignore[index]
         return None
     p = fusion_pattern(n)
     if isinstance(n.checked_type, TupleType) or p > OpPattern.OUT_ELEMWISE_FUSABLE:
@@ -202,17 +210,19 @@ class _Outliner(ExprMutator):
         return memo[root]
 
 
-def fuse_function(fn: Function) -> Function:
+def fuse_function(fn: Function, max_ops: int = MAX_FUSED_OPS) -> Function:
     """``fn`` with its operator calls grouped into Primitive function calls (``fn`` must be typed)."""
-    groups = find_groups(fn.body)
+    groups = find_groups(fn.body, max_ops)
     body = _Outliner(groups).visit(fn.body)
     return Function(fn.params, body, fn.ret_type, fn.attrs)
 
 
 @dataclass(frozen=True)
 class FuseOps(Pass):
-    """Fuse the calls of every non-Primitive Relay function of the module (``main`` in practice)."""
+    """Fuse the calls of every non-Primitive Relay function of the module (``main`` in practice) into
+    groups of at most ``max_ops`` calls."""
 
+    max_ops: int = MAX_FUSED_OPS
     name: ClassVar[str] = "fuse_ops"
     opt_level: ClassVar[int] = 0
 
@@ -221,7 +231,5 @@ class FuseOps(Pass):
         funcs = {}
         for gname, fn in mod.items():
             if isinstance(fn, Function) and not fn.attrs.get("Primitive"):
-                funcs[gname] = fuse_function(fn)
-        for gname, fn in funcs.items():
-            mod = mod.with_function(gname, fn)
-        return infer_type(mod)
+                funcs[gname] = fuse_function(fn, self.max_ops)
+        return infer_type(mod.with_functions(funcs))
