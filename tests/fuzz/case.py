@@ -111,7 +111,7 @@ class CaseResult:
 def parse_id(case_id: str) -> tuple[str, int, int]:
     """``"models:0:17"`` -> ("models", 0, 17)."""
     category, seed, index = case_id.split(":")
-    if category not in CATEGORIES:
+    if category not in (*CATEGORIES, "selftest"):
         raise ValueError(f"unknown category '{category}' (expected one of {', '.join(CATEGORIES)})")
     return category, int(seed), int(index)
 

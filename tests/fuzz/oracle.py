@@ -40,15 +40,19 @@ def short(text: str, n: int = 240) -> str:
 
 
 def where(exc: BaseException) -> str:
-    """The innermost frame inside plait (else the innermost frame) of an exception's traceback."""
+    """The innermost frame inside the plait package (else the innermost frame) of an exception's
+    traceback, as ``plait/x.py:LINE (function)``."""
+    import plait
+
+    package = Path(plait.__file__).resolve().parent
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if "/plait/" in f.filename.replace("\\", "/")]
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(package)]
     f = (ours or frames or [None])[-1]
     if f is None:
         return "?"
-    path = f.filename.replace("\\", "/")
-    path = path[path.rfind("/plait/") + 1:] if "/plait/" in path else path.rsplit("/", 1)[-1]
-    return f"{path}:{f.lineno} ({f.name})"
+    path = Path(f.filename).resolve()
+    shown = path.relative_to(package.parent).as_posix() if path.is_relative_to(package) else path.name
+    return f"{shown}:{f.lineno} ({f.name})"
 
 
 # ---- API calls --------------------------------------------------------------------------------
