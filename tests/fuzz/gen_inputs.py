@@ -102,7 +102,7 @@ def _generators(arrays: dict[str, np.ndarray], rng: random.Random, nrng: np.rand
         k = rng.choice(floats)
         flat = out[k].reshape(-1)
         for _ in range(rng.randint(1, flat.size)):
-            flat[rng.randrange(flat.size)] = rng.choice([np.nan, np.inf, -np.inf, 3e38, -0.0])
+            flat[rng.randrange(flat.size)] = rng.choice([np.nan, np.inf, -np.inf, 1e30, -0.0])
         return FileSpec(f"NaN/inf/huge values in '{k}'", _npz(out), ort_ref=True)
 
     def layout() -> FileSpec:

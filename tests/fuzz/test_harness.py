@@ -57,3 +57,12 @@ def test_fork_server_pins_signals_hangs_and_tracebacks(tmp_path):
     assert results["segfault"].legs[-1].detail.startswith("SIGSEGV")
     assert results["abort"].legs[-1].detail.startswith("SIGABRT")
     assert results["traceback"].legs[-1].detail.startswith("KeyError: 'deep inside' at ")
+
+
+def test_compare_finite_only_ignores_nan_and_inf_positions():
+    a = np.array([np.nan, 1.0, np.inf], np.float32)
+    b = np.array([0.5, 1.0, np.nan], np.float32)
+    assert compare([a], [b]) is not None
+    assert compare([a], [b], finite_only=True) is None
+    assert compare([a], [np.array([0.5, 2.0, 1.0], np.float32)], finite_only=True).startswith(
+        "output 0 (float32[3]): 1 of 3 values differ; first at [1]")
