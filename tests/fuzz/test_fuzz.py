@@ -15,7 +15,7 @@ from .pool import run_ids
 from .report import REPRO, failure_report, table
 
 SEED = 0
-COUNT = 100  # cases per category (every generator kind several times)
+COUNT = 200  # cases per category (every generator kind 8 to 25 times)
 TIMEOUT = 60.0  # seconds per case before it is a hang
 SUBPROCESS_EVERY = 50  # cases whose CLI leg also runs as a real `python3 -m plait.cli` process
 
