@@ -27,6 +27,7 @@ command line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import multiprocessing
 import os
@@ -272,30 +273,23 @@ def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LE
 
 # ---- running all ------------------------------------------------------------------------------
 
-_CASES: list[Case] = []
-_OPTIONS: dict[str, Any] = {}
-
-
-def _run_index(i: int) -> Result:
-    return run_case(_CASES[i], **_OPTIONS)
-
-
 def run_cases(cases: Sequence[Case], jobs: int = 1, compiled: bool = False,
               opt_level: int = DEFAULT_OPT_LEVEL, target: str | None = None) -> list[Result]:
     """Run ``cases`` over ``jobs`` processes. ``compiled``: through ``plait.build`` with a fresh
-    compile cache directory (removed afterwards)."""
-    global _CASES, _OPTIONS
+    compile cache directory (removed afterwards).
+
+    Worker processes are spawned, not forked: a fork of a process that has ONNX Runtime sessions
+    (any earlier test in the same pytest worker) can deadlock in the child when the inherited
+    sessions are garbage-collected (their thread pools' locks were held by threads that do not
+    exist in the child)."""
     cache_dir = tempfile.mkdtemp(prefix="plait-conformance-cc-") if compiled else None
-    options = {"compiled": compiled, "opt_level": opt_level, "cache_dir": cache_dir, "target": target}
+    run = functools.partial(run_case, compiled=compiled, opt_level=opt_level, cache_dir=cache_dir, target=target)
     try:
         if jobs <= 1 or len(cases) < (10 if compiled else 50):
-            return [run_case(c, **options) for c in cases]
-        _CASES, _OPTIONS = list(cases), options
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(jobs) as pool:
-            return pool.map(_run_index, range(len(cases)), chunksize=1 if compiled else 8)
+            return [run(c) for c in cases]
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            return pool.map(run, list(cases), chunksize=1 if compiled else 8)
     finally:
-        _CASES, _OPTIONS = [], {}
         if cache_dir:
             shutil.rmtree(cache_dir, ignore_errors=True)
 
