@@ -431,9 +431,19 @@ def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     return f"{text[:keep_start]} ...[{len(text) - keep_start - keep_end} characters left out]... {text[-keep_end:]}"
 
 
+def one_line(message: str) -> str:
+    """A message of several lines (a list of unsupported nodes, a compiler's first errors) as one line:
+    a line ending with ':' is followed by a space, other lines by '; '."""
+    lines = [ln.strip() for ln in message.split("\n") if ln.strip()]
+    out = lines[0] if lines else ""
+    for ln in lines[1:]:
+        out += (" " if out.endswith(":") else "; ") + ln
+    return out
+
+
 def _error(message: str) -> None:
     try:
-        print(f"plait: error: {shorten(message)}", file=sys.stderr)
+        print(f"plait: error: {shorten(one_line(message))}", file=sys.stderr)
     except OSError:  # stderr is gone too: nothing left to tell
         pass
 
@@ -441,7 +451,7 @@ def _error(message: str) -> None:
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (e.g. an unusable compile cache) as one line on stderr, not Python's two."""
     try:
-        print(f"plait: warning: {shorten(str(message))}", file=sys.stderr)
+        print(f"plait: warning: {shorten(one_line(str(message)))}", file=sys.stderr)
     except OSError:
         pass
 
