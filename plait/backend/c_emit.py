@@ -43,7 +43,7 @@ from plait.tir.expr import (
 from plait.tir.equal import structural_equal
 from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
-from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
 
 
 class CodegenError(PlaitError):
@@ -452,6 +452,10 @@ class FunctionEmitter:
                     self.emit_lines(r.pre, ind)
                     is_call = isinstance(s.value, Call) and s.value.kind == "extern"
                     self.lines.append("  " * ind + (f"{r.code};" if is_call else f"(void)({r.code});"))
+            elif isinstance(s, AssertStmt):  # a failed run-time check: stop, return its status
+                r = self.expr(s.cond)
+                self.emit_lines(r.pre, ind)
+                self.lines.append("  " * ind + f"if (!({r.code})) return {s.status};")
             elif isinstance(s, LetStmt):
                 r = self.expr(s.value)
                 self.emit_lines(r.pre, ind)

@@ -50,7 +50,7 @@ from plait.tir.expr import (
     ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import pre_order
-from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
 
 
 class LLVMCodegenError(PlaitError):
@@ -674,6 +674,14 @@ class FunctionEmitter:
             elif isinstance(s, Evaluate):
                 if any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(s.value)):
                     self.expr(s.value)
+            elif isinstance(s, AssertStmt):
+                c = self.expr(s.cond)
+                ok, failed = self.label("check.ok"), self.label("check.failed")
+                unlikely = self.m.md('!{!"branch_weights", i32 1048575, i32 1}')
+                self.emit(f"br i1 {c}, label %{ok}, label %{failed}, !prof {unlikely}")
+                self.start(failed)
+                self.emit(f"ret i32 {s.status}")
+                self.start(ok)
             elif isinstance(s, LetStmt):
                 self.vals[s.var] = self.expr(s.value)
                 work.append(s.body)

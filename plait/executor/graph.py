@@ -31,6 +31,7 @@ from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import node_label
 from plait.executor.graph_codegen import GraphCodegenError
 from plait.executor.memory_plan import entry_bytes
+from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes
 from plait.relay.module import IRModule
@@ -220,8 +221,8 @@ class GraphModule:
 
     def _failed(self, i: int, status: Any) -> None:
         n = self._call_nodes[i]
-        raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n.get('func', n['op'])}' returned "
-                            f"error status {status}")
+        raise RuntimeError_(f"graph node '{n['name']}': runtime function '{n.get('func', n['op'])}' "
+                            f"{describe_status(status)}")
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
         """Per call: ``{"name", "func", "ms"}`` (median over ``repeat`` runs of the current inputs),

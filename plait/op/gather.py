@@ -6,8 +6,9 @@ indices are a constant, the same check runs before any input is seen: each gathe
 ``extra["check_constant_args"]``, a function ``(args, arg_types, attrs)`` (``args[i]`` the constant
 value of argument i, or None) that raises that same error; the ONNX importer calls it when it
 builds the call and ``FoldConstant`` when it meets one, so a model that would fail on every input
-fails at import or compile time. Compiled code cannot raise: an index known only at run time that
-is out of range is clamped into its axis (never an out-of-bounds access; the value is unspecified).
+fails at import or compile time. Compiled code checks indices known only at run time the same way:
+the generated function stops with status :data:`plait.ir.status.INDEX_OUT_OF_RANGE`, which the
+executors report as an error (``plait.te.computes.gather``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from plait.errors import InterpreterError
+from plait.ir.numeric import cast_array
 from plait.op._common import (
     AttrSpec, OpPattern, RelError, TensorType, as_tensor, defop, elementwise_cost, norm_axis,
 )
@@ -179,9 +181,9 @@ def _one_hot_ref(args, attrs):
     (idx,) = args
     depth, dt = attrs["depth"], DTYPES[attrs["dtype"]]
     axis = norm_axis(attrs["axis"], idx.ndim + 1)
-    i = idx.astype(np.int64)  # ONNX casts (truncates) non-integer indices
+    i = cast_array(idx, "int64")  # ONNX casts (truncates) non-integer indices; NaN -> 0, as compiled code
     hot = (np.arange(depth) == np.where(i < 0, i + depth, i)[..., None]) & ((i >= -depth) & (i < depth))[..., None]
-    on, off = np.asarray(attrs["on_value"]).astype(dt), np.asarray(attrs["off_value"]).astype(dt)
+    on, off = cast_array(attrs["on_value"], attrs["dtype"]), cast_array(attrs["off_value"], attrs["dtype"])
     return np.moveaxis(np.where(hot, on, off).astype(dt), -1, axis)
 
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.ir.status import describe as describe_status
 from plait.registry import Registry
 
 _SCALAR_CTYPES = {
@@ -272,7 +273,7 @@ def _wrap(name: str, fn: Any, sig: tuple[str, ...]) -> Callable:
                 c_args.append(a)
         status = fn(*c_args)
         if status != 0:
-            raise RuntimeError_(f"function '{name}' returned error status {status}")
+            raise RuntimeError_(f"function '{name}' {describe_status(status)}")
         return status
 
     call.__name__ = name

@@ -25,7 +25,7 @@ from plait.tir.expr import (
 )
 from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.stmt import (
-    Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
+    Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
 )
 from plait.schedule.errors import ScheduleError
 
@@ -353,7 +353,7 @@ def accesses(root: Stmt) -> tuple[list[Access], set[Buffer], bool]:
             exprs = [s.value]
         elif isinstance(s, (LetStmt,)):
             exprs = [s.value]
-        elif isinstance(s, IfThenElse):
+        elif isinstance(s, (IfThenElse, AssertStmt)):
             exprs = [s.cond]
         elif isinstance(s, For):
             exprs = [s.min, s.extent]

@@ -39,7 +39,7 @@ from plait.tir.expr import (
     Var,
 )
 from plait.tir.functor import pre_order
-from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 from plait.schedule.machine import Machine
 
 SYMBOLIC_EXTENT = 16
@@ -185,6 +185,8 @@ class _Walker:
                 if self.kept(s, dt):
                     self.compute += self.count(loops + (s,), dt) * 3.0 / self.m.ops_per_cycle
                 work.append((s.body, loops + (s,)))
+            elif isinstance(s, AssertStmt):
+                self.statement([s.cond], loops, "int64", None)
             elif isinstance(s, IfThenElse):
                 self.statement([s.cond], loops, "int64", None)
                 work.append((s.then_case, loops))

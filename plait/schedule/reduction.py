@@ -24,7 +24,7 @@ from plait.tir.op import cast
 from plait.tir.dtype import is_float
 from plait.tir.expr import BufferLoad, FloatImm, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator, pre_order
-from plait.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt, seq
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, For, IfThenElse, PrimFunc, SeqStmt, Stmt, seq
 from plait.schedule.analysis import (
     accesses, check_new_names, const_extent, get_loop, linear, loop_range, loops_of, order_constraints,
     other_annotations, path_to, replace, same_indices, stage_annotations, walk,
@@ -433,7 +433,7 @@ def _written_first(body: Stmt, b: Buffer) -> bool:
     """Whether the first access to ``b`` in ``body`` is an unconditional store (inside loops that run)."""
     for s, parents in walk(body):
         own = [*s.indices, s.value] if isinstance(s, BufferStore) else \
-            [s.cond] if isinstance(s, IfThenElse) else [s.min, s.extent] if isinstance(s, For) else \
+            [s.cond] if isinstance(s, (IfThenElse, AssertStmt)) else [s.min, s.extent] if isinstance(s, For) else \
             [s.value] if hasattr(s, "value") else []
         if any(isinstance(n, BufferLoad) and n.buffer is b for e in own for n in pre_order(e)):
             return False

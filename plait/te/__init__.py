@@ -12,12 +12,12 @@ Operator computes are registered with :func:`register_compute` (the standard one
 from plait.te.prim_func import create_prim_func
 from plait.te.registry import COMPUTES, get_compute, has_compute, register_compute
 from plait.te.tensor import (
-    CommReducer, ComputeOp, Operation, PlaceholderOp, Reduce, TEError, Tensor, annotate, argmax, argmin,
-    axis_range, comm_reducer, compute, max, min, placeholder, prod, reduce_axis, size_var, sum,
+    Check, CommReducer, ComputeOp, Operation, PlaceholderOp, Reduce, TEError, Tensor, annotate, argmax, argmin,
+    axis_range, check, comm_reducer, compute, max, min, placeholder, prod, reduce_axis, size_var, sum,
 )
 
 __all__ = [
-    "COMPUTES", "CommReducer", "ComputeOp", "Operation", "PlaceholderOp", "Reduce", "TEError", "Tensor",
-    "annotate", "argmax", "argmin", "axis_range", "comm_reducer", "compute", "create_prim_func", "get_compute",
+    "COMPUTES", "Check", "CommReducer", "ComputeOp", "Operation", "PlaceholderOp", "Reduce", "TEError", "Tensor",
+    "annotate", "argmax", "argmin", "axis_range", "check", "comm_reducer", "compute", "create_prim_func", "get_compute",
     "has_compute", "max", "min", "placeholder", "prod", "reduce_axis", "register_compute", "size_var", "sum",
 ]

@@ -11,6 +11,10 @@ outputs and each stage's inputs are listed):
   at its own indices (the "epilogue": bias add, relu, requantization...) is emitted as one nest: a
   ``local`` accumulator per spatial point, the reduce loops, then the epilogue's store. Other
   reductions accumulate in their own buffer (``R[i] = init; for k: R[i] = combine(R[i], x)``);
+- a stage's checks (``compute(..., checks=...)``: a condition on its inputs that must hold at
+  every index, such as an index in range) become one serial nest each, emitted where the stage
+  would be (inlined or not), whose body is an ``AssertStmt``; the nest is annotated
+  ``{"stage": "<stage>_check<k>", "op", "pattern": "check"}``;
 - each nest's outermost loop is annotated ``{"stage", "op", "pattern"}`` (+ ``"epilogue"``,
   ``"tag"`` when there is one); loop variables are named ``<stage>_<axis>``. A 0-d stage gets a
   loop of extent 1 to carry them.
@@ -30,7 +34,7 @@ from plait.te.tensor import (
 from plait.tir.equal import structural_equal
 from plait.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator, free_vars, pre_order, substitute
-from plait.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimFunc, Stmt, seq
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimFunc, Stmt, seq
 from plait.tir.verify import verify
 
 
@@ -121,7 +125,9 @@ class _Builder:
         self.workspace: list[Buffer] = []
         self.inlined: dict[Buffer, PrimExpr] = {}  # inlined tensor buffer -> body over the canonical axes
         self.resolved: dict[ComputeOp, tuple[PrimExpr, ...]] = {}  # sources (+ condition), canonical axes
-        rank = max((len(op.axis) for op in self.ops if isinstance(op, ComputeOp)), default=0)
+        self.resolved_checks: dict[ComputeOp, list[tuple[Any, PrimExpr]]] = {}
+        rank = max((len(a) for op in self.ops if isinstance(op, ComputeOp)
+                    for a in (op.axis, *(c.axis for c in op.checks))), default=0)
         self.canon = [Var(f"ax{d}", "int64") for d in range(rank)]
         resolver = _Resolve(self.canon, self.inlined, self.buffers)
         for op in self.ops:
@@ -134,6 +140,8 @@ class _Builder:
             self.uninline_repeated(exprs, resolver)
             res = tuple(resolver.visit(e) for e in exprs)
             self.resolved[op] = res
+            self.resolved_checks[op] = [(c, resolver.visit(substitute(c.cond, dict(zip(c.axis, self.canon)))))
+                                        for c in op.checks]
             if self.inlinable(op):
                 self.inlined[op.outputs[0].buffer] = res[0]
             else:
@@ -227,6 +235,22 @@ class _Builder:
             body = For(lvs[k], 0, extents[k], "serial", body, ann if k == 0 else Attrs())
         return body
 
+    def emit_checks(self, op: ComputeOp) -> list[Stmt]:
+        out: list[Stmt] = []
+        s = self.stage_names[op]
+        for k, (chk, cond) in enumerate(self.resolved_checks.get(op, ())):
+            name = f"{s}_check{k}"
+            lvs = [Var(f"{name}_{a.name}", "int64") for a in chk.axis]
+            body: Stmt = AssertStmt(substitute(cond, dict(zip(self.canon, lvs))), chk.status)
+            extents = list(chk.shape)
+            if not lvs:
+                lvs, extents = [Var(f"{name}_ax", "int64")], [1]
+            ann = Attrs({"stage": name, "op": op.op_name or op.tag or op.name, "pattern": "check"})
+            for j in range(len(lvs) - 1, -1, -1):
+                body = For(lvs[j], 0, extents[j], "serial", body, ann if j == 0 else Attrs())
+            out.append(body)
+        return out
+
     def emit_injective(self, op: ComputeOp) -> Stmt:
         lvs = self.loop_vars(op)
         vmap = dict(zip(self.canon, lvs))
@@ -288,7 +312,13 @@ class _Builder:
         epi = self.find_epilogues()
         fused_into = {e: r for r, e in epi.items()}
         stmts: list[Stmt] = []
-        for op in self.materialized():
+        mats = set(self.materialized())
+        for op in self.ops:
+            if not isinstance(op, ComputeOp):
+                continue
+            stmts += self.emit_checks(op)
+            if op not in mats:
+                continue
             if op in epi:
                 continue  # emitted with its epilogue
             if op in fused_into:

@@ -308,9 +308,10 @@ class ComputeOp(Operation):
     """
 
     def __init__(self, name: str, tag: str, attrs: Attrs, axis: tuple[Var, ...], shape: tuple,
-                 body: tuple[PrimExpr, ...] | Reduce):
+                 body: tuple[PrimExpr, ...] | Reduce, checks: tuple["Check", ...] = ()):
         self.name, self.tag, self.attrs = name, tag, attrs
         self.axis, self.shape, self.body = axis, shape, body
+        self.checks = checks
         self.op_name: str | None = None
         self.pattern: str | None = None
         dtypes = body.dtypes if isinstance(body, Reduce) else tuple(b.dtype for b in body)
@@ -337,7 +338,7 @@ class ComputeOp(Operation):
 
     def _find_inputs(self) -> tuple[Tensor, ...]:
         out: dict[Tensor, None] = {}
-        for e in self.exprs():
+        for e in self.exprs() + tuple(c.cond for c in self.checks):
             for n in pre_order(e):
                 if isinstance(n, BufferLoad):
                     t = tensor_of_buffer(n.buffer)
@@ -355,6 +356,32 @@ class ComputeOp(Operation):
         return f"ComputeOp({self.name})"
 
 
+@dataclass(frozen=True, eq=False)
+class Check:
+    """A run-time check of a stage's inputs: ``cond`` (over ``axis``) must hold at every index of
+    ``shape``, else the function stops and returns ``status`` (:mod:`plait.ir.status`). Build it with
+    :func:`check`; pass it to :func:`compute` with ``checks=``."""
+
+    axis: tuple[Var, ...]
+    shape: tuple
+    cond: PrimExpr
+    status: int
+
+
+def check(shape: Any, fcond: Callable[..., Any], status: int, name: str = "check") -> Check:
+    """A :class:`Check` that ``fcond(*indices)`` (a bool expression over the inputs) holds at every
+    index of ``shape``. The generated code tests it in a serial loop of its own, before the stage
+    that carries it runs."""
+    shp = _norm_shape(shape, f"check '{name}'")
+    axis = tuple(Var(n, "int64") for n in _axis_names(fcond, len(shp)))
+    cond = fcond(*axis)
+    if not isinstance(cond, PrimExpr) or cond.dtype != "bool":
+        raise TEError(f"check '{name}': the condition must be a bool TIR expression, got {cond!r}")
+    if isinstance(status, bool) or not isinstance(status, int) or status < 1:
+        raise TEError(f"check '{name}': status must be an int >= 1, got {status!r}")
+    return Check(axis, shp, cond, status)
+
+
 def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
     try:
         params = list(inspect.signature(fcompute).parameters.values())
@@ -366,14 +393,15 @@ def _axis_names(fcompute: Callable, ndim: int) -> list[str]:
 
 
 def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "",
-            attrs: Mapping[str, Any] | None = None) -> Any:
+            attrs: Mapping[str, Any] | None = None, checks: Sequence[Check] = ()) -> Any:
     """A stage computing ``fcompute(*indices)`` at every index of ``shape``.
 
     ``fcompute`` takes one int64 variable per dimension and returns an expression (or a Python
     number... of float32/int64), a tuple of expressions (several outputs), or a reduction. Returns
     the output :class:`Tensor`, or a list of tensors for several outputs. ``tag`` and ``attrs`` are
     free-form information for schedules; ``attrs={"inline": False}`` keeps an injective stage from
-    being inlined into its consumers.
+    being inlined into its consumers. ``checks`` (:func:`check`) are run-time conditions on the
+    inputs that must hold before the stage runs (an index in range, ...).
     """
     if not isinstance(name, str) or not name:
         raise TEError(f"compute: name must be a non-empty str, got {name!r}")
@@ -396,7 +424,10 @@ def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag
             if not isinstance(out[-1], PrimExpr):
                 raise TEError(f"compute '{name}': value {k} must be a TIR expression, got {b!r}")
         norm = tuple(out)
-    op = ComputeOp(name, tag, Attrs(attrs or {}), axis, shp, norm)
+    for c in checks:
+        if not isinstance(c, Check):
+            raise TEError(f"compute '{name}': checks must be te.check(...) results, got {c!r}")
+    op = ComputeOp(name, tag, Attrs(attrs or {}), axis, shp, norm, tuple(checks))
     return op.outputs[0] if len(op.outputs) == 1 else list(op.outputs)
 
 

@@ -7,7 +7,7 @@ structure. Text form: :func:`print_prim_func` / :func:`parse_prim_func` (round t
 
 from plait.tir.dtype import HANDLE, VOID
 from plait.tir.equal import assert_structural_equal, structural_equal, structural_hash
-from plait.tir.errors import TIREvalError, TIRError, TIRVerifyError
+from plait.tir.errors import TIRCheckError, TIREvalError, TIRError, TIRVerifyError
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BinaryOp, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor,
     BufferLoad, Call, Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr,
@@ -23,7 +23,7 @@ from plait.tir.op import __all__ as _op_all
 from plait.tir.parser import parse_prim_func, parse_prim_funcs
 from plait.tir.printer import print_prim_func, print_prim_funcs
 from plait.tir.stmt import (
-    FOR_KINDS, SCOPES, Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
+    FOR_KINDS, SCOPES, Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
     is_no_op, no_op, seq,
 )
 from plait.tir.share import bind_shared_exprs
@@ -34,11 +34,11 @@ from plait.tir import module_text as _module_text  # noqa: F401  (registers `pri
 
 __all__ = [
     "EQ", "FOR_KINDS", "GE", "GT", "HANDLE", "INTRINSICS", "LE", "LT", "NE", "SCOPES", "VOID", "Add", "AddressOf",
-    "Allocate", "And", "BinaryOp", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Buffer", "BufferLoad",
+    "Allocate", "And", "AssertStmt", "BinaryOp", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Buffer", "BufferLoad",
     "BufferStore", "Call", "Cast", "Div", "Evaluate", "FloatImm", "FloorDiv", "FloorMod", "For", "IfThenElse",
     "IntImm", "Intrinsic", "Let", "LetStmt", "Max", "Min", "Mul", "NE", "Not", "Or", "PrimExpr", "PrimFunc",
     "Select", "SeqStmt", "ShiftLeft", "ShiftRight", "Stmt", "StmtExprMutator", "StmtExprVisitor", "Sub",
-    "TIREvalError", "TIRError", "TIRNode", "TIRVerifyError", "TruncDiv", "TruncMod", "UnaryOp", "Var",
+    "TIRCheckError", "TIREvalError", "TIRError", "TIRNode", "TIRVerifyError", "TruncDiv", "TruncMod", "UnaryOp", "Var",
     "assert_structural_equal", "bind_shared_exprs", "const", "copy_with_fresh_vars", "evaluate", "evaluate_expr", "free_vars",
     "get_intrinsic", "is_no_op", "no_op", "parse_prim_func", "parse_prim_funcs", "post_order", "pre_order",
     "print_prim_func", "print_prim_funcs", "seq", "simplify", "structural_equal", "structural_hash",

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from plait.tir.expr import AddressOf, BufferLoad, Call, FloatImm, IntImm, Let, PrimExpr, TIRNode, Var
-from plait.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
 
 _Path = Any  # nested tuples (parent, label), formatted on failure only
 _DONE = ("done",)  # stack marker: the pair's subtrees are all equal
@@ -164,6 +164,8 @@ class _Equal:
             if (x.else_case is None) != (y.else_case is None):
                 return "one if has an else branch, the other has not"
             return None
+        if isinstance(x, AssertStmt):
+            return None if x.status == y.status else f"assert status {x.status} vs {y.status}"
         if isinstance(x, PrimFunc):
             return self.local_func(x, y, path)
         return None  # operators: children and dtype say everything (Cast: dtype compared above)
@@ -238,6 +240,8 @@ def structural_hash(node: Any) -> int:
             parts += [sig[p] for p in n.params]
         elif isinstance(n, IfThenElse):
             parts.append(n.else_case is None)
+        elif isinstance(n, AssertStmt):
+            parts.append(n.status)
         buffer = getattr(n, "buffer", None)
         if isinstance(buffer, Buffer):
             parts.append(buffer_sig(buffer))

@@ -19,3 +19,11 @@ class TIRVerifyError(TIRError):
 
 class TIREvalError(TIRError):
     """The TIR interpreter hit a run-time error (out-of-bounds access, division by zero, ...)."""
+
+
+class TIRCheckError(TIREvalError):
+    """A run-time check (``AssertStmt``) failed in the TIR interpreter; ``status`` is its code."""
+
+    def __init__(self, message: str, status: int):
+        self.status = status
+        super().__init__(message)

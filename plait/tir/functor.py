@@ -29,7 +29,7 @@ from plait.tir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, PrimFunc
 
 KINDS = tuple(c._kind for c in BINARY_OPS) + (
     "var", "int_imm", "float_imm", "not", "bitwise_not", "select", "cast", "buffer_load", "address_of", "call",
-    "let", "buffer_store", "for", "if_then_else", "seq", "evaluate", "let_stmt", "allocate", "prim_func",
+    "let", "buffer_store", "for", "if_then_else", "seq", "evaluate", "assert", "let_stmt", "allocate", "prim_func",
 )
 
 

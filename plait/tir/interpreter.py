@@ -20,14 +20,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from plait.tir import scalar
-from plait.tir.errors import TIREvalError, TIRError
+from plait.ir import status as _status
+from plait.tir.errors import TIRCheckError, TIREvalError, TIRError
 from plait.tir.expr import (
     Add, AddressOf, And, BinaryOp, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call, Cast, Div,
     EQ, FloatImm, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Let, Max, Min, Mul, NE, Not, Or, PrimExpr, Select,
     ShiftLeft, ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import free_vars, pre_order, used_buffers
-from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 _INFIX = {Add: "+", Sub: "-", Mul: "*", Div: "/", BitwiseAnd: "&", BitwiseOr: "|", BitwiseXor: "^",
           EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">=", And: "and", Or: "or"}
@@ -88,7 +89,13 @@ def _extern(ext: Mapping[str, Callable[..., Any]], name: str, dtype: str, *args:
     return np.int64(0) if dtype in ("void", "handle") else scalar.make_scalar(out, dtype)
 
 
+def _check_failed(status: int) -> None:
+    raise TIRCheckError(f"run-time check failed: {_status.MESSAGES.get(status, 'no message')} (status {status})",
+                        status)
+
+
 _RUNTIME: dict[str, Any] = {
+    "_check_failed": _check_failed,
     "_ld": _ld, "_st": _st, "_addr": _addr, "_alloc": _alloc, "_range": _range, "_extern": _extern,
     "_floordiv": scalar.floordiv, "_floormod": scalar.floormod, "_truncdiv": scalar.truncdiv,
     "_truncmod": scalar.truncmod, "_min": scalar.minimum, "_max": scalar.maximum, "_shl": scalar.shift_left,
@@ -213,6 +220,9 @@ class _Compiler:
                 lines.append(f"{pad}_st({self.name(s.buffer)}, {idx}, {self.expr(s.value)[0]}, {s.buffer.name!r})")
             elif isinstance(s, Evaluate):
                 lines.append(pad + self.expr(s.value)[0])
+            elif isinstance(s, AssertStmt):
+                lines.append(f"{pad}if not ({self.expr(s.cond)[0]}):")
+                lines.append(f"{pad}    _check_failed({s.status})")
             elif isinstance(s, LetStmt):
                 lines.append(f"{pad}{self.name(s.var)} = {self.expr(s.value)[0]}")
                 work.append(s.body)
@@ -295,7 +305,10 @@ def evaluate(func: PrimFunc, *args: Any, externs: Mapping[str, Callable[..., Any
     kernel, _ = _compile(func)
     values = _check_args(func, args)
     with np.errstate(all="ignore"):
-        kernel(dict(externs or {}), reverse_parallel, *values)
+        try:
+            kernel(dict(externs or {}), reverse_parallel, *values)
+        except TIRCheckError as exc:
+            raise TIRCheckError(f"function '{func.name or 'func'}': {exc}", exc.status) from None
 
 
 _EXPR_CACHE: "weakref.WeakKeyDictionary[PrimExpr, tuple[Callable[..., Any], list[Any]]]" = weakref.WeakKeyDictionary()

@@ -18,7 +18,7 @@ from plait.tir.expr import BufferLoad, PrimExpr, Var
 from plait.tir.lexer import Line, Token, tokenize
 from plait.tir.parse_expr import Cursor, Scope, describe, parse_expr
 from plait.tir.stmt import (
-    FOR_KINDS, Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, Stmt, no_op, seq,
+    FOR_KINDS, Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, Stmt, no_op, seq,
 )
 
 
@@ -283,6 +283,18 @@ class Parser:
         elif first.is_name("with"):
             cur.next()
             self.with_line(cur, first, line, stack)
+        elif first.is_name("assert"):
+            cur.next()
+            cond = parse_expr(cur, self.scope)
+            cur.expect_op(",")
+            code = cur.next()
+            if code.kind != "num" or not code.text.isdigit():
+                cur.fail(f"expected the status code (an integer), got {describe(code)}", code)
+            status = int(code.text)
+            if not 1 <= status <= 2**31 - 1:
+                cur.fail(f"status code {code.text} is out of range [1, 2147483647]", code)
+            cur.end()
+            top.items.append(AssertStmt(cond, status))
         elif first.is_name("pass") and second is None:
             top.items.append(no_op())
         elif first.kind == "name" and second is not None and second.is_op(":"):

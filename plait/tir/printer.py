@@ -23,7 +23,7 @@ from plait.tir.expr import (
 )
 from plait.tir.intrin import INTRINSICS
 from plait.tir.stmt import (
-    Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, is_no_op,
+    Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt, is_no_op,
 )
 
 INDENT = "    "
@@ -230,6 +230,8 @@ class Printer:
             self.lines.append(f"{pad}{self._index(s.buffer, [self.expr(i) for i in s.indices])} = {self.expr(s.value)}")
         elif isinstance(s, Evaluate):
             self.lines.append(pad + ("pass" if is_no_op(s) else self.expr(s.value)))
+        elif isinstance(s, AssertStmt):
+            self.lines.append(f"{pad}assert {self.expr(s.cond)}, {s.status}")
         elif isinstance(s, For):
             lo, ext = self.expr(s.min), self.expr(s.extent)
             ann = "" if not s.annotations else f", annotations={format_attrs_dict(s.annotations)}"

@@ -25,7 +25,7 @@ from plait.tir.expr import (
     ShiftLeft, ShiftRight, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import StmtExprMutator, post_order
-from plait.tir.stmt import BufferStore, Evaluate, For, IfThenElse, LetStmt, Stmt
+from plait.tir.stmt import AssertStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, Stmt
 
 _MAY_FAIL = (BufferLoad, FloorDiv, FloorMod, TruncDiv, TruncMod, ShiftLeft, ShiftRight)
 _LEAVES = (Var, IntImm, FloatImm)
@@ -112,6 +112,9 @@ class _PerStatement(StmtExprMutator):
 
     def rewrite_evaluate(self, pre: Stmt, post: Evaluate) -> Stmt:
         return self.wrap(post, (post.value,), Evaluate)
+
+    def rewrite_assert(self, pre: Stmt, post: AssertStmt) -> Stmt:
+        return self.wrap(post, (post.cond,), lambda c: AssertStmt(c, post.status))
 
     def rewrite_if_then_else(self, pre: Stmt, post: IfThenElse) -> Stmt:
         return self.wrap(post, (post.cond,), lambda c: IfThenElse(c, post.then_case, post.else_case))

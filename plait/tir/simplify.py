@@ -36,7 +36,7 @@ from plait.tir.expr import (
     Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import StmtExprMutator, post_order, substitute
-from plait.tir.stmt import Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, is_no_op, no_op, seq
+from plait.tir.stmt import AssertStmt, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, is_no_op, no_op, seq
 
 _FOLD: dict[type, Callable[[Any, Any], Any]] = {
     Add: operator.add, Sub: operator.sub, Mul: operator.mul, Div: operator.truediv,
@@ -204,6 +204,10 @@ class _Simplifier(StmtExprMutator):
         if c is not None and is_bool(post.cond.dtype):
             return post.then_case if c else (post.else_case if post.else_case is not None else no_op())
         return post
+
+    def rewrite_assert(self, pre: Stmt, post: AssertStmt) -> Stmt:
+        c = _imm(post.cond)
+        return no_op() if c is not None and is_bool(post.cond.dtype) and c else post
 
     def rewrite_for(self, pre: Stmt, post: For) -> Stmt:
         n = _imm(post.extent)

@@ -232,6 +232,33 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class AssertStmt(Stmt):
+    """A run-time check: if ``cond`` is false, the function stops and returns ``status`` (a code of
+    :mod:`plait.ir.status`, >= 1) to its caller. Not allowed inside a vectorized or parallel loop."""
+
+    cond: PrimExpr
+    status: int
+    _kind: ClassVar[str] = "assert"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cond, PrimExpr):
+            raise TIRError(f"AssertStmt: cond must be a PrimExpr, got {self.cond!r}")
+        if isinstance(self.status, bool) or not isinstance(self.status, (int, np.integer)) \
+                or not 1 <= int(self.status) <= 2**31 - 1:
+            raise TIRError(f"AssertStmt: status must be an int in [1, 2147483647], got {self.status!r}")
+        object.__setattr__(self, "status", int(self.status))
+
+    def _children(self) -> tuple[TIRNode, ...]:
+        return (self.cond,)
+
+    def _labels(self) -> tuple[str, ...]:
+        return ("cond",)
+
+    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        return AssertStmt(children[0], self.status)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class LetStmt(Stmt):
     """Bind ``var`` to ``value`` in ``body``."""
 

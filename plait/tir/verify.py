@@ -31,7 +31,7 @@ from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
 from plait.tir.printer import Printer, print_node
 from plait.tir.stmt import (
-    SCOPES, Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
+    SCOPES, Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
 )
 
 _INT_ONLY = (FloorDiv, FloorMod, TruncDiv, TruncMod) + BITWISE_OPS
@@ -153,6 +153,14 @@ class _Verifier:
                              f"in {_snip(s)}")
         elif isinstance(s, Evaluate):
             self.expr(s.value, s, allow_void=True)
+        elif isinstance(s, AssertStmt):
+            self.expr(s.cond, s)
+            if not is_bool(s.cond.dtype):
+                self.problem(f"assert condition must be bool, got {s.cond.dtype} in {_snip(s)}")
+            inside = next((lp for lp in self.loops if lp.kind in ("vectorized", "parallel")), None)
+            if inside is not None:
+                self.problem(f"assert inside {inside.kind} loop '{inside.loop_var.name}' (a check may stop the "
+                             "function, which a vectorized or parallel loop cannot)")
         elif isinstance(s, For):
             v = s.loop_var
             self.expr(s.min, s)

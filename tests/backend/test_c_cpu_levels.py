@@ -61,8 +61,9 @@ def test_at_least_two_levels_run_here():
 def test_lowered_operators_on_hostile_inputs(level, cache_dir):
     programs = operator_programs("c -march=" + level)
     got = run_c([p.func for p in programs], [[*p.inputs, *p.outputs()] for p in programs], cache_dir,
-                target="c -march=" + level)
+                target="c -march=" + level, statuses=[p.status for p in programs])
     for p, args in zip(programs, got):
-        assert_outputs_equal(args[len(p.inputs):], interpret(p), False, f"{p.name} with -march={level}")
+        if not p.status:  # (a program stopped at its index check has unspecified outputs)
+            assert_outputs_equal(args[len(p.inputs):], interpret(p), False, f"{p.name} with -march={level}")
         for k, x in enumerate(p.inputs):
             np.testing.assert_array_equal(args[k], x)

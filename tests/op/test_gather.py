@@ -7,7 +7,7 @@ import pytest
 from ort_util import assert_close, run_onnx_node, run_plait_op
 from test_transform import data, infer, rel_error
 
-from plait.errors import InterpreterError
+from plait.errors import InterpreterError, PlaitError
 from plait.ir import Cost, OpPattern, TensorType, get_op
 
 I64 = np.int64
@@ -183,11 +183,13 @@ def test_constant_indices_are_checked_like_the_reference():
     check["take"]([None, np.array([7])], (TensorType((2, "n")), TensorType((1,), "int64")), attrs["take"])
 
 
-def test_compiled_gathers_clamp_run_time_indices_into_the_axis():
-    """The interpreter raises on an out-of-range index known only at run time; compiled code cannot
-    raise, so it clamps (documented in docs/operators.md): it never reads outside the data."""
+def test_compiled_gathers_refuse_out_of_range_run_time_indices():
+    """The interpreter raises on an out-of-range index known only at run time; compiled code checks
+    the indices before it gathers and stops with status 1 (docs/operators.md), whichever gather of a
+    function has the bad index; the indices at the ends of each axis are fine."""
     import plait
     from plait.executor import GraphModule
+    from plait.ir import status
     from plait.relay import IRModule, Tuple, call, infer_type, var
 
     d, i = var("d", (2, 3)), var("i", (2,), "int64")
@@ -197,8 +199,13 @@ def test_compiled_gathers_clamp_run_time_indices_into_the_axis():
     mod = infer_type(IRModule.from_expr(body))
     gm = GraphModule(plait.build(mod, target="c"))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    big = np.int64(1 << 40)
-    out = gm(d=x, i=np.array([7, -100]), e=x, j=np.array([[big], [-big]]), n=x, k=np.array([[5, -9]]))
-    np.testing.assert_array_equal(out[0], x[:, [2, 0]])  # 7 -> 2 (last), -100 -> -97 -> 0 (first)
+    good = {"d": x, "i": np.array([2, -3]), "e": x, "j": np.array([[-1], [0]]), "n": x, "k": np.array([[-2, 2]])}
+    out = gm(**good)
+    np.testing.assert_array_equal(out[0], x[:, [2, 0]])
     np.testing.assert_array_equal(out[1], [[2.0], [3.0]])
-    np.testing.assert_array_equal(out[2], [x[1, 0]])
+    np.testing.assert_array_equal(out[2], [x[0, 2]])
+    big = np.int64(1 << 40)
+    for key, bad in (("i", np.array([7, 0])), ("j", np.array([[big], [0]])), ("k", np.array([[0, -9]]))):
+        with pytest.raises(PlaitError) as exc:
+            gm(**{**good, key: bad})
+        assert str(exc.value).endswith(f"stopped: {status.MESSAGES[1]} (status 1)"), str(exc.value)

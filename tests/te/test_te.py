@@ -358,3 +358,33 @@ def test_epilogue_through_unit_dimensions():
     assert allocs(f) == [("dense_acc", "local")]
     a, w, bias = rand(1, 5), rand(4, 5), rand(4)
     np.testing.assert_allclose(run(f, a, w, bias, out_shapes=[(1, 4)])[0], a @ w.T + bias, rtol=1e-5)
+
+
+# ---- run-time checks ---------------------------------------------------------------------------------
+
+
+def test_a_check_is_a_serial_nest_before_its_stage_and_sees_through_inlined_producers():
+    x, raw = te.placeholder((5,), name="x"), te.placeholder((3,), "int32", name="raw")
+    idx = te.compute((3,), lambda i: raw[i] - 1, name="idx")  # injective: inlined into its readers
+    chk = te.check((3,), lambda i: tir.all_(idx[i] >= 0, idx[i] < 5), 1, "in_range")
+    y = te.compute((3,), lambda i: x[tir.min(tir.max(tir.cast("int64", idx[i]), 0), 4)], name="y", checks=[chk])
+    f = te.create_prim_func([x, raw, y])
+    text = tir.print_prim_func(f)
+    assert 'annotations={"op": "y", "pattern": "check", "stage": "y_check0"}' in text
+    assert "assert raw[y_check0_i] - 1i32 >= 0i32 and raw[y_check0_i] - 1i32 < 5i32, 1" in text
+    assert text.index("assert") < text.index("y[y_i] =")
+    out = np.zeros(3, np.float32)
+    tir.evaluate(f, np.arange(5, dtype=np.float32), np.array([1, 5, 3], np.int32), out)
+    np.testing.assert_array_equal(out, [0, 4, 2])
+    with pytest.raises(tir.TIRCheckError):
+        tir.evaluate(f, np.arange(5, dtype=np.float32), np.array([1, 6, 3], np.int32), out)
+
+
+def test_check_refuses_a_non_bool_condition_and_a_bad_status():
+    x = te.placeholder((3,), name="x")
+    with pytest.raises(te.TEError, match=r"^check 'c': the condition must be a bool TIR expression, got "):
+        te.check((3,), lambda i: x[i], 1, "c")
+    with pytest.raises(te.TEError, match=r"^check 'c': status must be an int >= 1, got 0$"):
+        te.check((3,), lambda i: x[i] > 0.0, 0, "c")
+    with pytest.raises(te.TEError, match=r"^compute 'y': checks must be te.check\(...\) results, got 'no'$"):
+        te.compute((3,), lambda i: x[i], name="y", checks=["no"])

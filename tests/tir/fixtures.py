@@ -8,7 +8,7 @@ import numpy as np
 
 from plait import tir
 from plait.tir import (
-    Allocate, Buffer, Evaluate, For, IfThenElse, Let, LetStmt, PrimFunc, Var, seq,
+    Allocate, AssertStmt, Buffer, Evaluate, For, IfThenElse, Let, LetStmt, PrimFunc, Var, seq,
 )
 
 
@@ -156,9 +156,22 @@ def zero_dim() -> PrimFunc:
     return PrimFunc((X, S), body, {"global_symbol": "prod", "num_inputs": 1})
 
 
+def checked_gather(n: int = 6, size: int = 10) -> PrimFunc:
+    """out[i] = data[idx[i]] (negative from the end) after a serial loop checking every index is in
+    [-size, size - 1] (status 1 otherwise), as TE emits a gather's check."""
+    D, I, O = Buffer("data", (size,)), Buffer("idx", (n,), "int32"), Buffer("out", (n,))
+    c, i = Var("c"), Var("i")
+    v = tir.cast("int64", I[c])
+    check = For(c, 0, n, "serial", AssertStmt(tir.all_(v >= -size, v < size), 1))
+    w = tir.cast("int64", I[i])
+    pos = tir.min(tir.max(tir.select(w < 0, w + size, w), 0), size - 1)
+    body = seq(check, For(i, 0, n, "vectorized", O.store((i,), D[pos])))
+    return PrimFunc((D, I, O), body, {"global_symbol": "checked_gather", "num_inputs": 2})
+
+
 FIXTURES = {
     "matmul": matmul, "conv2d": conv2d, "softmax_workspace": softmax_workspace, "extern_gemm": extern_gemm,
     "lets_and_selects": lets_and_selects, "all_dtypes": all_dtypes, "symbolic": symbolic,
-    "weird_names": weird_names, "zero_dim": zero_dim,
+    "weird_names": weird_names, "zero_dim": zero_dim, "checked_gather": checked_gather,
 }
 

@@ -67,10 +67,10 @@ def stage(op: str, suffix: str = "") -> str:
 
 
 def make(op: str, shape: Sequence[int], fcompute: Callable[..., Any], suffix: str = "",
-         inline: bool = True) -> Any:
-    """``te.compute`` named and tagged after ``op``."""
+         inline: bool = True, checks: Sequence[Any] = ()) -> Any:
+    """``te.compute`` named and tagged after ``op`` (``checks``: run-time checks, ``te.check``)."""
     attrs = None if inline else {"inline": False}
-    return compute(tuple(shape), fcompute, name=stage(op, suffix), tag=op, attrs=attrs)
+    return compute(tuple(shape), fcompute, name=stage(op, suffix), tag=op, attrs=attrs, checks=checks)
 
 
 def bcast_index(t: Tensor, idx: Sequence[PrimExpr], op: str = "") -> tuple[Any, ...]:
