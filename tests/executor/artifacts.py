@@ -47,3 +47,14 @@ def edit_manifest(d: Path, change) -> None:
     m = json.loads((d / "manifest.json").read_text())
     change(m)
     (d / "manifest.json").write_text(json.dumps(m))
+
+
+def load_error(d: Path, **kwargs) -> str:
+    """The message of the ExecutorError that loading the artifact directory ``d`` raises."""
+    import pytest
+
+    from plait.executor.errors import ExecutorError
+
+    with pytest.raises(ExecutorError) as e:
+        GraphArtifact.load(d, **kwargs)
+    return str(e.value)

@@ -8,39 +8,13 @@ import numpy as np
 import pytest
 
 from plait.errors import PlaitError
-from plait.executor import ExecutorError, GraphArtifact, GraphModule
+from plait.executor import GraphArtifact, GraphModule
 from plait.executor.params_file import read_params
 from plait.limits import MemoryLimitError
 
-from tests.executor.artifacts import build, edit_manifest, inputs, reference
+from tests.executor.artifacts import build, edit_manifest, inputs, load_error, reference
 
 F1, F3 = "fused_nn_dense_add_nn_relu", "fused_nn_dense_add"
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cc")
-
-
-@pytest.fixture(scope="module")
-def art(cache):
-    return build(cache)
-
-
-@pytest.fixture(scope="module")
-def exported(art, tmp_path_factory):
-    return art.export(tmp_path_factory.mktemp("base") / "mlp")
-
-
-@pytest.fixture
-def d(exported, tmp_path):
-    return shutil.copytree(exported, tmp_path / "mlp")
-
-
-def load_error(d, **kwargs) -> str:
-    with pytest.raises(ExecutorError) as e:
-        GraphArtifact.load(d, **kwargs)
-    return str(e.value)
 
 
 def changed(name, now, was):

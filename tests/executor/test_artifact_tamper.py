@@ -18,36 +18,10 @@ from plait.executor import ExecutorError, GraphArtifact, GraphModule
 from plait.executor.graph_codegen import dumps
 from plait.limits import MemoryLimitError
 
-from tests.executor.artifacts import build, edit_graph, inputs, reference
+from tests.executor.artifacts import build, edit_graph, inputs, load_error, reference
 
 F1, F2, F3, F4 = "fused_nn_dense_add_nn_relu", "fused_nn_dense_add_nn_relu_1", "fused_nn_dense_add", "fused_nn_softmax"
 N3, N6, N9, N10 = (f"node {i} ('{f}')" for i, f in ((3, F1), (6, F2), (9, F3), (10, F4)))
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cc")
-
-
-@pytest.fixture(scope="module")
-def art(cache):
-    return build(cache)
-
-
-@pytest.fixture(scope="module")
-def exported(art, tmp_path_factory):
-    return art.export(tmp_path_factory.mktemp("base") / "mlp")
-
-
-@pytest.fixture
-def d(exported, tmp_path):
-    return shutil.copytree(exported, tmp_path / "mlp")
-
-
-def load_error(d, **kwargs) -> str:
-    with pytest.raises(ExecutorError) as e:
-        GraphArtifact.load(d, **kwargs)
-    return str(e.value)
 
 
 def swap(items, i, j):
