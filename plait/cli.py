@@ -176,6 +176,11 @@ def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
     if dup is not None:
         raise PlaitError(f"--output: the model has two outputs named '{shorten(dup, 200)}'; a .npz needs "
                          "distinct names")
+    for name in names:
+        size = len(f"{name}.npy".encode("utf-8", "surrogatepass"))
+        if size > 0xFFFF:  # a zip entry's name has a 16-bit length
+            raise PlaitError(f"--output: output '{shorten(name, 200)}' has a name too long for a .npz entry "
+                             f"({size:,} bytes with '.npy'; a zip allows 65,535)")
     try:
         with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
             for name, value in zip(names, values):
@@ -423,12 +428,16 @@ MAX_MESSAGE = 2000
 
 def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     """``text`` with control characters escaped (a model's names could hold terminal escapes) and, when
-    longer than ``limit``, its middle replaced by a note of how much was left out (start and end kept)."""
+    longer than ``limit``, its middle replaced by a note of how much was left out: the start (two
+    thirds) and the end are kept, and the result is ``limit`` characters long, the note included."""
     text = "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
     if len(text) <= limit:
         return text
-    keep_start, keep_end = limit * 2 // 3, limit // 3
-    return f"{text[:keep_start]} ...[{len(text) - keep_start - keep_end} characters left out]... {text[-keep_end:]}"
+    keep = limit
+    for _ in range(3):  # the note's length depends on the count it gives, which depends on what is kept
+        keep = max(limit - len(f" ...[{len(text) - keep} characters left out]... "), 2)
+    start = keep * 2 // 3
+    return f"{text[:start]} ...[{len(text) - keep} characters left out]... {text[len(text) - (keep - start):]}"
 
 
 def one_line(message: str) -> str:
@@ -443,7 +452,7 @@ def one_line(message: str) -> str:
 
 def _error(message: str) -> None:
     try:
-        print(f"plait: error: {shorten(one_line(message))}", file=sys.stderr)
+        print(f"plait: error: {shorten(one_line(message), MAX_MESSAGE - len('plait: error: '))}", file=sys.stderr)
     except OSError:  # stderr is gone too: nothing left to tell
         pass
 
@@ -451,7 +460,8 @@ def _error(message: str) -> None:
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (e.g. an unusable compile cache) as one line on stderr, not Python's two."""
     try:
-        print(f"plait: warning: {shorten(one_line(str(message)))}", file=sys.stderr)
+        print(f"plait: warning: {shorten(one_line(str(message)), MAX_MESSAGE - len('plait: warning: '))}",
+              file=sys.stderr)
     except OSError:
         pass
 

@@ -185,10 +185,11 @@ class GraphModule:
         return key, self._inputs[key]
 
     def set_input(self, key: str | int, value: Any) -> None:
-        """Copy ``value`` into input ``key`` (a name or an index); dtype and shape must match exactly."""
+        """Copy ``value`` into input ``key`` (a name or an index); dtype and shape must match exactly
+        (either byte order: a big-endian ``>f4`` array is a float32 input)."""
         name, view = self._input_view(key)
         a = np.asarray(value)
-        if a.dtype != view.dtype:
+        if a.dtype.newbyteorder("=") != view.dtype:
             raise ExecutorError(f"input '{name}': expected dtype {view.dtype}, got {a.dtype}")
         if a.shape != view.shape:
             raise ExecutorError(f"input '{name}': expected shape {tuple(view.shape)}, got {a.shape}")

@@ -152,8 +152,8 @@ def _check_modules(modules: Any, files: Mapping[str, Any], where: str) -> list[d
     n = len(modules)
     seen: set[str] = set()
     for k, e in enumerate(modules):
-        ok = isinstance(e, dict) and (e.get("file") is None or isinstance(e["file"], str)
-                                      and MODULE_FILE.fullmatch(e["file"]) is not None)
+        ok = isinstance(e, dict) and "file" in e and (e["file"] is None or isinstance(e["file"], str)
+                                                      and MODULE_FILE.fullmatch(e["file"]) is not None)
         ok = ok and isinstance(e.get("imports"), list) and all(
             is_int(i) and 0 < i < n and i != k for i in e["imports"])
         if not ok:

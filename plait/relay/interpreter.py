@@ -131,6 +131,8 @@ def _coerce_inputs(fn: Function, inputs: Mapping[str, Any] | Sequence[Any]) -> l
         t = p.checked_type
         a = np.asarray(v)
         if isinstance(t, TensorType):
+            if a.dtype != DTYPES[t.dtype] and a.dtype.newbyteorder("=") == DTYPES[t.dtype]:
+                a = a.astype(DTYPES[t.dtype])  # the same values in the other byte order (a big-endian file)
             if a.dtype != DTYPES[t.dtype]:
                 raise PlaitError(f"input '{p.name_hint}': expected dtype {t.dtype}, got {a.dtype}")
             if len(a.shape) != t.ndim or any(isinstance(d, int) and d != s for d, s in zip(t.shape, a.shape)):

@@ -80,8 +80,10 @@ def test_compile_into_a_file(mlp_path, tmp_path, capsys):
 def test_shorten():
     assert shorten("short") == "short"
     assert shorten("a\x1b[2Jb\tc\nd\x00") == "a\\x1b[2Jb\tc\nd\\x00"
-    assert shorten("x" * 20 + "y" * 10, 12) == "x" * 8 + " ...[18 characters left out]... " + "y" * 4
-    assert len(shorten("z" * 100_000)) < cli.MAX_MESSAGE + 50
+    assert shorten("x" * 200 + "y" * 100, 100) == "x" * 44 + " ...[233 characters left out]... " + "y" * 23
+    assert shorten("x" * 200 + "y" * 100, 300) == "x" * 200 + "y" * 100
+    assert len(shorten("z" * 100_000)) == cli.MAX_MESSAGE
+    assert len(shorten("z" * 1_000_000, 1000)) == 1000  # a count with more digits
 
 
 def test_a_100k_character_node_name_is_not_printed_whole(tmp_path, capsys):
@@ -91,9 +93,9 @@ def test_a_100k_character_node_name_is_not_printed_whole(tmp_path, capsys):
                 tmp_path / "long.onnx")
     assert main(["show", path]) == 1
     err = capsys.readouterr().err
-    assert len(err) < 2100
+    assert len(err) == cli.MAX_MESSAGE + 1  # the whole line, "plait: error: " included, and its newline
     assert err.startswith("plait: error: model uses 1 unsupported node(s): node 'NNNN")
-    assert " ...[98085 characters left out]... " in err  # 2000 kept of the 100,085-character message
+    assert " ...[98133 characters left out]... " in err  # of the 100,084-character message
     assert err.endswith("NNNN' (FooBar, opset 17): operator not supported\n")
 
 

@@ -96,6 +96,7 @@ MANIFEST_CASES = [
      "file 'lib.o' is the object file of no C module"),
     ("modules", lambda m: m.update(modules=[]), "missing or malformed 'modules'"),
     ("module file", lambda m: m["modules"][0].update(file="/tmp/x.so"), "malformed module 0"),
+    ("no module file", lambda m: m["modules"][0].pop("file"), "malformed module 0"),
     ("functions", lambda m: m.update(functions=None), "missing or malformed 'functions'"),
     ("function module", lambda m: m["functions"][F1].update(module=5),
      f"function '{F1}': module 5 out of range (the manifest lists 1 modules)"),

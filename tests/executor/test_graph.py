@@ -136,6 +136,9 @@ def test_input_errors(c_lib):
         (lambda: gm(x=x_input(), w=1), "unknown input 'w' (inputs are: x)"),
         (lambda: gm.get_output(2), "output index 2 out of range (the graph has 2 outputs)"),
     ]
+    gm.set_input("x", x_input().astype(">f4"))  # float32 in the other byte order is accepted, converted
+    np.testing.assert_array_equal(gm.get_input("x"), x_input())
+    cases.append((lambda: gm.set_input("x", np.zeros((2, 3), ">f8")), "input 'x': expected dtype float32, got >f8"))
     for fn, msg in cases:
         with pytest.raises(PlaitError) as e:
             fn()

@@ -193,6 +193,11 @@ def test_interpreter_input_checks():
     with pytest.raises(PlaitError) as e:
         run(mod, {"x": np.zeros(2, "float64")})
     assert str(e.value) == "input 'x': expected dtype float32, got float64"
+    with pytest.raises(PlaitError) as e:
+        run(mod, {"x": np.zeros(2, ">f8")})
+    assert str(e.value) == "input 'x': expected dtype float32, got >f8"
+    big_endian = np.array([1.5, -2.0], ">f4")  # float32 in the other byte order: the same values
+    np.testing.assert_array_equal(run(mod, {"x": big_endian}), run(mod, {"x": big_endian.astype(F32)}))
 
 
 def test_interpreter_checks_reference_outputs():
