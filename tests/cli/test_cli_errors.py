@@ -11,6 +11,7 @@ import pytest
 from onnx import helper
 
 import plait.cli as cli
+import plait.cli.info as cli_info
 from plait.cli import main, shorten
 
 from .conftest import save, small_model
@@ -122,7 +123,7 @@ def test_top_level_errors(mlp_path, capsys, monkeypatch, exc, code, message):
     def fail(path):
         raise exc
 
-    monkeypatch.setattr(cli, "_load_any", fail)
+    monkeypatch.setattr(cli_info, "load_any", fail)  # inside `plait show`
     assert main(["show", mlp_path]) == code
     got = capsys.readouterr()
     assert (got.out, got.err) == ("", message)
@@ -132,7 +133,7 @@ def test_broken_pipe_in_process_exits_quietly(mlp_path, capsys, monkeypatch):
     def closed(path):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(cli, "_load_any", closed)
+    monkeypatch.setattr(cli_info, "load_any", closed)
     assert main(["show", mlp_path]) == 1
     assert capsys.readouterr().err == ""
 

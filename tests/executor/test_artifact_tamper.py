@@ -18,7 +18,7 @@ from plait.executor import ExecutorError, GraphArtifact, GraphModule
 from plait.executor.graph_codegen import dumps
 from plait.limits import MemoryLimitError
 
-from tests.executor.artifacts import build, edit_graph, inputs, load_error, reference
+from tests.executor.artifacts import edit_graph, inputs, load_error, reference
 
 F1, F2, F3, F4 = "fused_nn_dense_add_nn_relu", "fused_nn_dense_add_nn_relu_1", "fused_nn_dense_add", "fused_nn_softmax"
 N3, N6, N9, N10 = (f"node {i} ('{f}')" for i, f in ((3, F1), (6, F2), (9, F3), (10, F4)))

@@ -1,0 +1,131 @@
+"""What several commands share: loading a model, the placement and build flags, building."""
+
+from __future__ import annotations
+
+import argparse
+
+from plait.errors import PlaitError
+
+
+class UsageError(PlaitError):
+    """A flag's value is wrong (exit code 2, like argparse's own errors)."""
+
+
+def load_model(path: str):
+    from plait.frontend.onnx import load_onnx
+
+    return load_onnx(path)
+
+
+def load_any(path: str):
+    if path.endswith(".relay"):
+        from plait.relay.text import parse_module
+
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise PlaitError(f"cannot read '{path}': {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise PlaitError(f"cannot read '{path}': not UTF-8 text (byte {exc.start})") from None
+        return parse_module(text, source_name=path)
+    return load_model(path)
+
+
+# ---- placement flags (run, compile, explain) ------------------------------------------------------
+
+
+def placement_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--objective", default="latency", metavar="OBJECTIVE",
+                   help="what placement minimizes over the pieces of a composite target: latency (default), "
+                        "energy, or weighted (weight x us + (1 - weight) x mJ)")
+    p.add_argument("--weight", default="0.5", metavar="W",
+                   help="the weight of latency in the weighted objective, in [0, 1] (default 0.5)")
+    p.add_argument("--place", metavar="RULES",
+                   help='placement by hand: "PATTERN=PIECE,..." (PATTERN: a glob over ONNX node names, ONNX op '
+                        'types and plait op names; PIECE? only prefers), e.g. "Conv=inference_cpu,/fc/*=low_power_cpu?"')
+
+
+def placement_options(args: argparse.Namespace) -> dict:
+    """The checked --target, --objective, --weight and --place values; bad ones are UsageErrors (exit 2)."""
+    from plait.driver import _load_backends
+    from plait.placement.explain import check_objective, check_weight, rules_of
+    from plait.target import CompositeTarget
+
+    _load_backends()  # kinds registered by in-tree backends (blas, onnxruntime) must parse
+    try:
+        ct = CompositeTarget(args.target)
+        objective = check_objective(args.objective)
+        weight = check_weight(number(args.weight))
+        rules = rules_of(args.place, ct) if args.place is not None else None
+    except PlaitError as exc:
+        raise UsageError(str(exc)) from None
+    return {"target": ct, "objective": objective, "weight": weight, "place": rules}
+
+
+def number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def build_flags(p: argparse.ArgumentParser) -> None:
+    """--cache-dir and --max-memory (run, compile)."""
+    from plait.limits import default_limit, format_bytes
+
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="the C compile cache (default $XDG_CACHE_HOME/plait/cc, else ~/.cache/plait/cc); a "
+                        "directory that cannot be written falls back to a private temporary one, with a warning")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="the most memory plait allocates for inputs, input files and the graph's buffers, e.g. "
+                        f"8GiB or 500MB (default: half of this machine's memory, {format_bytes(default_limit())})")
+
+
+def memory_limit(args: argparse.Namespace) -> int:
+    """The --max-memory value in bytes (the default limit when not given); a bad size is a UsageError."""
+    from plait.limits import resolve
+
+    try:
+        return resolve(args.max_memory)
+    except PlaitError as exc:
+        raise UsageError(f"--max-memory: {exc}") from None
+
+
+def build_config(args: argparse.Namespace, limit: int) -> dict:
+    """The PassContext config of --cache-dir and --max-memory."""
+    from plait.limits import CONFIG_KEY
+
+    config: dict = {CONFIG_KEY: limit}
+    if args.cache_dir is not None:
+        config["cc.cache_dir"] = args.cache_dir
+    return config
+
+
+def no_placement(args: argparse.Namespace) -> dict:
+    given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
+                            ("--place", args.place is not None), ("--cache-dir", args.cache_dir is not None))
+             if v]
+    if given:
+        why = ("placement chooses among the pieces of a compiled target" if given[0] != "--cache-dir"
+               else "only a compiled run builds code")
+        raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --target: {why}")
+    return {}
+
+
+def build(mod, opts: dict, config: dict | None = None):
+    """plait.build with the placement options."""
+    from plait.driver import build
+    from plait.placement.explain import quiet_solver_banner
+
+    quiet_solver_banner()  # keep stdout for our output
+    return build(mod, target=opts["target"], config=config, place=opts["place"], objective=opts["objective"],
+                 weight=opts["weight"])
+
+
+def print_placement(art) -> None:
+    a = getattr(art, "placement", None)
+    if a is not None:  # None for one piece
+        from plait.placement.explain import summarize
+
+        print(summarize(a), end="")

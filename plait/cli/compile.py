@@ -1,0 +1,40 @@
+"""``plait compile``: build a model for a target and export the artifact."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from plait.cli.common import build, build_config, build_flags, load_any, memory_limit, placement_flags, \
+    placement_options, print_placement
+from plait.errors import PlaitError
+
+
+def compile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("--target", default="c", help='the target, e.g. "c" (default) or a composite target '
+                                                 '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
+    placement_flags(p)
+    build_flags(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
+                   help="directory to write graph.json, params.npz and the library into")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    opts = placement_options(args)
+    limit = memory_limit(args)
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
+    mod = load_any(args.model)
+    art = build(mod, opts, config=build_config(args, limit))
+    try:
+        out = art.export(args.output)
+    except OSError as exc:
+        raise PlaitError(f"-o: cannot write into '{args.output}': {exc.strerror or exc}") from None
+    print_placement(art)
+    mem = art.memory
+    print(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
+          f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
+    files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    print(f"wrote {out}: {', '.join(files)}")
+    return 0

@@ -1,0 +1,110 @@
+"""``plait run``: run a model in the reference interpreter, or compiled with --target, and print or
+save its outputs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Sequence
+
+from plait.cli.common import (
+    build, build_config, build_flags, load_any, memory_limit, no_placement, placement_flags, placement_options,
+    print_placement,
+)
+from plait.cli.messages import shorten
+from plait.errors import PlaitError
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names (a .npy file for a "
+                                    "model with one input); missing inputs are random with a fixed seed")
+    p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
+                                    "output names")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
+    p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
+                                    '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
+                                    "with the graph executor; without it the model runs in the reference interpreter")
+    placement_flags(p)
+    build_flags(p)
+
+
+def _seed(text: str) -> int:
+    """--seed: what numpy's generator accepts (argparse turns the error into a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from plait.relay.input_files import load_inputs
+    from plait.relay.interpreter import flatten_value, run
+    from plait.relay.io import input_names, make_inputs, output_names
+
+    opts = placement_options(args) if args.target else no_placement(args)
+    limit = memory_limit(args)
+    if args.output is not None:
+        _check_output_file(args.output)
+    mod = load_any(args.model)
+    given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
+    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit)
+    if args.target:
+        from plait.executor.graph import GraphModule
+
+        # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
+        art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)})
+        print_placement(art)
+        outs = GraphModule(art, memory_limit=limit)(**inputs)
+    else:
+        outs = flatten_value(run(mod, inputs))
+    names = output_names(mod, len(outs))
+    if args.output is not None:
+        path = _write_outputs(args.output, names, outs)
+        print(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
+    else:
+        for name, value in zip(names, outs):
+            print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")
+            print(np.array2string(value, threshold=64))
+    return 0
+
+
+def _check_output_file(path: str) -> None:
+    """Fail before the run when ``--output`` cannot be written (no such directory, a directory)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise PlaitError(f"--output: '{path}' is a directory; give a file name, e.g. {os.path.join(path, 'out.npz')}")
+    if not os.path.isdir(parent):
+        raise PlaitError(f"--output: cannot write '{path}': the directory '{parent}' does not exist")
+
+
+def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
+    """Write ``values`` keyed by ``names`` as a .npz to exactly ``path`` (numpy would append ".npz";
+    ``np.savez(f, **d)`` would also break on an output named "file"). Returns the path written."""
+    import zipfile
+
+    import numpy as np
+    from numpy.lib import format as npformat
+
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise PlaitError(f"--output: the model has two outputs named '{shorten(dup, 200)}'; a .npz needs "
+                         "distinct names")
+    for name in names:
+        size = len(f"{name}.npy".encode("utf-8", "surrogatepass"))
+        if size > 0xFFFF:  # a zip entry's name has a 16-bit length
+            raise PlaitError(f"--output: output '{shorten(name, 200)}' has a name too long for a .npz entry "
+                             f"({size:,} bytes with '.npy'; a zip allows 65,535)")
+    try:
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, value in zip(names, values):
+                with z.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    npformat.write_array(f, np.asarray(value), allow_pickle=False)
+    except OSError as exc:
+        raise PlaitError(f"--output: cannot write '{path}': {exc.strerror or exc}") from None
+    return path
