@@ -89,7 +89,8 @@ def test_repeat_one_says_run(mlp_path, tmp_path, capsys):
 
 
 def test_profile_table_one_row_per_call(mlp_path, tmp_path, capsys):
-    assert main(["run", mlp_path, "--target", "c", "--repeat", "4", "--profile", "--output", str(tmp_path / "o.npz")]) == 0
+    out = str(tmp_path / "o.npz")
+    assert main(["run", mlp_path, "--target", "c", "--repeat", "4", "--profile", "--output", out]) == 0
     lines = capsys.readouterr().out.splitlines()
     check_time_line(lines[1], 4)
     rows = check_table(lines[2:], 4)
