@@ -206,5 +206,5 @@ def test_bench_refuses_a_missing_or_bad_file(tmp_path):
     assert last.startswith(f"run.py: error: '{bad}' is not a valid ONNX model: ") and last.endswith(bundled)
     r = bench("--models", "foo")
     assert r.returncode == 2
-    assert r.stderr.endswith(f"run.py: error: unknown model 'foo' (models: mlp, ds_cnn, resnet_block, "
+    assert r.stderr.endswith("run.py: error: unknown model 'foo' (models: mlp, ds_cnn, resnet_block, "
                              "transformer_encoder; or give an ONNX file as an argument)\n")
