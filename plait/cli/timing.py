@@ -58,6 +58,7 @@ def _repeat(text: str) -> int:
 
 
 def wanted(args: argparse.Namespace) -> bool:
+    """Whether ``plait run`` times anything (any of --repeat, --profile, --json given)."""
     return args.repeat is not None or args.profile or args.json
 
 
