@@ -1,6 +1,7 @@
 """Latency of plait (graph executor) vs ONNX Runtime single-thread and numpy, on the reference models.
 
     python bench/run.py                               # all models, rows c, blas, llvm, auto
+    python bench/run.py path/to/model.onnx mlp        # any ONNX file (and bundled models by name)
     python bench/run.py --models mlp,ds_cnn --repeat 50 --rows c,blas --json out.json
     python bench/run.py --target "c -opt-level=3" --place ...   # one custom row instead
 
@@ -18,6 +19,11 @@ load on the machine affects them alike): warmup rounds, then the median (and the
 runs; ratios to ORT are of medians. The numpy
 reference interpreter gets fewer runs (a time budget) on big models. The outputs are compared (max
 abs diff of plait vs ORT).
+
+Models: the bundled ones by name (``--models``, or as arguments), or any ONNX file given as an
+argument (its name in the table is the path as given). A file's inputs are random from a fixed seed
+(:func:`plait.relay.io.make_inputs`, the inputs of ``plait run``); its shapes must be static. A
+missing file or one that is not a valid ONNX model is an error before anything is measured (exit 2).
 
 ``--json`` writes ``{"models": {NAME: {"ort_ms", "ort_best_ms", "numpy_ms", "rows": {ROW: {"plait_ms", "best_ms", "ratio",
 "compile_s", "max_abs_diff", "target", "place"}}}}, "machine": {...}}`` so that results can be
@@ -118,6 +124,23 @@ def build_row(mod: Any, target: str, place: str | None, config: dict[str, Any]) 
     return art, time.perf_counter() - t0
 
 
+def load_file(path: str) -> Any:
+    """The ONNX model in ``path``, checked (``onnx.checker``); ValueError with a one-line reason."""
+    import onnx
+
+    if not os.path.exists(path):
+        raise ValueError(f"no such file '{path}'")
+    if os.path.isdir(path):
+        raise ValueError(f"'{path}' is a directory, not an ONNX file")
+    try:
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises DecodeError, ValidationError, OSError...
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"'{path}' is not a valid ONNX model: {reason}") from None
+    return model
+
+
 def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int, warmup: int, numpy: bool,
                 cache_dir: str | None, profile: int = 0) -> dict[str, Any]:
     from plait.errors import PlaitError
@@ -125,9 +148,16 @@ def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int,
     from plait.frontend.onnx import from_onnx
     from plait.relay import flatten_value, run
 
-    model = MODELS[name]()
-    feeds = feeds_for(model)
-    mod = from_onnx(model)
+    if name in MODELS:
+        model = MODELS[name]()
+        feeds = feeds_for(model)
+        mod = from_onnx(model)
+    else:  # an ONNX file (checked by load_file in main)
+        from plait.relay.io import make_inputs
+
+        model = load_file(name)
+        mod = from_onnx(model)
+        feeds = make_inputs(mod, {}, seed=0)
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
     sess = ort_session(model)
     want = sess.run(None, feeds)
@@ -226,6 +256,8 @@ def table(results: dict[str, dict[str, Any]], tolerance: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", metavar="MODEL",
+                   help="ONNX files (or bundled model names) to measure instead of --models")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: {','.join(MODELS)})")
     p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows (default: {','.join(ROWS)})")
     p.add_argument("--repeat", type=int, default=30, help="timed runs per measurement (median; default 30)")
@@ -241,10 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", action="store_true", help="use the default C compile cache (compile_s then "
                                                           "excludes the C compiler when the code is unchanged)")
     args = p.parse_args(argv)
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        p.error(f"unknown model '{unknown[0]}' (models: {', '.join(MODELS)})")
+    names = args.files or [n.strip() for n in args.models.split(",") if n.strip()]
+    for n in names:
+        if n in MODELS and not os.path.exists(n):
+            continue
+        if not args.files:
+            p.error(f"unknown model '{n}' (models: {', '.join(MODELS)}; or give an ONNX file as an argument)")
+        try:
+            load_file(n)
+        except ValueError as exc:
+            p.error(f"{exc} (bundled models: {', '.join(MODELS)})")
     if args.target:
         rows = {"custom": (args.target, args.place)}
     else:

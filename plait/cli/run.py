@@ -12,6 +12,7 @@ from plait.cli.common import (
     print_placement,
 )
 from plait.cli.messages import shorten
+from plait.cli.timing import run_timed, timing_args
 from plait.errors import PlaitError
 
 
@@ -27,6 +28,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
                                     "with the graph executor; without it the model runs in the reference interpreter")
     placement_flags(p)
     build_flags(p)
+    timing_args(p)
 
 
 def _seed(text: str) -> int:
@@ -60,9 +62,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)})
         print_placement(art)
-        outs = GraphModule(art, memory_limit=limit)(**inputs)
+        gm = GraphModule(art, memory_limit=limit)
+        run_model = lambda: gm(**inputs)  # noqa: E731
     else:
-        outs = flatten_value(run(mod, inputs))
+        gm, run_model = None, lambda: flatten_value(run(mod, inputs))  # noqa: E731
+    outs, report_timing = run_timed(args, run_model, gm)  # once; more with --repeat/--profile/--json
     names = output_names(mod, len(outs))
     if args.output is not None:
         path = _write_outputs(args.output, names, outs)
@@ -71,6 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for name, value in zip(names, outs):
             print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")
             print(np.array2string(value, threshold=64))
+    report_timing()
     return 0
 
 

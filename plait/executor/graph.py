@@ -40,6 +40,40 @@ from plait.runtime.module import Module, RuntimeError_
 _ALIGN = 64
 
 
+# ---- inputs and outputs, as ONNX Runtime describes them -------------------------------------
+
+#: numpy dtype name -> ONNX Runtime's type string (``NodeArg.type``) for every dtype plait has.
+ORT_TYPES: dict[str, str] = {
+    "bool": "tensor(bool)", "int8": "tensor(int8)", "int16": "tensor(int16)", "int32": "tensor(int32)",
+    "int64": "tensor(int64)", "uint8": "tensor(uint8)", "uint16": "tensor(uint16)", "uint32": "tensor(uint32)",
+    "uint64": "tensor(uint64)", "float16": "tensor(float16)", "float32": "tensor(float)",
+    "float64": "tensor(double)",
+}
+
+
+@dataclass
+class TensorInfo:
+    """One input or output of a graph, like ONNX Runtime's ``NodeArg``.
+
+    ``name``: the model's name for it; ``shape``: a list of ints (static); ``type``: ONNX Runtime's
+    string, e.g. ``"tensor(float)"``; ``dtype``: the numpy dtype name, e.g. ``"float32"``.
+    """
+
+    name: str
+    shape: list[int]
+    type: str
+    dtype: str
+
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> "TensorInfo":
+        """The info of ``array`` (an executor buffer) named ``name``."""
+        dtype = array.dtype.name
+        return cls(name, [int(d) for d in array.shape], ORT_TYPES.get(dtype, f"tensor({dtype})"), dtype)
+
+    def __repr__(self) -> str:
+        return f"TensorInfo(name={self.name!r}, shape={self.shape}, type={self.type!r}, dtype={self.dtype!r})"
+
+
 # ---- running -------------------------------------------------------------------------------
 
 
@@ -109,6 +143,13 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
     return _Program(artifact, graph, sizes, params, tuple(calls), memory_limit)
 
 
+def _piece(n: dict[str, Any]) -> str:
+    """Where a call or copy node runs: its piece, or ``SRC->DST`` for a copy between pieces."""
+    if n["op"] == "copy":
+        return f"{n.get('src', '')}->{n.get('dst', '')}"
+    return str(n.get("piece", ""))
+
+
 def _view(buf: np.ndarray, e: dict[str, Any]) -> np.ndarray:
     return buf[:entry_bytes(e)].view(DTYPES[e["dtype"]]).reshape(e["shape"])
 
@@ -169,6 +210,14 @@ class GraphModule:
         return self._lock
 
     # -- inputs and outputs ----------------------------------------------------------------------
+    def get_inputs(self) -> list[TensorInfo]:
+        """The inputs like ONNX Runtime's ``InferenceSession.get_inputs()``: name, shape, type, dtype."""
+        return [TensorInfo.of(name, view) for name, view in self._inputs.items()]
+
+    def get_outputs(self) -> list[TensorInfo]:
+        """The outputs like ONNX Runtime's ``InferenceSession.get_outputs()``: name, shape, type, dtype."""
+        return [TensorInfo.of(name, view) for name, view in zip(self.output_names, self._outputs)]
+
     def get_num_inputs(self) -> int:
         return len(self.input_names)
 
@@ -226,8 +275,10 @@ class GraphModule:
                             f"{describe_status(status)}")
 
     def profile(self, repeat: int = 10) -> list[dict[str, Any]]:
-        """Per call: ``{"name", "func", "ms"}`` (median over ``repeat`` runs of the current inputs),
-        in execution order."""
+        """Per call (and copy between pieces): ``{"name", "func", "piece", "ms"}``, in execution order.
+        ``ms`` is the median over ``repeat`` runs of the current inputs; ``func`` is the runtime function
+        (``"copy"`` for a copy); ``piece`` the piece the call runs on (``"SRC->DST"`` for a copy, ``""``
+        when the graph does not say)."""
         import time
 
         times: list[list[float]] = [[] for _ in self._calls]
@@ -239,7 +290,7 @@ class GraphModule:
                     times[i].append(time.perf_counter() - t0)
                     if status:
                         self._failed(i, status)
-        return [{"name": n["name"], "func": n.get("func", n["op"]), "ms": float(np.median(t)) * 1e3}
+        return [{"name": n["name"], "func": n.get("func", n["op"]), "piece": _piece(n), "ms": float(np.median(t)) * 1e3}
                 for n, t in zip(self._call_nodes, times)]
 
     def __call__(self, *args: Any, **inputs: Any) -> list[np.ndarray]:
@@ -278,4 +329,5 @@ def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> Grap
     return GraphArtifact.from_module(mod, lib, target)
 
 
-__all__ = ["ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "graph_executor_codegen"]
+__all__ = ["ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "TensorInfo",
+           "graph_executor_codegen"]
