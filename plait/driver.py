@@ -463,6 +463,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
                          "with plait.from_onnx(...) or use plait.driver.build_onnx")
     if "main" not in mod:
         raise BuildError("plait.build: the module has no 'main' function")
+    _check_static_inputs(mod)
     EXECUTORS.get(executor)  # unknown names fail before any work
     _load_backends()  # before parsing the target: backends register kinds (blas, onnxruntime)
     ct = _composite(target)
@@ -491,6 +492,17 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
         except AttributeError:
             pass
     return art
+
+
+def _check_static_inputs(mod: IRModule) -> None:
+    """A LowerError naming the first input with a symbolic dim, and the shape_overrides that fix it."""
+    from plait.backend.lower import LowerError
+    from plait.relay.io import symbolic_dim_error
+
+    msg = symbolic_dim_error(mod, lambda ex: f"import the model with shape_overrides={ex!r} "
+                                             "(plait.load_onnx or plait.from_onnx)")
+    if msg is not None:
+        raise LowerError(msg)
 
 
 def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs: Any) -> Any:

@@ -10,11 +10,14 @@
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
 Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
+Model flags (run, compile, explain): --input-shapes "x:1,3,224,224 y:1,10" (fix symbolic dims), --opt-level N
+(the pass pipeline's; run needs --target for it).
 Build flags (run with --target, compile): --cache-dir DIR (the C compile cache), --max-memory SIZE
 (run and compile: the most bytes plait allocates for inputs and buffers; see plait.limits).
 Exit codes: 0 success, 1 an error (a PlaitError: bad model, bad input file, build failure; an OSError;
 out of memory; a closed output pipe, quietly), 2 a bad command line (argparse's errors, and bad
---target, --objective, --weight, --place, --graph or --max-memory values), 130 interrupted (Ctrl-C).
+--target, --objective, --weight, --place, --graph, --max-memory, --input-shapes syntax or --opt-level
+values), 130 interrupted (Ctrl-C).
 Every error is one line ``plait: error: ...`` on stderr, shortened when longer than a screen; never
 a traceback.
 

@@ -11,10 +11,10 @@ class UsageError(PlaitError):
     """A flag's value is wrong (exit code 2, like argparse's own errors)."""
 
 
-def load_model(path: str):
+def load_model(path: str, shape_overrides: dict | None = None):
     from plait.frontend.onnx import load_onnx
 
-    return load_onnx(path)
+    return load_onnx(path, shape_overrides)
 
 
 def load_any(path: str):
@@ -30,6 +30,18 @@ def load_any(path: str):
             raise PlaitError(f"cannot read '{path}': not UTF-8 text (byte {exc.start})") from None
         return parse_module(text, source_name=path)
     return load_model(path)
+
+
+def shape_flags(p: argparse.ArgumentParser) -> None:
+    """--input-shapes and --opt-level (run, compile, explain; parsed by plait.cli.shapes)."""
+    p.add_argument("--input-shapes", action="append", metavar="SHAPES",
+                   help='fix the shapes of the model\'s inputs (ONNX models), e.g. "x:1,3,224,224 y:1,10" or '
+                        '"x:[1,3,224,224]": entries separated by spaces, dims positive; only symbolic dims may '
+                        "differ from the model's (the API's shape_overrides)")
+    p.add_argument("--opt-level", metavar="N",
+                   help="the opt level of plait's pass pipeline, 0 to 3 (default 2): passes of a higher level are "
+                        "skipped (0 skips fold_batch_norm). Not a target option like \"c -opt-level=3\", which "
+                        "sets the C compiler's -O level")
 
 
 # ---- placement flags (run, compile, explain) ------------------------------------------------------
@@ -113,14 +125,14 @@ def no_placement(args: argparse.Namespace) -> dict:
     return {}
 
 
-def build(mod, opts: dict, config: dict | None = None):
-    """plait.build with the placement options."""
+def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2):
+    """plait.build with the placement options and the pass pipeline's ``opt_level``."""
     from plait.driver import build
     from plait.placement.explain import quiet_solver_banner
 
     quiet_solver_banner()  # keep stdout for our output
-    return build(mod, target=opts["target"], config=config, place=opts["place"], objective=opts["objective"],
-                 weight=opts["weight"])
+    return build(mod, target=opts["target"], opt_level=opt_level, config=config, place=opts["place"],
+                 objective=opts["objective"], weight=opts["weight"])
 
 
 def print_placement(art) -> None:

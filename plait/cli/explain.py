@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from plait.cli.common import UsageError, load_any, placement_flags, placement_options
+from plait.cli.common import UsageError, placement_flags, placement_options, shape_flags
+from plait.cli.shapes import load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.errors import PlaitError
 
 
@@ -13,6 +14,7 @@ def explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
     p.add_argument("--target", required=True,
                    help='a composite target, e.g. "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
+    shape_flags(p)
     placement_flags(p)
     p.add_argument("--graph", metavar="FILE",
                    help="also draw the placement: .svg, .png or .pdf (needs graphviz's dot), or .dot")
@@ -26,14 +28,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from plait.placement.explain import NO_DOT, explain
 
     opts = placement_options(args)
+    shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
     if args.graph is not None:
         fmt = Path(args.graph).suffix.lower().lstrip(".")
         if fmt not in ("svg", "png", "pdf", "dot", "gv"):
             raise UsageError(f"--graph: cannot draw to '{args.graph}': expected a .svg, .png, .pdf or .dot file")
         if fmt not in ("dot", "gv") and shutil.which("dot") is None:
             raise PlaitError(NO_DOT)
-    mod = load_any(args.model)
-    report = explain(mod, opts["target"], opts["objective"], opts["place"], opts["weight"])
+    mod = load_with_shapes(args.model, shapes)
+    report = explain(mod, opts["target"], opts["objective"], opts["place"], opts["weight"], opt_level=opt_level)
     print(report.to_json() if args.json else report.text(), end="\n" if args.json else "")
     if args.graph is not None:
         path = report.render(args.graph)

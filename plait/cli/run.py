@@ -8,9 +8,10 @@ import os
 from typing import Sequence
 
 from plait.cli.common import (
-    build, build_config, build_flags, load_any, memory_limit, no_placement, placement_flags, placement_options,
-    print_placement,
+    UsageError, build, build_config, build_flags, memory_limit, no_placement, placement_flags, placement_options,
+    print_placement, shape_flags,
 )
+from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.messages import shorten
 from plait.cli.timing import run_timed, timing_args
 from plait.errors import PlaitError
@@ -26,6 +27,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
                                     '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
                                     "with the graph executor; without it the model runs in the reference interpreter")
+    shape_flags(p)
     placement_flags(p)
     build_flags(p)
     timing_args(p)
@@ -50,17 +52,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from plait.relay.io import input_names, make_inputs, output_names
 
     opts = placement_options(args) if args.target else no_placement(args)
+    shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
+    if args.opt_level is not None and not args.target:
+        raise UsageError("--opt-level needs --target: the reference interpreter runs no passes")
     limit = memory_limit(args)
     if args.output is not None:
         _check_output_file(args.output)
-    mod = load_any(args.model)
+    mod = load_with_shapes(args.model, shapes)
+    if args.target:
+        check_static(mod, args.model)
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
+    if not args.target:
+        check_static(mod, args.model, missing=[n for n in input_names(mod) if n not in given])
     inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit)
     if args.target:
         from plait.executor.graph import GraphModule
 
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
-        art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)})
+        art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level)
         print_placement(art)
         gm = GraphModule(art, memory_limit=limit)
         run_model = lambda: gm(**inputs)  # noqa: E731

@@ -33,6 +33,7 @@ from plait.frontend.onnx_node import (
     NodeContext, SymTensor, Unsupported, parse_attribute, plait_dtype, tensor_to_array,
 )
 from plait.frontend.onnx_registry import load_converters
+from plait.frontend.shape_overrides import ShapeOverrideError, check_override
 from plait.ir.attrs import Attrs
 from plait.limits import MemoryLimitError
 from plait.ir.types import ANY_DIM, DTYPES, TensorType
@@ -159,8 +160,7 @@ class _Importer:
                 params.append(var)
         unknown = sorted(set(self.shape_overrides) - set(input_names))
         if unknown:
-            raise FrontendError(f"shape_overrides: unknown input '{unknown[0]}' "
-                                f"(inputs are: {', '.join(input_names)})")
+            raise ShapeOverrideError(f"unknown input '{unknown[0]}' (inputs are: {', '.join(input_names)})")
         self.convert_nodes(list(g.node), env, self.opsets, meta=None, depth=0)
         outputs: list[Expr] = []
         for vi in g.output:
@@ -214,10 +214,11 @@ class _Importer:
         except Unsupported as exc:
             self._report(vi.name, "input", exc.reason)
             return None
+        declared = tuple(self._dim(d) for d in tt.shape.dim) if tt.HasField("shape") else None
         if vi.name in self.shape_overrides:
-            shape = tuple(self.shape_overrides[vi.name])
-        elif tt.HasField("shape"):
-            shape = tuple(self._dim(d) for d in tt.shape.dim)
+            shape = check_override(vi.name, declared, self.shape_overrides[vi.name])
+        elif declared is not None:
+            shape = declared
         else:
             raise FrontendError(f"graph input '{vi.name}' has no shape (unknown rank): "
                                 f"give it with shape_overrides")

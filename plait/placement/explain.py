@@ -79,8 +79,9 @@ def rules_of(place: Any, ct: CompositeTarget) -> tuple[Rule, ...]:
     return rules
 
 
-def prepare(mod_or_func: Any) -> Function:
-    """The typed function that ``plait.build`` places: ``main`` after InferType, FoldConstant, FoldBatchNorm."""
+def prepare(mod_or_func: Any, opt_level: int = 2) -> Function:
+    """The typed function that ``plait.build`` places: ``main`` after InferType, FoldConstant, FoldBatchNorm (the
+    passes ``opt_level`` allows)."""
     from plait.relay.infer import infer_expr
     from plait.relay.module import IRModule
 
@@ -96,7 +97,7 @@ def prepare(mod_or_func: Any) -> Function:
     from plait.relay.infer import InferType
     from plait.relay.passes import FoldBatchNorm, FoldConstant
 
-    ctx = PassContext(opt_level=2)
+    ctx = PassContext(opt_level=opt_level)
     mod = mod_or_func
     for p in (InferType(), FoldConstant(), FoldBatchNorm(), InferType()):
         mod = ctx.run(p, mod)
@@ -485,16 +486,17 @@ def _estimate_dict(e: Any, objective: str, weight: float) -> dict[str, Any]:
 
 
 def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: Any = None, weight: float = 0.5,
-            cost_model: CostModel | None = None) -> Report:
-    """Place ``mod_or_func`` (an IRModule: its ``main``, folded as build does; or a Function) on the pieces of
-    ``target`` and report every call's costs on every piece, the choice and its reason, and the totals."""
+            cost_model: CostModel | None = None, opt_level: int = 2) -> Report:
+    """Place ``mod_or_func`` (an IRModule: its ``main``, folded as build does at ``opt_level``; or a Function) on
+    the pieces of ``target`` and report every call's costs on every piece, the choice and its reason, and the
+    totals."""
     from plait.placement.solver import place as place_calls
 
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective = check_objective(objective)
     weight = check_weight(weight)
     rules = rules_of(place, ct)
-    func = prepare(mod_or_func)
+    func = prepare(mod_or_func, opt_level)
     if cost_model is None:
         cm = CostModel.for_target(ct)
     elif getattr(cost_model, "composite", None) is None:  # as plait.build does: told which pieces share memory

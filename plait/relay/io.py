@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 
@@ -70,3 +70,30 @@ def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: st
         else:
             raise PlaitError(f"input '{p.name_hint}' of type {t} must be given explicitly")
     return out
+
+
+def symbolic_inputs(mod: IRModule, func: str = "main") -> dict[str, tuple]:
+    """The inputs of ``func`` whose shape has a symbolic (a name) or unknown (``"?"``) dim: name -> shape,
+    in parameter order."""
+    out: dict[str, tuple] = {}
+    for p in mod[func].params:
+        t = p.type_annotation if p.type_annotation is not None else getattr(p, "checked_type", None)
+        if isinstance(t, TensorType) and not t.is_static:
+            out[p.name_hint] = tuple(t.shape)
+    return out
+
+
+def symbolic_dim_error(mod: IRModule, how: Any, names: Collection[str] | None = None,
+                       need: str = "lowering needs static shapes") -> str | None:
+    """The error for a module that cannot be lowered (or given random inputs: ``need``) because an input (of
+    ``names``, default all) has a symbolic dim, naming the first such input and dim; None when they are all
+    static. ``how(examples)`` ends the message with how to give the shapes, from ``examples`` (name -> the
+    shape with every symbolic dim set to 1)."""
+    sym = {n: s for n, s in symbolic_inputs(mod).items() if names is None or n in names}
+    if not sym:
+        return None
+    name, shape = next(iter(sym.items()))
+    k, dim = next((k, d) for k, d in enumerate(shape) if not isinstance(d, int))
+    what = "an unknown dimension" if dim == "?" else f"a symbolic dimension '{dim}'"
+    examples = {n: tuple(d if isinstance(d, int) else 1 for d in s) for n, s in sym.items()}
+    return f"input '{name}' has {what} (dim {k}); {need}: {how(examples)}"
