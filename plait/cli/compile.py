@@ -7,6 +7,8 @@ import os
 
 from plait.cli.common import build, build_config, build_flags, load_any, memory_limit, placement_flags, \
     placement_options, print_placement
+from plait.cli.messages import say
+from plait.cli.progress import stage
 from plait.errors import PlaitError
 
 
@@ -27,14 +29,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     mod = load_any(args.model)
     art = build(mod, opts, config=build_config(args, limit))
+    stage("exporting")
     try:
         out = art.export(args.output)
     except OSError as exc:
         raise PlaitError(f"-o: cannot write into '{args.output}': {exc.strerror or exc}") from None
     print_placement(art)
     mem = art.memory
-    print(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
-          f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
+    say(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
+        f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
     files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
-    print(f"wrote {out}: {', '.join(files)}")
+    say(f"wrote {out}: {', '.join(files)}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from plait.cli.common import UsageError, load_any, placement_flags, placement_options
+from plait.cli.messages import say
 from plait.errors import PlaitError
 
 
@@ -37,5 +38,5 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(report.to_json() if args.json else report.text(), end="\n" if args.json else "")
     if args.graph is not None:
         path = report.render(args.graph)
-        print(f"wrote the placement drawing to {path}", file=sys.stderr if args.json else sys.stdout)
+        say(f"wrote the placement drawing to {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

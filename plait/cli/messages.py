@@ -79,6 +79,13 @@ def info(message: str) -> None:
         _say("plait: ", message)
 
 
+def say(text: str, file=None) -> None:
+    """A line on stdout (or ``file``) that confirms rather than answers (``wrote ...``, a memory summary):
+    printed unless quiet (-q)."""
+    if _level > QUIET:
+        print(text, file=file)
+
+
 def detail(message: str) -> None:
     """A detail only wanted with -v (a stage's time, a compile-cache hit): one line ``plait: ...`` on
     stderr."""

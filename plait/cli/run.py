@@ -11,7 +11,8 @@ from plait.cli.common import (
     build, build_config, build_flags, load_any, memory_limit, no_placement, placement_flags, placement_options,
     print_placement,
 )
-from plait.cli.messages import shorten
+from plait.cli.messages import say, shorten
+from plait.cli.progress import stage
 from plait.errors import PlaitError
 
 
@@ -60,13 +61,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)})
         print_placement(art)
+        stage("running")
         outs = GraphModule(art, memory_limit=limit)(**inputs)
     else:
+        stage("running in the reference interpreter")
         outs = flatten_value(run(mod, inputs))
     names = output_names(mod, len(outs))
     if args.output is not None:
         path = _write_outputs(args.output, names, outs)
-        print(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
+        say(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
     else:
         for name, value in zip(names, outs):
             print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")
