@@ -28,6 +28,7 @@ class Progress:
         self._live: Any = None
         self._spinner: Any = None
         self._stdout: Any = None
+        self._wrappers: list[_HideOnWrite] = []
         self._due = delay <= 0
         self._closed = False
         self._lock = threading.RLock()
@@ -89,7 +90,10 @@ class Progress:
                           redirect_stdout=False, redirect_stderr=True)
         self._live.start()
         self._stdout = sys.stdout
-        sys.stdout = _HideOnWrite(self._stdout, self)
+        # kept until the end: print() holds only a borrowed reference to sys.stdout while it writes, and the
+        # first write replaces sys.stdout (freeing the wrapper would crash the interpreter)
+        self._wrappers.append(_HideOnWrite(self._stdout, self))
+        sys.stdout = self._wrappers[-1]
 
     def hide(self) -> None:
         """Erase the line (it comes back at the next stage)."""
