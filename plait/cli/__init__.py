@@ -9,6 +9,8 @@
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
+Global flags (before or after the command): --version, -v/--verbose (stage times, compile-cache hits),
+-q/--quiet (results and errors only); see docs/cli.md, "Version, verbosity and progress".
 Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
 Build flags (run with --target, compile): --cache-dir DIR (the C compile cache), --max-memory SIZE
 (run and compile: the most bytes plait allocates for inputs and buffers; see plait.limits).

@@ -18,6 +18,9 @@ def load_model(path: str):
 
 
 def load_any(path: str):
+    from plait.cli.progress import stage
+
+    stage("loading the model")
     if path.endswith(".relay"):
         from plait.relay.text import parse_module
 
