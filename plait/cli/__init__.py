@@ -9,6 +9,8 @@
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
+Global flags (before or after the command): --version, -v/--verbose (stage times, compile-cache hits),
+-q/--quiet (results and errors only); see docs/cli.md, "Version, verbosity and progress".
 Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
 Model flags (run, compile, explain): --input-shapes "x:1,3,224,224 y:1,10" (fix symbolic dims), --opt-level N
 (the pass pipeline's; run needs --target for it).
@@ -34,9 +36,13 @@ from typing import Callable, Sequence
 from plait.cli import compile as _compile
 from plait.cli import explain as _explain
 from plait.cli import info as _info
+from plait.cli import progress
 from plait.cli import run as _run
 from plait.cli.common import UsageError
-from plait.cli.messages import MAX_MESSAGE, error, one_line, os_message, shorten, show_warning, silence_stdout
+from plait.cli.messages import (
+    MAX_MESSAGE, NORMAL, error, one_line, os_message, set_verbosity, shorten, show_warning, silence_stdout,
+)
+from plait.cli.verbosity_flags import verbosity_of
 from plait.errors import PlaitError
 
 # Each subcommand: name -> (add_arguments(parser), run(args) -> exit code, one-line help); the order is
@@ -60,11 +66,17 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from plait.cli.verbosity_flags import add_global_flags, version_line
+
     parser = argparse.ArgumentParser(prog="plait", description="plait: a deep-learning compiler")
+    parser.add_argument("--version", action="version", version=version_line())
+    add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (add_args, _, help_text) in COMMANDS.items():
-        add_args(sub.add_parser(name, help=help_text, description=help_text))
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(cmd)
+        add_global_flags(cmd, top=False)
     return parser
 
 
@@ -73,9 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show_warning
+            set_verbosity(NORMAL)  # main may run several times in one process (tests)
             args = build_parser().parse_args(argv)
+            set_verbosity(verbosity_of(args))
             _, run_cmd, _ = COMMANDS[args.command]
-            code = run_cmd(args)
+            with progress.display(args.command):
+                code = run_cmd(args)
             sys.stdout.flush()  # a closed pipe shows here, not at exit
             return code
     except UsageError as exc:

@@ -18,6 +18,9 @@ def load_model(path: str, shape_overrides: dict | None = None):
 
 
 def load_any(path: str):
+    from plait.cli.progress import stage
+
+    stage("loading the model")
     if path.endswith(".relay"):
         from plait.relay.text import parse_module
 
@@ -130,14 +133,20 @@ def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2):
     from plait.driver import build
     from plait.placement.explain import quiet_solver_banner
 
+    from plait.cli.verbose import build_details
+
     quiet_solver_banner()  # keep stdout for our output
-    return build(mod, target=opts["target"], opt_level=opt_level, config=config, place=opts["place"],
-                 objective=opts["objective"], weight=opts["weight"])
+    with build_details() as instruments:
+        return build(mod, target=opts["target"], opt_level=opt_level, config=config, place=opts["place"],
+                     objective=opts["objective"], weight=opts["weight"], instruments=instruments)
 
 
 def print_placement(art) -> None:
+    """The placement summary of a composite target's build (not with -q)."""
+    from plait.cli.messages import QUIET, verbosity
+
     a = getattr(art, "placement", None)
-    if a is not None:  # None for one piece
+    if a is not None and verbosity() > QUIET:  # None for one piece
         from plait.placement.explain import summarize
 
         print(summarize(a), end="")

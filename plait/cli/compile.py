@@ -8,6 +8,8 @@ import os
 from plait.cli.common import build, build_config, build_flags, memory_limit, placement_flags, placement_options, \
     print_placement, shape_flags
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
+from plait.cli.messages import say
+from plait.cli.progress import stage
 from plait.errors import PlaitError
 
 
@@ -31,14 +33,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     mod = load_with_shapes(args.model, shapes)
     check_static(mod, args.model)
     art = build(mod, opts, config=build_config(args, limit), opt_level=opt_level)
+    stage("exporting")
     try:
         out = art.export(args.output)
     except OSError as exc:
         raise PlaitError(f"-o: cannot write into '{args.output}': {exc.strerror or exc}") from None
     print_placement(art)
     mem = art.memory
-    print(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
-          f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
+    say(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
+        f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
     files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
-    print(f"wrote {out}: {', '.join(files)}")
+    say(f"wrote {out}: {', '.join(files)}")
     return 0

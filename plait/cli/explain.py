@@ -7,6 +7,7 @@ import sys
 
 from plait.cli.common import UsageError, placement_flags, placement_options, shape_flags
 from plait.cli.shapes import load_with_shapes, parse_input_shapes, parse_opt_level
+from plait.cli.messages import say
 from plait.errors import PlaitError
 
 
@@ -40,5 +41,5 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(report.to_json() if args.json else report.text(), end="\n" if args.json else "")
     if args.graph is not None:
         path = report.render(args.graph)
-        print(f"wrote the placement drawing to {path}", file=sys.stderr if args.json else sys.stdout)
+        say(f"wrote the placement drawing to {path}", file=sys.stderr if args.json else sys.stdout)
     return 0

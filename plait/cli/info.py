@@ -23,25 +23,61 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def ops_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="show one operator in detail")
+    p.add_argument("name", nargs="?", help="show one operator in detail: a plait operator (nn.conv2d) or an ONNX "
+                                           "operator (Conv: what it imports to, then that operator)")
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from plait.ir.op import OPS, REQUIRED, get_op, list_ops
+    from plait.ir.op import OPS, list_ops
 
     if args.name:
-        op = get_op(args.name)
-        print(f"{op.name}  [{op.pattern.name.lower()}]  inputs: {op.num_inputs}")
-        if op.doc:
-            print(f"  {op.doc}")
-        for a in op.attrs:
-            default = "required" if a.default is REQUIRED else repr(a.default)
-            print(f"  {a.name}: {a.kind}{'?' if a.optional else ''} = {default}  {a.doc}")
+        name = args.name
+        if name not in list_ops():
+            name = _onnx_name(name)
+        _print_op(name)
         return 0
     for name in list_ops():
         op = OPS.get(name)
         print(f"{name:28s} {op.pattern.name.lower():22s} {op.doc}")
     return 0
+
+
+def _onnx_name(name: str) -> str:
+    """For an ONNX operator ``name``: print what it imports to and return the main plait operator; for
+    an unknown name, a PlaitError with the closest plait and ONNX names."""
+    import difflib
+
+    from plait.cli.onnx_names import imports_to, onnx_op_types
+    from plait.errors import RegistryError
+    from plait.ir.op import list_ops
+
+    if name not in onnx_op_types():
+        close = difflib.get_close_matches(name, [*list_ops(), *onnx_op_types()], n=3, cutoff=0.6)
+        hint = ("; did you mean " + " or ".join(f"'{c}'" for c in close) + "?" if close
+                else ": neither a plait nor an ONNX operator name")
+        raise RegistryError(f"unknown operator '{name}'{hint}")
+    ops = imports_to(name)
+    if not ops:
+        print(f"ONNX {name} imports to no plait operator of its own (a constant, an input passed on, or IR "
+              "structure)")
+        return ""
+    more = " (the first; the others for some attributes, types or shapes)" if len(ops) > 1 else ""
+    print(f"ONNX {name} imports to: {', '.join(ops)}{more}\n")
+    return ops[0]
+
+
+def _print_op(name: str) -> None:
+    from plait.ir.op import REQUIRED, get_op
+
+    if not name:
+        return
+    op = get_op(name)
+    print(f"{op.name}  [{op.pattern.name.lower()}]  inputs: {op.num_inputs}")
+    if op.doc:
+        print(f"  {op.doc}")
+    for a in op.attrs:
+        default = "required" if a.default is REQUIRED else repr(a.default)
+        print(f"  {a.name}: {a.kind}{'?' if a.optional else ''} = {default}  {a.doc}")
 
 
 def targets_args(p: argparse.ArgumentParser) -> None:

@@ -40,8 +40,64 @@ def error(message: str) -> None:
         pass
 
 
+# ---- verbosity ------------------------------------------------------------------------------------
+#: QUIET (-q): no notes, warnings or informational lines, only results and errors; NORMAL; VERBOSE (-v):
+#: details too (stage timings, compile-cache hits). Set by ``main`` from the global flags.
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+_level = NORMAL
+
+
+def set_verbosity(level: int) -> None:
+    """Set the verbosity for the rest of the command (``main`` does it from -q/-v)."""
+    global _level
+    _level = max(QUIET, min(VERBOSE, level))
+
+
+def verbosity() -> int:
+    """The current verbosity: QUIET, NORMAL or VERBOSE."""
+    return _level
+
+
+def _say(prefix: str, message: str) -> None:
+    try:
+        print(f"{prefix}{shorten(one_line(message), MAX_MESSAGE - len(prefix))}", file=sys.stderr)
+    except OSError:
+        pass
+
+
+def note(message: str) -> None:
+    """Say what the command did on the user's behalf (random inputs, a simulated piece): one line
+    ``plait: note: ...`` on stderr, unless quiet (-q)."""
+    if _level > QUIET:
+        _say("plait: note: ", message)
+
+
+def info(message: str) -> None:
+    """An informational line that is not the command's result (e.g. a placement summary): one line
+    ``plait: ...`` on stderr, unless quiet (-q)."""
+    if _level > QUIET:
+        _say("plait: ", message)
+
+
+def say(text: str, file=None) -> None:
+    """A line on stdout (or ``file``) that confirms rather than answers (``wrote ...``, a memory summary):
+    printed unless quiet (-q)."""
+    if _level > QUIET:
+        print(text, file=file)
+
+
+def detail(message: str) -> None:
+    """A detail only wanted with -v (a stage's time, a compile-cache hit): one line ``plait: ...`` on
+    stderr."""
+    if _level >= VERBOSE:
+        _say("plait: ", message)
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings (e.g. an unusable compile cache) as one line on stderr, not Python's two."""
+    """Warnings (e.g. an unusable compile cache) as one line on stderr, not Python's two; none when
+    quiet (-q)."""
+    if _level <= QUIET:
+        return
     try:
         print(f"plait: warning: {shorten(one_line(str(message)), MAX_MESSAGE - len('plait: warning: '))}",
               file=sys.stderr)

@@ -11,8 +11,9 @@ from plait.cli.common import (
     UsageError, build, build_config, build_flags, memory_limit, no_placement, placement_flags, placement_options,
     print_placement, shape_flags,
 )
+from plait.cli.messages import say, shorten
+from plait.cli.progress import stage
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
-from plait.cli.messages import shorten
 from plait.cli.timing import run_timed, timing_args
 from plait.errors import PlaitError
 
@@ -71,15 +72,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level)
         print_placement(art)
+        stage("running")
         gm = GraphModule(art, memory_limit=limit)
         run_model = lambda: gm(**inputs)  # noqa: E731
     else:
+        stage("running in the reference interpreter")
         gm, run_model = None, lambda: flatten_value(run(mod, inputs))  # noqa: E731
     outs, report_timing = run_timed(args, run_model, gm)  # once; more with --repeat/--profile/--json
     names = output_names(mod, len(outs))
     if args.output is not None:
         path = _write_outputs(args.output, names, outs)
-        print(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
+        say(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
     else:
         for name, value in zip(names, outs):
             print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from plait.errors import PlaitError
 from plait.runtime import cc_cache
@@ -92,6 +92,16 @@ def compile_source(source: str, *, name: str = "module", cc: str = "gcc", flags:
             cache = cc_cache.fallback_dir()
 
 
+#: Called as ``listener(name, "hit" | "built", path)`` for each compiled entry (``plait -v`` lists them).
+LISTENERS: list[Callable[[str, str, Path], None]] = []
+
+
+def _tell(name: str, what: str, path: Path) -> Path:
+    for listener in list(LISTENERS):
+        listener(name, what, path)
+    return path
+
+
 class _CacheIOError(Exception):
     """An operation on the cache directory itself failed (not the compiler)."""
 
@@ -107,7 +117,7 @@ def _cached(source: str, key: str, kind: str, name: str, cc: str, flags: Sequenc
     try:
         with cc_cache.locked(cache, key):
             if cc_cache.lookup(entry) is not None:
-                return entry
+                return _tell(name, "hit", entry)
             with cc_cache.build_dir(cache) as tmp:
                 src = tmp / f"{key}.c"
                 src.write_text(source, encoding="utf-8")
@@ -117,6 +127,6 @@ def _cached(source: str, key: str, kind: str, name: str, cc: str, flags: Sequenc
                 # names relative to the build directory (gcc's cwd): the output does not depend on it
                 exe = os.path.abspath(cc) if os.sep in cc and os.path.isfile(cc) else cc  # relative: from here
                 _run([exe, *flags, *extra, "-o", target.name, src.name, *libs], name, str(tmp))
-                return cc_cache.store(target, entry)
+                return _tell(name, "built", cc_cache.store(target, entry))
     except OSError as exc:
         raise _CacheIOError(exc.strerror or str(exc)) from None
