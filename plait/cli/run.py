@@ -16,9 +16,12 @@ from plait.errors import PlaitError
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help="ONNX model file (.onnx), Relay text file (.relay), or a directory written by "
+                                 "plait compile -o (an exported artifact)")
     p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names (a .npy file for a "
-                                    "model with one input); missing inputs are random with a fixed seed")
+                                    "model with one input); missing inputs are made by --fill")
+    p.add_argument("--fill", choices=("random", "zeros", "ones"), default="random",
+                   help="what the inputs not in --inputs hold: random (default; seeded by --seed), zeros or ones")
     p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
                                     "output names")
     p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
@@ -41,11 +44,15 @@ def _seed(text: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from plait.relay.input_files import load_inputs
     from plait.relay.interpreter import flatten_value, run
     from plait.relay.io import input_names, make_inputs, output_names
+
+    if os.path.isdir(args.model):
+        from plait.cli.artifact_run import run_artifact
+
+        return run_artifact(args)
+    from plait.cli.notes import note_inputs, note_simulation
 
     opts = placement_options(args) if args.target else no_placement(args)
     limit = memory_limit(args)
@@ -53,17 +60,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_output_file(args.output)
     mod = load_any(args.model)
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
-    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit)
+    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit, fill=args.fill)
     if args.target:
         from plait.executor.graph import GraphModule
 
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)})
+        note_simulation(art, opts["target"])
         print_placement(art)
-        outs = GraphModule(art, memory_limit=limit)(**inputs)
+        module = GraphModule(art, memory_limit=limit)
+        note_inputs(input_names(mod), given, args.fill, args.seed)
+        outs = module(**inputs)
     else:
+        note_inputs(input_names(mod), given, args.fill, args.seed)
         outs = flatten_value(run(mod, inputs))
-    names = output_names(mod, len(outs))
+    return print_outputs(args, output_names(mod, len(outs)), outs)
+
+
+def print_outputs(args: argparse.Namespace, names: Sequence[str], outs: Sequence) -> int:
+    """Write the outputs to ``--output`` (and say where), or print them; the exit code."""
+    import numpy as np
+
     if args.output is not None:
         path = _write_outputs(args.output, names, outs)
         print(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")

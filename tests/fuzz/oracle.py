@@ -232,7 +232,7 @@ def judge_cli(name: str, run: CliRun, out_path: Path, ref: Reference) -> Leg:
             return Leg(name, "differs", f"exit 0 but no readable outputs: {type(exc).__name__}: {short(str(exc))}")
         return ref.judge(name, got)
     if run.code in (1, 2):
-        lines = [ln for ln in run.err.splitlines() if ln.strip() and not ln.startswith("plait: warning:")]
+        lines = [ln for ln in run.err.splitlines() if ln.strip() and not ln.startswith(("plait: warning:", "plait: note:"))]
         if not lines or not lines[0].startswith("plait: error: "):
             return Leg(name, "bad-stderr", f"exit {run.code}, stderr does not start with 'plait: error:': "
                                            f"{short(run.err[:400])}")
