@@ -47,13 +47,25 @@ def run_artifact(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_output_file(args.output)
     art = GraphArtifact.load(path, memory_limit=limit)
+    check_runnable(art, path)
     types = input_types(art.graph)
     given = load_inputs(args.inputs, list(types), limit) if args.inputs else {}
     inputs = fill_inputs(types, given, seed=args.seed, memory_limit=limit, fill=args.fill)
-    note_inputs(types, given, args.fill, args.seed)
     module = GraphModule(art, memory_limit=limit)
+    note_inputs(types, given, args.fill, args.seed)
     outs = module(**inputs)
     return print_outputs(args, module.output_names, outs)
+
+
+def check_runnable(art, path: str) -> None:
+    """An artifact built for another device (a Cortex-M core: its library is C source, not a host
+    library) cannot run here; say so, and how to simulate it, before any input is made."""
+    from plait.runtime.module import CSourceModule
+
+    if any(isinstance(m, CSourceModule) for m in art.lib.walk()):
+        raise PlaitError(f"'{path}' was compiled for another device (target '{art.target}'; its library is C source "
+                         "for that device), which this machine cannot run; to simulate it here, run the model with "
+                         f"plait run MODEL --target '{art.target}'")
 
 
 def input_types(graph: dict) -> dict:
