@@ -75,6 +75,9 @@ class Place(Pass):
         from plait.placement.solver import check_weights
 
         if len(self.composite) == 1:
+            from plait.placement.rules import check_rules_match
+
+            check_rules_match(mod.main, self.rules)
             check_weights(mod.main, self.composite.pieces[0])
             self.state["assignment"] = None
             return mod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Sequence
+from typing import Callable, Sequence
 
 from plait.cli.common import (
     UsageError, build, build_config, build_flags, memory_limit, no_placement, placement_flags, placement_options,
@@ -14,14 +14,17 @@ from plait.cli.common import (
 from plait.cli.messages import say, shorten
 from plait.cli.progress import stage
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
-from plait.cli.timing import run_timed, timing_args
+from plait.cli.timing import check_timing_flags, run_timed, timing_args
 from plait.errors import PlaitError
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help="ONNX model file (.onnx), Relay text file (.relay), or a directory written by "
+                                 "plait compile -o (an exported artifact)")
     p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names (a .npy file for a "
-                                    "model with one input); missing inputs are random with a fixed seed")
+                                    "model with one input); missing inputs are made by --fill")
+    p.add_argument("--fill", choices=("random", "zeros", "ones"), default="random",
+                   help="what the inputs not in --inputs hold: random (default; seeded by --seed), zeros or ones")
     p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
                                     "output names")
     p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
@@ -46,16 +49,21 @@ def _seed(text: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from plait.relay.input_files import load_inputs
     from plait.relay.interpreter import flatten_value, run
     from plait.relay.io import input_names, make_inputs, output_names
+
+    if os.path.isdir(args.model):
+        from plait.cli.artifact_run import run_artifact
+
+        return run_artifact(args)
+    from plait.cli.notes import note_inputs, note_simulation
 
     opts = placement_options(args) if args.target else no_placement(args)
     shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
     if args.opt_level is not None and not args.target:
         raise UsageError("--opt-level needs --target: the reference interpreter runs no passes")
+    check_timing_flags(args, compiled=bool(args.target))
     limit = memory_limit(args)
     if args.output is not None:
         _check_output_file(args.output)
@@ -65,21 +73,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
     if not args.target:
         check_static(mod, args.model, missing=[n for n in input_names(mod) if n not in given])
-    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit)
+    inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit, fill=args.fill)
     if args.target:
         from plait.executor.graph import GraphModule
 
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level)
+        note_simulation(art, opts["target"])
         print_placement(art)
         stage("running")
         gm = GraphModule(art, memory_limit=limit)
+        note_inputs(input_names(mod), given, args.fill, args.seed)
         run_model = lambda: gm(**inputs)  # noqa: E731
     else:
+        note_inputs(input_names(mod), given, args.fill, args.seed)
         stage("running in the reference interpreter")
         gm, run_model = None, lambda: flatten_value(run(mod, inputs))  # noqa: E731
     outs, report_timing = run_timed(args, run_model, gm)  # once; more with --repeat/--profile/--json
-    names = output_names(mod, len(outs))
+    return print_outputs(args, output_names(mod, len(outs)), outs, report_timing)
+
+
+def print_outputs(args: argparse.Namespace, names: Sequence[str], outs: Sequence,
+                  report_timing: Callable[[], None] = lambda: None) -> int:
+    """Write the outputs to ``--output`` (and say where), or print them, then the timing (--repeat,
+    --profile, --json); the exit code."""
+    import numpy as np
+
     if args.output is not None:
         path = _write_outputs(args.output, names, outs)
         say(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")

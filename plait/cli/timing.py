@@ -62,6 +62,14 @@ def wanted(args: argparse.Namespace) -> bool:
     return args.repeat is not None or args.profile or args.json
 
 
+def check_timing_flags(args: argparse.Namespace, compiled: bool) -> None:
+    """Refuse what the timing flags cannot do (call it before running anything): --profile needs a
+    compiled graph."""
+    if getattr(args, "profile", False) and not compiled:
+        raise UsageError("--profile needs --target: it times each call of the compiled graph; the reference "
+                         "interpreter has no per-call times (--repeat times it as a whole)")
+
+
 def run_timed(args: argparse.Namespace, run_model: Callable[[], Any], gm: Any = None) -> tuple[Any, Callable[[], None]]:
     """Run the model as ``plait run`` asked: return the outputs of its first run and a function that
     prints the timing (a no-op without --repeat/--profile/--json), to call after the outputs are shown.
@@ -70,9 +78,7 @@ def run_timed(args: argparse.Namespace, run_model: Callable[[], Any], gm: Any = 
     :class:`~plait.executor.graph.GraphModule` of a compiled run (None: the reference interpreter)."""
     if not wanted(args):
         return run_model(), lambda: None
-    if args.profile and gm is None:
-        raise UsageError("--profile needs --target: it times each call of the compiled graph; the reference "
-                         "interpreter has no per-call times (--repeat times it as a whole)")
+    check_timing_flags(args, compiled=gm is not None)
     n = args.repeat or 1
     compiled = gm is not None
     outs = run_model() if compiled else None  # compiled: the warm-up run, whose outputs are shown

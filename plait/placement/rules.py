@@ -105,6 +105,33 @@ def _unknown(piece: str, target: CompositeTarget) -> str:
     return reg.unknown_message(piece) + f" (pieces: {', '.join(target.names)})"
 
 
+def check_rules_match(func: Function, rules: tuple[Rule, ...]) -> None:
+    """Every rule matches at least one operator call of ``func`` (a typo such as ``Cnv=cpu`` would be ignored
+    silently); else a :class:`PlacementError` listing what this model's patterns could match."""
+    calls = [n for n in post_order(func.body if isinstance(func, Function) else func)
+             if isinstance(n, Call) and not isinstance(n.op, Expr)]
+    for r in rules:
+        if any(r.matches(c) for c in calls):
+            continue
+        kinds = [("ONNX op types", "op_type"), ("plait ops", None), ("node names", "name")]
+        lists = []
+        for label, key in kinds:
+            values = list(dict.fromkeys(c.op_name if key is None else c.meta.get(key) for c in calls))
+            values = [v for v in values if isinstance(v, str) and v]
+            if values:
+                lists.append(f"{label}: {_some(values)}")
+        what = "; ".join(lists) if lists else "the model has no operator calls"
+        raise PlacementError(f"--place: rule '{r}' matches no call of the model (a pattern is a glob over ONNX "
+                             f"node names, ONNX op types and plait op names; {what})")
+
+
+def _some(values: list[str], most: int = 8) -> str:
+    """``values`` joined, the first ``most`` and a count of the rest; long names shortened."""
+    shown = [v if len(v) <= 60 else v[:57] + "..." for v in values[:most]]
+    rest = len(values) - len(shown)
+    return ", ".join(shown) + (f" and {rest} more" if rest else "")
+
+
 def pins_for(func: Function, target: CompositeTarget, rules: tuple[Rule, ...] = ()) -> dict[Call, Pin]:
     """Per operator call of ``func``: the pin or preference that applies, checked against capability."""
     fn_piece = func.attrs.get("target") if isinstance(func, Function) else None

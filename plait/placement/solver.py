@@ -31,7 +31,7 @@ from plait.placement.cost import CostModel, Estimate, objective_value, type_byte
 from plait.placement.fit import FitError, fit_message, piece_memory
 from plait.placement.pattern import Region, claim_regions
 from plait.placement.problem import TIME_LIMIT_S, Problem, solve
-from plait.placement.rules import Pin, PlacementError, Rule, call_name, pins_for
+from plait.placement.rules import Pin, PlacementError, Rule, call_name, check_rules_match, pins_for
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from plait.relay.visitor import post_order
 from plait.target import CompositeTarget
@@ -136,6 +136,7 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     cm = CostModel.for_target(ct) if cost_model is None else cost_model
     pieces = list(ct.pieces)
     names = [p.name for p in pieces]
+    check_rules_match(func, tuple(rules))
     calls = _calls(func)
     index = {c: k for k, c in enumerate(calls)}
     alone = [[piece_supports(p, c) for p in pieces] for c in calls]

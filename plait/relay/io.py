@@ -24,10 +24,17 @@ def output_names(mod: IRModule, count: int) -> list[str]:
     return [f"output_{i}" for i in range(count)]
 
 
+#: What ``make_inputs`` puts in the inputs not given (``plait run --fill``).
+FILLS = ("random", "zeros", "ones")
+
+
 def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mapping[str, int] | None = None,
-                 memory_limit: int | str | None = None) -> np.ndarray:
-    """A random array of type ``t``; its byte count is checked against ``memory_limit`` (None: the
+                 memory_limit: int | str | None = None, fill: str = "random") -> np.ndarray:
+    """An array of type ``t``: random (floats standard normal, integers in [0, 10), bools 0/1) or, with
+    ``fill`` "zeros" or "ones", constant; its byte count is checked against ``memory_limit`` (None: the
     default of :mod:`plait.limits`) before anything is allocated."""
+    if fill not in FILLS:
+        raise PlaitError(f"unknown fill '{fill}' (expected {', '.join(FILLS)})")
     shape = []
     for d in t.shape:
         if isinstance(d, int):
@@ -42,7 +49,12 @@ def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mappi
     nbytes = dt.itemsize
     for d in shape:
         nbytes *= d
-    check_bytes(nbytes, f"random input '{name}' ({t.dtype}{shape})", memory_limit)
+    what = f"random input '{name}'" if fill == "random" else f"input '{name}' filled with {fill}"
+    check_bytes(nbytes, f"{what} ({t.dtype}{shape})", memory_limit)
+    if fill == "zeros":
+        return np.zeros(shape, dt)
+    if fill == "ones":
+        return np.ones(shape, dt)
     if dt.kind == "f":
         return rng.standard_normal(shape).astype(dt)
     if dt.kind == "b":
@@ -51,24 +63,30 @@ def random_input(t: TensorType, rng: np.random.Generator, name: str, dims: Mappi
 
 
 def make_inputs(mod: IRModule, given: Mapping[str, Any], seed: int = 0, func: str = "main",
-                memory_limit: int | str | None = None) -> dict[str, np.ndarray]:
-    """``given`` inputs by name, the rest random from a fixed seed (per input, in parameter order);
-    each random input is checked against ``memory_limit`` before it is made."""
-    params = mod[func].params
-    names = [p.name_hint for p in params]
+                memory_limit: int | str | None = None, fill: str = "random") -> dict[str, np.ndarray]:
+    """``given`` inputs by name, the rest made by ``fill`` (see :func:`random_input`; random ones from a
+    fixed seed, per input, in parameter order); each made input is checked against ``memory_limit``
+    before it is made."""
+    types = {p.name_hint: p.type_annotation for p in mod[func].params}
+    return fill_inputs(types, given, seed, memory_limit, fill)
+
+
+def fill_inputs(types: Mapping[str, Any], given: Mapping[str, Any], seed: int = 0,
+                memory_limit: int | str | None = None, fill: str = "random") -> dict[str, np.ndarray]:
+    """:func:`make_inputs` for inputs known by name and type (in order), e.g. an exported artifact's."""
+    names = list(types)
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise PlaitError(f"unknown input '{unknown[0]}' (inputs are: {', '.join(names)})")
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
-    for p in params:
-        t = p.type_annotation
-        if p.name_hint in given:
-            out[p.name_hint] = np.asarray(given[p.name_hint])
+    for name, t in types.items():
+        if name in given:
+            out[name] = np.asarray(given[name])
         elif isinstance(t, TensorType):
-            out[p.name_hint] = random_input(t, rng, p.name_hint, memory_limit=memory_limit)
+            out[name] = random_input(t, rng, name, memory_limit=memory_limit, fill=fill)
         else:
-            raise PlaitError(f"input '{p.name_hint}' of type {t} must be given explicitly")
+            raise PlaitError(f"input '{name}' of type {t} must be given explicitly")
     return out
 
 

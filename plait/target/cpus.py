@@ -75,6 +75,37 @@ def compiler_cpus(cc: str) -> frozenset[str] | None:
     return _parse_gcc_list(r.stderr)
 
 
+@lru_cache(maxsize=None)
+def compiler_machine(cc: str) -> str | None:
+    """The machine C compiler ``cc`` makes code for (``<cc> -dumpmachine``: ``x86_64-linux-gnu``,
+    ``arm-none-eabi``); None when ``cc`` is not installed or does not say. Asked once per process."""
+    try:
+        command = shlex.split(cc)
+    except ValueError:
+        return None
+    if not command or shutil.which(command[0]) is None:
+        return None
+    try:
+        r = subprocess.run([*command, "-dumpmachine"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    machine = r.stdout.strip()
+    return machine if r.returncode == 0 and machine and "\n" not in machine else None
+
+
+_ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def makes_host_code(machine: str) -> bool:
+    """Does a compiler whose ``-dumpmachine`` is ``machine`` make code for this machine (same architecture)?"""
+    import platform
+
+    def arch(name: str) -> str:
+        return _ARCH_ALIASES.get(name.lower(), name.lower())
+
+    return arch(machine.split("-")[0]) == arch(platform.machine())
+
+
 _LLVM_PROBE = ("import llvmlite.binding as b\n"
                "b.initialize_native_target()\n"
                "b.Target.from_default_triple().create_target_machine(cpu='help')\n")

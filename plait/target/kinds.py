@@ -73,10 +73,29 @@ def is_cortex_m(target: Any) -> bool:
 
 def c_compiler(target: Any, host_simulation: bool = False) -> str:
     """The C compiler command: ``-cc`` if given, else arm-none-eabi-gcc for Cortex-M, else gcc.
-    ``host_simulation`` compiles an embedded piece's C for the host (always the host compiler)."""
+    ``host_simulation`` compiles the piece's C for this machine: see :func:`simulation_compiler`."""
     if host_simulation:
-        return "gcc"
+        return simulation_compiler(target)[0]
     return target.options["cc"] or ("arm-none-eabi-gcc" if is_cortex_m(target) else "gcc")
+
+
+def simulation_compiler(target: Any) -> tuple[str, str]:
+    """(compiler, why -cc is not it) for building a ``c`` piece's C for this machine (host simulation).
+    A host piece's ``-cc`` is used as given. A Cortex-M piece's ``-cc`` is its cross compiler: used when it
+    makes code for this machine too (its ``-dumpmachine`` names this architecture, e.g. ``-cc=clang``),
+    else gcc builds the simulation and ``why`` says so (``-cc`` still builds the device code). A ``-cc``
+    that cannot be asked (not installed) is used, and its build reports it."""
+    from plait.target.cpus import compiler_machine, makes_host_code
+
+    cc = target.options["cc"]
+    if not cc:
+        return "gcc", ""
+    if not is_cortex_m(target):
+        return cc, ""
+    machine = compiler_machine(cc)
+    if machine is None or makes_host_code(machine):
+        return cc, ""
+    return "gcc", f"its -cc '{cc}' makes code for {machine}, not this machine"
 
 
 def c_compiler_flags(target: Any, host_simulation: bool = False) -> list[str]:

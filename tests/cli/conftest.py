@@ -7,6 +7,10 @@ from onnx import TensorProto, helper
 from plait.testing import onnx_models
 
 
+#: What `plait run` says on stderr when it makes up the one input 'x' (e.g. of mlp_path) at random.
+RANDOM_X = "plait: note: random input for x (seed 0; give it with --inputs, or --fill zeros|ones)\n"
+
+
 def small_model(nodes, inputs, outputs, opset=17) -> onnx.ModelProto:
     """A model of ``nodes`` with float32 ``inputs`` / ``outputs`` given as (name, shape)."""
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs]
