@@ -80,7 +80,6 @@ install() {
 
 # The main job on a bundled model: explain, build and run on the composite target, compare.
 demo() {
-    local out
     out=$(mktemp -d)
     trap 'rm -rf "$out"' EXIT
     set -x
