@@ -45,8 +45,10 @@ install_apt() {
     pkgs=${pkgs% }
     [ -z "$pkgs" ] && return 0
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        local sudo=
+        [ "$(id -u)" = 0 ] || sudo="sudo "
         say "missing system packages; install them, then run this again:"
-        say "  sudo apt-get install $pkgs"
+        say "  ${sudo}apt-get install $pkgs"
         exit 1
     fi
     say "installing system packages: $pkgs"
