@@ -23,8 +23,9 @@ register_tag(
         "clock_mhz": Fact(16, MHZ, "nRF51822 product specification (16 MHz); RIOT nRF51822 board page"),
         "fpu": Fact("none", "", "Arm Cortex-M0 TRM (ARMv6-M, no FPU)"),
         "simd_bits": Fact(0, BITS, "ARMv6-M has no DSP/SIMD extension (Arm Cortex-M0 TRM)"),
-        "ram_kb": Fact(16, KB, "nRF51822-QFAA; Zephyr bbc_microbit.yaml (ram: 16); QEMU microbit (FACTS.md)"),
-        "flash_kb": Fact(256, KB, "nRF51822-QFAA; QEMU microbit: 256 KB flash at 0x0 (FACTS.md)"),
+        "ram_kb": Fact(16, KB, "nRF51822-QFAA; Zephyr bbc_microbit.yaml (ram: 16); "
+                               "QEMU hw/arm/nrf51_soc.c (16 KiB SRAM)"),
+        "flash_kb": Fact(256, KB, "nRF51822-QFAA; QEMU hw/arm/nrf51_soc.c: 256 KiB flash at 0x0"),
         "power_mw": Fact(13.2, MW, "nRF51822 PS v3.1: CPU running from flash at 16 MHz, ~4.4 mA x 3.0 V",
                          RECALLED),
         "cores": Fact(1, "", "nRF51822: one Cortex-M0"),
@@ -55,7 +56,8 @@ register_tag(
     facts={
         "clock_mhz": Fact(216, MHZ, "STM32F746 overview (Linux Documentation/arch/arm/stm32); "
                                     "STM32F746NG datasheet (DS10916)"),
-        "fpu": Fact("sp", "", "STM32F746: Cortex-M7 with FPv5 single precision (gcc -mfpu=fpv5-sp-d16, FACTS.md)"),
+        "fpu": Fact("sp", "", "STM32F746: Cortex-M7 with FPv5 single precision "
+                              "(gcc -mfpu=fpv5-sp-d16: GCC manual, ARM Options)"),
         "simd_bits": Fact(32, BITS, "ARMv7E-M DSP extension (Arm Cortex-M7 TRM); no float SIMD"),
         "ram_kb": Fact(320, KB, "STM32F746NG datasheet (DS10916): 320 KB SRAM incl. 64 KB DTCM, plus 16 KB "
                                 "ITCM RAM for code (Zephyr stm32f746g_disco.yaml: ram 320)"),
