@@ -29,9 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md"] + sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
-COVERED_ELSEWHERE = {("docs/backends.md", "python"): "tests/test_backends_guide.py",
-                     # its sections are being written with their tests under tests/cli/ (the page says so)
-                     ("docs/cli.md", "sh"): "tests/cli/", ("docs/cli.md", "python"): "tests/cli/"}
+COVERED_ELSEWHERE = {("docs/backends.md", "python"): "tests/test_backends_guide.py"}
 OPT_OUT = re.compile(r"^<!-- not run: .+ -->$")
 
 # Defines the commands an sh block may use; the checkout under test comes first on PYTHONPATH.

@@ -136,11 +136,22 @@ def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
         if size > 0xFFFF:  # a zip entry's name has a 16-bit length
             raise PlaitError(f"--output: output '{shorten(name, 200)}' has a name too long for a .npz entry "
                              f"({size:,} bytes with '.npy'; a zip allows 65,535)")
-    try:
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+    def write(dest) -> None:
+        with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
             for name, value in zip(names, values):
                 with z.open(f"{name}.npy", "w", force_zip64=True) as f:
                     npformat.write_array(f, np.asarray(value), allow_pickle=False)
+
+    try:
+        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a pipe: a zip needs to seek
+            import io
+
+            buf = io.BytesIO()
+            write(buf)
+            with open(path, "wb") as f:
+                f.write(buf.getbuffer())
+        else:
+            write(path)
     except OSError as exc:
         raise PlaitError(f"--output: cannot write '{path}': {exc.strerror or exc}") from None
     return path

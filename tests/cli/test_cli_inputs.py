@@ -243,3 +243,8 @@ def test_an_output_name_too_long_for_a_npz_entry(tmp_path, capsys):
     assert err.startswith(f"{RANDOM_X}plait: error: --output: output 'yyy")
     assert err.endswith("' has a name too long for a .npz entry (70,004 bytes with '.npy'; a zip allows 65,535)\n")
     assert len(err) < 400 + len(RANDOM_X)
+
+
+def test_output_to_a_file_that_cannot_seek(mlp_path, capsys):
+    assert main(["run", mlp_path, "--output", "/dev/null"]) == 0  # a zip is built in memory, then written
+    assert capsys.readouterr().out == "wrote 1 output(s) to /dev/null: y\n"
