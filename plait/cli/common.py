@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from plait.errors import PlaitError
 
@@ -150,3 +151,19 @@ def print_placement(art) -> None:
         from plait.placement.explain import summarize
 
         print(summarize(a), end="")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``low`` (argparse turns the error into a usage error, exit 2)."""
+    what = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse

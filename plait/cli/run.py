@@ -8,8 +8,8 @@ import os
 from typing import Callable, Sequence
 
 from plait.cli.common import (
-    UsageError, build, build_config, build_flags, memory_limit, no_placement, placement_flags, placement_options,
-    print_placement, shape_flags,
+    UsageError, build, build_config, build_flags, int_at_least, memory_limit, no_placement, placement_flags,
+    placement_options, print_placement, shape_flags,
 )
 from plait.cli.messages import say, shorten
 from plait.cli.progress import stage
@@ -27,7 +27,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
                    help="what the inputs not in --inputs hold: random (default; seeded by --seed), zeros or ones")
     p.add_argument("--output", help="write outputs to this .npz file (exactly this name), keyed by the model's "
                                     "output names")
-    p.add_argument("--seed", type=_seed, default=0, help="seed for random inputs, a non-negative integer (default 0)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="seed for random inputs, a non-negative integer (default 0)")
     p.add_argument("--target", help='compile for this target (e.g. "c", or a composite target '
                                     '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f") and run '
                                     "with the graph executor; without it the model runs in the reference interpreter")
@@ -35,17 +35,6 @@ def run_args(p: argparse.ArgumentParser) -> None:
     placement_flags(p)
     build_flags(p)
     timing_args(p)
-
-
-def _seed(text: str) -> int:
-    """--seed: what numpy's generator accepts (argparse turns the error into a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ import json
 import time
 from typing import Any, Callable
 
-from plait.cli.common import UsageError
+from plait.cli.common import UsageError, int_at_least
 from plait.cli.messages import shorten
 
 #: The ``"format"`` of the JSON document; bumped when a key changes meaning.
@@ -36,7 +36,7 @@ JSON_FORMAT = "plait.run.timing/1"
 
 def timing_args(p: argparse.ArgumentParser) -> None:
     """--repeat, --profile and --json (``plait run``)."""
-    p.add_argument("--repeat", type=_repeat, default=None, metavar="N",
+    p.add_argument("--repeat", type=int_at_least(1), default=None, metavar="N",
                    help="time N runs of the model (after one warm-up run when compiled) and print "
                         "'time: min X ms, median Y ms, max Z ms over N runs' (default 1 with --profile or --json)")
     p.add_argument("--profile", action="store_true",
@@ -44,17 +44,6 @@ def timing_args(p: argparse.ArgumentParser) -> None:
                         "a table: call, op, piece, ms, share of the total, in execution order")
     p.add_argument("--json", action="store_true",
                    help="print the timing (and profile) as one line of JSON instead of text, after the outputs")
-
-
-def _repeat(text: str) -> int:
-    """--repeat: a positive integer (argparse turns the error into a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def wanted(args: argparse.Namespace) -> bool:
