@@ -5,7 +5,8 @@ Backends (``plait/backend/c.py``, ...) attach hooks and code generation to these
 
 The ``c`` kind reads ``-mcpu=cortex-m4f`` / ``cortex-m7f`` / ``cortex-m33f`` as the core with its
 single-precision FPU and the hard-float ABI (gcc has no such CPU names), and exposes two attributes
-for the C backend: ``compiler(target) -> str`` and ``compiler_flags(target, host_simulation=False)``,
+for the C backend: ``compiler(target) -> str``, ``compiler_flags(target, host_simulation=False)`` and
+``simulation_compiler(target) -> (cc, why)`` (what builds the piece's C for this machine in host simulation),
 and ``schedule_rules(target) -> str`` naming the default-schedule rule set of :mod:`plait.schedule`.
 """
 
@@ -140,8 +141,8 @@ C: TargetKind = register_kind(
         Option("cc", str, "", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc"),
     ),
     default_keys=("cpu",),
-    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "schedule_rules": c_schedule_rules,
-           "device": c_device},
+    attrs={"compiler": c_compiler, "compiler_flags": c_compiler_flags, "simulation_compiler": simulation_compiler,
+           "schedule_rules": c_schedule_rules, "device": c_device},
     normalize=_normalize_c,
     validate=_validate_c,
     identity=("mcpu", "march", "mfpu"),
