@@ -1,11 +1,11 @@
-"""OpenBLAS single-thread speed on this machine vs the blas kind's cost model (plait.backend.blas).
+"""OpenBLAS single-thread speed on this machine vs the blas kind's cost model (plait.backends.blas.backend).
 
     python bench/blas_speed.py            # product shapes: measured vs gemm_seconds()
     python bench/blas_speed.py --calls    # the GEMM-like calls of the bench models: c vs blas,
                                           # measured (each call alone) and as the placement estimates them
     python bench/blas_speed.py --calls --database costs.json   # ... and save the measurements
 
-The first table times each shape of ``plait.backend.blas.SHAPES`` with a small C loop calling
+The first table times each shape of ``plait.backends.blas.backend.SHAPES`` with a small C loop calling
 OpenBLAS the way the lowered PrimFuncs do (``cblas_sgemm``; ``cblas_sgemv`` when one side is a
 vector) next to the cost hook's model: where its constants come from (docs/kind-blas.md).
 
@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def calls_table(models: list[str], repeat: int, database: str | None = None) -> None:
-    import plait.backend  # noqa: F401
-    from plait.backend import blas
-    from plait.backend.c import build_c
-    from plait.backend.lower import lower_function
+    import plait.backends  # noqa: F401
+    from plait.backends.blas import backend as blas
+    from plait.backends.c.backend import build_c
+    from plait.lowering.lower import lower_function
     from plait.frontend.onnx import from_onnx
     from plait.ir.transform import PassContext
     from plait.placement.cost import CostModel, signature
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.calls:
         calls_table([m for m in args.models.split(",") if m], args.repeat, args.database)
     else:
-        from plait.backend.blas import main as shapes_table
+        from plait.backends.blas.backend import main as shapes_table
 
         shapes_table()
     return 0

@@ -45,9 +45,9 @@ class BuildError(PlaitError):
 def _load_backends() -> None:
     """Import the in-tree backends so that they attach their hooks and build functions to kinds."""
     try:
-        importlib.import_module("plait.backend")
+        importlib.import_module("plait.backends")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("plait.backend",):
+        if exc.name not in ("plait.backends",):
             raise
 
 
@@ -272,7 +272,7 @@ def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, 
 
 def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     """Fusion and lowering to TIR: what every kind without a ``relay_to_tir`` hook runs."""
-    from plait.backend.lower import LowerToTIR
+    from plait.lowering.lower import LowerToTIR
     from plait.relay.passes import FuseOps
 
     return [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
@@ -292,7 +292,7 @@ class InlineRegions(Pass):
 
 @dataclass(frozen=True)
 class CheckMemoryFit(Pass):
-    """Each piece's share of the liveness memory plan (:func:`plait.executor.memory_plan.piece_bytes`)
+    """Each piece's share of the liveness memory plan (:func:`plait.memory.plan.piece_bytes`)
     against its memories (:func:`plait.placement.fit.check_fit`); a piece simulated on the host is
     checked against its own facts. Raises a ``FitError``; returns the module unchanged."""
 
@@ -301,7 +301,7 @@ class CheckMemoryFit(Pass):
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         from plait.executor.graph_codegen import graph_codegen
-        from plait.executor.memory_plan import piece_bytes
+        from plait.memory.plan import piece_bytes
         from plait.placement.fit import check_fit, piece_memory
 
         mems = [piece_memory(p.target) for p in self.composite.pieces]
@@ -414,7 +414,7 @@ def relay_pipeline(composite: Any, opt_level: int = 2, *, rules: tuple = (), obj
     placement and the external modules)."""
     from plait.relay.infer import InferType
     from plait.relay.passes import FoldBatchNorm, FoldConstant
-    from plait.tir.workspace import LiftWorkspaces
+    from plait.memory.workspace import LiftWorkspaces
 
     state = {} if state is None else state
     return [InferType(), FoldConstant(), FoldBatchNorm(), InferType(),
@@ -499,7 +499,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
 
 def _check_static_inputs(mod: IRModule) -> None:
     """A LowerError naming the first input with a symbolic dim, and the shape_overrides that fix it."""
-    from plait.backend.lower import LowerError
+    from plait.lowering.lower import LowerError
     from plait.relay.io import symbolic_dim_error
 
     msg = symbolic_dim_error(mod, lambda ex: f"import the model with shape_overrides={ex!r} "

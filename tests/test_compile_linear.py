@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
-from plait.backend.c import codegen_c
-from plait.backend.lower import UniqueNames
+from plait.backends.c.backend import codegen_c
+from plait.lowering.lower import UniqueNames
 from plait.driver import _composite, _load_backends, piece_module, relay_pipeline
 from plait.executor.graph_codegen import graph_codegen
 from plait.ir.transform import PassContext

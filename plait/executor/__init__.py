@@ -1,6 +1,6 @@
 """Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) for now.
 
-Modules: ``graph_codegen`` (lowered main -> graph + function signatures), ``memory_plan``,
+Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
 checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
 
@@ -37,9 +37,9 @@ def __getattr__(name: str) -> Any:
 
         return getattr(graph_check, name)
     if name in ("MemoryPlan", "plan_memory"):
-        from plait.executor import memory_plan
+        from plait.memory import plan
 
-        return getattr(memory_plan, name)
+        return getattr(plan, name)
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 

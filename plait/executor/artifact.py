@@ -26,7 +26,7 @@ from plait.executor.manifest import (
     GRAPH_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
     file_record, function_modules, manifest_text,
 )
-from plait.executor.memory_plan import memory_report
+from plait.memory.plan import memory_report
 from plait.executor.params_file import read_params
 from plait.limits import check_bytes
 from plait.relay.module import IRModule
@@ -251,7 +251,7 @@ def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[s
             return load_library(data, d / name)
         text = data.decode("utf-8") if not name.endswith(".onnx") else ""
         if name.endswith(".onnx"):
-            from plait.runtime.ort_module import OrtModule
+            from plait.backends.onnxruntime.module import OrtModule
 
             return OrtModule(e["symbol"], data, threads=e["threads"], opt_level=e["opt_level"])
         if name.endswith(".ll"):
@@ -276,8 +276,8 @@ def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[s
 def _load_llvm(text: str, e: dict[str, Any], name: str) -> Module:
     """An LLVM module JIT-compiled again; its functions refuse to run when it was compiled for CPU
     features this machine lacks (they would stop the process on an illegal instruction)."""
-    from plait.backend.llvm import missing_host_features
-    from plait.runtime.llvm_module import LLVMModule
+    from plait.backends.llvm.backend import missing_host_features
+    from plait.backends.llvm.module import LLVMModule
 
     lib = LLVMModule(text, e["signatures"], e.get("symbols"), cpu=e["cpu"], features=e["features"],
                      opt_level=e["opt_level"], name=name[:-3])
@@ -300,8 +300,8 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         index[id(m)] = len(order)
         order.append(m)
         stack.extend(m.imported_modules)
-    from plait.runtime.llvm_module import LLVMModule
-    from plait.runtime.ort_module import OrtModule
+    from plait.backends.llvm.module import LLVMModule
+    from plait.backends.onnxruntime.module import OrtModule
 
     out = []
     for k, m in enumerate(order):

@@ -4,7 +4,7 @@
     gm = GraphModule(art)
     y, = gm(x=np.ones((1, 256), np.float32))      # or set_input / run / get_output
     worker = gm.copy()                            # for another thread: shares the library and params
-    print(art.memory_report())                    # the memory plan (plait.executor.memory_plan)
+    print(art.memory_report())                    # the memory plan (plait.memory.plan)
     art.export("out/"); GraphArtifact.load("out/")
 
 ``GraphModule`` checks the artifact (:mod:`plait.executor.graph_check`: ids, shapes, storage,
@@ -30,7 +30,7 @@ from plait.executor.artifact import GraphArtifact
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import node_label
 from plait.executor.graph_codegen import GraphCodegenError
-from plait.executor.memory_plan import entry_bytes
+from plait.memory.plan import entry_bytes
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes

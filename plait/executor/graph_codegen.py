@@ -22,9 +22,9 @@ The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
 
 A call records the ``piece`` it runs on (its function's ``piece`` attr, set by the driver, else its
 ``target`` attr). A call whose PrimFunc has a workspace arena (``attrs["workspace_bytes"]``, see
-:mod:`plait.tir.workspace`) gets one ``workspace`` entry per arena parameter, passed after its
+:mod:`plait.memory.workspace`) gets one ``workspace`` entry per arena parameter, passed after its
 outputs. Storage is planned by
-:func:`plait.executor.memory_plan.plan_memory`: inputs and params have their own buffers,
+:func:`plait.memory.plan.plan_memory`: inputs and params have their own buffers,
 activations share buffers by liveness (a call never writes a buffer it reads), each piece has one
 workspace buffer.
 """
@@ -40,7 +40,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.executor.graph_check import GRAPH_FORMAT, GRAPH_VERSION, NODE_OPS, STORAGE_KINDS  # noqa: F401
 from plait.executor.manifest import signature
-from plait.executor.memory_plan import entry_bytes, plan_memory, plan_storage  # noqa: F401 - re-exported
+from plait.memory.plan import entry_bytes, plan_memory, plan_storage  # noqa: F401 - re-exported
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
@@ -223,11 +223,11 @@ def _piece_of(fn: Any) -> str | None:
 
 
 def _workspace_params(fn: Any) -> list[Any]:
-    """The workspace arena params of a lowered function (plait.tir.workspace), if it has any."""
+    """The workspace arena params of a lowered function (plait.memory.workspace), if it has any."""
     attrs = getattr(fn, "attrs", None)
     if not attrs or not attrs.get("workspace_bytes"):
         return []
-    from plait.tir.workspace import workspace_params
+    from plait.memory.workspace import workspace_params
 
     params = workspace_params(fn)
     if any(p.static_shape is None for p in params):

@@ -225,7 +225,7 @@ class CostModel:
 
 
 def _schedule_cost(call: Call, target: Any) -> Any:
-    from plait.backend.lower import lower_function
+    from plait.lowering.lower import lower_function
     from plait.schedule import estimate_cost
 
     from plait.relay.infer import infer_expr

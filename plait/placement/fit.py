@@ -83,7 +83,7 @@ def piece_memory(target: Any) -> PieceMemory:
 
 def check_fit(composite: Any, usage: Mapping[str, Mapping[str, int]]) -> None:
     """Check each piece's share of a memory plan (``usage``: piece name -> ``activation``,
-    ``workspace`` and ``param`` bytes, see :func:`plait.executor.memory_plan.piece_bytes`) against
+    ``workspace`` and ``param`` bytes, see :func:`plait.memory.plan.piece_bytes`) against
     its memories. Raises :class:`FitError` naming every piece that does not fit."""
     problems = []
     for piece in composite.pieces:

@@ -1,6 +1,6 @@
 """The in-tree target kinds: ``c`` (C source for a C compiler) and ``llvm`` (host code through LLVM).
 
-Backends (``plait/backend/c.py``, ...) attach hooks and code generation to these kinds through
+Backends (``plait/backends/c/backend.py``, ...) attach hooks and code generation to these kinds through
 :func:`plait.target.hooks.register_hook`; the kinds themselves only describe options and flags.
 
 The ``c`` kind reads ``-mcpu=cortex-m4f`` / ``cortex-m7f`` / ``cortex-m33f`` as the core with its

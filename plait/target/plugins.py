@@ -8,7 +8,7 @@ A package adds a kind without touching plait by declaring, in its ``pyproject.to
 
 Plugins load lazily: the first time the kinds or tags are listed, or a name is not found. A plugin
 that fails to load raises :class:`PluginError` naming the entry point, every time it is asked for.
-Before them, the in-tree backends (``plait.backend``: the ``blas`` and ``onnxruntime`` kinds, the hooks
+Before them, the in-tree backends (``plait.backends``: the ``blas`` and ``onnxruntime`` kinds, the hooks
 of ``c`` and ``llvm``) are imported the same way, so their names parse without importing them first.
 """
 
@@ -39,7 +39,7 @@ def entry_points() -> list[metadata.EntryPoint]:
     return [seen[k] for k in sorted(seen)]
 
 
-IN_TREE = "plait.backend"
+IN_TREE = "plait.backends"
 
 
 def load_in_tree() -> None:

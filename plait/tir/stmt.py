@@ -391,7 +391,7 @@ class PrimFunc(TIRNode, BaseFunc):
 
         n = self.attrs.get("num_inputs")
         params = self.params
-        ws = self.attrs.get("workspace_param")  # trailing workspace arenas (plait.tir.workspace) are not outputs
+        ws = self.attrs.get("workspace_param")  # trailing workspace arenas (plait.memory.workspace) are not outputs
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 <= ws <= len(params):
             params = params[:ws]
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(params):

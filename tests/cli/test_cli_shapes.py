@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plait
-from plait.backend.lower import LowerError
+from plait.lowering.lower import LowerError
 from plait.cli import main
 from plait.cli.common import UsageError
 from plait.cli.shapes import parse_input_shapes

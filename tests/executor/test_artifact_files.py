@@ -136,7 +136,7 @@ def test_manifest_against_the_graph_and_the_library(d):
 
 
 def test_two_module_artifact_checks_which_module_has_each_function(art, cache, tmp_path):
-    from plait.backend.c import build_c
+    from plait.backends.c.backend import build_c
     from plait.tir.stmt import PrimFunc
 
     funcs = {k: f for k, f in art.ir.items() if isinstance(f, PrimFunc)}

@@ -47,7 +47,7 @@ def test_llvm_module_exports_as_ir_and_is_jit_compiled_again(tmp_path):
 
 def test_llvm_module_compiled_for_missing_cpu_features_loads_but_refuses_to_run(tmp_path, monkeypatch):
     pytest.importorskip("llvmlite")
-    import plait.backend.llvm as llvm_kind
+    import plait.backends.llvm.backend as llvm_kind
     from plait.errors import PlaitError
 
     art = plait.build(from_onnx(onnx_models.mlp(sizes=(8, 16, 4))), "llvm")

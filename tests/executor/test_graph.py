@@ -231,7 +231,7 @@ def test_export_and_load(c_lib, tmp_path):
 
 
 def test_diamond_through_the_c_backend(tmp_path):
-    from plait.backend.c import build
+    from plait.backends.c.backend import build
     from plait.ir.transform import PassContext
 
     mod, c = diamond()

@@ -9,7 +9,7 @@ import pytest
 
 from plait.executor import ExecutorError, check_graph
 from plait.executor.graph_check import nbytes
-from plait.executor.memory_plan import plan_memory
+from plait.memory.plan import plan_memory
 
 from tests.executor.test_memory_plan import random_graph
 

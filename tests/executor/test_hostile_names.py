@@ -49,7 +49,7 @@ def test_hostile_names_compile_and_match_ort(tmp_path):
     assert len(got) == 2
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=0, atol=1e-5)
-    from plait.backend.c import codegen_c
+    from plait.backends.c.backend import codegen_c
     from plait.tir import PrimFunc
 
     funcs = [f for f in art.ir.values() if isinstance(f, PrimFunc)]

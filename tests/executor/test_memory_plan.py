@@ -12,11 +12,11 @@ from plait.errors import PlaitError
 from plait.executor.graph import GraphArtifact, GraphModule
 from plait.executor.graph_check import check_graph
 from plait.executor.graph_codegen import graph_codegen
-from plait.executor.memory_plan import MemoryPlan, entry_bytes, memory_domains, plan_memory
+from plait.memory.plan import MemoryPlan, entry_bytes, memory_domains, plan_memory
 from plait.relay import IRModule
 from plait.relay.expr import call as relay_call
 from plait.runtime import Module, PyModule
-from plait.tir.workspace import LiftWorkspaces
+from plait.memory.workspace import LiftWorkspaces
 
 from tests.executor.lowered import c_module, call, prim_funcs, tir_module
 
@@ -213,7 +213,7 @@ def ws_reference(x):
 
 @pytest.fixture(scope="module")
 def ws_c_lib(tmp_path_factory):
-    from plait.backend.c import build_c
+    from plait.backends.c.backend import build_c
 
     mod = ws_module()
     return build_c([mod["softmax_rows"], mod["square_plus"]], cache_dir=str(tmp_path_factory.mktemp("cc")))
@@ -283,8 +283,8 @@ def test_check_graph_copy_nodes():
 
 def test_lowered_model_with_workspaces_end_to_end(tmp_path):
     """infer_type -> FuseOps -> LowerToTIR -> LiftWorkspaces -> build_c -> graph executor."""
-    from plait.backend.c import build
-    from plait.backend.lower import LowerToTIR
+    from plait.backends.c.backend import build
+    from plait.lowering.lower import LowerToTIR
     from plait.frontend.onnx import from_onnx
     from plait.ir.transform import PassContext
     from plait.relay import run
@@ -339,7 +339,7 @@ def test_any_module_with_raw_is_prebound(ws_c_lib):
 
 
 def test_export_a_library_with_imported_modules(tmp_path, ws_c_lib):
-    from plait.backend.c import build_c
+    from plait.backends.c.backend import build_c
 
     mod = ws_module()
     other = build_c([mod["square_plus"]], cache_dir=str(tmp_path / "cc"), name="dsp")
@@ -409,7 +409,7 @@ def test_copy_node_between_hand_written_functions(tmp_path):
 def test_values_in_bigger_shared_buffers_run_right(tmp_path):
     """A chain whose sizes change (16, 8, 16, 8, 4 floats): best fit puts the last, small value in a
     free bigger buffer; the graph still computes the right numbers (interpreter and C)."""
-    from plait.backend.c import build_c
+    from plait.backends.c.backend import build_c
 
     def double(n):
         A = te.placeholder((n,), name="A")

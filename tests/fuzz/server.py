@@ -37,7 +37,7 @@ def preload(cache: Path) -> None:
     import numpy  # noqa: F401
     import onnx  # noqa: F401
 
-    import plait.backend.c  # noqa: F401
+    import plait.backends.c.backend  # noqa: F401
     import plait.cli  # noqa: F401
     import plait.executor.graph  # noqa: F401
     import plait.frontend.onnx  # noqa: F401

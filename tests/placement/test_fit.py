@@ -4,7 +4,7 @@ import pytest
 
 import plait
 from plait.errors import PlaitError
-from plait.executor.memory_plan import piece_bytes
+from plait.memory.plan import piece_bytes
 from plait.frontend.onnx import from_onnx
 from plait.placement.fit import FitError, check_fit, fit_message, piece_memory
 from plait.target import CompositeTarget, Target

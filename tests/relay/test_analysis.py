@@ -211,7 +211,7 @@ def test_hash_is_deterministic_across_processes():
 
 
 def test_modules_with_prim_funcs_compare_structurally():
-    from plait.backend.lower import LowerToTIR
+    from plait.lowering.lower import LowerToTIR
     from plait.frontend.onnx import from_onnx
     from plait.relay import infer_type
     from plait.relay.passes import FuseOps

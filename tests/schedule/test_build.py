@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import build_c
+from plait.backends.c.backend import build_c
 from plait.schedule.rules import default_schedule
 from tests.schedule import fixtures as fx
 from tests.schedule.test_rules import lower
@@ -50,7 +50,7 @@ def test_compiled_schedule_matches_the_interpreter(built, name):
 
 
 def test_short_rows_of_a_1x1_conv_are_fused_into_linear_vector_loops():
-    from plait.backend.c import codegen_c
+    from plait.backends.c.backend import codegen_c
 
     f = lower("nn.conv2d", [(1, 64, 25, 5), (64, 64, 1, 1)])
     g = tir.simplify(default_schedule(f, HOST))

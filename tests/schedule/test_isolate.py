@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from plait import tir
-from plait.backend.lower import lower_function
+from plait.lowering.lower import lower_function
 from plait.frontend.onnx import from_onnx
 from plait.relay import Call, Function, post_order
 from plait.relay.passes import FuseOps

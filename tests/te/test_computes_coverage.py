@@ -9,7 +9,7 @@ from computes_cases import CASES, case_ids
 from computes_util import assert_same, lower, reference, run
 
 from plait import te
-from plait.backend.c import build_c, c_function_names
+from plait.backends.c.backend import build_c, c_function_names
 from plait.errors import PlaitError
 from plait.ir import TensorType, get_op, list_ops
 from plait.te.computes._common import ComputeError

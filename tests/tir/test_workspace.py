@@ -9,7 +9,7 @@ from plait import te, tir
 from plait.errors import PlaitError
 from plait.relay import IRModule
 from plait.tir import Allocate, Buffer, Evaluate, For, PrimFunc, Var, seq
-from plait.tir.workspace import LiftWorkspaces, lift_workspaces, plan_slices, workspace_arrays, workspace_params
+from plait.memory.workspace import LiftWorkspaces, lift_workspaces, plan_slices, workspace_arrays, workspace_params
 
 
 def softmax_rows(m=4, n=8) -> PrimFunc:
@@ -116,7 +116,7 @@ def test_mixed_dtypes_get_one_arena_param_each():
 
 
 def test_lifted_functions_compile_to_c(tmp_path):
-    from plait.backend.c import build_c, codegen_c
+    from plait.backends.c.backend import build_c, codegen_c
 
     funcs = [lift_workspaces(f) for f in (softmax_rows(), chain_of_stages(), mixed_dtypes())]
     src = codegen_c(funcs).source

@@ -1,11 +1,11 @@
-"""One PrimFunc -> one C99 function (the body of :func:`plait.backend.c.codegen_c`).
+"""One PrimFunc -> one C99 function (the body of :func:`plait.backends.c.backend.codegen_c`).
 
 Expressions follow TIR's semantics (:mod:`plait.tir.expr`):
 
 - every operation is defined for every input (docs/tir.md, "Numeric semantics"), and the C has no
   undefined behaviour for any input (no ``-fwrapv``; the sanitizer test compiles it with
   ``-fsanitize=undefined,float-cast-overflow``): integer ``+ - *`` that may wrap (an interval
-  analysis, :mod:`plait.backend.int_bounds`, cannot prove they stay in range) are computed in the
+  analysis, :mod:`plait.tir.int_bounds`, cannot prove they stay in range) are computed in the
   unsigned type of the same width and converted back, 8/16-bit ones in ``int`` (``uint16 *`` in
   ``uint32_t``); ``<<`` is done in unsigned arithmetic; a shift by an amount that is not a constant
   in ``[0, width)`` goes through a helper giving numpy's result (0, or -1 for ``>>`` of a negative
@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.backend.c_helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
-from plait.backend.int_bounds import IntBounds, fits
-from plait.backend.c_names import NameTable, comment_text
+from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
+from plait.tir.int_bounds import IntBounds, fits
+from plait.backends.c.names import NameTable, comment_text
 from plait.errors import PlaitError
 from plait.tir.dtype import bits, is_float, is_int, is_uint
 from plait.tir.expr import (
@@ -500,7 +500,7 @@ class FunctionEmitter:
                 count = r.code if count == "1" else f"{count} * {_p(r, r.prec <= UNARY)}"
         t = storage_type(b.dtype)
         if b.scope == "global.workspace" and static is not None:
-            # scratch memory not lifted by plait.tir.workspace.LiftWorkspaces (which plait.build runs,
+            # scratch memory not lifted by plait.memory.workspace.LiftWorkspaces (which plait.build runs,
             # making it a slice of the workspace arena parameter): a static array (not reentrant),
             # used through a restrict pointer (with the array itself gcc keeps loop accumulators in
             # memory: docs/schedules.md, section 4)

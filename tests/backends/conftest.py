@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import build_c, c_function_names
+from plait.backends.c.backend import build_c, c_function_names
 from plait.runtime.module import RuntimeError_
 
 HAVE_ARM = shutil.which("arm-none-eabi-gcc") is not None

@@ -13,9 +13,9 @@ pass overlapping buffers), scalar params come by value. Loop kinds: ``vectorized
 simd`` asserts the same independence and asks for vectorization; builds pass ``-fopenmp-simd``, so
 no OpenMP runtime is involved), ``unrolled`` -> ``#pragma GCC unroll N``, ``parallel`` -> a plain
 loop (single thread for now). ``plait.build`` lifts ``global.workspace`` allocations into a
-workspace-arena parameter the executor plans (:mod:`plait.tir.workspace`); ones still present (a
+workspace-arena parameter the executor plans (:mod:`plait.memory.workspace`); ones still present (a
 PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), ``local`` ones stack
-arrays. Every identifier is sanitized (:mod:`plait.backend.c_names`); model names appear only in
+arrays. Every identifier is sanitized (:mod:`plait.backends.c.names`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
 Flags (every build): ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type;
@@ -35,10 +35,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from plait.backend.c_emit import CodegenError, FunctionEmitter
-from plait.backend.c_helpers import ALIGN_MACRO, helper_source, value_type
-from plait.backend.c_units import compile_units, split_units
-from plait.backend.c_names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
+from plait.backends.c.emit import CodegenError, FunctionEmitter
+from plait.backends.c.helpers import ALIGN_MACRO, helper_source, value_type
+from plait.backends.c.units import compile_units, split_units
+from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
 from plait.errors import PlaitError, RegistryError
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module

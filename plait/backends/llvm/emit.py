@@ -1,6 +1,6 @@
-"""One PrimFunc -> one LLVM IR function (text), the body of :func:`plait.backend.llvm.codegen_llvm`.
+"""One PrimFunc -> one LLVM IR function (text), the body of :func:`plait.backends.llvm.backend.codegen_llvm`.
 
-Mirrors the C backend (:mod:`plait.backend.c_emit`) and TIR's semantics (:mod:`plait.tir.expr`):
+Mirrors the C backend (:mod:`plait.backends.c.emit`) and TIR's semantics (:mod:`plait.tir.expr`):
 
 - values: ``bool`` is ``i1`` (``i8`` in memory, like numpy), signed and unsigned integers are
   ``iN`` (the TIR dtype says which instructions: ``sdiv``/``udiv``, ``ashr``/``lshr``,
@@ -40,8 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from plait.backend.c_emit import _fused_pair
-from plait.backend.int_bounds import IntBounds
+from plait.backends.c.emit import _fused_pair
+from plait.tir.int_bounds import IntBounds
 from plait.errors import PlaitError
 from plait.tir.dtype import bits, is_float, is_uint
 from plait.tir.expr import (
@@ -168,7 +168,7 @@ class ModuleState:
 
 class _Safety:
     """May evaluating an expression have an effect or fault? A load whose indices are provably in
-    bounds (:class:`plait.backend.int_bounds.IntBounds`: interval arithmetic over loop ranges with
+    bounds (:class:`plait.tir.int_bounds.IntBounds`: interval arithmetic over loop ranges with
     constant bounds) cannot; a load that may be out of bounds (a padding guard's) or an extern call
     can. Integer division cannot: it is defined for every divisor (zero and -1 are selected apart)."""
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend import c as cbackend
-from plait.backend.c import BASE_FLAGS, build, build_c, codegen_c, compiler_and_flags, vector_math_available
+from plait.backends.c import backend as cbackend
+from plait.backends.c.backend import BASE_FLAGS, build, build_c, codegen_c, compiler_and_flags, vector_math_available
 from plait.errors import PlaitError
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule

@@ -8,7 +8,7 @@ No external compiler: llvmlite (``pip install 'plait[llvm]'``) parses the IR, op
 LLVM's O3 pipeline (new pass manager; loop and SLP vectorizers) for the host CPU (``-mcpu`` /
 ``-mattr`` override it) and MCJIT-compiles it. The llvm kind uses the same default lowering and
 the same ``cpu`` schedule rules as a host ``c`` target. Each PrimFunc becomes
-``i32 @name(ptr noalias %buf, ..., i64 %scalar)`` returning 0 (see :mod:`plait.backend.llvm_emit`
+``i32 @name(ptr noalias %buf, ..., i64 %scalar)`` returning 0 (see :mod:`plait.backends.llvm.emit`
 for the semantics). Functions called by name (libm for the intrinsics LLVM has no instruction
 for, extern calls, libgcc's float16 conversions) are looked up in the process before compiling:
 a missing one is a :class:`LLVMCodegenError` naming the PrimFunc.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from plait.backend.llvm_emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
+from plait.backends.llvm.emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
 from plait.errors import PlaitError, RegistryError
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
@@ -85,7 +85,7 @@ def vector_math(target: Any) -> dict[tuple[str, str], list[tuple[int, str]]]:
     when the target CPU has them and glibc's libmvec defines them. Empty elsewhere."""
     import platform
 
-    from plait.runtime.llvm_module import load_libmvec, symbol_address
+    from plait.backends.llvm.module import load_libmvec, symbol_address
 
     if platform.machine() not in ("x86_64", "AMD64") or not load_libmvec():
         return {}
@@ -181,7 +181,7 @@ def codegen_llvm(funcs: Sequence[PrimFunc], target: Any = None, name: str = "mod
 
 def cpu_and_features(target: Any) -> tuple[str, str]:
     """(LLVM CPU name, feature string): ``-mcpu`` / ``-mattr``, else the host's."""
-    from plait.runtime.llvm_module import host_cpu
+    from plait.backends.llvm.module import host_cpu
 
     from plait.target import Target
 
@@ -195,7 +195,7 @@ def cpu_and_features(target: Any) -> tuple[str, str]:
 
 def build_llvm_funcs(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> Any:
     """Generate LLVM IR for ``funcs`` and JIT-compile it: an :class:`LLVMModule`."""
-    from plait.runtime.llvm_module import LLVMError, LLVMModule, llvm_binding, resolve_symbols
+    from plait.backends.llvm.module import LLVMError, LLVMModule, llvm_binding, resolve_symbols
     from plait.target import Target
 
     target = Target(target if target is not None else "llvm")
@@ -234,7 +234,7 @@ def missing_host_features(cpu: str, features: str) -> list[str]:
     """The CPU features code for ``cpu`` + ``features`` needs that this machine lacks (known CPU
     levels and ``+feature`` options only: running such code would stop the process on an illegal
     instruction)."""
-    from plait.runtime.llvm_module import llvm_binding
+    from plait.backends.llvm.module import llvm_binding
 
     host = llvm_binding().get_host_cpu_features()
     need = list(_LEVEL_FEATURES.get(cpu, ()))

@@ -14,14 +14,14 @@ import pytest
 pytest.importorskip("scipy_openblas32")
 
 from plait import tir  # noqa: E402
-from plait.backend import blas  # noqa: E402
+from plait.backends.blas import backend as blas  # noqa: E402
 from plait.ir.op import get_op  # noqa: E402
 from plait.relay import run  # noqa: E402
 from plait.relay.expr import Call, Tuple  # noqa: E402
 from plait.relay.visitor import post_order  # noqa: E402
 from plait.target import CompositeTarget, TargetError, get_kind, run_relay_to_tir  # noqa: E402
 
-from tests.backend.region_eval import partitioned, prim_funcs, run_region, tensor  # noqa: E402
+from tests.backends.region_eval import partitioned, prim_funcs, run_region, tensor  # noqa: E402
 
 PIECE = CompositeTarget("host: c; blas: blas").piece("blas")
 

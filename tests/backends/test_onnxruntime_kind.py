@@ -10,15 +10,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import plait.backend  # noqa: F401  (registers the kind's hooks)
-from plait.backend import onnxruntime as ortk
+import plait.backends  # noqa: F401  (registers the kind's hooks)
+from plait.backends.onnxruntime import backend as ortk
 from plait.errors import PlaitError
 from plait.frontend.onnx import from_onnx
 from plait.frontend.onnx_export import ExportError
 from plait.relay import call, const, var
 from plait.relay.expr import Function, Tuple, TupleGetItem
 from plait.runtime.module import RuntimeError_
-from plait.runtime.ort_module import OrtModule
+from plait.backends.onnxruntime.module import OrtModule
 from plait.target import Piece, Target, call_supports, get_kind, hooks_of, run_relay_to_runtime
 from plait.testing import onnx_models
 
@@ -326,7 +326,7 @@ def test_build_with_measured_costs_matches_ort():
 def test_import_plait_stays_light():
     import subprocess
 
-    code = ("import sys, plait, plait.backend, plait.frontend.onnx_export; "
+    code = ("import sys, plait, plait.backends, plait.frontend.onnx_export; "
             "print('onnxruntime' in sys.modules, 'onnx' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import CodegenError, c_function_names, codegen_c
-from plait.backend.c_names import NameTable, comment_text, is_reserved, sanitize
+from plait.backends.c.backend import CodegenError, c_function_names, codegen_c
+from plait.backends.c.names import NameTable, comment_text, is_reserved, sanitize
 from plait.tir import Allocate, Buffer, For, LetStmt, PrimFunc, Var, seq
 
 from .conftest import run_c, run_ref

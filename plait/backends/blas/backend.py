@@ -7,7 +7,7 @@ The kind has no code generator of its own; it proves the ``relay_to_tir`` hook (
 
 - ``supports``: ``nn.dense``, ``nn.matmul`` (numpy semantics: 1-D operands, broadcast batch dims)
   and ``nn.conv2d`` with ``groups == 1`` (NCHW), float32, static non-empty shapes;
-- ``relay_to_tir`` (through :func:`plait.backend.hook_lowering.lower_regions`): each such call
+- ``relay_to_tir`` (through :func:`plait.lowering.hook_lowering.lower_regions`): each such call
   becomes a PrimFunc whose body is ``call_extern`` of ``cblas_sgemm`` (``cblas_sgemv`` when one side
   of the product is a vector), row-major; a batch loop for batched matmuls; a 1x1 stride-1 unpadded
   convolution is one GEMM per image; any other convolution first writes the im2col matrix
@@ -333,7 +333,7 @@ _LOWER = {"nn.dense": _dense, "nn.matmul": _matmul, "nn.conv2d": _conv2d}
 
 def lower_call(call: Call) -> PrimFunc | None:
     """The PrimFunc of one supported call (None: not supported, default lowering)."""
-    from plait.backend.hook_lowering import call_buffers
+    from plait.lowering.hook_lowering import call_buffers
     from plait.target import Target
 
     if plan(call) is None:
@@ -347,7 +347,7 @@ def lower_call(call: Call) -> PrimFunc | None:
 
 def relay_to_tir(mod: Any) -> Any:
     """The ``relay_to_tir`` hook: every region function of the blas piece, through :func:`lower_call`."""
-    from plait.backend.hook_lowering import lower_regions
+    from plait.lowering.hook_lowering import lower_regions
 
     openblas()
     return lower_regions(mod, lower_call)
@@ -433,7 +433,7 @@ def main() -> None:
 def build(mod: Any, target: Any, ctx: Any = None) -> Any:
     """The blas kind's ``build`` attribute: the PrimFuncs of ``mod`` (name order) through the c
     backend's host C path, linked against OpenBLAS."""
-    from plait.backend.c import build_c
+    from plait.backends.c.backend import build_c
 
     lib = openblas()
     config = getattr(ctx, "config", None) or {}

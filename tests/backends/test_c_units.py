@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plait.backend import c_units
-from plait.backend.c import build_c, c_function_names, codegen_c
-from plait.backend.c_units import LINK_SOURCE, split_units
+from plait.backends.c import units as c_units
+from plait.backends.c.backend import build_c, c_function_names, codegen_c
+from plait.backends.c.units import LINK_SOURCE, split_units
 from plait.runtime import DSOModule
 from tir.fixtures import FIXTURES
 
@@ -61,7 +61,7 @@ def test_units_are_cached_by_content(tiny_units, tmp_path):
 
 
 def test_the_generated_source_does_not_depend_on_the_units(tiny_units):
-    from plait.backend.c import _c_parts
+    from plait.backends.c.backend import _c_parts
 
     funcs = [FIXTURES[n]().with_attrs(global_symbol=n) for n in NAMES]
     head, bodies, _, _ = _c_parts(funcs, "c")

@@ -17,7 +17,7 @@ to it::
 1. finds the region functions of :func:`plait.target.current_piece` (the hook runs with its piece
    entered; a plain ``with target:`` counts as a piece named after the target's kind);
 2. for each operator call inside them asks the backend's ``lower_call(call)``; ``None`` means "use the
-   default lowering for this call" (:func:`plait.backend.lower.lower_function` with the piece's
+   default lowering for this call" (:func:`plait.lowering.lower.lower_function` with the piece's
    target: the op's TE compute and the target's default schedule, the call as its own function);
 3. names the PrimFuncs ``<prefix>_<base>`` (``prefix`` defaults to the piece name; ``base`` is the
    PrimFunc's own ``global_symbol`` when the backend set one, else the operator name), C-safe and
@@ -40,9 +40,10 @@ one output buffer per tensor of the result (tuples flattened). :func:`call_buffe
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
-from plait.backend.lower import UniqueNames, single_call_function, strip_meta
+from plait.lowering.lower import UniqueNames, single_call_function, strip_meta
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import FuncType, TensorType, TupleType, Type
@@ -53,6 +54,8 @@ from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import NOT_FUSED
 from plait.relay.visitor import ExprMutator
 from plait.tir.stmt import Buffer, PrimFunc
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 LowerCall = Callable[[Call], "PrimFunc | None"]
 LowerRegion = Callable[[Function], "PrimFunc | None"]
@@ -114,7 +117,7 @@ class _Lowering(UniqueNames):
         self.by_tir: dict[int, list[tuple[PrimFunc, str]]] = {}
 
     def lower_call(self, call: Call, lower_call: LowerCall | None, region: str) -> str:
-        from plait.backend.lower import lower_function
+        from plait.lowering.lower import lower_function
 
         fn = single_call_function(call)
         key = strip_meta(fn)
@@ -220,9 +223,7 @@ def lower_regions(mod: IRModule, lower_call: LowerCall | None = None, *, prefix:
             if pf is not None:
                 if not isinstance(pf, PrimFunc):
                     raise HookLoweringError(f"lowering {where}: expected a PrimFunc or None, got {type(pf).__name__}")
-                from plait.backend.c_names import is_identifier
-
-                if not is_identifier(gname):
+                if not _C_IDENTIFIER.match(gname):
                     raise HookLoweringError(f"lowering {where}: the region's name is not a C identifier; "
                                             "lower it per call instead")
                 want = FuncType(tuple(p.checked_type for p in fn.params), fn.body.checked_type)

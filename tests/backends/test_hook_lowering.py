@@ -1,4 +1,4 @@
-"""The shared relay_to_tir helper (plait.backend.hook_lowering): finding the piece's region functions,
+"""The shared relay_to_tir helper (plait.lowering.hook_lowering): finding the piece's region functions,
 backend PrimFuncs vs default lowering, naming, deduplication, attrs, rewriting, errors."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import build_c
-from plait.backend.hook_lowering import HookLoweringError, call_buffers, lower_regions, region_functions
+from plait.backends.c.backend import build_c
+from plait.lowering.hook_lowering import HookLoweringError, call_buffers, lower_regions, region_functions
 from plait.ir.op import get_op
 from plait.relay import run
 from plait.relay.expr import Call, Constant, Function, GlobalVar, Tuple, Var
@@ -17,7 +17,7 @@ from plait.target import CompositeTarget, Target, register_hook, register_kind, 
 from plait.target.testing import isolated_registry
 from plait.tir import Buffer, For, PrimFunc, Var as TVar
 
-from tests.backend.region_eval import partitioned, prim_funcs, run_region, tensor
+from tests.backends.region_eval import partitioned, prim_funcs, run_region, tensor
 
 T = tensor((4, 6))
 

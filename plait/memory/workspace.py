@@ -30,7 +30,7 @@ extra buffer parameter, the function's **workspace arena**, appended after every
 
 :class:`LiftWorkspaces` applies it to every PrimFunc of an IRModule that is not an external
 declaration (``attrs["external"]``). Run it after lowering and before code generation; the graph
-executor then passes a workspace buffer it plans (:mod:`plait.executor.memory_plan`).
+executor then passes a workspace buffer it plans (:mod:`plait.memory.plan`).
 :func:`workspace_arrays` makes the arena arguments for running a lifted function directly.
 """
 

@@ -1,4 +1,4 @@
-"""Backends: default lowering (:mod:`plait.backend.lower`) and one module per in-tree target kind
+"""Backends: default lowering (:mod:`plait.lowering.lower`) and one module per in-tree target kind
 (``c.py``, ...). Importing this package imports the kind modules, which attach their hooks and build
 functions to their kinds (the driver relies on it)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-_KIND_MODULES = ("plait.backend.c", "plait.backend.onnxruntime", "plait.backend.blas", "plait.backend.llvm")
+_KIND_MODULES = ("plait.backends.c.backend", "plait.backends.onnxruntime.backend", "plait.backends.blas.backend", "plait.backends.llvm.backend")
 
 for _name in _KIND_MODULES:
     try:

@@ -1,4 +1,4 @@
-"""Casts and integer results do not depend on the CPU: the edge programs (tests/backend/edge_programs.py:
+"""Casts and integer results do not depend on the CPU: the edge programs (tests/backends/edge_programs.py:
 casts of NaN, infinities and out-of-range floats, every integer operator at its edges, quantize-like
 chains) built for every x86-64 micro-architecture level this machine can run (``-march=x86-64``,
 ``x86-64-v2``, ``x86-64-v3``, ``x86-64-v4``, ``native``) give bit-identical results, equal to the TIR

@@ -6,7 +6,7 @@ ONNX Runtime session (external code generation through the ``relay_to_runtime`` 
 Hooks:
 
 - ``relay_to_runtime(func, target)``: :func:`plait.frontend.onnx_export.to_onnx` of the region
-  function, then an :class:`~plait.runtime.ort_module.OrtModule` (one InferenceSession on the CPU
+  function, then an :class:`~plait.backends.onnxruntime.module.OrtModule` (one InferenceSession on the CPU
   execution provider) exporting one function named ``func.attrs["global_symbol"]``;
 - ``supports(call)``: the call is exportable, and ONNX Runtime's CPU provider has kernels for the
   node(s) it exports to, with these dtypes. Decided by ORT itself: a one-call model (every argument
@@ -29,7 +29,7 @@ from plait.frontend.onnx_export import DEFAULT_OPSET, MIN_OPSET, exportable, to_
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Function, Var
-from plait.runtime.ort_module import OrtModule, import_onnxruntime, session_options
+from plait.backends.onnxruntime.module import OrtModule, import_onnxruntime, session_options
 from plait.target.hooks import register_hook
 from plait.target.kind import TargetKind, register_kind
 from plait.target.options import Option

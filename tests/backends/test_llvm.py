@@ -1,8 +1,8 @@
-"""The llvm kind (plait/backend/llvm.py): TIR -> LLVM IR -> JIT in process.
+"""The llvm kind (plait/backends/llvm/backend.py): TIR -> LLVM IR -> JIT in process.
 
 - every operator's TE compute (the shared case table of tests/te), unscheduled and with the default
   schedule of target llvm, compiled into LLVM modules and compared with the numpy references;
-- the C backend's semantics tests (tests/backend/test_c_semantics.py: integer division and
+- the C backend's semantics tests (tests/backends/test_c_semantics.py: integer division and
   wrap-around, casts, float16, intrinsics, NaN in min/max, lazy select, lets, deep expressions)
   re-run with the LLVM backend in place of the C compiler;
 - loops, allocations, extern calls and scalar parameters vs the TIR interpreter;
@@ -25,13 +25,13 @@ pytest.importorskip("llvmlite")
 
 import plait  # noqa: E402
 from plait import tir  # noqa: E402
-from plait.backend.llvm import (  # noqa: E402
+from plait.backends.llvm.backend import (  # noqa: E402
     LLVMCodegenError, build_llvm, build_llvm_funcs, codegen_llvm, missing_host_features,
 )
 from plait.errors import PlaitError  # noqa: E402
 from plait.executor import GraphModule  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
-from plait.runtime.llvm_module import LLVMModule  # noqa: E402
+from plait.backends.llvm.module import LLVMModule  # noqa: E402
 from plait.schedule.rules import default_schedule  # noqa: E402
 from plait.target import Target, get_hook, get_kind  # noqa: E402
 from plait.testing import onnx_models  # noqa: E402
@@ -330,7 +330,7 @@ def test_what_llvm_cannot_compile_names_the_primfunc():
 
 
 def test_missing_llvmlite_is_one_clear_error(monkeypatch):
-    import plait.runtime.llvm_module as lm
+    import plait.backends.llvm.module as lm
 
     monkeypatch.setitem(sys.modules, "llvmlite.binding", None)  # import fails as if not installed
     monkeypatch.setitem(sys.modules, "llvmlite", None)
@@ -345,7 +345,7 @@ def test_unknown_cpu_or_feature_is_an_error_not_an_abort():
     A, B = Buffer("A", (4,)), Buffer("B", (4,))
     i = Var("i")
     f = PrimFunc((A, B), For(i, 0, 4, "serial", B.store(i, A[i])), {"global_symbol": "cp"})
-    from plait.runtime.llvm_module import LLVMError, create_target_machine
+    from plait.backends.llvm.module import LLVMError, create_target_machine
     from plait.target import TargetError
 
     with pytest.raises(TargetError, match=r"^target 'llvm -mcpu=nosuchcpu': -mcpu=nosuchcpu is not a CPU that LLVM "
@@ -359,7 +359,7 @@ def test_unknown_cpu_or_feature_is_an_error_not_an_abort():
 
 
 def test_vectorized_loops_call_glibc_vector_math_when_present():
-    from plait.backend.llvm import vector_math
+    from plait.backends.llvm.backend import vector_math
 
     X, Y = Buffer("X", (4, 32)), Buffer("Y", (4, 32))
     i, j = Var("i"), Var("j")
@@ -372,7 +372,7 @@ def test_vectorized_loops_call_glibc_vector_math_when_present():
 
     want = np.exp(x.astype(np.float64)) + np.vectorize(math.erf)(x.astype(np.float64))
     np.testing.assert_allclose(got[1], want, rtol=2e-6, atol=1e-6)  # libmvec: within a few ulps
-    import plait.backend.llvm as llvm_backend
+    import plait.backends.llvm.backend as llvm_backend
 
     table = vector_math("llvm")
     if ("exp", "float32") not in table or not llvm_backend.vector_math_enabled:
@@ -454,7 +454,7 @@ def test_random_integer_expressions_match_the_interpreter(dtype):
 def test_code_for_a_cpu_this_machine_lacks_builds_but_does_not_run():
     """On any machine: code built for a CPU feature the machine lacks compiles (the assembly uses it)
     but refuses to run, instead of stopping the process on an illegal instruction."""
-    from plait.runtime.llvm_module import llvm_binding
+    from plait.backends.llvm.module import llvm_binding
 
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("x86-64 CPU levels")

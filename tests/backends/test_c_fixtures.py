@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import build_c, c_function_names, codegen_c
+from plait.backends.c.backend import build_c, c_function_names, codegen_c
 from plait.runtime import CSourceModule
 from plait.runtime.cc import compile_source
 from tir.fixtures import ALL_DTYPES, FIXTURES

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from plait import tir
-from plait.backend.c import codegen_c
+from plait.backends.c.backend import codegen_c
 from plait.tir import Buffer, For, IntImm, LetStmt, PrimFunc, Var, seq
 from tir.fixtures import ALL_DTYPES, spec_cast
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from plait import relay, te, tir
-from plait.backend.lower import MAX_NAME, LowerError, LowerToTIR, c_name
+from plait.lowering.lower import MAX_NAME, LowerError, LowerToTIR, c_name
 from plait.frontend import from_onnx
 from plait.ir.types import FuncType, TupleType
 from plait.relay import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var, call, var

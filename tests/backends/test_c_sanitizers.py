@@ -1,6 +1,6 @@
 """Generated C under gcc's sanitizers: no undefined behaviour and no out-of-bounds access for any input.
 
-A sample of generated C (tests/backend/edge_programs.py: casts of NaN, infinities and out-of-range
+A sample of generated C (tests/backends/edge_programs.py: casts of NaN, infinities and out-of-range
 floats to every type, every integer operator at its edges, quantize-like cast chains, and lowered
 operators: gather with indices far outside their axis, conv2d, softmax, reductions, resize, integer
 divide/mod/power/shift) is compiled with ``-fsanitize=undefined,address,float-cast-overflow
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plait.backend.c import BASE_FLAGS, c_function_names, codegen_c
+from plait.backends.c.backend import BASE_FLAGS, c_function_names, codegen_c
 from plait.tir import Buffer, For, PrimFunc, Var
 
 from .edge_programs import assert_outputs_equal, element_programs, interpret, operator_programs, reference

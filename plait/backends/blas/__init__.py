@@ -1,0 +1,1 @@
+"""The `blas` target kind: dense/matmul/conv2d through OpenBLAS sgemm (see backend.py)."""

@@ -1,0 +1,1 @@
+"""The `onnxruntime` target kind: regions run by ONNX Runtime (see backend.py)."""
