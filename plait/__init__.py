@@ -9,8 +9,7 @@ import importlib
 from typing import Any
 
 from plait.errors import PlaitError
-
-__version__ = "0.1.0"
+from plait.version import __version__
 
 _LAZY = {
     "relay": "plait.relay",

@@ -7,10 +7,10 @@ import argparse
 
 def version_line() -> str:
     """What ``plait --version`` prints: ``plait X.Y.Z``, the version of the code that runs
-    (``plait.__version__``, kept equal to pyproject.toml's by a test)."""
-    import plait
+    (``plait.version.__version__``, kept equal to pyproject.toml's by a test)."""
+    from plait.version import __version__
 
-    return f"plait {plait.__version__}"
+    return f"plait {__version__}"
 
 
 def add_global_flags(p: argparse.ArgumentParser, top: bool) -> None:
