@@ -55,13 +55,13 @@ def test_host_simulation_flags_are_the_host_build():
         (*BASE_FLAGS, "-O3", "-march=native", *VM)
 
 
-def test_the_c_kind_builds_through_its_attributes(cache_dir):
+def test_the_c_kind_builds_through_its_tir_to_runtime_hook(cache_dir):
     t = Target("c")
-    assert t.attr("build") is build and t.attr("codegen") is codegen_c
+    assert list(t.kind.hooks) == ["tir_to_runtime"]
     funcs = {"mm": FIXTURES["matmul"](), "prod": FIXTURES["zero_dim"]()}
     nameless = FIXTURES["zero_dim"]().with_attrs(global_symbol=None)
     mod = IRModule({**funcs, "anon": PrimFunc(nameless.params, nameless.body, {})})
-    lib = t.attr("build")(mod, t, PassContext(config={"cc.cache_dir": str(cache_dir)}))
+    lib = run_tir_to_runtime(t, mod, PassContext(config={"cc.cache_dir": str(cache_dir)}))
     assert isinstance(lib, DSOModule)
     assert lib.function_names() == ["anon", "matmul", "prod"]
     assert str(lib.path).startswith(str(cache_dir))
