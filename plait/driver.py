@@ -313,9 +313,9 @@ class Codegen(Pass):
         from plait.target import run_tir_to_runtime
 
         kind = self.piece.target.kind
-        if kind.hooks.get("tir_to_runtime") is None:
+        if kind.hooks.get("tir_to_runtime") is None and not kind.backend.default_codegen:
             raise BuildError(f"target kind '{kind.name}' (piece '{self.piece.name}') cannot generate code: "
-                             "it has no 'tir_to_runtime' hook")
+                             "it has no 'tir_to_runtime' hook and no default code generation")
         return run_tir_to_runtime(self.piece, mod, ctx)
 
 

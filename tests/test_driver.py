@@ -101,12 +101,13 @@ def test_kind_without_code_generator():
     from plait.target import CompositeTarget
 
     with isolated_registry():
-        register_test_backend("nocodegen", doc="test kind: lowers by default, generates nothing")
+        register_test_backend("nocodegen", doc="test kind: lowers by default, generates nothing",
+                              default_codegen=None)
         piece = CompositeTarget("nocodegen").pieces[0]
         with pytest.raises(PlaitError) as e:
             Codegen(piece)(relu_add_model(), PassContext())
     assert str(e.value) == ("target kind 'nocodegen' (piece 'nocodegen') cannot generate code: it has no "
-                            "'tir_to_runtime' hook")
+                            "'tir_to_runtime' hook and no default code generation")
 
 
 def test_cli_run_with_target(hand_kind, tmp_path, capsys):

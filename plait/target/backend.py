@@ -20,7 +20,8 @@ A kind has: a ``name``, a typed ``Options`` dataclass (each field an option of t
 ``device_type``, ``can_host``, ``default_keys``, ``identity`` (the options naming the processor; tags
 match on them), ``tags`` (:class:`plait.target.tag.TagDef`, registered with the kind) and methods with
 defaults: ``normalize``/``validate`` (resolved options), ``device(target)``, ``schedule_rules(target)``,
-and the hooks below. A hook the subclass does not override is absent: the pipeline's default runs.
+and the hooks below. A hook the subclass does not override is absent: the pipeline's default runs
+(default lowering; code generation by the ``default_codegen`` kind, ``c``: C for this machine).
 
 | hook | signature | replaces |
 |---|---|---|
@@ -94,6 +95,9 @@ class Backend:
     identity: ClassVar[tuple[str, ...]] = ()
     doc: ClassVar[str] = ""  # one line for `plait targets`; the class docstring's first line when empty
     tags: ClassVar[tuple[Any, ...]] = ()  # TagDef: the tags of this kind
+    #: the kind whose ``tir_to_runtime`` builds this kind's PrimFuncs when the class does not override
+    #: it (called with this kind's target): ``c``, the host C compiler, by default; None: no code generation
+    default_codegen: ClassVar[str | None] = "c"
 
     # ---- options ---------------------------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class Backend:
         raise HookError(f"target kind '{self.name}' has no 'relay_to_tir' hook")
 
     def tir_to_runtime(self, mod: Any, target: Any) -> Any:
-        """The lowered PrimFuncs -> a runtime module. Default: none (a kind without it cannot build TIR)."""
+        """The lowered PrimFuncs -> a runtime module. Default: :attr:`default_codegen`'s."""
         raise HookError(f"target kind '{self.name}' has no 'tir_to_runtime' hook")
 
     def relay_to_runtime(self, func: Any, target: Any) -> Any:

@@ -171,8 +171,15 @@ def run_relay_to_tir(piece: Piece | Target, mod: Any, ctx: PassContext | None = 
 
 
 def run_tir_to_runtime(piece: Piece | Target, mod: Any, ctx: PassContext | None = None) -> Any:
-    """Run the kind's tir_to_runtime hook on the piece's PrimFuncs (``ctx``: the build's PassContext)."""
+    """Run the kind's tir_to_runtime hook on the piece's PrimFuncs (``ctx``: the build's PassContext); a
+    kind without one uses the hook of its backend's ``default_codegen`` kind, with the piece's target."""
     piece = _as_piece(piece)
+    kind = piece.target.kind
+    fallback = kind.backend.default_codegen
+    if "tir_to_runtime" not in kind.hooks and fallback and fallback != kind.name:
+        h = get_kind(fallback).hooks.get("tir_to_runtime")
+        if h is not None:
+            return _call(h, piece, (mod, piece.target, ctx or PassContext()))
     return _call(_require(piece, "tir_to_runtime"), piece, (mod, piece.target, ctx or PassContext()))
 
 
