@@ -21,6 +21,7 @@ This module reads strings only; it imports no backend package by name at import 
 from __future__ import annotations
 
 import importlib
+import threading
 from contextvars import ContextVar
 from importlib import metadata
 from typing import Any
@@ -34,6 +35,7 @@ IN_TREE = "plait.backends:MANIFEST"
 _loaded: set[str] = set()  # "name = value" of every manifest entry or entry point already tried
 _failed: dict[str, PluginError] = {}
 _origin: ContextVar[str | None] = ContextVar("plait_target_plugin_origin", default=None)
+_lock = threading.RLock()  # one loader at a time: a kind is imported and registered once
 
 
 def loading_origin() -> str | None:
@@ -71,20 +73,21 @@ def _load(name: str, value: str, origin: str | None, load: Any = None) -> None:
     from plait.target.kind import register_backend
 
     key = f"{name} = {value}"
-    if key in _loaded:
-        if key in _failed:
-            raise _failed[key]
-        return
-    _loaded.add(key)
-    token = _origin.set(origin)
-    try:
-        register_backend((load or (lambda: _resolve(value)))())
-    except Exception as exc:  # a broken plugin: say which one, never a bare traceback
-        _failed[key] = PluginError(
-            f"cannot load target plugin '{key}' (entry point group '{GROUP}'): {type(exc).__name__}: {exc}")
-        raise _failed[key] from None
-    finally:
-        _origin.reset(token)
+    with _lock:
+        if key in _loaded:
+            if key in _failed:
+                raise _failed[key]
+            return
+        _loaded.add(key)
+        token = _origin.set(origin)
+        try:
+            register_backend((load or (lambda: _resolve(value)))())
+        except Exception as exc:  # a broken plugin: say which one, never a bare traceback
+            _failed[key] = PluginError(
+                f"cannot load target plugin '{key}' (entry point group '{GROUP}'): {type(exc).__name__}: {exc}")
+            raise _failed[key] from None
+        finally:
+            _origin.reset(token)
 
 
 def load_in_tree() -> None:
