@@ -18,16 +18,15 @@ instruments, e.g. ``Timing`` or ``PrintAfter``, see every stage):
                        becomes a workspace argument the executor plans
     check_memory_fit   each piece's share of the memory plan against its memories: weights in flash
                        (RAM without flash), activations and workspaces in RAM (plait.placement.fit)
-    codegen_pieces     per piece: its PrimFuncs -> a runtime module (the kind's tir_to_runtime hook,
-                       else its ``build`` attribute); the host piece's module imports the others
+    codegen_pieces     per piece: its PrimFuncs -> a runtime module (the kind's tir_to_runtime hook);
+                       the host piece's module imports the others
     <executor>         lowered IRModule + runtime module -> artifact (plait.executor.EXECUTORS)
 
-Hooks run with ``Target.current()`` set to their piece. Nothing here branches on a kind's name.
+Hooks get their piece's target as an explicit argument. Nothing here branches on a kind's name.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -40,15 +39,6 @@ from plait.relay.module import IRModule
 
 class BuildError(PlaitError):
     """``plait.build`` was called wrongly or a stage of the pipeline is missing for the target."""
-
-
-def _load_backends() -> None:
-    """Import the in-tree backends so that they attach their hooks and build functions to kinds."""
-    try:
-        importlib.import_module("plait.backends")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("plait.backends",):
-            raise
 
 
 # ---- the stages as passes ------------------------------------------------------------------------
@@ -323,14 +313,10 @@ class Codegen(Pass):
         from plait.target import run_tir_to_runtime
 
         kind = self.piece.target.kind
-        if kind.hooks.get("tir_to_runtime") is not None:
-            return run_tir_to_runtime(self.piece, mod)
-        build = kind.attrs.get("build")
-        if build is None:
+        if kind.hooks.get("tir_to_runtime") is None and not kind.backend.default_codegen:
             raise BuildError(f"target kind '{kind.name}' (piece '{self.piece.name}') cannot generate code: "
-                             "it has no 'tir_to_runtime' hook and no 'build' attribute")
-        with self.piece:
-            return build(mod, self.piece.target, ctx)
+                             "it has no 'tir_to_runtime' hook and no default code generation")
+        return run_tir_to_runtime(self.piece, mod, ctx)
 
 
 def piece_module(mod: IRModule, piece: Any) -> IRModule:
@@ -345,7 +331,8 @@ def piece_module(mod: IRModule, piece: Any) -> IRModule:
 @dataclass(frozen=True)
 class CodegenPieces(Pass):
     """Code generation per piece; ``state["modules"]`` (runnable), ``state["cross"]`` (compile checks of
-    pieces on another device when simulating on the host); returns the host module, importing the rest."""
+    pieces on another device when simulating on the host: a module's ``cross_module``, which its backend
+    sets); returns the host module, importing the rest."""
 
     composite: Any = None
     state: dict = field(default_factory=dict, compare=False, hash=False)
@@ -357,7 +344,6 @@ class CodegenPieces(Pass):
         modules: dict[str, Any] = {}
         cross: dict[str, Any] = {}
         external = self.state.get("external", {})
-        sim = bool(ctx.config.get("c.host_simulation", False))
         for piece in self.composite.pieces:
             sub = piece_module(mod, piece)
             ext = external.get(piece.name, [])
@@ -365,13 +351,9 @@ class CodegenPieces(Pass):
                 continue
             m = None
             if len(sub):
-                if sim and piece.target.device != "host" and ctx.config.get("c.cross_check", True):
-                    ctx.config["c.host_simulation"] = False
-                    try:
-                        cross[piece.name] = ctx.run(Codegen(piece), sub)
-                    finally:
-                        ctx.config["c.host_simulation"] = True
                 m = ctx.run(Codegen(piece), sub)
+                if getattr(m, "cross_module", None) is not None:
+                    cross[piece.name] = m.cross_module
             if ext:
                 if m is None:
                     m = ext[0] if len(ext) == 1 else PyModule({})
@@ -468,7 +450,6 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
         raise BuildError("plait.build: the module has no 'main' function")
     _check_static_inputs(mod)
     EXECUTORS.get(executor)  # unknown names fail before any work
-    _load_backends()  # before parsing the target: backends register kinds (blas, onnxruntime)
     ct = _composite(target)
     rules = _rules(place, ct)
     objective_value(0.0, 0.0, objective, weight)  # unknown objective / bad weight fail early

@@ -47,3 +47,12 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return sorted(self._items.items())
+
+    def snapshot(self) -> dict[str, T]:
+        """A copy of the table, for :meth:`restore` (tests that register temporary items)."""
+        return dict(self._items)
+
+    def restore(self, snapshot: dict[str, T]) -> None:
+        """Make the table what :meth:`snapshot` saw: items registered since are forgotten."""
+        self._items.clear()
+        self._items.update(snapshot)

@@ -1,8 +1,12 @@
-"""docs/backends.md runs: its ```python blocks are executed in order in one namespace (with the target
-registries isolated), then the example kinds it defines build more models, checked against numpy and
-ONNX Runtime."""
+"""docs/backends.md runs: its first ```python block is installed as the plugin module plait_vecacc (a
+module plus a .dist-info with the guide's entry point, on sys.path), the other blocks are executed in
+order in one namespace (with the target registries isolated), then the kinds build more models, checked
+against numpy and ONNX Runtime."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,37 +18,77 @@ from plait.target import get_kind
 from plait.target.testing import isolated_registry
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+ROOT = DOC.parents[1]
 
 
 def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
+def entry_point(text: str) -> str:
+    """The guide's entry-point line (its ```toml block)."""
+    (toml,) = re.findall(r"^```toml\n(.*?)^```$", text, flags=re.S | re.M)
+    (line,) = [ln for ln in toml.splitlines() if ln.startswith("vecacc = ")]
+    return line.replace('"', "")
+
+
+def install_plugin(where: Path) -> Path:
+    """The guide's one-file plugin, installed on a path: plait_vecacc.py plus its .dist-info."""
+    text = DOC.read_text(encoding="utf-8")
+    (where / "plait_vecacc.py").write_text(python_blocks(text)[0])
+    dist = where / "plait_vecacc-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plait-vecacc\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[plait.backends]\n{entry_point(text)}\n")
+    return where
+
+
 @pytest.fixture
-def guide():
-    """The namespace the guide's examples leave behind (the vecacc and pyref kinds registered)."""
-    with isolated_registry():
-        ns = {"__name__": "backends_guide"}
-        for k, block in enumerate(python_blocks(DOC.read_text(encoding="utf-8")), 1):
-            exec(compile(block, f"docs/backends.md, python block {k}", "exec"), ns)
-        yield ns
+def guide(tmp_path, monkeypatch):
+    """The namespace the guide's examples leave behind (vecacc from the plugin, pyref registered)."""
+    monkeypatch.syspath_prepend(str(install_plugin(tmp_path)))
+    try:
+        with isolated_registry():
+            ns = {"__name__": "backends_guide"}
+            for k, block in enumerate(python_blocks(DOC.read_text(encoding="utf-8"))[1:], 2):
+                exec(compile(block, f"docs/backends.md, python block {k}", "exec"), ns)
+            yield ns
+    finally:
+        sys.modules.pop("plait_vecacc", None)
 
 
-def test_the_guide_has_a_complete_example_of_about_a_hundred_lines():
-    blocks = python_blocks(DOC.read_text(encoding="utf-8"))
+def test_the_guide_has_a_complete_one_file_example_of_at_most_a_hundred_lines():
+    text = DOC.read_text(encoding="utf-8")
+    blocks = python_blocks(text)
     assert len(blocks) == 3
     kind = blocks[0]
-    assert 80 <= len(kind.splitlines()) <= 130
-    for hook in ("supports", "patterns", "cost", "relay_to_tir"):
-        assert f'"vecacc", "{hook}"' in kind
-    assert '"pyref", "relay_to_runtime"' in blocks[2]
+    assert len(kind.splitlines()) <= 100
+    assert "class VecAcc(Backend):" in kind and "def tir_to_runtime" not in kind
+    for hook in ("supports(self, call, target)", "patterns(self, target)", "cost(self, obj, target)",
+                 "relay_to_tir(self, mod, target)"):
+        assert f"def {hook}:" in kind
+    assert entry_point(text) == "vecacc = plait_vecacc:VecAcc"
+    assert "def relay_to_runtime(self, func, target):" in blocks[2]
     for page in ("kind-blas.md", "kind-llvm.md", "kind-onnxruntime.md"):
-        assert f"]({page})" in DOC.read_text(encoding="utf-8")
+        assert f"]({page})" in text
+
+
+def test_plait_targets_finds_the_installed_plugin(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(install_plugin(tmp_path)), str(ROOT)])}
+    r = subprocess.run([sys.executable, "-m", "plait.cli", "targets"], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    block = r.stdout.split("\nvecacc ", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert block[:2] == [" [device cpu, cannot host]  toy vector accelerator: float32 elementwise operators, chains "
+                         "fused in one pass", "  from: entry point 'vecacc' (plait_vecacc:VecAcc)"]
+    assert "    -lanes=<int>  default 16    float32 lanes per cycle" in block
+    assert block[-1] == "  hooks: cost, patterns, relay_to_tir, supports"
 
 
 def test_the_guide_runs_and_its_kinds_do_not_leak(guide):
     assert [p.piece for p in guide["art"].placement] == ["host", "ref", "ref"]  # the last build: pyref
-    assert get_kind("vecacc").origin == "plait" and get_kind("pyref").name == "pyref"
+    assert get_kind("vecacc").origin == "entry point 'vecacc' (plait_vecacc:VecAcc)"
+    assert get_kind("pyref").name == "pyref"
 
 
 def test_kinds_do_not_leak_out_of_the_guide():  # runs after the test above has closed its isolation

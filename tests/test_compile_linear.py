@@ -15,7 +15,7 @@ import pytest
 
 from plait.backends.c.backend import codegen_c
 from plait.lowering.lower import UniqueNames
-from plait.driver import _composite, _load_backends, piece_module, relay_pipeline
+from plait.driver import _composite, piece_module, relay_pipeline
 from plait.executor.graph_codegen import graph_codegen
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule
@@ -27,7 +27,6 @@ LINEAR = 2.2  # the most a doubling of the model may multiply the work by
 
 def compile_to_c(mod: IRModule) -> tuple[str, dict]:
     """What ``plait.build(mod, "c")`` does before running the C compiler: the C source and the graph."""
-    _load_backends()
     ct = _composite("c")
     ctx = PassContext(config={})
     for p in relay_pipeline(ct):

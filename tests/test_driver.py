@@ -10,8 +10,8 @@ from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext, Timing
 from plait.relay import ExprMutator, IRModule
-from plait.target import Target, current_piece, register_hook, register_kind
-from plait.target.testing import isolated_registry
+from plait.target import Target
+from plait.target.testing import isolated_registry, register_test_backend
 
 from tests.executor.lowered import c_module, prim_funcs
 
@@ -33,10 +33,9 @@ class _ToHandWritten(ExprMutator):
 
 
 def lower_my_regions(mod, funcs):
-    """The hook contract: replace the region functions placed on the current piece."""
-    piece = current_piece()
+    """The hook contract: replace the region functions placed on the piece being lowered."""
     for name, fn in list(mod.items()):
-        if isinstance(fn, relay.Function) and fn.attrs.get("target") == piece.name:
+        if isinstance(fn, relay.Function) and fn.attrs.get("target") == mod.attrs["piece"]:
             mod = mod.with_function(name, relay.Function(fn.params, _ToHandWritten().visit(fn.body), None, fn.attrs))
     for name, f in funcs.items():
         mod = mod.with_function(name, f)
@@ -48,10 +47,8 @@ def hand_kind(tmp_path):
     """A kind whose hooks lower to hand-written PrimFuncs and build hand-written C."""
     seen = {}
     with isolated_registry():
-        register_kind("handwritten", doc="test kind: hand-written kernels")
-
-        def relay_to_tir(mod):
-            seen["target"] = str(Target.current())
+        def relay_to_tir(mod, target):
+            seen["target"] = str(target)
             funcs = prim_funcs()
             return lower_my_regions(mod, {"add": funcs["add"], "relu": funcs["relu"]})
 
@@ -59,8 +56,8 @@ def hand_kind(tmp_path):
             seen["funcs"] = sorted(k for k in mod if k != "main")
             return c_module().compile(cache_dir=tmp_path)
 
-        register_hook("handwritten", "relay_to_tir", relay_to_tir)
-        register_hook("handwritten", "tir_to_runtime", tir_to_runtime)
+        register_test_backend("handwritten", doc="test kind: hand-written kernels", relay_to_tir=relay_to_tir,
+                              tir_to_runtime=tir_to_runtime)
         yield seen
 
 
@@ -104,12 +101,13 @@ def test_kind_without_code_generator():
     from plait.target import CompositeTarget
 
     with isolated_registry():
-        register_kind("nocodegen", doc="test kind: lowers by default, generates nothing")
+        register_test_backend("nocodegen", doc="test kind: lowers by default, generates nothing",
+                              default_codegen=None)
         piece = CompositeTarget("nocodegen").pieces[0]
         with pytest.raises(PlaitError) as e:
             Codegen(piece)(relu_add_model(), PassContext())
     assert str(e.value) == ("target kind 'nocodegen' (piece 'nocodegen') cannot generate code: it has no "
-                            "'tir_to_runtime' hook and no 'build' attribute")
+                            "'tir_to_runtime' hook and no default code generation")
 
 
 def test_cli_run_with_target(hand_kind, tmp_path, capsys):

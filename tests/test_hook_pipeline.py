@@ -10,8 +10,7 @@ from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.relay import IRModule
 from plait.runtime.module import PyModule
-from plait.target import current_piece, register_hook, register_kind
-from plait.target.testing import isolated_registry
+from plait.target.testing import isolated_registry, register_test_backend
 from plait.tir.expr import const
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc
 
@@ -26,21 +25,21 @@ def model():
 
 
 def my_regions(mod):
-    piece = current_piece().name
+    piece = mod.attrs["piece"]  # the piece being lowered
     return [k for k, f in mod.items() if isinstance(f, relay.Function) and f.attrs.get("target") == piece]
 
 
 @pytest.fixture
 def broken():
     with isolated_registry():
-        register_kind("broken", doc="test kind: hooks that go wrong", can_host=False)
         yield
 
 
 def build_with(hook_name, fn, place="/relu=acc"):
-    register_hook("broken", hook_name, fn)
+    hooks = {hook_name: fn}
     if hook_name == "relay_to_runtime":  # an external compiler runs nothing unless it says so
-        register_hook("broken", "supports", lambda call: call.op_name == "nn.relu")
+        hooks["supports"] = lambda call, target: call.op_name == "nn.relu"
+    register_test_backend("broken", doc="test kind: hooks that go wrong", can_host=False, **hooks)
     return plait.build(model(), TARGET, place=place)
 
 
@@ -51,7 +50,7 @@ def message(fn, *args, **kwargs):
 
 
 def test_relay_to_tir_hook_that_raises(broken):
-    def hook(mod):
+    def hook(mod, target):
         raise ValueError("boom")
 
     assert message(build_with, "relay_to_tir", hook) == (
@@ -59,7 +58,7 @@ def test_relay_to_tir_hook_that_raises(broken):
 
 
 def test_relay_to_tir_hook_that_returns_an_invalid_prim_func(broken):
-    def hook(mod):
+    def hook(mod, target):
         (name,) = my_regions(mod)
         x, y = Buffer("x", (2, 3)), Buffer("y", (2, 3))
         stray = Buffer("stray", (4,))  # stored to, but neither a parameter nor allocated
@@ -74,13 +73,13 @@ def test_relay_to_tir_hook_that_returns_an_invalid_prim_func(broken):
 
 
 def test_relay_to_tir_hook_that_leaves_operator_calls_or_returns_garbage(broken):
-    assert message(build_with, "relay_to_tir", lambda mod: mod) == (
+    assert message(build_with, "relay_to_tir", lambda mod, target: mod) == (
         "hook 'relay_to_tir' of target kind 'broken' on piece 'acc' left function 'acc_0' with operator calls "
         "(nn.relu); it must call PrimFuncs")
 
 
 def test_relay_to_tir_hook_returning_a_non_module(broken):
-    assert message(build_with, "relay_to_tir", lambda mod: 42) == (
+    assert message(build_with, "relay_to_tir", lambda mod, target: 42) == (
         "hook 'relay_to_tir' of target kind 'broken' on piece 'acc' returned int; expected an IRModule "
         "(lowering function 'acc_0')")
 

@@ -1,16 +1,15 @@
-"""Backends: default lowering (:mod:`plait.lowering.lower`) and one module per in-tree target kind
-(``c.py``, ...). Importing this package imports the kind modules, which attach their hooks and build
-functions to their kinds (the driver relies on it)."""
+"""Backends: one package per in-tree target kind (``c``, ``llvm``, ``blas``, ``onnxruntime``), each a
+:class:`plait.target.Backend` subclass.
 
-from __future__ import annotations
+:data:`MANIFEST` is the in-tree manifest the target layer loads kinds from, lazily (only the kind
+asked for is imported): kind name -> ``"module:Class"``, the same form as an entry point of the
+``plait.backends`` group. pyproject.toml's ``[project.entry-points."plait.backends"]`` table equals it
+(tests/target/test_backend_class.py checks so). Importing this package imports no backend.
+"""
 
-import importlib
-
-_KIND_MODULES = ("plait.backends.c.backend", "plait.backends.onnxruntime.backend", "plait.backends.blas.backend", "plait.backends.llvm.backend")
-
-for _name in _KIND_MODULES:
-    try:
-        importlib.import_module(_name)
-    except ModuleNotFoundError as _exc:
-        if _exc.name != _name:  # the module exists but one of its imports is missing: a real error
-            raise
+MANIFEST: dict[str, str] = {
+    "blas": "plait.backends.blas.backend:BlasBackend",
+    "c": "plait.backends.c.backend:CBackend",
+    "llvm": "plait.backends.llvm.backend:LLVMBackend",
+    "onnxruntime": "plait.backends.onnxruntime.backend:OnnxRuntimeBackend",
+}

@@ -64,11 +64,9 @@ def placement_flags(p: argparse.ArgumentParser) -> None:
 
 def placement_options(args: argparse.Namespace) -> dict:
     """The checked --target, --objective, --weight and --place values; bad ones are UsageErrors (exit 2)."""
-    from plait.driver import _load_backends
     from plait.placement.explain import check_objective, check_weight, rules_of
     from plait.target import CompositeTarget
 
-    _load_backends()  # kinds registered by in-tree backends (blas, onnxruntime) must parse
     try:
         ct = CompositeTarget(args.target)
         objective = check_objective(args.objective)

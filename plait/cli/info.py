@@ -90,7 +90,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     from plait.target.describe import describe_registry, explain
     from plait.target.plugins import load_in_tree
 
-    load_in_tree()  # the hooks of in-tree kinds (c, llvm) are attached by their backends
+    load_in_tree()  # every in-tree kind, so that their tags are listed
 
     print(explain(args.explain) if args.explain is not None else describe_registry(), end="")
     return 0

@@ -35,7 +35,7 @@ def note_simulation(art: Any, composite: Any) -> None:
         if piece.name not in built or t.device == "host":
             continue
         how = "built for this machine"
-        simulation_compiler = t.kind.attrs.get("simulation_compiler")  # kinds that build C for it (c)
+        simulation_compiler = getattr(t.backend, "simulation_compiler", None)  # kinds that build C for it (c)
         if simulation_compiler is not None:
             cc, why = simulation_compiler(t)
             how = f"its C built for this machine with {cc}" + (f" ({why}; it compiles the device code)" if why else "")

@@ -1,4 +1,4 @@
-"""The shared helper of ``relay_to_tir`` hooks: lower the region functions of the current piece.
+"""The shared helper of ``relay_to_tir`` hooks: lower the region functions of the piece being lowered.
 
 A ``relay_to_tir`` hook sees the whole IRModule and must replace every region function placed on
 its piece (``attrs["target"] == piece name``, see docs/backends.md and the pipeline contract) by
@@ -10,12 +10,14 @@ to it::
             return None
         ...build the PrimFunc (params: input buffers in argument order, then output buffers)...
 
-    register_hook("mykind", "relay_to_tir", lambda mod: lower_regions(mod, lower_call))
+    class MyKind(Backend):
+        def relay_to_tir(self, mod, target):
+            return lower_regions(mod, target, lower_call)
 
 :func:`lower_regions`
 
-1. finds the region functions of :func:`plait.target.current_piece` (the hook runs with its piece
-   entered; a plain ``with target:`` counts as a piece named after the target's kind);
+1. finds the region functions of the piece named by ``mod.attrs["piece"]`` (set by
+   :func:`plait.target.run_relay_to_tir`; without it, a piece named after the target's kind);
 2. for each operator call inside them asks the backend's ``lower_call(call)``; ``None`` means "use the
    default lowering for this call" (:func:`plait.lowering.lower.lower_function` with the piece's
    target: the op's TE compute and the target's default schedule, the call as its own function);
@@ -65,17 +67,14 @@ class HookLoweringError(PlaitError):
     """A backend's lowering of a region function (or of one call in it) failed or returned bad TIR."""
 
 
-def _piece() -> Any:
-    from plait.target import Piece, Target, current_piece
+def _piece(mod: IRModule, target: Any) -> Any:
+    from plait.target import Piece, Target
 
-    piece = current_piece()
-    if piece is not None:
-        return piece
-    target = Target.current()
-    if target is None:
-        raise HookLoweringError("lower_regions: no current piece or target; a relay_to_tir hook runs with its "
-                                "piece entered (plait.target.run_relay_to_tir), or enter 'with target:'")
-    return Piece(target.kind_name, target)
+    if isinstance(target, Piece):
+        return target
+    if not isinstance(target, Target):
+        raise HookLoweringError(f"lower_regions: expected the hook's target (a Target), got {target!r}")
+    return Piece(str(mod.attrs.get("piece") or target.kind_name), target)
 
 
 def region_functions(mod: IRModule, piece_name: str) -> list[str]:
@@ -196,16 +195,17 @@ class _Rewriter(ExprMutator):
         return Call(GlobalVar(name), post.args)
 
 
-def lower_regions(mod: IRModule, lower_call: LowerCall | None = None, *, prefix: str | None = None,
+def lower_regions(mod: IRModule, target: Any, lower_call: LowerCall | None = None, *, prefix: str | None = None,
                   lower_region: LowerRegion | None = None, schedule: bool = True) -> IRModule:
-    """Replace every region function of the current piece in ``mod`` by PrimFuncs (module docstring).
+    """Replace every region function of the piece in ``mod`` by PrimFuncs (module docstring); ``target``:
+    the hook's target (or a Piece).
 
     ``lower_call(call)``: the backend's PrimFunc for one typed operator call, or None for the default
     lowering; ``lower_region(func)``: the backend's PrimFunc for a whole region function, or None for
     the per-call path; ``prefix``: of the PrimFunc names (default: the piece name); ``schedule``: apply
     the target's default schedule to default-lowered calls.
     """
-    piece = _piece()
+    piece = _piece(mod, target)
     mod = infer_type(mod)
     state = _Lowering(mod, piece, piece.name if prefix is None else prefix, schedule)
     replaced: dict[str, Any] = {}

@@ -63,11 +63,9 @@ def _as_target(target: Any) -> Any:
 
 
 def rules_for(target: Any) -> RuleSet:
-    """The rule set the target's kind selects (``schedule_rules`` attribute), ``cpu`` by default."""
+    """The rule set the target's backend selects (``Backend.schedule_rules(target)``, ``cpu`` by default)."""
     t = _as_target(target)
-    sel = t.kind.attrs.get("schedule_rules", "cpu")
-    name = sel(t) if callable(sel) else sel
-    return RULE_SETS.get(name)
+    return RULE_SETS.get(t.backend.schedule_rules(t))
 
 
 def machine_for(target: Any) -> Machine:

@@ -43,8 +43,6 @@ def describe_kind(kind: TargetKind) -> list[str]:
     lines.append("  options:")
     lines += _option_lines([o for o in kind.options if o.name not in FACT_OPTION_NAMES])
     lines.append(f"  hooks: {_hooks_line(kind)}")
-    if kind.attrs:
-        lines.append(f"  attributes: {', '.join(sorted(kind.attrs))}")
     return lines
 
 

@@ -1,23 +1,20 @@
-"""The hook registry: per target kind, functions that replace one stage of the pipeline.
-
-    @register_hook("c", "tir_to_runtime")
-    def build_c(mod, target): ...
+"""Hooks: the methods a :class:`plait.target.backend.Backend` subclass overrides, and running them.
 
 | hook | signature | replaces |
 |---|---|---|
-| relay_to_tir | a Pass, or ``(mod: IRModule) -> IRModule``; runs with ``Target.current()`` = the piece | default lowering |
-| tir_to_runtime | ``(mod: IRModule, target: Target) -> runtime module`` | default code generation |
-| relay_to_runtime | ``(func: Function, target: Target) -> runtime module`` | both (external codegen) |
-| supports | ``(call) -> bool`` or ``(call, target) -> bool``; ``(bool, reason)`` also | capability, for placement |
-| cost | ``(call) -> float | None`` or ``(call, target) -> ...``: seconds, None = no estimate | cost model entry |
-| patterns | ``() -> [(name, Pattern)]`` or ``(target) -> ...`` | region claims, for placement |
+| relay_to_tir | ``(mod, target) -> IRModule`` or ``(mod, target, ctx)`` | default lowering |
+| tir_to_runtime | ``(mod, target) -> runtime module`` or ``(mod, target, ctx)`` | default code generation |
+| relay_to_runtime | ``(func, target) -> runtime module`` | both (external codegen) |
+| supports | ``(call, target) -> bool`` (or ``(bool, reason)``) | capability, for placement |
+| cost | ``(call, target) -> float | None``: seconds, None = no estimate | cost model entry |
+| patterns | ``(target) -> [(name, Pattern)]`` | region claims, for placement |
 
 A kind with ``patterns`` also gets each Region it claims given to its ``cost`` hook (None: the sum of
 its calls); see plait.placement.pattern.
 
-Signatures are checked when a hook is registered (by its parameters). The ``run_*`` helpers call a
-hook for one piece, with the piece entered (so ``Target.current()`` is its target) and with any
-failure reported as a :class:`HookError` naming the hook, the kind and the piece.
+Signatures are checked when a kind is registered (by its parameters). The ``run_*`` helpers call a
+hook for one piece, with the piece's target as an explicit argument, and report any failure as a
+:class:`HookError` naming the hook, the kind and the piece.
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ from plait.ir.transform import Pass, PassContext
 from plait.registry import Registry
 from plait.target.composite import Piece
 from plait.target.errors import HookError
+from plait.target.backend import HOOK_NAMES
 from plait.target.kind import get_kind
 from plait.target.target import Target
 
@@ -41,25 +39,25 @@ class HookSpec:
     signature: str  # as shown in messages and docs
     arities: tuple[int, ...]  # numbers of positional arguments the hook may take
     doc: str
-    accepts_pass: bool = False
 
 
 HOOKS: Registry[HookSpec] = Registry("hook")
 for _spec in (
-    HookSpec("relay_to_tir", "a Pass or (mod: IRModule) -> IRModule", (1,),
-             "replaces default lowering: Relay functions -> TIR PrimFuncs", accepts_pass=True),
-    HookSpec("tir_to_runtime", "(mod: IRModule, target: Target) -> runtime module", (2,),
-             "replaces default code generation: TIR -> runtime module"),
+    HookSpec("relay_to_tir", "(mod: IRModule, target: Target) -> IRModule or (mod, target, ctx) -> IRModule", (2, 3),
+             "replaces default lowering: Relay functions -> TIR PrimFuncs"),
+    HookSpec("tir_to_runtime", "(mod: IRModule, target: Target) -> runtime module or (mod, target, ctx) -> "
+             "runtime module", (2, 3), "replaces default code generation: TIR -> runtime module"),
     HookSpec("relay_to_runtime", "(func: Function, target: Target) -> runtime module", (2,),
              "replaces lowering and code generation (external codegen)"),
-    HookSpec("supports", "(call) -> bool or (call, target) -> bool (or -> (bool, reason))", (1, 2),
+    HookSpec("supports", "(call, target) -> bool (or -> (bool, reason))", (2,),
              "capability: can this kind run the call? (placement)"),
-    HookSpec("cost", "(call) -> float | None or (call, target) -> float | None", (1, 2),
+    HookSpec("cost", "(call, target) -> float | None", (2,),
              "cost-model entry: estimated seconds for the call, None for no estimate (placement)"),
-    HookSpec("patterns", "() -> list of (name, Pattern) or (target) -> list of (name, Pattern)", (0, 1),
+    HookSpec("patterns", "(target) -> list of (name, Pattern)", (1,),
              "region patterns: groups of calls this kind runs together (placement)"),
 ):
     HOOKS.register(_spec.name, _spec)
+assert tuple(HOOKS) == tuple(sorted(HOOK_NAMES))
 
 
 @dataclass(frozen=True)
@@ -70,21 +68,17 @@ class Hook:
     nargs: int  # positional arguments it is called with (0 for a Pass)
 
 
-def register_hook(kind: str, name: str, fn: Any = None) -> Any:
-    """Attach ``fn`` as hook ``name`` of ``kind``. Without ``fn``, returns a decorator."""
-    if fn is None:
-        return lambda f: register_hook(kind, name, f)
-    spec = HOOKS.get(name)
-    k = get_kind(kind)
-    if name in k.hooks:
-        raise RegistryError(f"hook '{name}' of target kind '{kind}' is already registered")
-    k.hooks[name] = Hook(k.name, name, fn, _check_signature(spec, kind, fn))
-    return fn
+def hooks_of_backend(kind: str, backend: Any) -> dict[str, Hook]:
+    """The hooks of a Backend instance (the hook methods its class overrides), signatures checked."""
+    out = {}
+    for name in HOOK_NAMES:
+        if type(backend).overrides(name):
+            fn = getattr(backend, name)
+            out[name] = Hook(kind, name, fn, _check_signature(HOOKS.get(name), kind, fn))
+    return out
 
 
 def _check_signature(spec: HookSpec, kind: str, fn: Any) -> int:
-    if spec.accepts_pass and isinstance(fn, Pass):
-        return 0
     bad = f"hook '{spec.name}' of target kind '{kind}' must be {spec.signature}; got "
     if not callable(fn):
         raise HookError(bad + f"{fn!r} ({type(fn).__name__}), which is not callable")
@@ -104,12 +98,13 @@ def _check_signature(spec: HookSpec, kind: str, fn: Any) -> int:
 
 
 def hooks_of(kind: str) -> dict[str, Hook]:
-    """The hooks registered for ``kind``, in the order of :data:`HOOKS`."""
+    """The hooks of ``kind`` (the methods its Backend overrides), in the order of :data:`HOOKS`."""
     k = get_kind(kind)
     return {name: k.hooks[name] for name in HOOKS if name in k.hooks}
 
 
 def get_hook(kind: str, name: str) -> Hook | None:
+    """Hook ``name`` of ``kind``, or None when its Backend does not override it."""
     HOOKS.get(name)
     return get_kind(kind).hooks.get(name)
 
@@ -133,13 +128,16 @@ def _require(piece: Piece, name: str) -> Hook:
 
 
 def _call(h: Hook, piece: Piece, args: tuple) -> Any:
-    with piece:
-        try:
-            return h.fn(*args[: h.nargs])
-        except PlaitError:
-            raise
-        except Exception as exc:
-            raise HookError(f"{_where(h, piece)} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        return h.fn(*args[: h.nargs])
+    except PlaitError:
+        raise
+    except Exception as exc:
+        raise HookError(f"{_where(h, piece)} failed: {type(exc).__name__}: {exc}") from exc
+
+
+#: the attribute of the module a relay_to_tir hook gets that names the piece being lowered
+PIECE_ATTR = "piece"
 
 
 @dataclass(frozen=True)
@@ -154,19 +152,12 @@ class _HookPass(Pass):
         return f"{self.hook.kind}.relay_to_tir"
 
     def run(self, mod: Any, ctx: PassContext) -> Any:
-        if isinstance(self.hook.fn, Pass):
-            with self.piece:
-                try:
-                    return self.hook.fn.run(mod, ctx)
-                except PlaitError:
-                    raise
-                except Exception as exc:
-                    raise HookError(f"{_where(self.hook, self.piece)} failed: {type(exc).__name__}: {exc}") from exc
-        return _call(self.hook, self.piece, (mod,))
+        return _call(self.hook, self.piece, (mod.with_attrs(**{PIECE_ATTR: self.piece.name}), self.piece.target, ctx))
 
 
 def run_relay_to_tir(piece: Piece | Target, mod: Any, ctx: PassContext | None = None) -> Any:
-    """Run the kind's relay_to_tir hook on ``mod`` with ``Target.current()`` set to the piece."""
+    """Run the kind's relay_to_tir hook on ``mod`` for the piece (its name in ``mod.attrs["piece"]``,
+    removed from the result)."""
     from plait.relay.module import IRModule
 
     piece = _as_piece(piece)
@@ -174,12 +165,22 @@ def run_relay_to_tir(piece: Piece | Target, mod: Any, ctx: PassContext | None = 
     out = (ctx or PassContext()).run(_HookPass(h, piece), mod)
     if not isinstance(out, IRModule):
         raise HookError(f"{_where(h, piece)} returned {type(out).__name__}; expected an IRModule")
+    if PIECE_ATTR in out.attrs and PIECE_ATTR not in mod.attrs:
+        out = IRModule(dict(out.items()), {k: v for k, v in out.attrs.items() if k != PIECE_ATTR})
     return out
 
 
-def run_tir_to_runtime(piece: Piece | Target, mod: Any) -> Any:
+def run_tir_to_runtime(piece: Piece | Target, mod: Any, ctx: PassContext | None = None) -> Any:
+    """Run the kind's tir_to_runtime hook on the piece's PrimFuncs (``ctx``: the build's PassContext); a
+    kind without one uses the hook of its backend's ``default_codegen`` kind, with the piece's target."""
     piece = _as_piece(piece)
-    return _call(_require(piece, "tir_to_runtime"), piece, (mod, piece.target))
+    kind = piece.target.kind
+    fallback = kind.backend.default_codegen
+    if "tir_to_runtime" not in kind.hooks and fallback and fallback != kind.name:
+        h = get_kind(fallback).hooks.get("tir_to_runtime")
+        if h is not None:
+            return _call(h, piece, (mod, piece.target, ctx or PassContext()))
+    return _call(_require(piece, "tir_to_runtime"), piece, (mod, piece.target, ctx or PassContext()))
 
 
 def run_relay_to_runtime(piece: Piece | Target, func: Any) -> Any:

@@ -1,7 +1,6 @@
-"""Target kinds: a registered backend with typed options, default keys, attributes and hooks.
+"""Target kinds: the registered form of a :class:`plait.target.backend.Backend` subclass.
 
-    register_kind("c", device_type="cpu", options=[Option("mcpu", str, "", "target CPU")],
-                  default_keys=("cpu",), doc="C source")
+    register_backend(MyAccel)        # -> TargetKind("myaccel"); normally done by the plugin loader
 
 Every kind gets a ``keys`` option (a list; the kind's default keys are appended to what is given) and
 the fact options (``-ram-kb``, ``-flash-kb``, ``-clock-mhz``, ``-simd-bits``: :data:`FACT_OPTIONS`).
@@ -10,23 +9,21 @@ FPU); it returns the new options and notes saying what it changed, shown by ``pl
 A kind may ``validate`` them when a target is parsed (e.g. ``c`` checks ``-mcpu`` against the CPUs its
 compiler knows). ``identity`` names the options that say which processor a target is for: a tag of the
 kind matches a target written out in full when these options are equal (see :mod:`plait.target.tag`).
-Hooks are attached with :func:`plait.target.hooks.register_hook`.
+Its hooks are the methods the Backend subclass overrides (:attr:`TargetKind.hooks`).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from plait.errors import RegistryError
 from plait.registry import Registry
 from plait.target.errors import TargetError
 from plait.target.options import FACT_OPTIONS, Option
 
-Normalizer = Callable[[dict[str, Any]], "tuple[dict[str, Any], list[str]]"]
-Validator = Callable[[dict[str, Any]], None]  # raises TargetError (the message without the target's text)
 #: options every kind has and no tag match looks at
 COMMON_OPTIONS = ("keys", *(o.name for o in FACT_OPTIONS))
 _NAME = re.compile(r"[a-z][a-z0-9_.\-]*\Z")
@@ -42,12 +39,9 @@ class TargetKind:
     default_keys: tuple[str, ...] = ()
     can_host: bool = True  # can this kind run the executor (be the host of a composite target)?
     doc: str = ""
-    attrs: dict[str, Any] = field(default_factory=dict)
-    normalize: Normalizer | None = None
-    validate: Validator | None = None  # checks resolved options when a target is parsed
     identity: tuple[str, ...] = ()  # options naming the processor; tags match on them (see tag.py)
     origin: str = "plait"  # "plait" for in-tree kinds, "entry point 'NAME' (VALUE)" for plugins
-    hooks: dict[str, Any] = field(default_factory=dict)  # hook name -> Hook, see hooks.py
+    backend: Any = None  # the Backend instance
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -73,6 +67,7 @@ class TargetKind:
         self.options = tuple(opts)
         self._by_name = {o.name: o for o in self.options}
         self.identity = tuple(self.identity)
+        self._hooks: dict[str, Any] | None = None
         for name in self.identity:
             if name not in self._by_name or name in COMMON_OPTIONS:
                 raise TargetError(f"target kind '{self.name}': identity option '{name}' is not one of its own options")
@@ -102,31 +97,31 @@ class TargetKind:
         merged.update(base)
         merged.update(given)
         merged["keys"] = self.resolve_keys(merged["keys"]) if ("keys" in base or "keys" in given) else self.default_keys
-        notes: list[str] = []
-        if self.normalize is not None:
-            merged, notes = self.normalize(dict(merged))
-            for name, value in merged.items():  # a normalizer must not produce ill-typed values
-                self.option(name).check(value, f"target kind '{self.name}' (normalized)")
+        merged, notes = self.normalize(dict(merged))
+        for name, value in merged.items():  # a normalizer must not produce ill-typed values
+            self.option(name).check(value, f"target kind '{self.name}' (normalized)")
         return tuple((o.name, merged[o.name]) for o in self.options), list(notes)
 
     def resolve_keys(self, keys: Iterable[str]) -> tuple[str, ...]:
         keys = tuple(keys)
         return keys + tuple(k for k in self.default_keys if k not in keys)
 
-    # ---- attributes and hooks -------------------------------------------------------------------
+    # ---- the backend's methods ------------------------------------------------------------------
 
-    def attr(self, name: str) -> Any:
-        """A kind attribute (e.g. ``compiler_flags`` of ``c``); unknown names raise."""
-        try:
-            return self.attrs[name]
-        except KeyError:
-            have = ", ".join(sorted(self.attrs)) or "none"
-            raise TargetError(f"target kind '{self.name}' has no attribute '{name}' (it has: {have})") from None
+    def normalize(self, opts: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        return self.backend.normalize(opts)
 
-    def hook(self, name: str):
-        """The function registered for hook ``name``, or None."""
-        h = self.hooks.get(name)
-        return None if h is None else h.fn
+    def validate(self, opts: dict[str, Any]) -> None:
+        self.backend.validate(opts)
+
+    @property
+    def hooks(self) -> dict[str, Any]:
+        """Hook name -> :class:`plait.target.hooks.Hook`, for the hook methods the backend overrides."""
+        if self._hooks is None:
+            from plait.target.hooks import hooks_of_backend
+
+            self._hooks = hooks_of_backend(self.name, self.backend)
+        return self._hooks
 
     def __repr__(self) -> str:
         return f"TargetKind({self.name!r})"
@@ -135,28 +130,41 @@ class TargetKind:
 KINDS: Registry[TargetKind] = Registry("target kind")
 
 
-def register_kind(kind: TargetKind | str, **fields: Any) -> TargetKind:
-    """Register a kind, given as a :class:`TargetKind` or as its name plus fields. Duplicates raise."""
+def register_backend(cls: Any) -> TargetKind:
+    """Register a :class:`plait.target.backend.Backend` subclass as a kind, with its tags.
+    Duplicates (a kind, or a tag of the same name) raise; hook signatures are checked."""
     from plait.target import plugins
-    from plait.target.tag import TAGS
+    from plait.target.backend import Backend, options_of
+    from plait.target.tag import TAGS, register_tag
 
-    if isinstance(kind, str):
-        kind = TargetKind(kind, **fields)
-    elif fields:
-        raise TargetError("register_kind: give a TargetKind or a name with fields, not both")
+    if not (isinstance(cls, type) and issubclass(cls, Backend)) or cls is Backend:
+        raise TargetError(f"register_backend: expected a subclass of plait.target.Backend, got {cls!r}")
+    name = cls.name
+    if not isinstance(name, str) or not name:
+        raise TargetError(f"backend class {cls.__name__} has no 'name'")
+    backend = cls()
+    kind = TargetKind(name, device_type=cls.device_type,
+                      options=options_of(cls.Options) if cls.Options is not None else (),
+                      default_keys=cls.default_keys, can_host=cls.can_host, doc=cls.summary(),
+                      identity=cls.identity, backend=backend)
+    kind.hooks  # checks the hook methods' signatures before anything is registered
     if kind.name in TAGS:
         raise RegistryError(f"target kind '{kind.name}' clashes with the target tag of the same name")
     origin = plugins.loading_origin()
-    if origin is not None and kind.origin == "plait":
+    if origin is not None:
         kind.origin = origin
-    return KINDS.register(kind.name, kind)
+    KINDS.register(kind.name, kind)
+    for tag in cls.tags:
+        register_tag(tag.name, kind.name, tag.options, tag.facts, tag.doc, tag.match)
+    return kind
 
 
 def get_kind(name: str) -> TargetKind:
-    """The kind called ``name``. An unknown name loads the ``plait.backends`` plugins, then raises."""
+    """The kind called ``name``, loaded from the backend manifest when first asked for (only it);
+    an unknown name loads every ``plait.backends`` plugin, then raises."""
     from plait.target import plugins
 
-    if name not in KINDS:
+    if name not in KINDS and not plugins.load_kind(name):
         plugins.load_plugins()
     return KINDS.get(name)
 

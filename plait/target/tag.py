@@ -107,6 +107,17 @@ class Tag:
 TAGS: Registry[Tag] = Registry("target tag")
 
 
+@dataclass(frozen=True)
+class TagDef:
+    """A tag as a backend declares it (``Backend.tags``); registered with its kind (:func:`register_tag`)."""
+
+    name: str
+    options: Mapping[str, Any]
+    facts: Any  # Facts or a mapping name -> Fact
+    doc: str = ""
+    match: tuple[str, ...] | None = None
+
+
 def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts | Mapping[str, Fact],
                  doc: str = "", match: tuple[str, ...] | None = None) -> Tag:
     """Register a tag. ``match`` (the options identifying it, for targets written out in full)
@@ -120,11 +131,10 @@ def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts 
     where = f"target tag '{name}'"
     checked = {o: k.option(o).check(v, where) for o, v in options.items()}
     resolved, _ = k.resolve(checked, {})
-    if k.validate is not None:
-        try:
-            k.validate(dict(resolved))
-        except TargetError as exc:
-            raise TargetError(f"{where}: {exc}") from None
+    try:
+        k.validate(dict(resolved))
+    except TargetError as exc:
+        raise TargetError(f"{where}: {exc}") from None
     facts = _make_facts(name, facts)
     defaults = dict(k.resolve({}, {})[0])
     differ = tuple(o for o, v in resolved if o not in COMMON_OPTIONS and v != defaults[o])

@@ -6,18 +6,21 @@ are measured on the running machine when first needed (:mod:`plait.target.host`)
 the machine this file was written on. Power figures are the weakest: the ones marked "recalled" come
 from the datasheet's typical run-mode current as remembered, not re-checked here; "estimate" ones have
 no datasheet figure behind them. Replace them with measurements when available.
+
+Data only: the ``c`` backend declares :data:`C_TAGS`, the ``llvm`` backend :data:`LLVM_TAGS`
+(``Backend.tags``); they are registered with their kind.
 """
 
 from __future__ import annotations
 
-from plait.target.tag import Fact, register_tag
+from plait.target.tag import Fact, TagDef
 
 MHZ, KB, MW, BITS = "MHz", "KiB", "mW", "bits"
 RECALLED = "recalled from the datasheet's typical run-mode current, not re-checked here"
 ESTIMATE = "estimate, no datasheet figure behind it"
 
-register_tag(
-    "cortex-m0", "c", {"mcpu": "cortex-m0", "keys": ["arm_cpu"]},
+_CORTEX_M0 = TagDef(
+    "cortex-m0", {"mcpu": "cortex-m0", "keys": ["arm_cpu"]},
     doc="Arm Cortex-M0, soft float: Nordic nRF51822 as on the BBC micro:bit v1 (QEMU board: microbit)",
     facts={
         "clock_mhz": Fact(16, MHZ, "nRF51822 product specification (16 MHz); RIOT nRF51822 board page"),
@@ -32,8 +35,8 @@ register_tag(
     },
 )
 
-register_tag(
-    "cortex-m4f", "c", {"mcpu": "cortex-m4f", "keys": ["arm_cpu"]},
+_CORTEX_M4F = TagDef(
+    "cortex-m4f", {"mcpu": "cortex-m4f", "keys": ["arm_cpu"]},
     doc="Arm Cortex-M4 with single-precision FPU: ST STM32F407VG as on the STM32F4DISCOVERY "
         "(QEMU board: mps2-an386)",
     facts={
@@ -49,8 +52,8 @@ register_tag(
     },
 )
 
-register_tag(
-    "cortex-m7f", "c", {"mcpu": "cortex-m7f", "keys": ["arm_cpu"]},
+_CORTEX_M7F = TagDef(
+    "cortex-m7f", {"mcpu": "cortex-m7f", "keys": ["arm_cpu"]},
     doc="Arm Cortex-M7 with single-precision FPU: ST STM32F746NG as on the 32F746GDISCOVERY "
         "(QEMU board: mps2-an500)",
     facts={
@@ -68,8 +71,8 @@ register_tag(
     },
 )
 
-register_tag(
-    "cortex-m55", "c", {"mcpu": "cortex-m55", "mfloat-abi": "hard", "keys": ["arm_cpu"]},
+_CORTEX_M55 = TagDef(
+    "cortex-m55", {"mcpu": "cortex-m55", "mfloat-abi": "hard", "keys": ["arm_cpu"]},
     doc="Arm Cortex-M55 with Helium (MVE): the high-performance core (RTSS-HP) of an Alif Ensemble E7 "
         "(AE722F80F55D5) (QEMU board: mps3-an547)",
     facts={
@@ -97,26 +100,29 @@ def _host_facts(**fixed: Fact) -> dict[str, Fact]:
     return {name: fixed.get(name, Fact.measured(name, unit)) for name, unit in units.items()}
 
 
-register_tag(
-    "host", "llvm", {"mcpu": "x86-64-v3"},
+_HOST = TagDef(
+    "host", {"mcpu": "x86-64-v3"},
     doc="an x86-64 host with AVX2 + FMA (x86-64-v3) through LLVM",
     facts=_host_facts(simd_bits=Fact(256, BITS, "x86-64-v3: AVX2, 256-bit vectors (x86-64 psABI levels)")),
 )
 
-register_tag(
-    "host-llvm", "llvm", {},
+_HOST_LLVM = TagDef(
+    "host-llvm", {},
     doc="this host through LLVM: any 'llvm' target without -mcpu (code for the host CPU)",
     facts=_host_facts(),
 )
 
-register_tag(
-    "host-c", "c", {},
+_HOST_C = TagDef(
+    "host-c", {},
     doc="this host through its C compiler: any 'c' target without -mcpu/-march/-mfpu",
     facts=_host_facts(),
 )
 
-register_tag(
-    "x86-64-avx512", "llvm", {"mcpu": "x86-64-v4"},
+_X86_64_AVX512 = TagDef(
+    "x86-64-avx512", {"mcpu": "x86-64-v4"},
     doc="an x86-64 host with AVX-512 (x86-64-v4) through LLVM",
     facts=_host_facts(simd_bits=Fact(512, BITS, "x86-64-v4: AVX-512, 512-bit vectors (x86-64 psABI levels)")),
 )
+
+C_TAGS = (_CORTEX_M0, _CORTEX_M4F, _CORTEX_M7F, _CORTEX_M55, _HOST_C)
+LLVM_TAGS = (_HOST, _HOST_LLVM, _X86_64_AVX512)

@@ -54,11 +54,10 @@ class Resolution:
 
     def validate(self, where: str) -> "Resolution":
         """Run the kind's validator (e.g. ``-mcpu`` against the compiler's CPUs); ``where`` names the target."""
-        if self.kind.validate is not None:
-            try:
-                self.kind.validate(dict(self.options))
-            except TargetError as exc:
-                raise TargetError(f"{where}: {exc}") from None
+        try:
+            self.kind.validate(dict(self.options))
+        except TargetError as exc:
+            raise TargetError(f"{where}: {exc}") from None
         return self
 
 
@@ -66,7 +65,7 @@ def lookup(word: str) -> tuple[TargetKind, Tag | None]:
     """The kind or tag a target string starts with."""
     from plait.target import plugins
 
-    if word not in KINDS and word not in TAGS:
+    if word not in KINDS and word not in TAGS and not plugins.load_kind(word):
         plugins.load_plugins()
     if word in KINDS:
         return KINDS.get(word), None
@@ -218,14 +217,14 @@ class Target:
 
     @property
     def device(self) -> str:
-        """The device this target's code runs on (the kind's ``device`` attribute, else ``host``).
+        """The device this target's code runs on (its backend's ``device(target)``: ``host`` by default).
         Pieces of a composite target on the same device share memory."""
-        fn = self._kind.attrs.get("device")
-        return "host" if fn is None else str(fn(self))
+        return str(self._kind.backend.device(self))
 
-    def attr(self, name: str) -> Any:
-        """A kind attribute, e.g. ``target.attr("compiler_flags")(target)``."""
-        return self._kind.attr(name)
+    @property
+    def backend(self) -> Any:
+        """The kind's :class:`plait.target.backend.Backend` (e.g. ``target.backend.compiler(target)``)."""
+        return self._kind.backend
 
     def untagged(self) -> "Target":
         """The same options written out with the kind's name instead of the tag's (it still matches the

@@ -166,7 +166,7 @@ def _typed(op, shapes, attrs=None, dtype="float32"):
 
 def test_supports():
     kind = get_kind("blas")
-    sup = kind.hook("supports")
+    sup = kind.backend.supports
     t = PIECE.target
     assert sup(_typed("nn.dense", [(4, 8), (5, 8)]), t)
     assert sup(_typed("nn.matmul", [(2, 4, 8), (8,)]), t)
@@ -177,11 +177,11 @@ def test_supports():
     assert not sup(_typed("nn.dense", [(0, 8), (5, 8)]), t)  # empty
     assert not sup(_typed("nn.dense", [("n", 8), (5, 8)]), t)  # symbolic
     assert not sup(_typed("nn.relu", [(4, 8)]), t)
-    assert sorted(kind.hooks) == ["cost", "relay_to_tir", "supports"] and not kind.can_host
+    assert sorted(kind.hooks) == ["cost", "relay_to_tir", "supports", "tir_to_runtime"] and not kind.can_host
 
 
 def test_cost_hook_is_monotone_and_charges_im2col():
-    cost = get_kind("blas").hook("cost")
+    cost = get_kind("blas").backend.cost
     t = PIECE.target
     small = cost(_typed("nn.dense", [(4, 8), (5, 8)]), t)
     big = cost(_typed("nn.dense", [(64, 512), (512, 512)]), t)
@@ -201,7 +201,7 @@ def test_without_scipy_openblas32_blas_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy_openblas32", None)
     try:
         call = _typed("nn.dense", [(4, 8), (5, 8)])
-        for fn in (lambda: get_kind("blas").hook("supports")(call, PIECE.target),
+        for fn in (lambda: get_kind("blas").backend.supports(call, PIECE.target),
                    lambda: run_relay_to_tir(PIECE, _region_mod()),
                    lambda: blas.build(_module({}), PIECE.target)):
             with pytest.raises(blas.BlasError) as e:

@@ -10,14 +10,14 @@ import pytest
 
 from plait import tir
 from plait.backends.c import backend as cbackend
-from plait.backends.c.backend import BASE_FLAGS, build, build_c, codegen_c, compiler_and_flags, vector_math_available
+from plait.backends.c.backend import BASE_FLAGS, build_c, codegen_c, compiler_and_flags, vector_math_available
 from plait.errors import PlaitError
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule
 from plait.runtime import CrossModule, CSourceModule, DSOModule
 from plait.runtime import cc as ccmod
 from plait.runtime.cc import CompileError
-from plait.target import Target
+from plait.target import Target, run_tir_to_runtime
 from plait.tir import Buffer, PrimFunc
 from tir.fixtures import FIXTURES
 
@@ -55,13 +55,13 @@ def test_host_simulation_flags_are_the_host_build():
         (*BASE_FLAGS, "-O3", "-march=native", *VM)
 
 
-def test_the_c_kind_builds_through_its_attributes(cache_dir):
+def test_the_c_kind_builds_through_its_tir_to_runtime_hook(cache_dir):
     t = Target("c")
-    assert t.attr("build") is build and t.attr("codegen") is codegen_c
+    assert list(t.kind.hooks) == ["tir_to_runtime"]
     funcs = {"mm": FIXTURES["matmul"](), "prod": FIXTURES["zero_dim"]()}
     nameless = FIXTURES["zero_dim"]().with_attrs(global_symbol=None)
     mod = IRModule({**funcs, "anon": PrimFunc(nameless.params, nameless.body, {})})
-    lib = t.attr("build")(mod, t, PassContext(config={"cc.cache_dir": str(cache_dir)}))
+    lib = run_tir_to_runtime(t, mod, PassContext(config={"cc.cache_dir": str(cache_dir)}))
     assert isinstance(lib, DSOModule)
     assert lib.function_names() == ["anon", "matmul", "prod"]
     assert str(lib.path).startswith(str(cache_dir))
@@ -117,9 +117,9 @@ def test_host_simulation_of_a_cortex_m_target_runs(cache_dir):
     got = run_c(funcs, args, cache_dir, target="c -mcpu=cortex-m7f", host_simulation=True)
     for f, a, g in zip(funcs, args, got):
         np.testing.assert_allclose(g[-1], run_ref(f, a)[-1], rtol=1e-5, atol=1e-6)
-    ctx = PassContext(config={"cc.cache_dir": str(cache_dir), "c.host_simulation": True})
-    lib = build(IRModule({"conv2d": funcs[0]}), Target("c -mcpu=cortex-m0"), ctx)
-    assert isinstance(lib, DSOModule)
+    ctx = PassContext(config={"cc.cache_dir": str(cache_dir), "c.host_simulation": True, "c.cross_check": False})
+    lib = run_tir_to_runtime(Target("c -mcpu=cortex-m0"), IRModule({"conv2d": funcs[0]}), ctx)
+    assert isinstance(lib, DSOModule) and getattr(lib, "cross_module", None) is None
 
 
 def _readelf(path) -> str:

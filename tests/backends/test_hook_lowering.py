@@ -13,8 +13,8 @@ from plait.ir.op import get_op
 from plait.relay import run
 from plait.relay.expr import Call, Constant, Function, GlobalVar, Tuple, Var
 from plait.relay.visitor import post_order
-from plait.target import CompositeTarget, Target, register_hook, register_kind, run_relay_to_tir
-from plait.target.testing import isolated_registry
+from plait.target import CompositeTarget, Target, run_relay_to_tir
+from plait.target.testing import isolated_registry, register_test_backend
 from plait.tir import Buffer, For, PrimFunc, Var as TVar
 
 from tests.backends.region_eval import partitioned, prim_funcs, run_region, tensor
@@ -42,8 +42,8 @@ def only_relu(call):
 def kind():
     """A kind 'hk' whose relay_to_tir hook lowers relu itself and leaves the rest to default lowering."""
     with isolated_registry():
-        register_kind("hk", device_type="cpu", can_host=False)
-        register_hook("hk", "relay_to_tir", lambda mod: lower_regions(mod, only_relu))
+        register_test_backend("hk", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, only_relu))
         yield CompositeTarget("host: c; acc: hk").piece("acc")
 
 
@@ -96,8 +96,8 @@ def test_structurally_identical_prim_funcs_are_kept_once(tmp_path):
         return PrimFunc((x, y), _flat_relu(x, y), {"global_symbol": "same"})
 
     with isolated_registry():
-        register_kind("hk2", device_type="cpu", can_host=False)
-        register_hook("hk2", "relay_to_tir", lambda mod: lower_regions(mod, lower, prefix="k"))
+        register_test_backend("hk2", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, lower, prefix="k"))
         piece = CompositeTarget("host: c; hk2: hk2").piece("hk2")
         mod = partitioned(lambda ps: Call(get_op("negative"), (Call(get_op("nn.relu"), (ps[0],)),)), [T], "hk2")
         out = run_relay_to_tir(piece, mod)
@@ -112,8 +112,8 @@ def test_per_region_variant_replaces_the_region_by_one_prim_func():
         return PrimFunc((x, y), _flat_relu(x, y))
 
     with isolated_registry():
-        register_kind("hk3", device_type="cpu", can_host=False)
-        register_hook("hk3", "relay_to_tir", lambda mod: lower_regions(mod, lower_region=lower_region))
+        register_test_backend("hk3", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, lower_region=lower_region))
         piece = CompositeTarget("host: c; hk3: hk3").piece("hk3")
         mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "hk3")
         out = run_relay_to_tir(piece, mod)
@@ -127,8 +127,8 @@ def test_a_failing_backend_is_reported_with_the_call_region_and_piece():
         raise ValueError("no kernel for this shape")
 
     with isolated_registry():
-        register_kind("hk4", device_type="cpu", can_host=False)
-        register_hook("hk4", "relay_to_tir", lambda mod: lower_regions(mod, boom))
+        register_test_backend("hk4", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, boom))
         piece = CompositeTarget("host: c; hk4: hk4").piece("hk4")
         mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],), meta={"name": "/act/Relu"}), [T], "hk4")
         with pytest.raises(HookLoweringError) as e:
@@ -144,8 +144,8 @@ def test_a_prim_func_of_the_wrong_type_is_rejected():
         return PrimFunc((x, y), For(i, 0, 4, "serial", For(j, 0, 6, "serial", y.store((j, i), x[i, j]))))
 
     with isolated_registry():
-        register_kind("hk5", device_type="cpu", can_host=False)
-        register_hook("hk5", "relay_to_tir", lambda mod: lower_regions(mod, wrong))
+        register_test_backend("hk5", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, wrong))
         piece = CompositeTarget("host: c; hk5: hk5").piece("hk5")
         mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "hk5")
         with pytest.raises(HookLoweringError, match=r"the PrimFunc's type fn \(Tensor\[\(4, 6\), float32\]\) -> "
@@ -160,20 +160,19 @@ def test_an_invalid_prim_func_is_rejected():
         return PrimFunc((x, y), For(i, 0, 4, "serial", y.store((i, 0), tir.Add(x[i, 0], tir.IntImm(1, "int32")))))
 
     with isolated_registry():
-        register_kind("hk6", device_type="cpu", can_host=False)
-        register_hook("hk6", "relay_to_tir", lambda mod: lower_regions(mod, bad))
+        register_test_backend("hk6", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, bad))
         piece = CompositeTarget("host: c; hk6: hk6").piece("hk6")
         mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "hk6")
         with pytest.raises(HookLoweringError, match="invalid PrimFunc"):
             run_relay_to_tir(piece, mod)
 
 
-def test_without_a_piece_it_says_how_to_run():
+def test_without_a_piece_name_the_target_names_it():
     mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "c")
-    with pytest.raises(HookLoweringError, match="no current piece or target"):
-        lower_regions(mod, only_relu)
-    with Target("c"):  # a plain target counts as a piece named after its kind
-        out = lower_regions(mod, only_relu)
+    with pytest.raises(HookLoweringError, match="expected the hook's target"):
+        lower_regions(mod, "c", only_relu)
+    out = lower_regions(mod, Target("c"), only_relu)  # a plain target counts as a piece named after its kind
     assert sorted(prim_funcs(out)) == ["c_my_relu_"]
 
 
@@ -183,8 +182,8 @@ def test_a_prim_func_with_scalar_params_is_rejected():
         return PrimFunc((x, TVar("alpha", "float32"), y), _flat_relu(x, y))
 
     with isolated_registry():
-        register_kind("hk7", device_type="cpu", can_host=False)
-        register_hook("hk7", "relay_to_tir", lambda mod: lower_regions(mod, scalar))
+        register_test_backend("hk7", can_host=False,
+                              relay_to_tir=lambda mod, target: lower_regions(mod, target, scalar))
         piece = CompositeTarget("host: c; hk7: hk7").piece("hk7")
         mod = partitioned(lambda ps: Call(get_op("nn.relu"), (ps[0],)), [T], "hk7")
         with pytest.raises(HookLoweringError) as e:

@@ -244,8 +244,8 @@ def test_casts_and_integer_results_are_the_same_for_every_cpu(cpu):
 
 
 def test_llvm_kind_has_the_hook_and_the_host_cpu_rules():
-    assert get_hook("llvm", "tir_to_runtime").fn is build_llvm
-    assert get_kind("llvm").attrs["schedule_rules"] == "cpu"
+    assert list(get_kind("llvm").hooks) == ["tir_to_runtime"]
+    assert get_kind("llvm").backend.schedule_rules(Target("llvm")) == "cpu"
     from plait.schedule.rules import machine_for
 
     assert machine_for("llvm") == machine_for("c")  # same tag facts: the host

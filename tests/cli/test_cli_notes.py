@@ -11,7 +11,7 @@ import pytest
 
 from plait.cli import main
 from plait.target import Target
-from plait.target.kinds import simulation_compiler
+from plait.backends.c.backend import simulation_compiler
 
 from .conftest import RANDOM_X
 

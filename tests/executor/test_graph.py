@@ -231,11 +231,11 @@ def test_export_and_load(c_lib, tmp_path):
 
 
 def test_diamond_through_the_c_backend(tmp_path):
-    from plait.backends.c.backend import build
     from plait.ir.transform import PassContext
+    from plait.target import Target, run_tir_to_runtime
 
     mod, c = diamond()
-    lib = build(mod, "c", PassContext(config={"cc.cache_dir": str(tmp_path)}))
+    lib = run_tir_to_runtime(Target("c"), mod, PassContext(config={"cc.cache_dir": str(tmp_path)}))
     gm = GraphModule(GraphArtifact.from_module(mod, lib, target="c"))
     x = x_input()
     for g, e in zip(gm(x), diamond_reference(x, c)):

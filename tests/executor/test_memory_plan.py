@@ -283,14 +283,13 @@ def test_check_graph_copy_nodes():
 
 def test_lowered_model_with_workspaces_end_to_end(tmp_path):
     """infer_type -> FuseOps -> LowerToTIR -> LiftWorkspaces -> build_c -> graph executor."""
-    from plait.backends.c.backend import build
     from plait.lowering.lower import LowerToTIR
     from plait.frontend.onnx import from_onnx
     from plait.ir.transform import PassContext
     from plait.relay import run
     from plait.relay.infer import InferType
     from plait.relay.passes import FoldBatchNorm, FoldConstant, FuseOps
-    from plait.target import Target
+    from plait.target import Target, run_tir_to_runtime
     from plait.testing import onnx_models
 
     model = onnx_models.ds_cnn(channels=8, blocks=1)
@@ -301,7 +300,7 @@ def test_lowered_model_with_workspaces_end_to_end(tmp_path):
         mod = ctx.run(p, mod)
     lifted = [k for k in mod if getattr(mod[k], "attrs", {}).get("workspace_bytes")]
     assert lifted  # the padded input of the convolutions
-    art = GraphArtifact.from_module(mod, build(mod, Target("c"), ctx), "c")
+    art = GraphArtifact.from_module(mod, run_tir_to_runtime(Target("c"), mod, ctx), "c")
     graph = art.graph
     assert graph["memory"]["workspace_bytes"] == max(mod[k].attrs["workspace_bytes"] for k in lifted)
     assert "biggest workspaces:" in art.memory_report()

@@ -43,11 +43,11 @@ def preload(cache: Path) -> None:
     import plait.frontend.onnx  # noqa: F401
     import plait.relay.interpreter  # noqa: F401
     import plait.relay.io  # noqa: F401
-    from plait.driver import _load_backends
+    from plait.target.plugins import load_in_tree
     from plait.frontend.onnx_registry import load_converters
     from plait.runtime import cc
 
-    _load_backends()
+    load_in_tree()
     load_converters()
     for warm in ("compiler_version", "native_flags"):  # cached gcc queries
         fn = getattr(cc, warm, None)

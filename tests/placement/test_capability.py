@@ -6,7 +6,8 @@ from plait.placement.capability import (
     ANY, NOTHING, attr_eq, attr_in, attr_where, decline_if_dtype, dtype_in, has_static_shape, op_is, piece_supports,
 )
 from plait.relay.infer import infer_expr
-from plait.target import CompositeTarget, Target, TargetKind, register_kind, register_hook
+from plait.target import CompositeTarget, Target
+from plait.target.testing import register_test_backend
 
 
 def _conv(dtype="float32", groups=1):
@@ -58,8 +59,7 @@ def test_default_lowering_kind_answers_from_te_computes():
 
 
 def test_supports_hook_is_asked_first():
-    register_kind(TargetKind("test_place_npu", can_host=False))
-    register_hook("test_place_npu", "supports", op_is("nn.conv2d") & dtype_in("float16"))
+    register_test_backend("test_place_npu", can_host=False, supports=lambda call, target: (op_is("nn.conv2d") & dtype_in("float16"))(call))
     t = Target("test_place_npu")
     assert piece_supports(t, _conv("float16")).ok
     ans = piece_supports(t, _conv())
@@ -67,8 +67,7 @@ def test_supports_hook_is_asked_first():
 
 
 def test_external_codegen_kind_without_supports_claims_nothing():
-    register_kind(TargetKind("test_place_ext", can_host=False))
-    register_hook("test_place_ext", "relay_to_runtime", lambda func, target: None)
+    register_test_backend("test_place_ext", can_host=False, relay_to_runtime=lambda func, target: None)
     ans = piece_supports(Target("test_place_ext"), _relu())
     assert not ans.ok
     assert ans.reason == "target kind 'test_place_ext' has its own code generation and no 'supports' hook"

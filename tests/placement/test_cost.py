@@ -7,7 +7,8 @@ from plait.placement.cost import (
     CostDatabase, CostError, CostModel, DEFAULT_SWITCH_S, Estimate, objective_value, signature, type_bytes,
 )
 from plait.relay.infer import infer_expr
-from plait.target import CompositeTarget, Target, TargetKind, register_hook, register_kind
+from plait.target import CompositeTarget, Target
+from plait.target.testing import register_test_backend
 
 CT = CompositeTarget("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")
 
@@ -62,8 +63,7 @@ def test_database_errors(data, msg):
 
 
 def test_cost_hook_is_used():
-    register_kind(TargetKind("test_cost_acc", can_host=False))
-    register_hook("test_cost_acc", "cost", lambda call: 5e-6 if call.op_name == "nn.dense" else None)
+    register_test_backend("test_cost_acc", can_host=False, cost=lambda call, target: 5e-6 if call.op_name == "nn.dense" else None)
     e = CostModel().call_cost(_dense(), Target("test_cost_acc"))
     assert (e.seconds, e.source) == (5e-6, "hook")
 

@@ -19,7 +19,8 @@ from plait.placement.rules import PlacementError, parse_place
 from plait.relay.expr import Call, Expr, Function
 from plait.relay.infer import infer_expr
 from plait.relay.visitor import post_order
-from plait.target import CompositeTarget, TargetKind, register_hook, register_kind
+from plait.target import CompositeTarget
+from plait.target.testing import register_test_backend
 from plait.testing.onnx_models import ds_cnn
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
@@ -383,8 +384,7 @@ def test_hand_made_chain_exact_numbers():
 
 
 def test_incapable_piece_is_reported_with_its_reason():
-    register_kind(TargetKind("test_explain_npu", can_host=False))
-    register_hook("test_explain_npu", "supports", op_is("nn.dense"))
+    register_test_backend("test_explain_npu", can_host=False, supports=lambda call, target: op_is("nn.dense")(call))
     x = relay.var("x", (1, 8))
     import numpy as np
 
@@ -413,11 +413,8 @@ def test_claimed_region_is_reported_and_drawn():
 
     from plait.placement.pattern import Region, is_constant, is_op, wildcard
 
-    register_kind(TargetKind("test_explain_acc", can_host=False))
-    register_hook("test_explain_acc", "supports", op_is("nn.dense"))
-    register_hook("test_explain_acc", "patterns", lambda: [
-        ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))])
-    register_hook("test_explain_acc", "cost", lambda x: 1e-9 if isinstance(x, Region) else None)
+    register_test_backend("test_explain_acc", can_host=False, supports=lambda call, target: op_is("nn.dense")(call), patterns=lambda target: [
+        ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))], cost=lambda x, target: 1e-9 if isinstance(x, Region) else None)
     x = relay.var("x", (1, 8))
     d = relay.call("nn.dense", x, relay.const(np.ones((4, 8), np.float32)), meta={"name": "fc"})
     y = relay.call("nn.relu", d, meta={"name": "act"})

@@ -16,7 +16,8 @@ from plait.placement.rules import PlacementError, parse_place
 from plait.placement.solver import place
 from plait.relay.expr import Function, Tuple
 from plait.relay.infer import infer_expr
-from plait.target import CompositeTarget, TargetKind, register_hook, register_kind
+from plait.target import KINDS, CompositeTarget
+from plait.target.testing import register_test_backend
 from plait.target.errors import HookError
 
 
@@ -233,22 +234,22 @@ def test_greedy_largest_first_non_overlapping_deterministic():
 
 
 def test_patterns_hook_signatures_and_errors():
-    register_kind(TargetKind("pat_npu", can_host=False))
-    register_hook("pat_npu", "patterns", lambda target: [("cbr", CBR)] if "pat_npu" in str(target) else [])
+    register_test_backend("pat_npu", can_host=False,
+                          patterns=lambda target: [("cbr", CBR)] if "pat_npu" in str(target) else [])
     x, y = _cbr()
     f = _f([x], y)
     (r,) = claim_regions(f, list(CompositeTarget("cpu: c; npu: pat_npu")))
     assert r.claims == (("npu", "cbr"),) and r.name == "cbr"
     for bad, msg in [
-        (lambda: 3, "returned 3 (int); expected a list of (name, Pattern) pairs"),
-        (lambda: [("x", 1)], "returned ('x', 1) as item 1; expected a (name, Pattern) pair"),
-        (lambda: [("x", CONV), ("x", CBR)], "returned two patterns named 'x'"),
-        (lambda: [("w", wildcard())], "returned pattern 'w' (wildcard()), which is not rooted at an operator call "
+        (lambda target: 3, "returned 3 (int); expected a list of (name, Pattern) pairs"),
+        (lambda target: [("x", 1)], "returned ('x', 1) as item 1; expected a (name, Pattern) pair"),
+        (lambda target: [("x", CONV), ("x", CBR)], "returned two patterns named 'x'"),
+        (lambda target: [("w", wildcard())], "returned pattern 'w' (wildcard()), which is not rooted at an operator call "
          "(is_op(...))"),
-        (lambda: [("boom", is_op("nn.nope"))], None),
+        (lambda target: [("boom", is_op("nn.nope"))], None),
     ]:
-        register_kind(TargetKind("pat_bad", can_host=False))
-        register_hook("pat_bad", "patterns", bad)
+        saved = KINDS.snapshot()
+        register_test_backend("pat_bad", can_host=False, patterns=bad)
         ct = CompositeTarget("cpu: c; bad: pat_bad")
         if msg is None:  # a PatternError raised inside the hook is reported as it is
             with pytest.raises(PatternError, match="^is_op: unknown operator 'nn.nope'"):
@@ -257,12 +258,11 @@ def test_patterns_hook_signatures_and_errors():
             with pytest.raises(HookError) as e:
                 claim_regions(f, list(ct))
             assert str(e.value) == "hook 'patterns' of target kind 'pat_bad' on piece 'bad' " + msg
-        from plait.target.kind import KINDS
-        del KINDS._items["pat_bad"]
+        KINDS.restore(saved)
     with pytest.raises(HookError) as e:
-        register_hook("c", "patterns", lambda a, b: [])
-    assert str(e.value) == ("hook 'patterns' of target kind 'c' must be () -> list of (name, Pattern) or (target) "
-                            "-> list of (name, Pattern); got <lambda>(a, b)")
+        register_test_backend("pat_two", patterns=lambda a, b: [])
+    assert str(e.value) == ("hook 'patterns' of target kind 'pat_two' must be (target) -> list of (name, Pattern); "
+                            "got <lambda>(a, b)")
 
 
 # ---- placement with regions -------------------------------------------------------------------------
@@ -270,10 +270,7 @@ def test_patterns_hook_signatures_and_errors():
 
 def _npu(region_seconds=1e-9, name="npu"):
     """A kind that runs nothing alone, claims conv [+ bias] [+ relu] and prices a region as a whole."""
-    register_kind(TargetKind(name, can_host=False))
-    register_hook(name, "supports", lambda call: False)
-    register_hook(name, "patterns", lambda: [("cbr", CBR)])
-    register_hook(name, "cost", lambda obj: region_seconds if isinstance(obj, Region) else None)
+    register_test_backend(name, can_host=False, supports=lambda call, target: False, patterns=lambda target: [("cbr", CBR)], cost=lambda obj, target: region_seconds if isinstance(obj, Region) else None)
 
 
 def _two_layers():
@@ -463,10 +460,7 @@ def test_place_with_regions_matches_brute_force(case):
 
     f, calls, producers, costs, region_costs, pins, link = case
     with isolated_registry():
-        register_kind(TargetKind("rnpu", can_host=False))
-        register_hook("rnpu", "supports", lambda call: call.op_name == "add")
-        register_hook("rnpu", "patterns", lambda: [("pair", PAIR), ("ar", AR)])
-        register_hook("rnpu", "cost", lambda obj: region_costs[obj.output.meta["name"]]
+        register_test_backend("rnpu", can_host=False, supports=lambda call, target: call.op_name == "add", patterns=lambda target: [("pair", PAIR), ("ar", AR)], cost=lambda obj, target: region_costs[obj.output.meta["name"]]
                       if isinstance(obj, Region) else None)
         ct = CompositeTarget("a: c; b: c; n: rnpu")
         regions = find_regions([("pair", PAIR), ("ar", AR)], f)

@@ -4,7 +4,8 @@ from plait import relay
 from plait.placement.rules import PlacementError, Pin, Rule, on_target, parse_place, pins_for
 from plait.relay.expr import Function
 from plait.relay.infer import infer_expr
-from plait.target import CompositeTarget, Target, TargetKind, register_hook, register_kind
+from plait.target import CompositeTarget, Target
+from plait.target.testing import register_test_backend
 from plait.placement.capability import op_is
 
 CT = CompositeTarget("low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f")
@@ -81,8 +82,7 @@ def test_on_target_and_function_attribute():
 
 
 def test_pin_to_incapable_piece_names_call_op_and_piece():
-    register_kind(TargetKind("test_rules_npu", can_host=False))
-    register_hook("test_rules_npu", "supports", op_is("nn.conv2d"))
+    register_test_backend("test_rules_npu", can_host=False, supports=lambda call, target: op_is("nn.conv2d")(call))
     ct = CompositeTarget("cpu: c; npu: test_rules_npu")
     f, c, r, s = _graph()
     infer_expr(f)

@@ -12,7 +12,8 @@ from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.runtime.module import CrossModule
-from plait.target import Target, register_hook, register_kind
+from plait.target import Target
+from plait.target.testing import register_test_backend
 from plait.testing import onnx_models
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
@@ -86,8 +87,7 @@ def test_infeasible_requests_fail_with_exact_messages(ds_cnn):
         plait.build(mod, SEED, place=HEAD)
     assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need "
                             "32,256 bytes of RAM, more than its 16,384 bytes")
-    register_kind("relu_only", doc="test kind: runs nn.relu only")
-    register_hook("relu_only", "supports", lambda call: call.op_name == "nn.relu")
+    register_test_backend("relu_only", doc="test kind: runs nn.relu only", supports=lambda call, target: call.op_name == "nn.relu")
     with pytest.raises(PlaitError) as e:
         plait.build(mod, "cpu: c; npu: relu_only", place="/conv0/*=npu")
     assert str(e.value) == ("call '/conv0/Conv' (nn.conv2d) is pinned to piece 'npu' by --place rule '/conv0/*=npu', "

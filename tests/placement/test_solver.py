@@ -10,7 +10,8 @@ from plait.placement.rules import PlacementError, on_target, parse_place
 from plait.placement.solver import place
 from plait.relay.expr import Function
 from plait.relay.infer import infer_expr, infer_type
-from plait.target import CompositeTarget, TargetKind, register_hook, register_kind
+from plait.target import CompositeTarget
+from plait.target.testing import register_test_backend
 from plait.testing.onnx_models import ds_cnn
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
@@ -110,8 +111,7 @@ def test_on_target_pin_wins_over_cost():
 
 
 def test_call_no_piece_can_run_is_named():
-    register_kind(TargetKind("test_solver_npu", can_host=False))
-    register_hook("test_solver_npu", "supports", op_is("nn.conv2d"))
+    register_test_backend("test_solver_npu", can_host=False, supports=lambda call, target: op_is("nn.conv2d")(call))
     f, calls = _chain(1)
     with pytest.raises(PlacementError) as e:
         place(f, CompositeTarget("npu: test_solver_npu"))

@@ -13,7 +13,8 @@ from plait.relay.passes import FuseOps
 from plait.schedule import RULE_SETS, RuleSet, Schedule, default_schedule, rules_for
 from plait.schedule.isolate import isolate, loop_names
 from plait.schedule.rules import _schedule_in_place, cpu_machine
-from plait.target import Target, register_kind
+from plait.target import Target
+from plait.target.testing import register_test_backend
 from plait.target.testing import isolated_registry
 from plait.testing import onnx_models
 from plait.testing.chain_models import relu_chain
@@ -69,7 +70,7 @@ def test_names_clashing_across_stages_fall_back_to_scheduling_in_place():
     f = PrimFunc((x, y), seq(For(a, 0, 4, "serial", x.store((a,), 1.0)), For(a0, 0, 4, "serial", y.store((a0,), 2.0))),
                  {"global_symbol": "f"})
     with isolated_registry():
-        register_kind("toy", attrs={"schedule_rules": "split-rules"})
+        register_test_backend("toy", schedule_rules=lambda target: "split-rules")
         RULE_SETS.register("split-rules", RuleSet("split-rules", cpu_machine, split_root))
         try:
             trace: list[str] = []

@@ -11,7 +11,8 @@ from plait.errors import RegistryError
 from plait.ir import TensorType, TupleType, get_op
 from plait.schedule import RULE_SETS, RuleSet, default_schedule, machine_for, register_rules, rules_for
 from plait.schedule.rules import cpu_machine, tile_sizes
-from plait.target import Target, register_kind
+from plait.target import Target
+from plait.target.testing import register_test_backend
 from plait.target.testing import isolated_registry
 from tests.schedule import fixtures as fx
 from tests.schedule.test_reduction import allocs
@@ -69,7 +70,7 @@ def test_a_kind_can_name_its_own_rule_set():
         return func
 
     with isolated_registry():
-        register_kind("toy", attrs={"schedule_rules": "toy-rules"})
+        register_test_backend("toy", schedule_rules=lambda target: "toy-rules")
         with pytest.raises(RegistryError, match="unknown schedule rule set 'toy-rules'"):
             rules_for("toy")
         register_rules(RuleSet("toy-rules", cpu_machine, only_unroll))

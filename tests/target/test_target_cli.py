@@ -49,7 +49,7 @@ def test_plait_targets_lists_a_kind_from_an_entry_point():
     block = r.stdout.split("\nfakeaccel ", 1)[1].split("\n\n", 1)[0].splitlines()
     assert block == [
         " [device npu, cannot host]  a pretend accelerator (test plugin)",
-        "  from: entry point 'fakeaccel' (plait_fakeaccel)",
+        "  from: entry point 'fakeaccel' (plait_fakeaccel:FakeAccel)",
         "  options:",
         "    -macs=<int>   default 128  multiply-accumulate units",
         "    -keys=<list>  default npu  dispatch keys, most specific first; the kind's default keys are appended",
@@ -85,7 +85,7 @@ def test_plugins_load_lazily_in_process(monkeypatch):
         assert "plait_fakeaccel" not in sys.modules
         t = Target("fakeaccel -macs=64")  # not found in-tree: the entry points load
         assert t.options["macs"] == 64 and t.kind.device_type == "npu"
-        assert get_kind("fakeaccel").origin == "entry point 'fakeaccel' (plait_fakeaccel)"
+        assert get_kind("fakeaccel").origin == "entry point 'fakeaccel' (plait_fakeaccel:FakeAccel)"
         assert get_kind("c").origin == "plait"
         names = [k.name for k in list_kinds()]
         assert names == sorted(names) and {"c", "fakeaccel", "llvm"} <= set(names)
@@ -120,8 +120,8 @@ def test_plait_targets_lists_kinds_options_tags_and_hooks(capsys):
         "  cortex-m7f     = c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard -keys=arm_cpu",
         "                   216 MHz, FPU sp, SIMD 32 bits, RAM 320 KiB, flash 1024 KiB, ~330 mW",
         "  cortex-m0      = c -mcpu=cortex-m0 -keys=arm_cpu",
-        "  relay_to_tir     a Pass or (mod: IRModule) -> IRModule: replaces default lowering: Relay functions -> TIR "
-        "PrimFuncs",
+        "  relay_to_tir     (mod: IRModule, target: Target) -> IRModule or (mod, target, ctx) -> IRModule: replaces "
+        "default lowering: Relay functions -> TIR PrimFuncs",
     ]:
         assert line in out.splitlines(), line
 

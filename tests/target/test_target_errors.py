@@ -6,9 +6,12 @@ import pytest
 
 from plait.errors import PlaitError, RegistryError
 from plait.target import (
-    CompositeTarget, Fact, Option, Target, TargetError, get_kind, register_kind, register_tag,
+    CompositeTarget, Fact, Option, Target, TargetError, get_kind, register_backend, register_tag,
 )
-from plait.target.testing import isolated_registry
+from dataclasses import dataclass
+
+from plait.target import option
+from plait.target.testing import isolated_registry, make_backend, register_test_backend
 
 C_OPTIONS = "-cc, -clock-mhz, -flash-kb, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -simd-bits"
 
@@ -67,7 +70,7 @@ def test_bad_option_values():
     assert message(TargetError, Target, "c -mcpu") == \
         "target kind 'c': option '-mcpu' needs a value: write -mcpu=<str>"
     with isolated_registry():
-        register_kind("flagged", options=(Option("fast", bool, False, "go fast"),))
+        register_test_backend("flagged", options=(Option("fast", bool, False, "go fast"),))
         assert message(TargetError, Target, "flagged -fast=maybe") == \
             "target kind 'flagged': option '-fast' expects true or false, got 'maybe'"
 
@@ -109,20 +112,24 @@ def test_no_current_target():
 
 
 def test_kind_and_tag_registration_errors():
-    assert message(RegistryError, register_kind, "c") == "target kind 'c' is already registered"
-    assert message(RegistryError, register_kind, "cortex-m0") == \
+    assert message(RegistryError, register_backend, make_backend("c")) == "target kind 'c' is already registered"
+    assert message(RegistryError, register_backend, make_backend("cortex-m0")) == \
         "target kind 'cortex-m0' clashes with the target tag of the same name"
-    assert message(TargetError, register_kind, "Bad Name") == \
+    assert message(TargetError, register_backend, make_backend("Bad Name")) == \
         "target kind name 'Bad Name' must start with a lowercase letter and use lowercase letters, digits, " \
         "'_', '.' or '-'"
-    assert message(TargetError, register_kind, "twice", options=(Option("a"), Option("a"))) == \
+    @dataclass(frozen=True)
+    class Twice:
+        a: str = option("", "one")
+        b: str = option("", "the same option again", name="a")
+
+    assert message(TargetError, register_backend, make_backend("twice", Options=Twice)) == \
         "target kind 'twice': option 'a' is declared twice"
+    assert message(TargetError, register_backend, make_backend("floaty", Options=dataclass(
+        type("F", (), {"__annotations__": {"x": float}, "x": option(1.0, "no floats")})))) == \
+        "option field 'x' of F: type must be str, int, bool or tuple[str, ...], got <class 'float'>"
     assert message(TargetError, Option, "n", float) == \
         "option 'n': type must be str, int, bool or list, got <class 'float'>"
-    with isolated_registry():
-        register_kind("attrkind", attrs={"compiler": "cc", "flags": ()})
-        assert message(TargetError, get_kind("attrkind").attr, "linker") == \
-            "target kind 'attrkind' has no attribute 'linker' (it has: compiler, flags)"
     facts = {n: Fact(1, "", "test") for n in ("clock_mhz", "fpu", "simd_bits", "ram_kb", "flash_kb", "power_mw")}
     with isolated_registry():
         assert message(RegistryError, register_tag, "c", "c", {}, facts) == \
@@ -181,7 +188,7 @@ def test_malformed_composites():
 
 def test_missing_host_where_one_is_required():
     with isolated_registry():
-        register_kind("npu_only", device_type="npu", can_host=False, doc="cannot run an executor")
+        register_test_backend("npu_only", device_type="npu", can_host=False, doc="cannot run an executor")
         c = CompositeTarget("a: npu_only; b: npu_only")  # fine for placement experiments...
         assert c.host_reason == "no piece's kind can run the executor"
         assert message(TargetError, lambda: c.host) == \

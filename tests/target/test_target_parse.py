@@ -123,7 +123,7 @@ def test_the_natural_spelling_of_the_m55_is_the_m55_tag():
     assert written.matched_tag.name == "cortex-m55"
     assert written.facts == tag.facts and written.keys == tag.keys == ("arm_cpu", "cpu")
     assert dict(written.options) == dict(tag.options)
-    assert written.attr("compiler_flags")(written) == tag.attr("compiler_flags")(tag) == \
+    assert written.backend.compiler_flags(written) == tag.backend.compiler_flags(tag) == \
         ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard", "-O2"]
     assert written != tag and written == Target(str(written))  # the tag's name is part of a target
     # an option the tag sets differently rules it out; one it does not look at does not
@@ -190,10 +190,10 @@ def test_dict_and_json_forms():
 def test_bool_options_parse_bare_flags():
     from plait.target import Option
     from plait.target.testing import isolated_registry
-    from plait.target import register_kind
+    from plait.target.testing import register_test_backend
 
     with isolated_registry():
-        register_kind("flagged", options=(Option("fast", bool, False, "go fast"),))
+        register_test_backend("flagged", options=(Option("fast", bool, False, "go fast"),))
         assert Target("flagged -fast").options["fast"] is True
         assert Target("flagged -fast=false") == Target("flagged")
         assert str(Target("flagged -fast=1")) == "flagged -fast=true"
@@ -213,7 +213,7 @@ def test_targets_are_immutable_and_hashable():
 
 def test_c_kind_gives_the_compiler_and_its_flags():
     m7 = Target("cortex-m7f")
-    flags, cc = m7.attr("compiler_flags"), m7.attr("compiler")
+    flags, cc = m7.backend.compiler_flags, m7.backend.compiler
     assert flags(m7) == ["-mcpu=cortex-m7", "-mthumb", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard", "-O2"]
     assert cc(m7) == "arm-none-eabi-gcc"
     assert flags(m7, host_simulation=True) == ["-O2"] and cc(m7, host_simulation=True) == "gcc"

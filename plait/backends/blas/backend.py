@@ -35,7 +35,8 @@ from typing import Any
 from plait.errors import PlaitError
 from plait.ir.types import TensorType
 from plait.relay.expr import Call
-from plait.target import Option, TargetError, register_hook, register_kind
+from plait.target import TargetError
+from plait.target.backend import Backend, option
 from plait.tir import Allocate, Buffer, Evaluate, For, PrimFunc, Var, seq, simplify, substitute
 from plait.tir.expr import FloatImm, IntImm
 from plait.tir.op import address_of, call_extern
@@ -331,26 +332,25 @@ def _conv2d(em: _Emitter, call: Call, ins: list[Buffer], out: Buffer) -> Any:
 _LOWER = {"nn.dense": _dense, "nn.matmul": _matmul, "nn.conv2d": _conv2d}
 
 
-def lower_call(call: Call) -> PrimFunc | None:
-    """The PrimFunc of one supported call (None: not supported, default lowering)."""
+def lower_call(call: Call, target: Any) -> PrimFunc | None:
+    """The PrimFunc of one supported call for ``target`` (None: not supported, default lowering)."""
     from plait.lowering.hook_lowering import call_buffers
-    from plait.target import Target
 
     if plan(call) is None:
         return None
-    em = _Emitter(Target.current(allow_none=False))
+    em = _Emitter(target)
     ins, (out,) = call_buffers(call)
     body = _LOWER[call.op_name](em, call, ins, out)
     name = "sgemm_" + call.op_name.split(".")[-1]
     return simplify(PrimFunc((*ins, out), seq(*em.prologue(), body), {"global_symbol": name}))
 
 
-def relay_to_tir(mod: Any) -> Any:
+def relay_to_tir(mod: Any, target: Any) -> Any:
     """The ``relay_to_tir`` hook: every region function of the blas piece, through :func:`lower_call`."""
     from plait.lowering.hook_lowering import lower_regions
 
     openblas()
-    return lower_regions(mod, lower_call)
+    return lower_regions(mod, target, lambda call: lower_call(call, target))
 
 
 # ---- measuring the library (where the cost constants come from) --------------------------------
@@ -431,37 +431,52 @@ def main() -> None:
 
 
 def build(mod: Any, target: Any, ctx: Any = None) -> Any:
-    """The blas kind's ``build`` attribute: the PrimFuncs of ``mod`` (name order) through the c
-    backend's host C path, linked against OpenBLAS."""
-    from plait.backends.c.backend import build_c
+    """The blas kind's code generation: the PrimFuncs of ``mod`` (name order) through the c backend's
+    host C path, linked against OpenBLAS."""
+    from plait.backends.c.backend import build_c, prim_funcs
 
     lib = openblas()
     config = getattr(ctx, "config", None) or {}
-    funcs = [f if f.name else f.with_attrs(global_symbol=key)
-             for key, f in sorted(mod.items()) if isinstance(f, PrimFunc)]
-    return build_c(funcs, target, cache_dir=config.get("cc.cache_dir"), name="blas", link_flags=lib.link_flags)
+    return build_c(prim_funcs(mod), target, cache_dir=config.get("cc.cache_dir"), name="blas",
+                   link_flags=lib.link_flags)
 
 
-def _normalize(options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    if options["threads"] < 0:
-        raise TargetError(f"target kind 'blas': -threads must be >= 0 (0: OpenBLAS's default), got {options['threads']}")
-    return options, []
+@dataclass(frozen=True)
+class BlasOptions:
+    """Options of the ``blas`` kind."""
+
+    threads: int = option(1, "OpenBLAS threads (openblas_set_num_threads); 0: OpenBLAS's default")
 
 
-BLAS = register_kind(
-    "blas",
-    device_type="cpu",
-    can_host=False,
-    doc="matrix products and convolutions through OpenBLAS cblas_sgemm (scipy-openblas32), on the host CPU; "
-        "needs a host piece (e.g. 'host: c; blas: blas')",
-    options=(Option("threads", int, 1, "OpenBLAS threads (openblas_set_num_threads); 0: OpenBLAS's default"),),
-    default_keys=("cpu",),
-    attrs={"build": build, "schedule_rules": "cpu"},
-    normalize=_normalize,
-)
-register_hook("blas", "supports", supports)
-register_hook("blas", "cost", cost)
-register_hook("blas", "relay_to_tir", relay_to_tir)
+class BlasBackend(Backend):
+    """OpenBLAS sgemm for dense/matmul/conv2d (``relay_to_tir``), the rest by default lowering."""
 
-__all__ = ["BLAS", "BlasError", "NEEDS", "OpenBLAS", "Plan", "build", "cost", "gemm_seconds", "lower_call",
+    name = "blas"
+    Options = BlasOptions
+    device_type = "cpu"
+    can_host = False
+    doc = ("matrix products and convolutions through OpenBLAS cblas_sgemm (scipy-openblas32), on the host CPU; "
+           "needs a host piece (e.g. 'host: c; blas: blas')")
+    default_keys = ("cpu",)
+
+    def normalize(self, options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        if options["threads"] < 0:
+            raise TargetError(f"target kind 'blas': -threads must be >= 0 (0: OpenBLAS's default), "
+                              f"got {options['threads']}")
+        return options, []
+
+    def supports(self, call: Any, target: Any) -> bool:
+        return supports(call, target)
+
+    def cost(self, call: Any, target: Any) -> float | None:
+        return cost(call, target)
+
+    def relay_to_tir(self, mod: Any, target: Any) -> Any:
+        return relay_to_tir(mod, target)
+
+    def tir_to_runtime(self, mod: Any, target: Any, ctx: Any) -> Any:
+        return build(mod, target, ctx)
+
+
+__all__ = ["BlasBackend", "BlasError", "NEEDS", "OpenBLAS", "Plan", "build", "cost", "gemm_seconds", "lower_call",
            "openblas", "plan", "relay_to_tir", "supports"]

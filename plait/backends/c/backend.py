@@ -32,14 +32,19 @@ Cortex-M targets are cross-compiled with ``arm-none-eabi-gcc`` and the target's 
 
 from __future__ import annotations
 
+import platform
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from plait.backends.c.emit import CodegenError, FunctionEmitter
 from plait.backends.c.helpers import ALIGN_MACRO, helper_source, value_type
 from plait.backends.c.units import compile_units, split_units
 from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
-from plait.errors import PlaitError, RegistryError
+from plait.target.backend import Backend, option
+from plait.target.cpus import ARM_M_CPUS, X86_TUNE_CPUS, check_cpu, compiler_cpus
+from plait.target.errors import TargetError
+from plait.target.tags import C_TAGS
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
 from plait.tir.functor import extern_calls, func_name
@@ -169,16 +174,12 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
 
 def is_cross(target: Any) -> bool:
     """Does ``target`` need a cross compiler (a Cortex-M core)?"""
-    from plait.target.kinds import is_cortex_m
-
     return "mcpu" in target.options and is_cortex_m(target)
 
 
 def _target_flags(target: Any, host_simulation: bool) -> list[str]:
-    try:
-        return list(target.attr("compiler_flags")(target, host_simulation=host_simulation))
-    except PlaitError:
-        return []
+    flags = getattr(target.backend, "compiler_flags", None)  # kinds that build through here (blas) have none
+    return [] if flags is None else list(flags(target, host_simulation=host_simulation))
 
 
 def host_opt_level(target: Any) -> int:
@@ -192,10 +193,8 @@ def host_opt_level(target: Any) -> int:
 def compiler_and_flags(target: Any, host_simulation: bool = False) -> tuple[str, list[str], bool]:
     """(compiler, flags, cross) for building ``target``'s C."""
     cross = is_cross(target) and not host_simulation
-    try:
-        cc = target.attr("compiler")(target, host_simulation=host_simulation)
-    except PlaitError:
-        cc = "gcc"
+    compiler = getattr(target.backend, "compiler", None)
+    cc = "gcc" if compiler is None else compiler(target, host_simulation=host_simulation)
     tflags = _target_flags(target, host_simulation)
     if cross:
         return cc, [*BASE_FLAGS, *tflags, *CROSS_FLAGS], True
@@ -256,31 +255,180 @@ def build_c(funcs: Sequence[PrimFunc], target: Any = None, *, host_simulation: b
         raise _name_functions(exc, funcs, target) from None
 
 
-def build(mod: Any, target: Any, ctx: Any = None) -> Module:
-    """The c kind's ``build`` attribute (what the driver calls): every PrimFunc of the lowered
-    IRModule ``mod``, in name order. ``ctx.config``: ``cc.cache_dir``, ``c.host_simulation``."""
-    config = getattr(ctx, "config", None) or {}
-    funcs = []
-    for key in sorted(mod):
-        f = mod[key]
-        if isinstance(f, PrimFunc):
-            funcs.append(f if f.name else f.with_attrs(global_symbol=key))
-    return build_c(funcs, target, host_simulation=bool(config.get("c.host_simulation", False)),
-                   cache_dir=config.get("cc.cache_dir"))
+def prim_funcs(mod: Any) -> list[PrimFunc]:
+    """The PrimFuncs of a lowered IRModule in name order (each named by its global_symbol or key)."""
+    return [f if f.name else f.with_attrs(global_symbol=key)
+            for key, f in sorted(mod.items()) if isinstance(f, PrimFunc)]
 
 
-def _register() -> None:
-    from plait.target import get_kind
+# ---- the c kind -----------------------------------------------------------------------------------
 
-    kind = get_kind("c")
-    for attr, fn in (("codegen", codegen_c), ("build", build)):
-        have = kind.attrs.get(attr)
-        if have is not None and getattr(have, "__module__", None) != __name__:
-            raise RegistryError(f"target kind 'c' already has a '{attr}' attribute from {have.__module__}")
-        kind.attrs[attr] = fn
+# "-mcpu=<core>f": the core plus its single-precision FPU (Arm TRMs; gcc's -mfpu names)
+FPU_SUFFIX = {
+    "cortex-m4f": ("cortex-m4", "fpv4-sp-d16"),
+    "cortex-m7f": ("cortex-m7", "fpv5-sp-d16"),
+    "cortex-m33f": ("cortex-m33", "fpv5-sp-d16"),
+}
 
 
-_register()
+def _normalize_c(opts: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    cpu = opts["mcpu"]
+    if cpu not in FPU_SUFFIX:
+        return opts, []
+    core, fpu = FPU_SUFFIX[cpu]
+    for name, bad in (("mfpu", "none"), ("mfloat-abi", "soft")):
+        if opts[name] == bad:
+            raise TargetError(f"-mcpu={cpu} means {core} with its single-precision FPU (-mfpu={fpu}); "
+                              f"it conflicts with -{name}={bad}")
+    opts["mcpu"] = core
+    opts["mfpu"] = opts["mfpu"] or fpu
+    opts["mfloat-abi"] = opts["mfloat-abi"] or "hard"
+    return opts, [f"-mcpu={cpu} read as -mcpu={core} -mfpu={opts['mfpu']} -mfloat-abi={opts['mfloat-abi']}"]
 
-__all__ = ["BASE_FLAGS", "CodegenError", "CompileError", "build", "build_c", "c_function_names", "codegen_c",
-           "compiler_and_flags", "host_opt_level", "is_cross"]
+
+def _on_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _validate_c(opts: dict[str, Any]) -> None:
+    """``-mcpu`` must be a CPU the compiler that will build it accepts: arm-none-eabi-gcc for a
+    Cortex-M name, else gcc (or ``-cc``). Checked against plait's list first, then the compiler's."""
+    cpu = opts["mcpu"]
+    if not cpu:
+        return
+    arm = cpu.startswith("cortex-m")
+    cc = opts["cc"] or ("arm-none-eabi-gcc" if arm else "gcc")
+    own = ARM_M_CPUS if arm else (X86_TUNE_CPUS if _on_x86() else frozenset())
+    check_cpu(cpu, own, [(cc, lambda: compiler_cpus(cc))], translated=FPU_SUFFIX,
+              suggestions=ARM_M_CPUS | X86_TUNE_CPUS)
+
+
+def is_cortex_m(target: Any) -> bool:
+    return target.options["mcpu"].startswith("cortex-m")
+
+
+def _compiler(target: Any, host_simulation: bool = False) -> str:
+    """The C compiler command: ``-cc`` if given, else arm-none-eabi-gcc for Cortex-M, else gcc.
+    ``host_simulation`` compiles the piece's C for this machine: see :func:`simulation_compiler`."""
+    if host_simulation:
+        return simulation_compiler(target)[0]
+    return target.options["cc"] or ("arm-none-eabi-gcc" if is_cortex_m(target) else "gcc")
+
+
+def simulation_compiler(target: Any) -> tuple[str, str]:
+    """(compiler, why -cc is not it) for building a ``c`` piece's C for this machine (host simulation).
+    A host piece's ``-cc`` is used as given. A Cortex-M piece's ``-cc`` is its cross compiler: used when it
+    makes code for this machine too (its ``-dumpmachine`` names this architecture, e.g. ``-cc=clang``),
+    else gcc builds the simulation and ``why`` says so (``-cc`` still builds the device code). A ``-cc``
+    that cannot be asked (not installed) is used, and its build reports it."""
+    from plait.target.cpus import compiler_machine, makes_host_code
+
+    cc = target.options["cc"]
+    if not cc:
+        return "gcc", ""
+    if not is_cortex_m(target):
+        return cc, ""
+    machine = compiler_machine(cc)
+    if machine is None or makes_host_code(machine):
+        return cc, ""
+    return "gcc", f"its -cc '{cc}' makes code for {machine}, not this machine"
+
+
+def _compiler_flags(target: Any, host_simulation: bool = False) -> list[str]:
+    """gcc flags for the target, e.g. ``-mcpu=cortex-m7 -mthumb -mfpu=fpv5-sp-d16 -mfloat-abi=hard -O2``.
+    With ``host_simulation`` only the portable ones (the optimization level)."""
+    o = target.options
+    flags = []
+    if not host_simulation:
+        if o["mcpu"]:
+            flags.append(f"-mcpu={o['mcpu']}")
+        if is_cortex_m(target):
+            flags.append("-mthumb")
+        flags += [f"-{name}={o[name]}" for name in ("march", "mfpu", "mfloat-abi") if o[name]]
+    flags.append(f"-O{o['opt-level']}")
+    return flags
+
+
+def _device(target: Any) -> str:
+    """The device a c piece runs on: its Cortex-M core (``cortex-m7``), else ``host``. Pieces on the
+    same device share memory (placement inserts no ``device_copy`` between them)."""
+    return target.options["mcpu"] if is_cortex_m(target) else "host"
+
+
+def _schedule_rules(target: Any) -> str:
+    """The default-schedule rule set (:mod:`plait.schedule`): ``microcontroller`` for Cortex-M CPUs
+    (scalar loops, small unrolls), ``cpu`` otherwise (SIMD register tiles; widths from the tag facts)."""
+    return "microcontroller" if is_cortex_m(target) else "cpu"
+
+
+
+
+@dataclass(frozen=True)
+class COptions:
+    """Options of the ``c`` kind."""
+
+    mcpu: str = option("", "CPU passed as -mcpu (cortex-m0, cortex-m4f, cortex-m7f, cortex-m55, ...); "
+                           "empty: the compiler's default")
+    march: str = option("", "architecture passed as -march (e.g. armv7e-m); empty: implied by -mcpu")
+    mfpu: str = option("", "FPU passed as -mfpu (e.g. fpv5-sp-d16); empty: implied by -mcpu")
+    mfloat_abi: str = option("", "float ABI passed as -mfloat-abi; empty: the compiler's default",
+                             choices=("", "soft", "softfp", "hard"))
+    opt_level: int = option(2, "optimization level passed as -O<n>", choices=(0, 1, 2, 3))
+    cc: str = option("", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc")
+
+
+class CBackend(Backend):
+    """C source compiled by a C compiler (gcc on the host, arm-none-eabi-gcc for Cortex-M).
+
+    Default lowering; code generation here (:meth:`tir_to_runtime`). Build config it reads (the
+    PassContext's): ``cc.cache_dir``; ``c.host_simulation`` (build a Cortex-M piece's C for this
+    machine, to run it here) and ``c.cross_check`` (default true: with host simulation, also
+    cross-compile it, a compile check returned as the module's ``cross_module``).
+    """
+
+    name = "c"
+    Options = COptions
+    device_type = "cpu"
+    doc = "C source compiled by a C compiler (gcc on the host, arm-none-eabi-gcc for Cortex-M)"
+    default_keys = ("cpu",)
+    identity = ("mcpu", "march", "mfpu")
+    tags = C_TAGS
+
+    def normalize(self, options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        return _normalize_c(options)
+
+    def validate(self, options: dict[str, Any]) -> None:
+        _validate_c(options)
+
+    def device(self, target: Any) -> str:
+        return _device(target)
+
+    def schedule_rules(self, target: Any) -> str:
+        return _schedule_rules(target)
+
+    def compiler(self, target: Any, host_simulation: bool = False) -> str:
+        return _compiler(target, host_simulation)
+
+    def compiler_flags(self, target: Any, host_simulation: bool = False) -> list[str]:
+        return _compiler_flags(target, host_simulation)
+
+    def simulation_compiler(self, target: Any) -> tuple[str, str]:
+        return simulation_compiler(target)
+
+    def tir_to_runtime(self, mod: Any, target: Any, ctx: Any) -> Module:
+        """Every PrimFunc of ``mod`` (name order) compiled; see the class docstring for the config."""
+        config = ctx.config
+        funcs = prim_funcs(mod)
+        cache = config.get("cc.cache_dir")
+        sim = bool(config.get("c.host_simulation", False))
+        cross = None
+        if sim and is_cross(target) and config.get("c.cross_check", True):
+            cross = build_c(funcs, target, cache_dir=cache)
+        lib = build_c(funcs, target, host_simulation=sim, cache_dir=cache)
+        if cross is not None:
+            lib.cross_module = cross
+        return lib
+
+
+__all__ = ["BASE_FLAGS", "CBackend", "CodegenError", "CompileError", "build_c", "c_function_names", "codegen_c",
+           "compiler_and_flags", "host_opt_level", "is_cross", "prim_funcs", "simulation_compiler"]

@@ -17,10 +17,14 @@ a missing one is a :class:`LLVMCodegenError` naming the PrimFunc.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from plait.backends.llvm.emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
-from plait.errors import PlaitError, RegistryError
+from plait.errors import PlaitError
+from plait.target.backend import Backend, option
+from plait.target.cpus import LLVM_X86_CPUS, check_cpu, llvm_cpus
+from plait.target.tags import LLVM_TAGS
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
@@ -257,19 +261,45 @@ def build_llvm(mod: Any, target: Any) -> Any:
     return build_llvm_funcs(funcs, target)
 
 
-def _register() -> None:
-    from plait.target import get_kind, register_hook
-
-    kind = get_kind("llvm")
-    have = kind.hooks.get("tir_to_runtime")
-    if have is not None and getattr(have.fn, "__module__", None) != __name__:
-        raise RegistryError(f"target kind 'llvm' already has a 'tir_to_runtime' hook from {have.fn.__module__}")
-    if have is None:
-        register_hook("llvm", "tir_to_runtime", build_llvm)
-    for attr, value in (("codegen", codegen_llvm), ("schedule_rules", "cpu")):
-        kind.attrs.setdefault(attr, value)
+def _validate_llvm(opts: dict[str, Any]) -> None:
+    """``-mcpu`` must be a CPU LLVM (llvmlite) knows for this machine's triple."""
+    cpu = opts["mcpu"]
+    if cpu:
+        check_cpu(cpu, LLVM_X86_CPUS if _on_x86() else frozenset(), [("LLVM", llvm_cpus)],
+                  suggestions=LLVM_X86_CPUS)
 
 
-_register()
+def _on_x86() -> bool:
+    import platform
 
-__all__ = ["LLVMCodegenError", "build_llvm", "build_llvm_funcs", "codegen_llvm", "cpu_and_features", "generate"]
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+@dataclass(frozen=True)
+class LLVMOptions:
+    """Options of the ``llvm`` kind."""
+
+    mcpu: str = option("", "CPU for LLVM code generation (e.g. x86-64-v3, znver3); empty: the host CPU")
+    mattr: tuple[str, ...] = option((), "LLVM target features, e.g. +avx2,+fma")
+
+
+class LLVMBackend(Backend):
+    """Host code generated and JIT-compiled through LLVM: default lowering, :func:`build_llvm` code generation."""
+
+    name = "llvm"
+    Options = LLVMOptions
+    device_type = "cpu"
+    doc = "host code generated and JIT-compiled through LLVM"
+    default_keys = ("cpu",)
+    identity = ("mcpu",)
+    tags = LLVM_TAGS
+
+    def validate(self, options: dict[str, Any]) -> None:
+        _validate_llvm(options)
+
+    def tir_to_runtime(self, mod: Any, target: Any) -> Any:
+        return build_llvm(mod, target)
+
+
+__all__ = ["LLVMBackend", "LLVMCodegenError", "build_llvm", "build_llvm_funcs", "codegen_llvm", "cpu_and_features",
+           "generate"]

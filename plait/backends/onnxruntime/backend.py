@@ -22,6 +22,7 @@ kind cannot host the executor: pair it with a host piece (``host: c; ort: onnxru
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from plait.errors import PlaitError
@@ -30,26 +31,7 @@ from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Function, Var
 from plait.backends.onnxruntime.module import OrtModule, import_onnxruntime, session_options
-from plait.target.hooks import register_hook
-from plait.target.kind import TargetKind, register_kind
-from plait.target.options import Option
-
-ORT: TargetKind = register_kind(
-    "onnxruntime",
-    device_type="cpu",
-    can_host=False,
-    doc="ONNX Runtime (CPU execution provider): functions placed here are exported to ONNX and run by a session",
-    options=(
-        Option("threads", int, 1, "intra-op threads of each session"),
-        Option("opt-level", int, 3, "graph optimization level: 0 disable, 1 basic, 2 extended, 3 all",
-               choices=(0, 1, 2, 3)),
-        Option("opset", int, DEFAULT_OPSET, f"ONNX opset of the exported models (>= {MIN_OPSET})"),
-        Option("measure-cost", bool, False, "the 'cost' hook times each call on ONNX Runtime (placement by "
-                                            "measurement; timings vary from run to run)"),
-    ),
-    default_keys=("onnxruntime", "cpu"),
-)
-
+from plait.target.backend import Backend, option
 
 def _options(target: Any) -> tuple[int, int, int]:
     o = target.options
@@ -61,7 +43,6 @@ def _options(target: Any) -> tuple[int, int, int]:
     return threads, o["opt-level"], opset
 
 
-@register_hook("onnxruntime", "relay_to_runtime")
 def relay_to_runtime(func: Function, target: Any) -> OrtModule:
     """Export ``func`` to ONNX and wrap it in a session; the module's function is the global symbol."""
     import_onnxruntime()
@@ -131,7 +112,6 @@ def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
     return _CACHE[key]
 
 
-@register_hook("onnxruntime", "supports")
 def supports(call: Call, target: Any) -> tuple[bool, str]:
     """(can ONNX Runtime run ``call``, why not): placement and ``plait explain`` show the reason."""
     ok, why = explain_support(call, target)
@@ -218,7 +198,6 @@ def _leaf_types(t: Type) -> list[TensorType] | None:
     return None
 
 
-@register_hook("onnxruntime", "cost")
 def cost(call: Any, target: Any) -> float | None:
     """With ``-measure-cost``: the call's measured seconds on ONNX Runtime (cached per signature and
     session options); otherwise None (the placement cost model estimates it)."""
@@ -233,4 +212,37 @@ def cost(call: Any, target: Any) -> float | None:
     return _COSTS[key]
 
 
-__all__ = ["ORT", "OrtModule", "cost", "explain_support", "relay_to_runtime", "supports"]
+
+
+@dataclass(frozen=True)
+class OrtOptions:
+    """Options of the ``onnxruntime`` kind."""
+
+    threads: int = option(1, "intra-op threads of each session")
+    opt_level: int = option(3, "graph optimization level: 0 disable, 1 basic, 2 extended, 3 all", choices=(0, 1, 2, 3))
+    opset: int = option(DEFAULT_OPSET, f"ONNX opset of the exported models (>= {MIN_OPSET})")
+    measure_cost: bool = option(False, "the 'cost' hook times each call on ONNX Runtime (placement by "
+                                       "measurement; timings vary from run to run)")
+
+
+class OnnxRuntimeBackend(Backend):
+    """Regions exported to ONNX and run by an ONNX Runtime session (external code generation)."""
+
+    name = "onnxruntime"
+    Options = OrtOptions
+    device_type = "cpu"
+    can_host = False
+    doc = "ONNX Runtime (CPU execution provider): functions placed here are exported to ONNX and run by a session"
+    default_keys = ("onnxruntime", "cpu")
+
+    def relay_to_runtime(self, func: Function, target: Any) -> OrtModule:
+        return relay_to_runtime(func, target)
+
+    def supports(self, call: Call, target: Any) -> tuple[bool, str]:
+        return supports(call, target)
+
+    def cost(self, call: Any, target: Any) -> float | None:
+        return cost(call, target)
+
+
+__all__ = ["OnnxRuntimeBackend", "OrtModule", "cost", "explain_support", "relay_to_runtime", "supports"]

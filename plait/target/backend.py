@@ -1,0 +1,170 @@
+"""``Backend``: the one extension point. A target kind is a subclass of it.
+
+    @dataclass(frozen=True)
+    class MyOptions:
+        lanes: int = option(4, "vector lanes")         # -lanes=<int>; the doc is the option's doc
+
+    class MyAccel(Backend):
+        name = "myaccel"
+        Options = MyOptions
+        device_type, can_host = "npu", False
+
+        def supports(self, call, target):              # a hook: the subclass overrides the method
+            return call.op_name == "nn.dense"
+
+        def relay_to_runtime(self, func, target):
+            ...
+
+A kind has: a ``name``, a typed ``Options`` dataclass (each field an option of the target string;
+``option(default, doc, ...)`` gives its doc, choices and limits; ``_`` in a field name is written ``-``),
+``device_type``, ``can_host``, ``default_keys``, ``identity`` (the options naming the processor; tags
+match on them), ``tags`` (:class:`plait.target.tag.TagDef`, registered with the kind) and methods with
+defaults: ``normalize``/``validate`` (resolved options), ``device(target)``, ``schedule_rules(target)``,
+and the hooks below. A hook the subclass does not override is absent: the pipeline's default runs
+(default lowering; code generation by the ``default_codegen`` kind, ``c``: C for this machine).
+
+| hook | signature | replaces |
+|---|---|---|
+| relay_to_tir | ``(mod, target) -> IRModule`` (``(mod, target, ctx)`` too) | default lowering |
+| tir_to_runtime | ``(mod, target) -> runtime module`` (``(mod, target, ctx)`` too) | default code generation |
+| relay_to_runtime | ``(func, target) -> runtime module`` | both (external codegen) |
+| supports | ``(call, target) -> bool`` or ``(bool, reason)`` | capability, for placement |
+| cost | ``(call, target) -> float | None``: seconds, None = no estimate | cost model entry |
+| patterns | ``(target) -> [(name, Pattern)]`` | region claims, for placement |
+
+The target is always an explicit argument (the piece's :class:`Target`); ``ctx`` is the build's
+:class:`plait.ir.transform.PassContext` (its ``config``, e.g. ``cc.cache_dir``). The module a
+``relay_to_tir`` hook gets names the piece being lowered in ``mod.attrs["piece"]``
+(:func:`plait.lowering.hook_lowering.lower_regions` reads it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, ClassVar
+
+from plait.target.errors import HookError, TargetError
+from plait.target.options import Option
+
+#: the hook methods, in the order they are listed
+HOOK_NAMES = ("relay_to_tir", "tir_to_runtime", "relay_to_runtime", "supports", "cost", "patterns")
+_TYPES = {str: str, int: int, bool: bool, list: list, tuple: list, "str": str, "int": int, "bool": bool}
+
+
+def option(default: Any = None, doc: str = "", *, choices: tuple = (), nullable: bool = False,
+           minimum: int | None = None, name: str | None = None) -> Any:
+    """A field of a kind's ``Options`` dataclass: its default, doc, choices and limits (see
+    :class:`plait.target.options.Option`); ``name`` overrides the option name (the field's, ``-`` for ``_``)."""
+    meta = {"doc": doc, "choices": tuple(choices), "nullable": nullable, "minimum": minimum, "name": name}
+    value = tuple(default) if isinstance(default, list) else default
+    return dataclasses.field(default=value, metadata=meta)
+
+
+def options_of(cls: type) -> tuple[Option, ...]:
+    """The :class:`Option` of each field of an options dataclass."""
+    if not dataclasses.is_dataclass(cls):
+        raise TargetError(f"Options must be a dataclass, got {cls!r}")
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        hint = hints.get(f.name, str)
+        base = typing.get_origin(hint) or hint
+        if base is typing.Union or str(base) == "types.UnionType":  # Optional[int] / int | None
+            base = next(a for a in typing.get_args(hint) if a is not type(None))
+            base = typing.get_origin(base) or base
+        if base not in _TYPES:
+            raise TargetError(f"option field '{f.name}' of {cls.__name__}: type must be str, int, bool or "
+                              f"tuple[str, ...], got {hint!r}")
+        m = f.metadata
+        default = None if f.default is dataclasses.MISSING else f.default
+        out.append(Option(m.get("name") or f.name.replace("_", "-"), _TYPES[base], default, m.get("doc", ""),
+                          choices=m.get("choices", ()), nullable=m.get("nullable", False),
+                          minimum=m.get("minimum")))
+    return tuple(out)
+
+
+class Backend:
+    """A target kind (see the module docstring). One instance per registered kind."""
+
+    name: ClassVar[str] = ""
+    Options: ClassVar[type | None] = None
+    device_type: ClassVar[str] = "cpu"
+    can_host: ClassVar[bool] = True  # can this kind run the executor (be the host of a composite target)?
+    default_keys: ClassVar[tuple[str, ...]] = ()
+    identity: ClassVar[tuple[str, ...]] = ()
+    doc: ClassVar[str] = ""  # one line for `plait targets`; the class docstring's first line when empty
+    tags: ClassVar[tuple[Any, ...]] = ()  # TagDef: the tags of this kind
+    #: the kind whose ``tir_to_runtime`` builds this kind's PrimFuncs when the class does not override
+    #: it (called with this kind's target): ``c``, the host C compiler, by default; None: no code generation
+    default_codegen: ClassVar[str | None] = "c"
+
+    # ---- options ---------------------------------------------------------------------------------
+
+    def normalize(self, options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Resolved options -> (new options, notes saying what changed). Default: unchanged."""
+        return options, []
+
+    def validate(self, options: dict[str, Any]) -> None:
+        """Check resolved options when a target is parsed; raise TargetError (without the target's text)."""
+
+    def options(self, target: Any) -> Any:
+        """The target's options as an instance of :attr:`Options`."""
+        cls = type(self).Options
+        if cls is None:
+            raise TargetError(f"target kind '{self.name}' declares no Options dataclass")
+        names = {f.name: (f.metadata.get("name") or f.name.replace("_", "-")) for f in dataclasses.fields(cls)}
+        return cls(**{f: target.options[o] for f, o in names.items()})
+
+    # ---- facts for the pipeline -------------------------------------------------------------------
+
+    def device(self, target: Any) -> str:
+        """The device the target's code runs on; pieces on the same device share memory. Default: ``host``."""
+        return "host"
+
+    def schedule_rules(self, target: Any) -> str:
+        """The default-schedule rule set (:mod:`plait.schedule`) of default lowering. Default: ``cpu``."""
+        return "cpu"
+
+    # ---- hooks (absent unless overridden) ------------------------------------------------------------
+
+    def supports(self, call: Any, target: Any) -> Any:
+        """Can this kind run ``call``: a bool or ``(bool, reason)``. Default: default lowering decides."""
+        return None
+
+    def cost(self, call: Any, target: Any) -> float | None:
+        """Estimated seconds for ``call`` (or a Region it claimed); None: no estimate (the default)."""
+        return None
+
+    def patterns(self, target: Any) -> list:
+        """``(name, Pattern)`` groups of calls this kind runs together. Default: none."""
+        return []
+
+    def relay_to_tir(self, mod: Any, target: Any) -> Any:
+        """Replace the piece's region functions by PrimFuncs. Default: default lowering."""
+        raise HookError(f"target kind '{self.name}' has no 'relay_to_tir' hook")
+
+    def tir_to_runtime(self, mod: Any, target: Any) -> Any:
+        """The lowered PrimFuncs -> a runtime module. Default: :attr:`default_codegen`'s."""
+        raise HookError(f"target kind '{self.name}' has no 'tir_to_runtime' hook")
+
+    def relay_to_runtime(self, func: Any, target: Any) -> Any:
+        """A region function -> a runtime module with a function of its name (external codegen)."""
+        raise HookError(f"target kind '{self.name}' has no 'relay_to_runtime' hook")
+
+    # ---- introspection ------------------------------------------------------------------------------
+
+    @classmethod
+    def overrides(cls, method: str) -> bool:
+        """Does this kind override ``method`` (has it the hook)?"""
+        return getattr(cls, method) is not getattr(Backend, method)
+
+    @classmethod
+    def summary(cls) -> str:
+        if cls.doc:
+            return cls.doc
+        text = (cls.__doc__ or "").strip()
+        return " ".join(text.split("\n\n")[0].split())
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
