@@ -3,36 +3,41 @@
     art = plait.build(mod, target="c", executor="graph")
     y, = plait.executor.GraphModule(art)(x=x)
 
-The pipeline is a list of passes run by one :class:`~plait.ir.transform.PassContext` (so its
-instruments, e.g. ``Timing`` or ``PrintAfter``, see every stage):
+The pipeline goes forward through typed stages (frozen dataclasses), each step a pass run by one
+:class:`~plait.ir.transform.PassContext` (so its instruments, e.g. ``Timing`` or ``PrintAfter``, see
+every step):
 
-    infer_type, fold_constant, fold_batch_norm, infer_type          (IRModule -> IRModule)
-    place              every operator call -> a piece (plait.placement.place; skipped for one piece)
-    partition          device_copy between memories; same-piece regions outlined into functions
-                       ``<piece>_<k>`` with attrs target/region/global_symbol (plait.placement.partition)
-    lower              per piece, in composite order: <kind>.relay_to_runtime (external module; the
-                       region becomes an external PrimFunc declaration), else <kind>.relay_to_tir (a
-                       module pass; its result is checked and its PrimFuncs verified), else
-                       fuse_ops + lower_to_tir on the piece's regions
-    inline_regions, infer_type, lift_workspaces   main calls PrimFuncs (and copies); scratch memory
-                       becomes a workspace argument the executor plans
-    check_memory_fit   each piece's share of the memory plan against its memories: weights in flash
-                       (RAM without flash), activations and workspaces in RAM (plait.placement.fit)
-    codegen_pieces     per piece: its PrimFuncs -> a runtime module (the kind's tir_to_runtime hook);
-                       the host piece's module imports the others
-    <executor>         lowered IRModule + runtime module -> artifact (plait.executor.EXECUTORS)
+    IRModule --import_stage--> Imported      infer_type, fold_constant, fold_batch_norm
+                                              (plait.placement.stages; plait explain runs the same)
+      --Place-->       Placed       + the Assignment: every operator call -> a piece (None for one piece)
+      --Partition-->   Partitioned  device_copy between memories; same-piece regions outlined into
+                                    functions ``<piece>_<k>`` (attrs target/region/global_symbol)
+      --Lower-->       Lowered      per piece, in composite order: <kind>.relay_to_runtime (external
+                                    module; the region becomes an external PrimFunc declaration), else
+                                    <kind>.relay_to_tir (checked, PrimFuncs verified), else fuse_ops +
+                                    lower_to_tir; + the external modules per piece
+         inline_regions, lift_workspaces, check_memory_fit   (IRModule -> IRModule on Lowered.mod)
+      --CodegenPieces--> Built      per piece: its PrimFuncs -> a runtime module (the kind's
+                                    tir_to_runtime hook, else its default_codegen kind's); the host
+                                    piece's module imports the others
+      --<executor>_executor_codegen--> artifact (plait.executor.EXECUTORS)
 
-Hooks get their piece's target as an explicit argument. Nothing here branches on a kind's name.
+One :class:`~plait.lowering.cache.LoweringCache` is active for the whole build: the placement cost
+model and default lowering (and the default part of ``relay_to_tir`` hooks) share it, so no function
+is lowered twice. Every pass keeps the module typed and type inference is incremental (only the nodes
+a pass made are typed). Hooks are called only through plait.target.hooks; nothing here branches on a
+kind's name.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
 from plait.errors import PlaitError
 from plait.ir.transform import Pass, PassContext, Timing
+from plait.placement.stages import Imported, Place, Placed
 from plait.target.errors import HookError
 from plait.relay.module import IRModule
 
@@ -45,58 +50,59 @@ class BuildError(PlaitError):
 
 
 @dataclass(frozen=True)
-class Place(Pass):
-    """Assign every operator call of ``main`` to a piece (:func:`plait.placement.place`); the
-    :class:`~plait.placement.Assignment` goes into ``state["assignment"]``. One piece: no solver."""
+class Partitioned:
+    """Region functions ``<piece>_<k>`` (called from ``main``, which copies between memories) and the
+    Assignment they came from."""
 
-    composite: Any = None
-    rules: tuple = ()
-    objective: str = "latency"
-    weight: float = 0.5
-    cost_model: Any = None
-    state: dict = field(default_factory=dict, compare=False, hash=False)
-    name: ClassVar[str] = "place"
+    mod: IRModule
+    assignment: Any
 
-    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        import copy
+    def __str__(self) -> str:
+        return str(self.mod)
 
-        from plait.placement import place
-        from plait.placement.cost import CostModel
-        from plait.placement.solver import check_weights
 
-        if len(self.composite) == 1:
-            from plait.placement.rules import check_rules_match
+@dataclass(frozen=True)
+class Lowered:
+    """Every region lowered: ``main`` calls PrimFuncs (external declarations for regions compiled by a
+    ``relay_to_runtime`` hook, whose runtime modules are in ``external``, by piece name)."""
 
-            check_rules_match(mod.main, self.rules)
-            check_weights(mod.main, self.composite.pieces[0])
-            self.state["assignment"] = None
-            return mod
-        cm = self.cost_model
-        if cm is None:
-            cm = CostModel.for_target(self.composite)
-        elif getattr(cm, "composite", None) is None:
-            cm = copy.copy(cm)  # the caller's model, told which pieces share memory
-            cm.composite = self.composite
-        self.state["assignment"] = place(mod.main, self.composite, self.objective, self.rules,
-                                         cost_model=cm, weight=self.weight)
-        return mod
+    mod: IRModule
+    assignment: Any
+    external: Mapping[str, tuple] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return str(self.mod)
+
+
+@dataclass(frozen=True)
+class Built:
+    """The host runtime module ``lib`` (importing the others), every piece's module (``modules``) and
+    the compile checks of pieces on other devices when simulating on the host (``cross``)."""
+
+    lowered: Lowered
+    lib: Any
+    modules: Mapping[str, Any]
+    cross: Mapping[str, Any]
+
+    def __str__(self) -> str:
+        return str(self.lowered.mod)
 
 
 @dataclass(frozen=True)
 class Partition(Pass):
-    """``device_copy`` insertion and outlining of same-piece regions (:mod:`plait.placement.partition`)."""
+    """Placed -> Partitioned: ``device_copy`` insertion and outlining of same-piece regions
+    (:mod:`plait.placement.partition`)."""
 
     composite: Any = None
-    state: dict = field(default_factory=dict, compare=False, hash=False)
     name: ClassVar[str] = "partition"
 
-    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+    def run(self, placed: Placed, ctx: PassContext) -> Partitioned:
         from plait.placement.partition import partition
 
-        a = self.state.get("assignment")
+        a = placed.assignment
         if a is None:
-            return partition(mod, {}, self.composite)
-        return partition(mod, a.pieces(), self.composite, getattr(a, "regions", ()))
+            return Partitioned(partition(placed.mod, {}, self.composite), None)
+        return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ())), a)
 
 
 def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:
@@ -118,29 +124,30 @@ def _tag(mod: IRModule, names: list[str], piece: Any) -> IRModule:
 
 @dataclass(frozen=True)
 class Lower(Pass):
-    """Per piece, in composite order: its kind's ``relay_to_runtime`` hook, else its ``relay_to_tir``
-    hook, else default lowering (FuseOps + LowerToTIR) of the piece's region functions."""
+    """Partitioned -> Lowered. Per piece, in composite order: its kind's ``relay_to_runtime`` hook, else
+    its ``relay_to_tir`` hook, else default lowering (FuseOps + LowerToTIR) of the piece's region
+    functions."""
 
     composite: Any = None
-    state: dict = field(default_factory=dict, compare=False, hash=False)
     name: ClassVar[str] = "lower"
 
-    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+    def run(self, part: Partitioned, ctx: PassContext) -> Lowered:
         from plait.placement.partition import regions_of
 
-        self.state.setdefault("external", {})
+        external: dict[str, list] = {}
+        mod = part.mod
         for piece in self.composite.pieces:
             names = regions_of(mod, piece.name)
             if not names:
                 continue
             hooks = piece.target.kind.hooks
             if hooks.get("relay_to_runtime") is not None:
-                mod = self._external(mod, piece, names)
+                mod = self._external(mod, piece, names, external.setdefault(piece.name, []))
             elif hooks.get("relay_to_tir") is not None:
                 mod = self._hook(mod, piece, names, ctx)
             else:
                 mod = self._default(mod, piece, names, ctx)
-        return mod
+        return Lowered(mod, part.assignment, {k: tuple(v) for k, v in external.items()})
 
     def _default(self, mod: IRModule, piece: Any, names: list[str], ctx: PassContext) -> IRModule:
         from plait.tir.stmt import PrimFunc
@@ -166,11 +173,9 @@ class Lower(Pass):
         new = _new_prim_funcs(mod, out)
         return _tag(out, new, piece)
 
-    def _external(self, mod: IRModule, piece: Any, names: list[str]) -> IRModule:
-        from plait.relay.infer import infer_type
+    def _external(self, mod: IRModule, piece: Any, names: list[str], out: list) -> IRModule:
         from plait.target import HookError, run_relay_to_runtime
 
-        infer_type(mod)
         for k in names:
             fn = mod[k]
             try:
@@ -183,7 +188,7 @@ class Lower(Pass):
             if k not in rt.function_names():
                 raise HookError(f"{where}: the module it returned for function '{k}' has no function '{k}' "
                                 f"(it has: {', '.join(rt.function_names()) or 'none'})")
-            self.state["external"].setdefault(piece.name, []).append(rt)
+            out.append(rt)
             mod = mod.with_function(k, external_declaration(fn, k, piece))
         return mod
 
@@ -330,20 +335,20 @@ def piece_module(mod: IRModule, piece: Any) -> IRModule:
 
 @dataclass(frozen=True)
 class CodegenPieces(Pass):
-    """Code generation per piece; ``state["modules"]`` (runnable), ``state["cross"]`` (compile checks of
+    """Lowered -> Built: code generation per piece; ``modules`` (runnable), ``cross`` (compile checks of
     pieces on another device when simulating on the host: a module's ``cross_module``, which its backend
-    sets); returns the host module, importing the rest."""
+    sets); ``lib`` the host module, importing the rest."""
 
     composite: Any = None
-    state: dict = field(default_factory=dict, compare=False, hash=False)
     name: ClassVar[str] = "codegen_pieces"
 
-    def run(self, mod: IRModule, ctx: PassContext) -> Any:
+    def run(self, lowered: Lowered, ctx: PassContext) -> Built:
         from plait.runtime.module import PyModule
 
+        mod = lowered.mod
         modules: dict[str, Any] = {}
         cross: dict[str, Any] = {}
-        external = self.state.get("external", {})
+        external = lowered.external
         for piece in self.composite.pieces:
             sub = piece_module(mod, piece)
             ext = external.get(piece.name, [])
@@ -361,7 +366,6 @@ class CodegenPieces(Pass):
                     if e is not m:
                         m.import_module(e)
             modules[piece.name] = m
-        self.state["modules"], self.state["cross"] = modules, cross
         host_name = self.composite.host.name if self.composite._host is not None else None
         host = modules.get(host_name) if host_name else None
         if host is None:
@@ -369,7 +373,7 @@ class CodegenPieces(Pass):
         for name, m in modules.items():
             if m is not host:
                 host.import_module(m)
-        return host
+        return Built(lowered, host, modules, cross)
 
 
 @dataclass(frozen=True)
@@ -390,19 +394,32 @@ class ExecutorCodegen(Pass):
         return EXECUTORS.get(self.executor)(mod, self.lib, self.target)
 
 
-def relay_pipeline(composite: Any, opt_level: int = 2, *, rules: tuple = (), objective: str = "latency",
-                   weight: float = 0.5, cost_model: Any = None, state: dict | None = None) -> list[Pass]:
-    """The IRModule -> IRModule part of the pipeline for a composite target (``state`` collects the
-    placement and the external modules)."""
-    from plait.relay.infer import InferType
-    from plait.relay.passes import FoldBatchNorm, FoldConstant
+def partition_stage(placed: Placed, composite: Any, ctx: PassContext) -> Partitioned:
+    """Placed -> Partitioned (the ``partition`` pass)."""
+    return ctx.run(Partition(composite), placed)
+
+
+def lower_stage(part: Partitioned, composite: Any, ctx: PassContext) -> Lowered:
+    """Partitioned -> Lowered: the ``lower`` pass, then ``main`` calling PrimFuncs directly
+    (inline_regions), scratch memory lifted into workspace arguments (lift_workspaces) and each
+    piece's share of the memory plan checked against its memories (check_memory_fit)."""
     from plait.memory.workspace import LiftWorkspaces
 
-    state = {} if state is None else state
-    return [InferType(), FoldConstant(), FoldBatchNorm(), InferType(),
-            Place(composite, tuple(rules), objective, weight, cost_model, state),
-            Partition(composite, state), Lower(composite, state), InlineRegions(), InferType(), LiftWorkspaces(),
-            CheckMemoryFit(composite)]
+    lowered = ctx.run(Lower(composite), part)
+    mod = lowered.mod
+    for p in (InlineRegions(), LiftWorkspaces(), CheckMemoryFit(composite)):
+        mod = ctx.run(p, mod)
+    return replace(lowered, mod=mod)
+
+
+def lowered_module(mod: IRModule, composite: Any, ctx: PassContext, *, rules: tuple = (),
+                   objective: str = "latency", weight: float = 0.5, cost_model: Any = None) -> Lowered:
+    """The stages of :func:`build` from an IRModule up to Lowered (code generation not run)."""
+    from plait.placement.stages import Place, import_stage
+
+    imported = import_stage(mod, ctx)
+    placed = ctx.run(Place(composite, tuple(rules), objective, weight, cost_model), imported)
+    return lower_stage(partition_stage(placed, composite, ctx), composite, ctx)
 
 
 # ---- build -----------------------------------------------------------------------------------------
@@ -441,6 +458,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     ``cross_modules`` (compile checks of pieces on other devices when simulating on the host).
     """
     from plait.executor import EXECUTORS
+    from plait.lowering.cache import LoweringCache
     from plait.placement.cost import objective_value
 
     if not isinstance(mod, IRModule):
@@ -458,21 +476,21 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
         ctx = PassContext(opt_level=opt_level, config=dict(config or {}), instruments=[*instruments, timing])
     else:
         ctx.instruments = [*ctx.instruments, *instruments, timing]
-    state: dict = {}
     start = time.perf_counter()
     try:
-        for p in relay_pipeline(ct, ctx.opt_level, rules=rules, objective=objective, weight=weight,
-                                cost_model=cost_model, state=state):
-            mod = ctx.run(p, mod)
-        lib = ctx.run(CodegenPieces(ct, state), mod)
-        art = ctx.run(ExecutorCodegen(executor, lib, str(ct)), mod)
+        with LoweringCache().active():  # per build: placement's pricing and lowering share it
+            lowered = lowered_module(mod, ct, ctx, rules=rules, objective=objective, weight=weight,
+                                     cost_model=cost_model)
+            built = ctx.run(CodegenPieces(ct), lowered)
+        art = ctx.run(ExecutorCodegen(executor, built.lib, str(ct)), lowered.mod)
     finally:
         ctx.instruments = [i for i in ctx.instruments if i is not timing]
     if hasattr(art, "timings"):
         art.timings = [*timing.times, ("total", time.perf_counter() - start)]
-    for key, attr in (("assignment", "placement"), ("modules", "piece_modules"), ("cross", "cross_modules")):
+    for value, attr in ((lowered.assignment, "placement"), (built.modules, "piece_modules"),
+                        (built.cross, "cross_modules")):
         try:
-            setattr(art, attr, state.get(key))
+            setattr(art, attr, value)
         except AttributeError:
             pass
     return art
@@ -497,7 +515,7 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
     return build(mod, target, executor, **kwargs)
 
 
-__all__ = ["BuildError", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "InlineRegions", "Lower",
-           "Partition", "Place",
-           "build", "build_onnx", "check_hook_result", "default_lowering", "external_declaration", "piece_module",
-           "relay_pipeline"]
+__all__ = ["BuildError", "Built", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "Imported",
+           "InlineRegions", "Lower", "Lowered", "Partition", "Partitioned", "Place", "Placed", "build", "build_onnx",
+           "check_hook_result", "default_lowering", "external_declaration", "lower_stage", "lowered_module",
+           "partition_stage", "piece_module"]

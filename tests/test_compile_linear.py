@@ -15,7 +15,7 @@ import pytest
 
 from plait.backends.c.backend import codegen_c
 from plait.lowering.lower import UniqueNames
-from plait.driver import _composite, piece_module, relay_pipeline
+from plait.driver import _composite, lowered_module, piece_module
 from plait.executor.graph_codegen import graph_codegen
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule
@@ -29,8 +29,7 @@ def compile_to_c(mod: IRModule) -> tuple[str, dict]:
     """What ``plait.build(mod, "c")`` does before running the C compiler: the C source and the graph."""
     ct = _composite("c")
     ctx = PassContext(config={})
-    for p in relay_pipeline(ct):
-        mod = ctx.run(p, mod)
+    mod = lowered_module(mod, ct, ctx).mod
     piece = ct.pieces[0]
     sub = piece_module(mod, piece)
     source = codegen_c([sub[k] for k in sorted(sub)], piece.target).source

@@ -116,7 +116,7 @@ class _Lowering(UniqueNames):
         self.by_tir: dict[int, list[tuple[PrimFunc, str]]] = {}
 
     def lower_call(self, call: Call, lower_call: LowerCall | None, region: str) -> str:
-        from plait.lowering.lower import lower_function
+        from plait.lowering.cache import lower_cached
 
         fn = single_call_function(call)
         key = strip_meta(fn)
@@ -136,7 +136,7 @@ class _Lowering(UniqueNames):
         if pf is None:
             assert isinstance(call.op, Op)
             base = f"{self.prefix}_{call.op.name}"
-            pf = lower_function(fn, "default", self.piece.target, self.piece, self.schedule)
+            pf = lower_cached(fn, "default", self.piece.target, self.piece, self.schedule)
         else:
             if not isinstance(pf, PrimFunc):
                 raise HookLoweringError(f"lowering {where}: expected a PrimFunc or None, got {type(pf).__name__}")

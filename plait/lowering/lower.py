@@ -32,7 +32,7 @@ from plait.ir.transform import Pass, PassContext
 from plait.ir.types import FuncType, TensorType, TupleType, Type
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
-from plait.relay.infer import describe_call, infer_type
+from plait.relay.infer import describe_call, infer_expr, infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import NOT_FUSED, fusion_pattern
 from plait.relay.visitor import ExprMutator, post_order
@@ -205,7 +205,7 @@ def single_call_function(call: Call) -> Function:
     params = tuple(Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args))
     fn = Function(params, Call(call.op, params, call.attrs, call.meta), call.checked_type,
                   Attrs({"Primitive": 1, "anchor": call.op.name, "name": "fused_" + c_name(call.op.name)}))
-    infer_type(IRModule({"f": fn}))
+    infer_expr(fn)
     return fn
 
 
@@ -268,13 +268,15 @@ class _State(UniqueNames):
         self.seen: dict[int, list[tuple[Function, str]]] = {}
 
     def lower(self, fn: Function) -> str:
+        from plait.lowering.cache import lower_cached
+
         key_fn = strip_meta(fn)
         h = structural_hash(key_fn)
         for other, name in self.seen.get(h, []):
             if structural_equal(other, key_fn):
                 return name
         name = self.unique(c_name(str(fn.attrs.get("name") or "fused")))
-        self.funcs[name] = lower_function(fn, name, self.target, self.piece, self.schedule)
+        self.funcs[name] = lower_cached(fn, name, self.target, self.piece, self.schedule)
         self.seen.setdefault(h, []).append((key_fn, name))
         return name
 

@@ -6,7 +6,9 @@ Sources, in order (every :class:`Estimate` says which one it came from):
    signature (:func:`signature`) and the target string;
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
 3. ``schedule``: the call lowered as its own function, scheduled by the target's default rules and
-   priced by :func:`plait.schedule.estimate_cost` (what the piece would really run);
+   priced by :func:`plait.schedule.estimate_cost` (what the piece would really run); the lowering goes
+   through the build's :class:`~plait.lowering.cache.LoweringCache`, so default lowering of the same
+   function later in the build reuses that TIR instead of lowering it again;
 4. ``roofline``: the op's :class:`plait.ir.op.Cost` (FLOPs, bytes) against the target's machine
    (:func:`plait.schedule.machine_for`: clock, FMA/cycle x SIMD lanes, soft-float cycles per flop
    when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.
@@ -225,15 +227,14 @@ class CostModel:
 
 
 def _schedule_cost(call: Call, target: Any) -> Any:
-    from plait.lowering.lower import lower_function
-    from plait.schedule import estimate_cost
-
+    from plait.lowering.cache import lower_cached
     from plait.relay.infer import infer_expr
+    from plait.schedule import estimate_cost
 
     params = [Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args)]
     fn = Function(tuple(params), Call(call.op, tuple(params), call.attrs), None, {"Primitive": 1})
     infer_expr(fn)
-    func = lower_function(fn, "placement_cost", target)
+    func = lower_cached(fn, "placement_cost", target)  # the build's lowering cache: lowering reuses it
     return estimate_cost(func, target)
 
 

@@ -80,8 +80,9 @@ def rules_of(place: Any, ct: CompositeTarget) -> tuple[Rule, ...]:
 
 
 def prepare(mod_or_func: Any, opt_level: int = 2) -> Function:
-    """The typed function that ``plait.build`` places: ``main`` after InferType, FoldConstant, FoldBatchNorm (the
-    passes ``opt_level`` allows)."""
+    """The typed function that ``plait.build`` places: ``main`` after the build's import stage
+    (:func:`plait.placement.stages.import_stage`: InferType, FoldConstant, FoldBatchNorm, the passes
+    ``opt_level`` allows). A Function is typed (if it is not) and taken as it is."""
     from plait.relay.infer import infer_expr
     from plait.relay.module import IRModule
 
@@ -94,14 +95,9 @@ def prepare(mod_or_func: Any, opt_level: int = 2) -> Function:
     if "main" not in mod_or_func:
         raise PlacementError("explain: the module has no 'main' function")
     from plait.ir.transform import PassContext
-    from plait.relay.infer import InferType
-    from plait.relay.passes import FoldBatchNorm, FoldConstant
+    from plait.placement.stages import import_stage
 
-    ctx = PassContext(opt_level=opt_level)
-    mod = mod_or_func
-    for p in (InferType(), FoldConstant(), FoldBatchNorm(), InferType()):
-        mod = ctx.run(p, mod)
-    main = mod["main"]
+    main = import_stage(mod_or_func, PassContext(opt_level=opt_level)).mod["main"]
     assert isinstance(main, Function)
     return main
 
@@ -490,24 +486,22 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
     """Place ``mod_or_func`` (an IRModule: its ``main``, folded as build does at ``opt_level``; or a Function) on
     the pieces of ``target`` and report every call's costs on every piece, the choice and its reason, and the
     totals."""
-    from plait.placement.solver import place as place_calls
+    from plait.ir.transform import PassContext
+    from plait.lowering.cache import LoweringCache
+    from plait.placement.stages import Imported, Place, placement_cost_model
+    from plait.relay.module import IRModule
 
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective = check_objective(objective)
     weight = check_weight(weight)
     rules = rules_of(place, ct)
-    func = prepare(mod_or_func, opt_level)
-    if cost_model is None:
-        cm = CostModel.for_target(ct)
-    elif getattr(cost_model, "composite", None) is None:  # as plait.build does: told which pieces share memory
-        import copy
-
-        cm = copy.copy(cost_model)
-        cm.composite = ct
-    else:
-        cm = cost_model
-    quiet_solver_banner()
-    a = place_calls(func, ct, objective, rules, cost_model=cm, weight=weight)
+    with LoweringCache().active():  # as plait.build: each call lowered once for pricing
+        func = prepare(mod_or_func, opt_level)
+        cm = placement_cost_model(ct, cost_model)
+        quiet_solver_banner()
+        placed = PassContext(opt_level=opt_level).run(
+            Place(ct, rules, objective, weight, cm, always_solve=True), Imported(IRModule({"main": func})))
+    a = placed.assignment
     return report_of(a, func, ct, cm, weight, rules)
 
 

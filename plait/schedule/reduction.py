@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from plait.tir import evaluate_expr, simplify, structural_equal, substitute
+from plait.tir.equal import structural_hash as tir_structural_hash
 from plait.tir.op import cast
 from plait.tir.dtype import is_float
 from plait.tir.expr import BufferLoad, FloatImm, IntImm, PrimExpr, Var
@@ -266,6 +267,29 @@ def find_combiner(st: BufferStore, init: PrimExpr | None = None) -> Combiner | N
     if any(isinstance(n, (BufferLoad, Var)) and n is not a and n is not b for n in pre_order(expr)):
         return None
 
+    init_value = init.value if isinstance(init, (IntImm, FloatImm)) else None
+    key = (tir_structural_hash(expr), dtype, repr(init_value))
+    for other, ident in _CHECKED.get(key, ()):
+        if structural_equal(other, expr, map_free_vars=True):
+            return None if ident is None else Combiner(a, b, expr, term, ident)
+    ident = _identity(expr, a, b, dtype, init)
+    _CHECKED.setdefault(key, []).append((expr, ident))
+    if len(_CHECKED) > _CHECKED_MAX:
+        _CHECKED.pop(next(iter(_CHECKED)))
+    return None if ident is None else Combiner(a, b, expr, term, ident)
+
+
+# combiner expressions already checked (a pure function of the expression, its dtype and the init value):
+# the sampling check costs thousands of evaluations, and every reduction of a build has one of a few combiners.
+# ``a`` and ``b`` are free variables compared up to renaming; a check is symmetric in them.
+_CHECKED: dict[tuple[int, str, str], list[tuple[PrimExpr, PrimExpr | None]]] = {}
+_CHECKED_MAX = 256
+
+
+def _identity(expr: PrimExpr, a: Var, b: Var, dtype: str, init: PrimExpr | None) -> PrimExpr | None:
+    """The identity of the combiner ``expr(a, b)``, checked on sample values to be commutative and
+    associative; None if it is not such a combiner."""
+
     def f(x: object, y: object) -> object:
         try:
             return evaluate_expr(expr, {a: x, b: y})
@@ -286,8 +310,7 @@ def find_combiner(st: BufferStore, init: PrimExpr | None = None) -> Combiner | N
         cands += [int(info.min), int(info.max)]
     for e in cands:
         if all(_same(f(e, x), x) for x in xs):
-            ident = FloatImm(float(e), dtype) if is_float(dtype) else IntImm(int(e), dtype)
-            return Combiner(a, b, expr, term, ident)
+            return FloatImm(float(e), dtype) if is_float(dtype) else IntImm(int(e), dtype)
     return None
 
 

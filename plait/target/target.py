@@ -150,7 +150,7 @@ def _load_json(text: str, what: str) -> Any:
 class Target:
     """A kind plus option values. Immutable and hashable; ``str()`` is canonical and parses back."""
 
-    __slots__ = ("_kind", "_options", "_tag", "_notes", "_hash", "_matched", "_facts")
+    __slots__ = ("_kind", "_options", "_tag", "_notes", "_hash", "_matched", "_facts", "_str")
 
     def __init__(self, spec: "str | Mapping[str, Any] | Target"):
         if isinstance(spec, Target):
@@ -165,6 +165,7 @@ class Target:
         object.__setattr__(self, "_notes", r_notes)
         object.__setattr__(self, "_matched", r_matched)
         object.__setattr__(self, "_facts", None)
+        object.__setattr__(self, "_str", None)
         object.__setattr__(self, "_hash", hash((r_kind.name, r_options, r_tag.name if r_tag else None)))
 
     @classmethod
@@ -232,7 +233,7 @@ class Target:
         t = object.__new__(Target)
         for slot, value in (("_kind", self._kind), ("_options", self._options), ("_tag", None),
                             ("_notes", self._notes), ("_matched", match_tag(self.kind_name, dict(self._options))),
-                            ("_facts", None), ("_hash", hash((self.kind_name, self._options, None)))):
+                            ("_facts", None), ("_str", None), ("_hash", hash((self.kind_name, self._options, None)))):
             object.__setattr__(t, slot, value)
         return t
 
@@ -296,11 +297,15 @@ class Target:
         return next(value[:i] for i in range(len(value) + 1) if self._kind.resolve_keys(value[:i]) == value)
 
     def __str__(self) -> str:
-        parts = [self.tag or self.kind_name]
-        for name, value in self._changed():
-            text = self._kind.option(name).format(value)
-            parts.append(f"-{name}={shlex.quote(text)}")
-        return " ".join(parts)
+        s = self._str  # immutable: printed (and checked to parse back) once
+        if s is None:
+            parts = [self.tag or self.kind_name]
+            for name, value in self._changed():
+                text = self._kind.option(name).format(value)
+                parts.append(f"-{name}={shlex.quote(text)}")
+            s = " ".join(parts)
+            object.__setattr__(self, "_str", s)
+        return s
 
     def __repr__(self) -> str:
         return f"Target({str(self)!r})"
