@@ -17,7 +17,7 @@ is byte-deterministic.
 from __future__ import annotations
 
 import base64
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -33,25 +33,17 @@ from plait.relay.visitor import post_order
 
 VERSION = "0.1"
 
-# Printers of module globals that are not Relay functions (e.g. TIR PrimFuncs), by class.
-FunctionPrinter = Callable[[str, Any], str]
-_FUNCTION_PRINTERS: dict[type, FunctionPrinter] = {}
-
-
-def register_function_printer(cls: type, printer: FunctionPrinter) -> None:
-    """Print module globals of class ``cls`` with ``printer(name, func) -> text``.
-
-    The text must start with the kind's keyword at column 1 (``primfn @name...``, registered with
-    :func:`plait.relay.text_parse.register_function_parser`) and end with a line ``}``.
-    """
-    _FUNCTION_PRINTERS[cls] = printer
-
-
 def foreign_function_text(name: str, fn: BaseFunc) -> str:
-    for cls in type(fn).__mro__:
-        if cls in _FUNCTION_PRINTERS:
-            return _FUNCTION_PRINTERS[cls](name, fn).rstrip("\n")
+    """The text of a module global that is not a Relay function: a TIR PrimFunc's ``primfn`` block."""
+    from plait.tir.stmt import PrimFunc
+
+    if isinstance(fn, PrimFunc):
+        from plait.relay.text_primfn import print_block
+
+        return print_block(name, fn).rstrip("\n")
     raise PlaitError(f"cannot print global {name_text('@', name)}: no text printer for {type(fn).__name__}")
+
+
 INLINE_CONSTANT_LIMIT = 16
 INDENT = "  "
 
