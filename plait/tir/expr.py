@@ -22,8 +22,8 @@ Semantics (shared by the interpreter, the simplifier and C codegen):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -35,9 +35,15 @@ if TYPE_CHECKING:
 
 
 class TIRNode:
-    """Base class of every TIR node (expressions, statements, PrimFunc)."""
+    """Base class of every TIR node (expressions, statements, PrimFunc).
+
+    A node class names its child fields once, in evaluation order, in ``_child_fields``; its
+    :meth:`_children`, :meth:`_labels` and :meth:`_rebuild` are generated from them and from the
+    dataclass fields by :func:`tir_node` (once per class, so traversal does no reflection).
+    """
 
     _kind: ClassVar[str] = "node"
+    _child_fields: ClassVar[tuple[str, ...]] = ()
 
     def _children(self) -> tuple["TIRNode", ...]:
         """Sub-nodes that traversals visit, in evaluation order (binders excluded)."""
@@ -61,6 +67,77 @@ class TIRNode:
         if len(text) > 80 or "\n" in text:
             text = text.replace("\n", " ")[:77] + "..."
         return f"{type(self).__name__}({text})"
+
+
+def _field_shape(cls: type, name: str) -> str:
+    """``single`` (one node), ``tuple`` (a tuple of nodes) or ``optional`` (a node or None), from
+    the annotation of dataclass field ``name``."""
+    annotation = str({f.name: f for f in fields(cls)}[name].type).replace(" ", "")
+    if annotation.startswith("tuple["):
+        return "tuple"
+    return "optional" if annotation.endswith("|None") else "single"
+
+
+def _derive_traversal(cls: type) -> None:
+    """Generate ``_children``/``_labels``/``_rebuild`` of ``cls`` from its ``_child_fields`` (a method
+    the class defines itself is kept). Supported: single children, at most one tuple field, and an
+    optional child as the last child field."""
+    names = cls._child_fields  # type: ignore[attr-defined]
+    shapes = [_field_shape(cls, n) for n in names]
+    if shapes.count("tuple") > 1 or "optional" in shapes[:-1] or ("tuple" in shapes and "optional" in shapes):
+        raise TypeError(f"{cls.__name__}: unsupported child fields {names}")
+    parts, labels, picks = [], [], {}
+    n_after = 0
+    for k, (name, shape) in enumerate(zip(names, shapes)):
+        if shape == "tuple":
+            parts.append(f"self.{name}")
+            labels.append(f"tuple(f'{name}[{{k}}]' for k in range(len(self.{name})))")
+            n_after = len(names) - k - 1
+            picks[name] = f"c[{k}:len(c) - {n_after}]"
+        elif "tuple" in shapes[:k]:
+            parts.append(f"(self.{name},)")
+            labels.append(f"({name!r},)")
+            picks[name] = f"c[{k - len(names)}]"
+        elif shape == "optional":
+            picks[name] = f"(c[{k}] if len(c) > {k} else None)"
+        else:
+            parts.append(f"(self.{name},)")
+            labels.append(f"({name!r},)")
+            picks[name] = f"c[{k}]"
+    children = " + ".join(parts) or "()"
+    if "optional" in shapes:
+        last = names[-1]
+        children = f"{children} if self.{last} is None else {children} + (self.{last},)"
+        labels_text = f"{tuple(names)!r}[:len(self._children())]"
+    else:
+        labels_text = " + ".join(labels) or "()"
+    args = ", ".join(picks.get(f.name, f"self.{f.name}") for f in fields(cls) if f.init)
+    source = {
+        "_children": f"def _children(self):\n    return {children}\n",
+        "_labels": f"def _labels(self):\n    return {labels_text}\n",
+        "_rebuild": f"def _rebuild(self, c):\n    return type(self)({args})\n",
+    }
+    for method, text in source.items():
+        if method in cls.__dict__:
+            continue
+        namespace: dict[str, Any] = {}
+        exec(text, {}, namespace)  # noqa: S102 - generated from field names, like dataclasses' own code
+        fn = namespace[method]
+        fn.__qualname__ = f"{cls.__qualname__}.{method}"
+        fn.__doc__ = getattr(TIRNode, method).__doc__
+        setattr(cls, method, fn)
+
+
+_NodeClass = TypeVar("_NodeClass", bound=type)
+
+
+def tir_node(cls: _NodeClass) -> _NodeClass:
+    """Make a TIR node class: a frozen dataclass compared by identity, with traversal methods derived
+    from its ``_child_fields``."""
+    cls = dataclass(frozen=True, eq=False, repr=False)(cls)
+    if cls._child_fields:  # type: ignore[attr-defined]
+        _derive_traversal(cls)
+    return cls
 
 
 class PrimExpr(TIRNode):
@@ -114,7 +191,7 @@ def _check_child(node: TIRNode, value: object, what: str) -> None:
 # ---- leaves -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Var(PrimExpr):
     """A scalar variable: a loop variable, a let-bound name or a scalar parameter.
 
@@ -131,7 +208,7 @@ class Var(PrimExpr):
         check_dtype(self.dtype, f"Var '{self.name}'", allow_handle=True)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class IntImm(PrimExpr):
     """An integer (or bool: 0/1) immediate. The value must fit the dtype."""
 
@@ -154,7 +231,7 @@ class IntImm(PrimExpr):
         object.__setattr__(self, "value", int(v))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class FloatImm(PrimExpr):
     """A floating-point immediate; the value is rounded to the dtype's precision."""
 
@@ -181,7 +258,7 @@ class FloatImm(PrimExpr):
 # ---- binary and unary operators -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class BinaryOp(PrimExpr):
     """Base of binary operators; ``symbol`` is the operator's text (``+``) or function name (``min``)."""
 
@@ -189,6 +266,7 @@ class BinaryOp(PrimExpr):
     b: PrimExpr
     dtype: str = field(init=False)
     symbol: ClassVar[str] = "?"
+    _child_fields: ClassVar[tuple[str, ...]] = ("a", "b")
 
     def __post_init__(self) -> None:
         _check_child(self, self.a, "operand a")
@@ -198,14 +276,8 @@ class BinaryOp(PrimExpr):
     def _result_dtype(self) -> str:
         return self.a.dtype
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.a, self.b)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("a", "b")
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return type(self)(children[0], children[1])  # type: ignore[arg-type]
 
 
 class _BoolResult(BinaryOp):
@@ -244,24 +316,19 @@ LOGICAL_OPS = (And, Or)
 BINARY_OPS = ARITH_OPS + BITWISE_OPS + CMP_OPS + LOGICAL_OPS
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class UnaryOp(PrimExpr):
     a: PrimExpr
     dtype: str = field(init=False)
     symbol: ClassVar[str] = "?"
+    _child_fields: ClassVar[tuple[str, ...]] = ("a",)
 
     def __post_init__(self) -> None:
         _check_child(self, self.a, "operand")
         object.__setattr__(self, "dtype", "bool" if isinstance(self, Not) else self.a.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.a,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("a",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return type(self)(children[0])  # type: ignore[arg-type]
 
 
 class Not(UnaryOp): _kind, symbol = "not", "not"
@@ -271,7 +338,7 @@ class BitwiseNot(UnaryOp): _kind, symbol = "bitwise_not", "~"
 # ---- other expressions --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Select(PrimExpr):
     """``cond ? true_value : false_value``; only the chosen branch is evaluated."""
 
@@ -280,6 +347,7 @@ class Select(PrimExpr):
     false_value: PrimExpr
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "select"
+    _child_fields: ClassVar[tuple[str, ...]] = ("cond", "true_value", "false_value")
 
     def __post_init__(self) -> None:
         _check_child(self, self.cond, "cond")
@@ -287,34 +355,23 @@ class Select(PrimExpr):
         _check_child(self, self.false_value, "false_value")
         object.__setattr__(self, "dtype", self.true_value.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.cond, self.true_value, self.false_value)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("cond", "true_value", "false_value")
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Select(*children)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class Cast(PrimExpr):
     dtype: str
     value: PrimExpr
     _kind: ClassVar[str] = "cast"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value",)
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype, "Cast")
         _check_child(self, self.value, "value")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("value",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Cast(self.dtype, children[0])  # type: ignore[arg-type]
 
 
 def _norm_indices(node: TIRNode, indices: Any) -> tuple[PrimExpr, ...]:
@@ -334,7 +391,7 @@ def _check_buffer(node: TIRNode, buffer: object) -> None:
         raise TIRError(f"{type(node).__name__}: buffer must be a Buffer, got {buffer!r}")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class BufferLoad(PrimExpr):
     """``buffer[indices]``: one index per dimension (ints are made int64 immediates)."""
 
@@ -342,23 +399,18 @@ class BufferLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "buffer_load"
+    _child_fields: ClassVar[tuple[str, ...]] = ("indices",)
 
     def __post_init__(self) -> None:
         _check_buffer(self, self.buffer)
         object.__setattr__(self, "indices", _norm_indices(self, self.indices))
         object.__setattr__(self, "dtype", self.buffer.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.indices
-
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"indices[{k}]" for k in range(len(self.indices)))
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return BufferLoad(self.buffer, children)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class AddressOf(PrimExpr):
     """The address of ``buffer[indices]`` (dtype ``handle``), to pass a buffer to an extern call."""
 
@@ -366,22 +418,19 @@ class AddressOf(PrimExpr):
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False, default=HANDLE)
     _kind: ClassVar[str] = "address_of"
+    _child_fields: ClassVar[tuple[str, ...]] = ("indices",)
 
     def __post_init__(self) -> None:
         _check_buffer(self, self.buffer)
         object.__setattr__(self, "indices", _norm_indices(self, self.indices))
 
-    _children = BufferLoad._children
-    _labels = BufferLoad._labels
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return AddressOf(self.buffer, children)  # type: ignore[arg-type]
 
 
 CALL_KINDS = ("intrin", "extern")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Call(PrimExpr):
     """A call. ``kind="intrin"``: a math intrinsic of :data:`plait.tir.intrin.INTRINSICS`;
     ``kind="extern"``: an external C function by name (``dtype`` may be ``void`` or ``handle``)."""
@@ -391,6 +440,7 @@ class Call(PrimExpr):
     args: tuple[PrimExpr, ...]
     kind: str = "intrin"
     _kind: ClassVar[str] = "call"
+    _child_fields: ClassVar[tuple[str, ...]] = ("args",)
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype, f"Call '{self.name}'", allow_handle=True, allow_void=True)
@@ -402,17 +452,11 @@ class Call(PrimExpr):
         for k, a in enumerate(self.args):
             _check_child(self, a, f"argument {k}")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.args
-
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"args[{k}]" for k in range(len(self.args)))
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Call(self.dtype, self.name, children, self.kind)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class Let(PrimExpr):
     """``let var = value in body``; ``var`` is bound in ``body`` only."""
 
@@ -421,6 +465,7 @@ class Let(PrimExpr):
     body: PrimExpr
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "let"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value", "body")
 
     def __post_init__(self) -> None:
         if not isinstance(self.var, Var):
@@ -429,14 +474,8 @@ class Let(PrimExpr):
         _check_child(self, self.body, "body")
         object.__setattr__(self, "dtype", self.body.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value, self.body)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("value", "body")
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Let(self.var, children[0], children[1])  # type: ignore[arg-type]
 
 
 def const(value: Any, dtype: str | None = None) -> PrimExpr:
