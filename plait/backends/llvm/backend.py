@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from plait.backends.llvm.emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
+from plait.backends.llvm.emit import FunctionEmitter, LLVMCodegenError
+from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
 from plait.errors import PlaitError, RegistryError
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
