@@ -164,7 +164,7 @@ def _slots(n: Expr) -> list[tuple[Expr, str]]:
     return []
 
 
-class Printer:
+class RelayPrinter:
     def __init__(self, inline_limit: int = INLINE_CONSTANT_LIMIT):
         self.inline_limit = inline_limit
         self.meta: list[Constant] = []
@@ -378,7 +378,7 @@ class Printer:
 def print_expr(e: Expr, metadata: bool = False) -> str:
     """The text of an expression (no version header). Large constants are ``meta[constant][i]``
     references; ``metadata=True`` appends the metadata section that defines them."""
-    p = Printer()
+    p = RelayPrinter()
     text = p.expr_text(e)
     if metadata and p.meta:
         text += "\n\n" + p.metadata_text().rstrip("\n")
@@ -389,7 +389,7 @@ def print_module(mod: IRModule, metadata: bool = True) -> str:
     """The text of a module. With ``metadata=True`` (the default) the section defining large
     constants is appended, making the text self-contained; with ``metadata=False`` it is replaced
     by a comment line, and the parser needs the table of :func:`print_with_constants`."""
-    p = Printer()
+    p = RelayPrinter()
     text = p.module_text(mod)
     if p.meta:
         text += "\n" + (p.metadata_text() if metadata else omitted_comment(len(p.meta)))
@@ -405,10 +405,10 @@ def print_with_constants(x: IRModule | Expr) -> tuple[str, list[Constant]]:
     """``(text without metadata section, constants)``: ``constants[i]`` is ``meta[constant][i]``.
     The text is ``print_module(x, metadata=False)`` (or ``print_expr(x)``)."""
     if isinstance(x, IRModule):
-        p = Printer()
+        p = RelayPrinter()
         text = p.module_text(x)
         if p.meta:
             text += "\n" + omitted_comment(len(p.meta))
         return text, list(p.meta)
-    p = Printer()
+    p = RelayPrinter()
     return p.expr_text(x), list(p.meta)

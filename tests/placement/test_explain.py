@@ -411,13 +411,14 @@ def test_claimed_region_is_reported_and_drawn():
     """A kind whose pattern claims dense (+ relu): the region's calls go together, its cost on the output call."""
     import numpy as np
 
-    from plait.placement.pattern import Region, is_constant, is_op, wildcard
+    from plait.placement.pattern import is_constant, is_op, wildcard
+    from plait.placement.regions import PatternRegion
 
     register_kind(TargetKind("test_explain_acc", can_host=False))
     register_hook("test_explain_acc", "supports", op_is("nn.dense"))
     register_hook("test_explain_acc", "patterns", lambda: [
         ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))])
-    register_hook("test_explain_acc", "cost", lambda x: 1e-9 if isinstance(x, Region) else None)
+    register_hook("test_explain_acc", "cost", lambda x: 1e-9 if isinstance(x, PatternRegion) else None)
     x = relay.var("x", (1, 8))
     d = relay.call("nn.dense", x, relay.const(np.ones((4, 8), np.float32)), meta={"name": "fc"})
     y = relay.call("nn.relu", d, meta={"name": "act"})

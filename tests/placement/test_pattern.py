@@ -1,4 +1,4 @@
-"""Region patterns: matching semantics, malformed patterns, regions (single output, convex, greedy), the
+"""PatternRegion patterns: matching semantics, malformed patterns, regions (single output, convex, greedy), the
 'patterns' hook, and placement with claimed regions (equality of pieces, region cost, pins, brute force)."""
 
 import itertools
@@ -9,9 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from plait import relay
 from plait.placement.cost import CostModel, Estimate
-from plait.placement.pattern import (
-    PatternError, Region, claim_regions, find_regions, is_constant, is_convex, is_op, match, optional, wildcard,
-)
+from plait.placement.pattern import PatternError, is_constant, is_op, match, optional, wildcard
+from plait.placement.regions import PatternRegion, claim_regions, find_regions, is_convex
 from plait.placement.rules import PlacementError, parse_place
 from plait.placement.solver import place
 from plait.relay.expr import Function, Tuple
@@ -273,7 +272,7 @@ def _npu(region_seconds=1e-9, name="npu"):
     register_kind(TargetKind(name, can_host=False))
     register_hook(name, "supports", lambda call: False)
     register_hook(name, "patterns", lambda: [("cbr", CBR)])
-    register_hook(name, "cost", lambda obj: region_seconds if isinstance(obj, Region) else None)
+    register_hook(name, "cost", lambda obj: region_seconds if isinstance(obj, PatternRegion) else None)
 
 
 def _two_layers():
@@ -467,7 +466,7 @@ def test_place_with_regions_matches_brute_force(case):
         register_hook("rnpu", "supports", lambda call: call.op_name == "add")
         register_hook("rnpu", "patterns", lambda: [("pair", PAIR), ("ar", AR)])
         register_hook("rnpu", "cost", lambda obj: region_costs[obj.output.meta["name"]]
-                      if isinstance(obj, Region) else None)
+                      if isinstance(obj, PatternRegion) else None)
         ct = CompositeTarget("a: c; b: c; n: rnpu")
         regions = find_regions([("pair", PAIR), ("ar", AR)], f)
         rules = ",".join(f"n{k}={p}" for k, p in pins.items())

@@ -89,7 +89,7 @@ def _is_pure_simple(e: PrimExpr) -> bool:
     return not any(isinstance(n, (BufferLoad, Call, Let)) for n in pre_order(e))
 
 
-class FunctionEmitter(FunctionEmitterBase[R]):
+class CFunctionEmitter(FunctionEmitterBase[R]):
     """One PrimFunc -> one C function (:meth:`function`)."""
 
     language = "C"

@@ -58,7 +58,7 @@ class Safety:
 
 
 class ArithEmitter:
-    """Mixin of the LLVM function emitter (:class:`plait.backends.llvm.emit.FunctionEmitter`), which
+    """Mixin of the LLVM function emitter (:class:`plait.backends.llvm.emit.LLVMFunctionEmitter`), which
     provides ``op(text, hint) -> register`` (emit one instruction, return its result)."""
 
     op: Callable[..., str]

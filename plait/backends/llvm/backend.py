@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from plait.backends.llvm.emit import FunctionEmitter, LLVMCodegenError
+from plait.backends.llvm.emit import LLVMFunctionEmitter, LLVMCodegenError
 from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
 from plait.errors import PlaitError, RegistryError
 from plait.tir.functor import extern_calls, func_name
@@ -130,7 +130,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     names, symbols = _symbols(funcs)
     for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
         where = f"PrimFunc '{export}'"
-        em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
+        em = LLVMFunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
         text, sig = em.function()
         bodies.append((text, where))
         if " half" in text:

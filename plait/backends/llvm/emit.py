@@ -67,7 +67,7 @@ _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
 _DIVS = (FloorDiv, FloorMod, TruncDiv, TruncMod)
 
 
-class FunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
+class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
     """One PrimFunc -> one LLVM function (:meth:`function`)."""
 
     language = "LLVM"
