@@ -22,11 +22,12 @@ Semantics (shared by the interpreter, the simplifier and C codegen):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from plait.ir.node import derive_traversal
 from plait.tir.dtype import HANDLE, VOID, check_dtype, int_range, is_float, is_int, scalar_type
 from plait.tir.errors import TIRError
 
@@ -39,7 +40,7 @@ class TIRNode:
 
     A node class names its child fields once, in evaluation order, in ``_child_fields``; its
     :meth:`_children`, :meth:`_labels` and :meth:`_rebuild` are generated from them and from the
-    dataclass fields by :func:`tir_node` (once per class, so traversal does no reflection).
+    dataclass fields by :func:`tir_node` (:func:`plait.ir.node.derive_traversal`, once per class).
     """
 
     _kind: ClassVar[str] = "node"
@@ -69,65 +70,6 @@ class TIRNode:
         return f"{type(self).__name__}({text})"
 
 
-def _field_shape(cls: type, name: str) -> str:
-    """``single`` (one node), ``tuple`` (a tuple of nodes) or ``optional`` (a node or None), from
-    the annotation of dataclass field ``name``."""
-    annotation = str({f.name: f for f in fields(cls)}[name].type).replace(" ", "")
-    if annotation.startswith("tuple["):
-        return "tuple"
-    return "optional" if annotation.endswith("|None") else "single"
-
-
-def _derive_traversal(cls: type) -> None:
-    """Generate ``_children``/``_labels``/``_rebuild`` of ``cls`` from its ``_child_fields`` (a method
-    the class defines itself is kept). Supported: single children, at most one tuple field, and an
-    optional child as the last child field."""
-    names = cls._child_fields  # type: ignore[attr-defined]
-    shapes = [_field_shape(cls, n) for n in names]
-    if shapes.count("tuple") > 1 or "optional" in shapes[:-1] or ("tuple" in shapes and "optional" in shapes):
-        raise TypeError(f"{cls.__name__}: unsupported child fields {names}")
-    parts, labels, picks = [], [], {}
-    n_after = 0
-    for k, (name, shape) in enumerate(zip(names, shapes)):
-        if shape == "tuple":
-            parts.append(f"self.{name}")
-            labels.append(f"tuple(f'{name}[{{k}}]' for k in range(len(self.{name})))")
-            n_after = len(names) - k - 1
-            picks[name] = f"c[{k}:len(c) - {n_after}]"
-        elif "tuple" in shapes[:k]:
-            parts.append(f"(self.{name},)")
-            labels.append(f"({name!r},)")
-            picks[name] = f"c[{k - len(names)}]"
-        elif shape == "optional":
-            picks[name] = f"(c[{k}] if len(c) > {k} else None)"
-        else:
-            parts.append(f"(self.{name},)")
-            labels.append(f"({name!r},)")
-            picks[name] = f"c[{k}]"
-    children = " + ".join(parts) or "()"
-    if "optional" in shapes:
-        last = names[-1]
-        children = f"{children} if self.{last} is None else {children} + (self.{last},)"
-        labels_text = f"{tuple(names)!r}[:len(self._children())]"
-    else:
-        labels_text = " + ".join(labels) or "()"
-    args = ", ".join(picks.get(f.name, f"self.{f.name}") for f in fields(cls) if f.init)
-    source = {
-        "_children": f"def _children(self):\n    return {children}\n",
-        "_labels": f"def _labels(self):\n    return {labels_text}\n",
-        "_rebuild": f"def _rebuild(self, c):\n    return type(self)({args})\n",
-    }
-    for method, text in source.items():
-        if method in cls.__dict__:
-            continue
-        namespace: dict[str, Any] = {}
-        exec(text, {}, namespace)  # noqa: S102 - generated from field names, like dataclasses' own code
-        fn = namespace[method]
-        fn.__qualname__ = f"{cls.__qualname__}.{method}"
-        fn.__doc__ = getattr(TIRNode, method).__doc__
-        setattr(cls, method, fn)
-
-
 _NodeClass = TypeVar("_NodeClass", bound=type)
 
 
@@ -136,7 +78,7 @@ def tir_node(cls: _NodeClass) -> _NodeClass:
     from its ``_child_fields``."""
     cls = dataclass(frozen=True, eq=False, repr=False)(cls)
     if cls._child_fields:  # type: ignore[attr-defined]
-        _derive_traversal(cls)
+        derive_traversal(cls, TIRNode)
     return cls
 
 
