@@ -109,6 +109,27 @@ class FuncType(Type):
         return f"fn ({', '.join(str(a) for a in self.arg_types)}) -> {self.ret_type}"
 
 
+def tuple_fields(t: Type) -> tuple[Type, ...]:
+    """One level of flattening: a tuple's fields, or ``(t,)`` for any other type."""
+    return t.fields if isinstance(t, TupleType) else (t,)
+
+
+def tensor_leaves(t: Type) -> list[TensorType] | None:
+    """The tensors of ``t`` in order: ``[t]`` for a tensor, the fields of a tuple flattened (nested
+    tuples too, depth first); None when some leaf is not a tensor (e.g. a function type)."""
+    out: list[TensorType] = []
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TensorType):
+            out.append(x)
+        elif isinstance(x, TupleType):
+            stack.extend(reversed(x.fields))
+        else:
+            return None
+    return out
+
+
 def _norm_dim(d: object) -> Dim:
     if isinstance(d, (bool, np.bool_)):
         raise PlaitError(f"invalid dimension {d!r}")

@@ -48,7 +48,7 @@ from typing import Any, Callable
 from plait.lowering.lower import UniqueNames, single_call_function, strip_meta
 from plait.errors import PlaitError
 from plait.ir.op import Op
-from plait.ir.types import FuncType, TensorType, TupleType, Type
+from plait.ir.types import FuncType, TensorType, TupleType, Type, tuple_fields
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Expr, Function, GlobalVar
 from plait.relay.infer import describe_call, infer_type
@@ -84,9 +84,8 @@ def region_functions(mod: IRModule, piece_name: str) -> list[str]:
 
 
 def _leaf_types(t: Type, what: str) -> list[TensorType]:
-    fields = t.fields if isinstance(t, TupleType) else (t,)
     out = []
-    for f in fields:
+    for f in tuple_fields(t):
         if not isinstance(f, TensorType) or not f.is_static:
             raise HookLoweringError(f"{what}: expected tensors (or a tuple of tensors) of static shape, got {t}")
         out.append(f)

@@ -29,7 +29,7 @@ from plait.errors import PlaitError, RegistryError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
-from plait.ir.types import FuncType, TensorType, TupleType, Type
+from plait.ir.types import FuncType, TensorType, TupleType, Type, tuple_fields
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import describe_call, infer_expr, infer_type
@@ -63,14 +63,12 @@ def _static(t: Type, what: str) -> TensorType:
 
 
 def _leaves(t: Type, what: str) -> list[TensorType]:
-    if isinstance(t, TupleType):
-        out = []
-        for f in t.fields:
-            if isinstance(f, TupleType):
-                raise LowerError(f"{what}: nested tuple results are not supported, got {t}")
-            out.append(_static(f, what))
-        return out
-    return [_static(t, what)]
+    out = []
+    for f in tuple_fields(t):
+        if isinstance(f, TupleType):
+            raise LowerError(f"{what}: nested tuple results are not supported, got {t}")
+        out.append(_static(f, what))
+    return out
 
 
 def _constant_stage(c: Constant) -> Any:

@@ -15,18 +15,17 @@ from plait.placement.capability import (
     op_is, piece_supports,
 )
 from plait.placement.cost import CostDatabase, CostError, CostModel, Estimate, objective_value, signature
-from plait.placement.pattern import (
-    Match, Pattern, PatternError, Region, find_regions, is_constant, is_convex, is_op, match, optional, wildcard,
-)
+from plait.placement.pattern import Match, Pattern, PatternError, is_constant, is_op, match, optional, wildcard
 from plait.placement.problem import Problem, solve
+from plait.placement.regions import PatternRegion, find_regions, is_convex
 from plait.placement.rules import Pin, PlacementError, Rule, on_target, parse_place, pins_for
-from plait.placement.solver import Assignment, Placed, place
+from plait.placement.solver import Assignment, CallPlacement, place
 
 __all__ = [
     "ANY", "NOTHING", "Answer", "Assignment", "CostDatabase", "CostError", "CostModel", "Estimate", "Pin",
-    "Placed", "PlacementError", "Predicate", "Problem", "Rule", "attr_eq", "attr_in", "attr_where",
+    "CallPlacement", "PlacementError", "Predicate", "Problem", "Rule", "attr_eq", "attr_in", "attr_where",
     "decline_if_dtype", "dtype_in", "has_static_shape", "objective_value", "on_target", "op_is", "parse_place",
     "piece_supports", "pins_for", "place", "signature", "solve",
-    "Match", "Pattern", "PatternError", "Region", "find_regions", "is_constant", "is_convex", "is_op", "match",
+    "Match", "Pattern", "PatternError", "PatternRegion", "find_regions", "is_constant", "is_convex", "is_op", "match",
     "optional", "wildcard",
 ]

@@ -38,7 +38,7 @@ class Predicate:
         return Any_((self, _pred(other)))
 
     def __invert__(self) -> "Predicate":
-        return Not(self)
+        return NotPredicate(self)
 
 
 def _pred(p: Any) -> Predicate:
@@ -85,7 +85,7 @@ class Any_(Predicate):
 
 
 @dataclass(frozen=True, repr=False)
-class Not(Predicate):
+class NotPredicate(Predicate):
     part: Predicate
 
     def __call__(self, call: Call) -> bool:

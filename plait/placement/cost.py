@@ -17,7 +17,7 @@ Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when
 costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
 A fused group costs the sum of its calls. A region claimed by a piece's pattern
 (:mod:`plait.placement.pattern`) costs what the kind's ``cost`` hook says when it is called with the
-:class:`~plait.placement.pattern.Region` (a number), else the sum of its calls (:meth:`CostModel.region_cost`).
+:class:`~plait.placement.pattern.PatternRegion` (a number), else the sum of its calls (:meth:`CostModel.region_cost`).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class CostModel:
         return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), "sum of calls")
 
     def region_cost(self, region: Any, piece: Piece | Any) -> Estimate | None:
-        """The kind's ``cost`` hook called with the claimed ``region`` (a Region); None when the kind has no
+        """The kind's ``cost`` hook called with the claimed ``region`` (a PatternRegion); None when the kind has no
         such hook or the hook has no estimate for it (the region then costs the sum of its calls)."""
         piece = _as_piece(piece)
         from plait.target import call_cost

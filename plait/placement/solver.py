@@ -13,9 +13,9 @@ the bytes of the constant weights of the calls placed on a piece must fit where 
 The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
 
-Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`pattern.claim_regions`). All calls
+Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`regions.claim_regions`). All calls
 of a claimed region go to one piece: a piece claiming it (which may run them together even when it would
-not run them one by one; cost: the kind's ``cost`` hook on the Region, else the sum of the calls), or a
+not run them one by one; cost: the kind's ``cost`` hook on the PatternRegion, else the sum of the calls), or a
 piece able to run each of them alone (cost: the sum). Pins apply to the region's calls; when they ask for
 different pieces, or for a piece that cannot run the whole region, the region is not claimed.
 """
@@ -29,7 +29,7 @@ from typing import Iterator
 from plait.placement.capability import Answer, claimed, piece_supports
 from plait.placement.cost import CostModel, Estimate, objective_value, type_bytes
 from plait.placement.fit import FitError, fit_message, piece_memory
-from plait.placement.pattern import Region, claim_regions
+from plait.placement.regions import PatternRegion, claim_regions
 from plait.placement.problem import TIME_LIMIT_S, Problem, solve
 from plait.placement.rules import Pin, PlacementError, Rule, call_name, check_rules_match, pins_for
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
@@ -39,7 +39,7 @@ from plait.target.composite import Piece
 
 
 @dataclass(frozen=True)
-class Placed:
+class CallPlacement:
     """One call's placement: ``piece``, its ``estimate`` there, ``alternatives`` (piece -> Estimate, or the
     reason it cannot run the call) and ``reason``: 'pinned by ...', 'only capable', 'cheapest',
     'transfers' (cheaper elsewhere alone, but moving data costs more) or 'memory' (a cheaper piece is full)."""
@@ -54,7 +54,7 @@ class Placed:
 
 @dataclass(frozen=True)
 class Assignment:
-    placed: tuple[Placed, ...]  # in topological order
+    placed: tuple[CallPlacement, ...]  # in topological order
     objective: str
     total: float  # objective value of calls + transfers
     seconds: float
@@ -63,23 +63,23 @@ class Assignment:
     method: str  # 'ilp' (optimal) or 'greedy' (fallback, not proven optimal)
     exact: bool
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
-    regions: tuple[Region, ...] = ()  # claimed regions placed on a piece claiming them (Region.piece, .name)
+    regions: tuple[PatternRegion, ...] = ()  # claimed regions placed on a piece claiming them (PatternRegion.piece, .name)
     weights_in: dict[str, str] = dataclasses.field(default_factory=dict)  # piece -> "flash" or "RAM"
 
-    def region_of(self, call: Call) -> Region | None:
+    def region_of(self, call: Call) -> PatternRegion | None:
         """The claimed region ``call`` runs in, or None."""
         for r in self.regions:
             if call in r:
                 return r
         return None
 
-    def __getitem__(self, call: Call) -> Placed:
+    def __getitem__(self, call: Call) -> CallPlacement:
         for p in self.placed:
             if p.call is call:
                 return p
         raise KeyError(call)
 
-    def __iter__(self) -> Iterator[Placed]:
+    def __iter__(self) -> Iterator[CallPlacement]:
         return iter(self.placed)
 
     def __len__(self) -> int:
@@ -201,7 +201,7 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     return dataclasses.replace(a, weights_in=dict(zip(names, kinds)))
 
 
-def _claims(regions: list[Region], pieces: list[Piece]) -> dict[Call, dict[str, str]]:
+def _claims(regions: list[PatternRegion], pieces: list[Piece]) -> dict[Call, dict[str, str]]:
     kinds = {p.name: p.target.kind_name for p in pieces}
     out: dict[Call, dict[str, str]] = {}
     for r in regions:
@@ -212,18 +212,18 @@ def _claims(regions: list[Region], pieces: list[Piece]) -> dict[Call, dict[str, 
     return out
 
 
-def _region_pieces(r: Region, alone: list, index: dict[Call, int], names: list[str]) -> list[str]:
+def _region_pieces(r: PatternRegion, alone: list, index: dict[Call, int], names: list[str]) -> list[str]:
     """Where the region may go: a piece claiming it, or one able to run each of its calls alone."""
     claimers = {pn for pn, _ in r.claims}
     return [n for q, n in enumerate(names) if n in claimers or all(alone[index[c]][q].ok for c in r.calls)]
 
 
-def _pins_agree(r: Region, pins: dict[Call, Pin], allowed: list[str]) -> bool:
+def _pins_agree(r: PatternRegion, pins: dict[Call, Pin], allowed: list[str]) -> bool:
     wanted = {pins[c].piece for c in r.calls if c in pins}
     return len(wanted) <= 1 and wanted <= set(allowed)
 
 
-def _split_reason(r: Region, piece: Piece, alone: list, index: dict[Call, int], q: int) -> str:
+def _split_reason(r: PatternRegion, piece: Piece, alone: list, index: dict[Call, int], q: int) -> str:
     bad = next(c for c in r.calls if not alone[index[c]][q].ok)
     return (f"its region '{r.name}' runs on one piece, and '{piece.name}' cannot run {call_name(bad)}: "
             f"{alone[index[bad]][q].reason}")
@@ -284,7 +284,7 @@ def _unit_reason(pr: Problem, unit: tuple[int, ...], p: int, used: list[int], na
 
 def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], names: list[str],
                 est: list[list[Estimate | None]], support: list, transfers: list, pins: dict[Call, Pin],
-                objective: str, regions: list[Region], index: dict[Call, int]) -> Assignment:
+                objective: str, regions: list[PatternRegion], index: dict[Call, int]) -> Assignment:
     used = [0] * len(names)
     for u, p in enumerate(assign):
         used[p] += pr.weights[u]
@@ -314,7 +314,7 @@ def _assignment(pr: Problem, assign: list[int], method: str, calls: list[Call], 
         if r is not None:
             reason = (f"region '{in_claimed[c].name}': " if c in in_claimed
                       else f"with region '{r.name}' (run call by call): ") + reason
-        placed.append(Placed(c, names[p], est[u][p], alts, reason, in_claimed[c].name if c in in_claimed else None))
+        placed.append(CallPlacement(c, names[p], est[u][p], alts, reason, in_claimed[c].name if c in in_claimed else None))
     seconds = sum(est[u][p].seconds for u, p in enumerate(assign))
     joules = sum(est[u][p].joules for u, p in enumerate(assign))
     t_s = 0.0

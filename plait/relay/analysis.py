@@ -38,21 +38,15 @@ __all__ = ["assert_structural_equal", "attr_key", "structural_equal", "structura
 # ---- attribute values ---------------------------------------------------------------------
 
 
-# Other function kinds an IRModule may hold (TIR PrimFuncs) register how they compare and hash:
-# cls -> (equal(a, b) -> bool, hash(fn) -> int). Registered by the package that defines the kind.
-_FOREIGN: dict[type, tuple[Any, Any]] = {}
+def _prim_func_ops(fn: Any) -> tuple[Any, Any] | None:
+    """TIR's (structural_equal, structural_hash) when ``fn`` is a PrimFunc global, else None."""
+    from plait.tir.stmt import PrimFunc
 
+    if not isinstance(fn, PrimFunc):
+        return None
+    from plait.tir.equal import structural_equal as tir_equal, structural_hash as tir_hash
 
-def register_function_equality(cls: type, equal: Any, hash_: Any) -> None:
-    """Make modules holding functions of kind ``cls`` comparable with structural_equal/hash."""
-    _FOREIGN[cls] = (equal, hash_)
-
-
-def _foreign_ops(fn: Any) -> tuple[Any, Any] | None:
-    for c in type(fn).__mro__:
-        if c in _FOREIGN:
-            return _FOREIGN[c]
-    return None
+    return tir_equal, tir_hash
 
 
 def attr_key(value: Any) -> Any:
@@ -236,8 +230,8 @@ class _Equal:
                 self.exprs(fa, fb, (None, _global_step(name)))
             elif type(fa) is not type(fb):
                 raise Mismatch((None, _global_step(name)), "functions differ", repr(fa), repr(fb))
-            else:  # other function kinds (TIR): their registered equality, else ==
-                ops = _foreign_ops(fa)
+            else:  # other function kinds: TIR PrimFuncs compare structurally, others with ==
+                ops = _prim_func_ops(fa)
                 same = ops[0](fa, fb) if ops is not None else fa == fb
                 if not same:
                     raise Mismatch((None, _global_step(name)), "functions differ", repr(fa), repr(fb))
@@ -363,14 +357,10 @@ def _node_digest(n: Expr, memo: dict[int, bytes], binder: dict[Var, str], map_fr
     raise TypeError(f"not a Relay expression: {n!r}")
 
 
-def _foreign_digest(name: str, fn: Any) -> bytes:
-    from plait.relay.text_print import _FUNCTION_PRINTERS, foreign_function_text
-
-    ops = _foreign_ops(fn)
+def _foreign_digest(fn: Any) -> bytes:
+    ops = _prim_func_ops(fn)
     if ops is not None:
         return _h("foreign", type(fn).__name__, str(ops[1](fn)))
-    if any(c in _FUNCTION_PRINTERS for c in type(fn).__mro__):
-        return _h("foreign", type(fn).__name__, foreign_function_text(name, fn))
     return _h("foreign", type(fn).__name__)
 
 
@@ -378,7 +368,7 @@ def structural_hash(x: Any, map_free_vars: bool = False) -> int:
     """A 64-bit hash consistent with :func:`structural_equal` (and the same in every process)."""
     if isinstance(x, IRModule):
         parts: Iterable[Any] = [_attrs_bytes(x.attrs)] + [
-            _h(name, _expr_digest(fn, map_free_vars) if isinstance(fn, Expr) else _foreign_digest(name, fn))
+            _h(name, _expr_digest(fn, map_free_vars) if isinstance(fn, Expr) else _foreign_digest(fn))
             for name, fn in x.items()]
         d = _h("module", *parts)
     elif isinstance(x, Expr):

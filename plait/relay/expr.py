@@ -12,19 +12,39 @@ of the node's structure and is a pure function of it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, ClassVar, Iterable, Mapping, Union
 
 import numpy as np
 
 from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.base import BaseFunc
+from plait.ir.node import derive_traversal
 from plait.ir.op import Op, get_op
 from plait.ir.types import Type, tensor_type_of
 
 
 class Expr:
-    """Base class of Relay expressions."""
+    """Base class of Relay expressions.
+
+    A node class names its sub-expressions once, in evaluation order, in ``_child_fields``;
+    :meth:`_children` and :meth:`_rebuild` are generated from them
+    (:func:`plait.ir.node.derive_traversal`, once per class).
+    """
+
+    _child_fields: ClassVar[tuple[str, ...]] = ()
+
+    def _children(self) -> tuple["Expr", ...]:
+        """Direct sub-expressions, in evaluation order (a call's operator when it is an expression)."""
+        return ()
+
+    def _labels(self) -> tuple[str, ...]:
+        """A name for each child (``args[1]``, ``body``...)."""
+        return ()
+
+    def _rebuild(self, children: tuple["Expr", ...]) -> "Expr":
+        """A copy of this node with ``children`` (same length as :meth:`_children`), other fields kept."""
+        return self
 
     @property
     def checked_type(self) -> Type:
@@ -90,6 +110,7 @@ class Constant(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class Tuple(Expr):
     fields: tuple[Expr, ...]
+    _child_fields: ClassVar[tuple[str, ...]] = ("fields",)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", tuple(self.fields))
@@ -102,6 +123,7 @@ class Tuple(Expr):
 class TupleGetItem(Expr):
     tuple_value: Expr
     index: int
+    _child_fields: ClassVar[tuple[str, ...]] = ("tuple_value",)
 
     def __repr__(self) -> str:
         return f"TupleGetItem(.{self.index})"
@@ -121,6 +143,7 @@ class Call(Expr):
     args: tuple[Expr, ...]
     attrs: Attrs = EMPTY
     meta: Attrs = EMPTY
+    _child_fields: ClassVar[tuple[str, ...]] = ("op", "args")  # op: a child when it is an expression
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
@@ -155,6 +178,7 @@ class Let(Expr):
     var: Var
     value: Expr
     body: Expr
+    _child_fields: ClassVar[tuple[str, ...]] = ("value", "var", "body")
 
     def __repr__(self) -> str:
         return f"Let(%{self.var.name_hint})"
@@ -165,6 +189,7 @@ class If(Expr):
     cond: Expr
     true_branch: Expr
     false_branch: Expr
+    _child_fields: ClassVar[tuple[str, ...]] = ("cond", "true_branch", "false_branch")
 
     def __repr__(self) -> str:
         return "If(...)"
@@ -178,6 +203,7 @@ class Function(Expr, BaseFunc):
     body: Expr
     ret_type: Type | None = None
     attrs: Attrs = field(default=EMPTY)
+    _child_fields: ClassVar[tuple[str, ...]] = ("params", "body")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
@@ -186,6 +212,10 @@ class Function(Expr, BaseFunc):
 
     def __repr__(self) -> str:
         return f"Function({len(self.params)} params)"
+
+
+for _cls in (Tuple, TupleGetItem, Call, Let, If, Function):
+    derive_traversal(_cls, Expr)
 
 
 # ---- convenience constructors -------------------------------------------------------------

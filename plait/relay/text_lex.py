@@ -13,6 +13,7 @@ from plait.errors import ParseError
 
 # A name printed bare after '%' or '@' (or as an attribute key); anything else is quoted.
 PLAIN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+PRIMFN_KEYWORD = "primfn"  # starts the block of a TIR PrimFunc global (plait.relay.text_primfn)
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -21,36 +21,27 @@ from plait.ir.op import get_op
 from plait.ir.types import DTYPES, FuncType, TensorType, TupleType, Type, check_dtype
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
-from plait.relay.text_lex import PLAIN_NAME_RE, Source, Token, describe, name_text, read_name, tokenize
+from plait.relay.text_lex import PLAIN_NAME_RE, PRIMFN_KEYWORD, Source, Token, describe, name_text, read_name, tokenize
 from plait.relay.text_print import VERSION, float_from_text
 
-# Parsers of module globals that are not Relay functions, by leading keyword (see
-# text_print.register_function_printer): parser(block_text, source_name, first_line) -> function.
-FunctionParser = Callable[[str, str, int], Any]
-_FUNCTION_PARSERS: dict[str, FunctionParser] = {}
-
-
-def register_function_parser(keyword: str, parser: FunctionParser) -> None:
-    """Parse top-level blocks ``KEYWORD @name ... }`` (from column 1 to a line ``}``) with ``parser``."""
-    _FUNCTION_PARSERS[keyword] = parser
-
-
 def _cut_foreign(text: str, source_name: str) -> tuple[str, list[tuple[str, Any, int, int]]]:
-    """Cut blocks of registered foreign kinds out of ``text`` (keeping line numbers): returns the
+    """Cut the ``primfn`` blocks (TIR PrimFuncs) out of ``text`` (keeping line numbers): returns the
     remaining text and (name, function, line, column of the name) per block."""
-    if not _FUNCTION_PARSERS:
+    if PRIMFN_KEYWORD not in text:
         return text, []
+    from plait.relay.text_primfn import parse_block
+
     lines = text.split("\n")
     out: list[tuple[str, Any, int, int]] = []
     i = 0
     while i < len(lines):
         word = lines[i].split(" ", 1)[0]
-        if word in _FUNCTION_PARSERS and lines[i][len(word):].lstrip().startswith("@"):
+        if word == PRIMFN_KEYWORD and lines[i][len(word):].lstrip().startswith("@"):
             j = i
             while j < len(lines) and lines[j].rstrip() != "}":
                 j += 1
             block = "\n".join(lines[i:j + 1])
-            func = _FUNCTION_PARSERS[word](block, source_name, i + 1)
+            func = parse_block(block, source_name, i + 1)
             at = lines[i].index("@")
             out.append((read_name(Source(lines[i], source_name), at), func, i + 1, at + 1))
             for k in range(i, min(j + 1, len(lines))):

@@ -17,7 +17,7 @@ is byte-deterministic.
 from __future__ import annotations
 
 import base64
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -33,25 +33,17 @@ from plait.relay.visitor import post_order
 
 VERSION = "0.1"
 
-# Printers of module globals that are not Relay functions (e.g. TIR PrimFuncs), by class.
-FunctionPrinter = Callable[[str, Any], str]
-_FUNCTION_PRINTERS: dict[type, FunctionPrinter] = {}
-
-
-def register_function_printer(cls: type, printer: FunctionPrinter) -> None:
-    """Print module globals of class ``cls`` with ``printer(name, func) -> text``.
-
-    The text must start with the kind's keyword at column 1 (``primfn @name...``, registered with
-    :func:`plait.relay.text_parse.register_function_parser`) and end with a line ``}``.
-    """
-    _FUNCTION_PRINTERS[cls] = printer
-
-
 def foreign_function_text(name: str, fn: BaseFunc) -> str:
-    for cls in type(fn).__mro__:
-        if cls in _FUNCTION_PRINTERS:
-            return _FUNCTION_PRINTERS[cls](name, fn).rstrip("\n")
+    """The text of a module global that is not a Relay function: a TIR PrimFunc's ``primfn`` block."""
+    from plait.tir.stmt import PrimFunc
+
+    if isinstance(fn, PrimFunc):
+        from plait.relay.text_primfn import print_block
+
+        return print_block(name, fn).rstrip("\n")
     raise PlaitError(f"cannot print global {name_text('@', name)}: no text printer for {type(fn).__name__}")
+
+
 INLINE_CONSTANT_LIMIT = 16
 INDENT = "  "
 
@@ -172,7 +164,7 @@ def _slots(n: Expr) -> list[tuple[Expr, str]]:
     return []
 
 
-class Printer:
+class RelayPrinter:
     def __init__(self, inline_limit: int = INLINE_CONSTANT_LIMIT):
         self.inline_limit = inline_limit
         self.meta: list[Constant] = []
@@ -386,7 +378,7 @@ class Printer:
 def print_expr(e: Expr, metadata: bool = False) -> str:
     """The text of an expression (no version header). Large constants are ``meta[constant][i]``
     references; ``metadata=True`` appends the metadata section that defines them."""
-    p = Printer()
+    p = RelayPrinter()
     text = p.expr_text(e)
     if metadata and p.meta:
         text += "\n\n" + p.metadata_text().rstrip("\n")
@@ -397,7 +389,7 @@ def print_module(mod: IRModule, metadata: bool = True) -> str:
     """The text of a module. With ``metadata=True`` (the default) the section defining large
     constants is appended, making the text self-contained; with ``metadata=False`` it is replaced
     by a comment line, and the parser needs the table of :func:`print_with_constants`."""
-    p = Printer()
+    p = RelayPrinter()
     text = p.module_text(mod)
     if p.meta:
         text += "\n" + (p.metadata_text() if metadata else omitted_comment(len(p.meta)))
@@ -413,10 +405,10 @@ def print_with_constants(x: IRModule | Expr) -> tuple[str, list[Constant]]:
     """``(text without metadata section, constants)``: ``constants[i]`` is ``meta[constant][i]``.
     The text is ``print_module(x, metadata=False)`` (or ``print_expr(x)``)."""
     if isinstance(x, IRModule):
-        p = Printer()
+        p = RelayPrinter()
         text = p.module_text(x)
         if p.meta:
             text += "\n" + omitted_comment(len(p.meta))
         return text, list(p.meta)
-    p = Printer()
+    p = RelayPrinter()
     return p.expr_text(x), list(p.meta)

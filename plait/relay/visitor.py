@@ -20,19 +20,8 @@ from plait.relay.expr import (
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Call):
-        return ((e.op,) if isinstance(e.op, Expr) else ()) + e.args
-    if isinstance(e, Tuple):
-        return e.fields
-    if isinstance(e, TupleGetItem):
-        return (e.tuple_value,)
-    if isinstance(e, Let):
-        return (e.value, e.var, e.body)
-    if isinstance(e, If):
-        return (e.cond, e.true_branch, e.false_branch)
-    if isinstance(e, Function):
-        return e.params + (e.body,)
-    return ()
+    """The direct sub-expressions of ``e`` in evaluation order (declared once per node class)."""
+    return e._children()
 
 
 def post_order(root: Expr, enter: Callable[[Expr], bool] | None = None) -> Iterator[Expr]:
@@ -52,7 +41,7 @@ def post_order(root: Expr, enter: Callable[[Expr], bool] | None = None) -> Itera
         seen.add(id(node))
         stack.append((node, True))
         if enter is None or enter(node):
-            for c in reversed(children(node)):
+            for c in reversed(node._children()):
                 if id(c) not in seen:
                     stack.append((c, False))
 
@@ -114,40 +103,18 @@ class ExprMutator:
         return memo[root]
 
     def _rebuild(self, e: Expr) -> Expr:
+        kids = e._children()
+        if not kids:
+            return e
         m = self.memo
-        if isinstance(e, Call):
-            op = m[e.op] if isinstance(e.op, Expr) else e.op
-            args = tuple(m[a] for a in e.args)
-            if op is e.op and all(a is b for a, b in zip(args, e.args)):
-                return e
-            return Call(op, args, e.attrs, e.meta)
-        if isinstance(e, Tuple):
-            fields = tuple(m[f] for f in e.fields)
-            return e if all(a is b for a, b in zip(fields, e.fields)) else Tuple(fields)
-        if isinstance(e, TupleGetItem):
-            t = m[e.tuple_value]
-            return e if t is e.tuple_value else TupleGetItem(t, e.index)
-        if isinstance(e, Let):
-            v, val, body = m[e.var], m[e.value], m[e.body]
-            if v is e.var and val is e.value and body is e.body:
-                return e
-            if not isinstance(v, Var):
-                raise TypeError("a let-bound variable must be rewritten to a Var")
-            return Let(v, val, body)
-        if isinstance(e, If):
-            c, t, f = m[e.cond], m[e.true_branch], m[e.false_branch]
-            if c is e.cond and t is e.true_branch and f is e.false_branch:
-                return e
-            return If(c, t, f)
-        if isinstance(e, Function):
-            params = tuple(m[p] for p in e.params)
-            body = m[e.body]
-            if body is e.body and all(a is b for a, b in zip(params, e.params)):
-                return e
-            if not all(isinstance(p, Var) for p in params):
-                raise TypeError("function parameters must be rewritten to Vars")
-            return Function(params, body, e.ret_type, e.attrs)  # type: ignore[arg-type]
-        return e
+        new = tuple(m[k] for k in kids)
+        if all(a is b for a, b in zip(new, kids)):
+            return e
+        if isinstance(e, Let) and not isinstance(new[1], Var):
+            raise TypeError("a let-bound variable must be rewritten to a Var")
+        if isinstance(e, Function) and not all(isinstance(p, Var) for p in new[:-1]):
+            raise TypeError("function parameters must be rewritten to Vars")
+        return e._rebuild(new)
 
     def rewrite_var(self, pre: Var, post: Expr) -> Expr: return post
     def rewrite_global_var(self, pre: GlobalVar, post: Expr) -> Expr: return post

@@ -11,7 +11,7 @@ The primitives are also pure functions ``PrimFunc -> PrimFunc`` in :mod:`plait.s
 """
 
 from plait.schedule.compute import compute_inline, pad_input, reverse_compute_inline
-from plait.schedule.cost import Cost, estimate_cost
+from plait.schedule.cost import ScheduleCost, estimate_cost
 from plait.schedule.errors import ScheduleError
 from plait.schedule.loops import (
     annotate, fuse, parallel, remove_unit_loop, reorder, serial, split, unroll, vectorize,
@@ -22,7 +22,7 @@ from plait.schedule.rules import RULE_SETS, RuleSet, default_schedule, machine_f
 from plait.schedule.schedule import Schedule
 
 __all__ = [
-    "Cost", "Machine", "RULE_SETS", "RuleSet", "Schedule", "ScheduleError", "annotate", "cache_write",
+    "ScheduleCost", "Machine", "RULE_SETS", "RuleSet", "Schedule", "ScheduleError", "annotate", "cache_write",
     "compute_inline", "decompose_reduction", "default_schedule", "estimate_cost", "fuse", "machine_for",
     "pad_input", "parallel", "register_rules", "remove_unit_loop", "reorder", "reverse_compute_inline", "rfactor", "rules_for",
     "serial", "split", "unroll", "vectorize",

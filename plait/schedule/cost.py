@@ -1,4 +1,4 @@
-"""``estimate_cost(func, target) -> Cost``: an analytic estimate of a scheduled PrimFunc on a target.
+"""``estimate_cost(func, target) -> ScheduleCost``: an analytic estimate of a scheduled PrimFunc on a target.
 
 The model (its constants and the checks behind them are in docs/schedules.md):
 
@@ -50,7 +50,7 @@ _ARITH = (Add, Sub, Mul, Div, Min, Max)
 
 
 @dataclass(frozen=True)
-class Cost:
+class ScheduleCost:
     """An estimate for one call: ``cycles`` on the target, ``bytes`` moved to and from memory, ``flops``
     (float operations; a multiply-add counts 2). ``compute_cycles`` and ``memory_cycles`` are the two
     bounds ``cycles`` is the maximum of (plus a call overhead)."""
@@ -234,8 +234,8 @@ def _traffic(func: PrimFunc) -> tuple[int, int]:
     return total, footprint
 
 
-def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = None) -> Cost:
-    """The :class:`Cost` of one call of ``func`` on ``target`` (a Target, a target string or None for
+def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = None) -> ScheduleCost:
+    """The :class:`ScheduleCost` of one call of ``func`` on ``target`` (a Target, a target string or None for
     the current target), or on an explicit ``machine``."""
     if machine is None:
         from plait.schedule.rules import machine_for
@@ -246,7 +246,7 @@ def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = 
     nbytes, footprint = _traffic(func)
     memory = nbytes / machine.bytes_per_cycle if footprint > machine.cache_bytes else 0.0
     cycles = max(w.compute, memory) + CALL_OVERHEAD_CYCLES
-    return Cost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
+    return ScheduleCost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
 
 
-__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "Cost", "SYMBOLIC_EXTENT", "estimate_cost"]
+__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost"]

@@ -30,7 +30,6 @@ from plait.tir.share import bind_shared_exprs
 from plait.tir.simplify import simplify
 from plait.tir.verify import verify
 from plait.tir.interpreter import evaluate, evaluate_expr
-from plait.tir import module_text as _module_text  # noqa: F401  (registers `primfn` in the Relay text)
 
 __all__ = [
     "EQ", "FOR_KINDS", "GE", "GT", "HANDLE", "INTRINSICS", "LE", "LT", "NE", "SCOPES", "VOID", "Add", "AddressOf",

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from plait.ir.node import derive_traversal
 from plait.tir.dtype import HANDLE, VOID, check_dtype, int_range, is_float, is_int, scalar_type
 from plait.tir.errors import TIRError
 
@@ -35,9 +36,15 @@ if TYPE_CHECKING:
 
 
 class TIRNode:
-    """Base class of every TIR node (expressions, statements, PrimFunc)."""
+    """Base class of every TIR node (expressions, statements, PrimFunc).
+
+    A node class names its child fields once, in evaluation order, in ``_child_fields``; its
+    :meth:`_children`, :meth:`_labels` and :meth:`_rebuild` are generated from them and from the
+    dataclass fields by :func:`tir_node` (:func:`plait.ir.node.derive_traversal`, once per class).
+    """
 
     _kind: ClassVar[str] = "node"
+    _child_fields: ClassVar[tuple[str, ...]] = ()
 
     def _children(self) -> tuple["TIRNode", ...]:
         """Sub-nodes that traversals visit, in evaluation order (binders excluded)."""
@@ -61,6 +68,18 @@ class TIRNode:
         if len(text) > 80 or "\n" in text:
             text = text.replace("\n", " ")[:77] + "..."
         return f"{type(self).__name__}({text})"
+
+
+_NodeClass = TypeVar("_NodeClass", bound=type)
+
+
+def tir_node(cls: _NodeClass) -> _NodeClass:
+    """Make a TIR node class: a frozen dataclass compared by identity, with traversal methods derived
+    from its ``_child_fields``."""
+    cls = dataclass(frozen=True, eq=False, repr=False)(cls)
+    if cls._child_fields:  # type: ignore[attr-defined]
+        derive_traversal(cls, TIRNode)
+    return cls
 
 
 class PrimExpr(TIRNode):
@@ -114,7 +133,7 @@ def _check_child(node: TIRNode, value: object, what: str) -> None:
 # ---- leaves -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Var(PrimExpr):
     """A scalar variable: a loop variable, a let-bound name or a scalar parameter.
 
@@ -131,7 +150,7 @@ class Var(PrimExpr):
         check_dtype(self.dtype, f"Var '{self.name}'", allow_handle=True)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class IntImm(PrimExpr):
     """An integer (or bool: 0/1) immediate. The value must fit the dtype."""
 
@@ -154,7 +173,7 @@ class IntImm(PrimExpr):
         object.__setattr__(self, "value", int(v))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class FloatImm(PrimExpr):
     """A floating-point immediate; the value is rounded to the dtype's precision."""
 
@@ -181,7 +200,7 @@ class FloatImm(PrimExpr):
 # ---- binary and unary operators -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class BinaryOp(PrimExpr):
     """Base of binary operators; ``symbol`` is the operator's text (``+``) or function name (``min``)."""
 
@@ -189,6 +208,7 @@ class BinaryOp(PrimExpr):
     b: PrimExpr
     dtype: str = field(init=False)
     symbol: ClassVar[str] = "?"
+    _child_fields: ClassVar[tuple[str, ...]] = ("a", "b")
 
     def __post_init__(self) -> None:
         _check_child(self, self.a, "operand a")
@@ -198,14 +218,8 @@ class BinaryOp(PrimExpr):
     def _result_dtype(self) -> str:
         return self.a.dtype
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.a, self.b)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("a", "b")
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return type(self)(children[0], children[1])  # type: ignore[arg-type]
 
 
 class _BoolResult(BinaryOp):
@@ -244,24 +258,19 @@ LOGICAL_OPS = (And, Or)
 BINARY_OPS = ARITH_OPS + BITWISE_OPS + CMP_OPS + LOGICAL_OPS
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class UnaryOp(PrimExpr):
     a: PrimExpr
     dtype: str = field(init=False)
     symbol: ClassVar[str] = "?"
+    _child_fields: ClassVar[tuple[str, ...]] = ("a",)
 
     def __post_init__(self) -> None:
         _check_child(self, self.a, "operand")
         object.__setattr__(self, "dtype", "bool" if isinstance(self, Not) else self.a.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.a,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("a",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return type(self)(children[0])  # type: ignore[arg-type]
 
 
 class Not(UnaryOp): _kind, symbol = "not", "not"
@@ -271,7 +280,7 @@ class BitwiseNot(UnaryOp): _kind, symbol = "bitwise_not", "~"
 # ---- other expressions --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Select(PrimExpr):
     """``cond ? true_value : false_value``; only the chosen branch is evaluated."""
 
@@ -280,6 +289,7 @@ class Select(PrimExpr):
     false_value: PrimExpr
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "select"
+    _child_fields: ClassVar[tuple[str, ...]] = ("cond", "true_value", "false_value")
 
     def __post_init__(self) -> None:
         _check_child(self, self.cond, "cond")
@@ -287,34 +297,23 @@ class Select(PrimExpr):
         _check_child(self, self.false_value, "false_value")
         object.__setattr__(self, "dtype", self.true_value.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.cond, self.true_value, self.false_value)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("cond", "true_value", "false_value")
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Select(*children)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class Cast(PrimExpr):
     dtype: str
     value: PrimExpr
     _kind: ClassVar[str] = "cast"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value",)
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype, "Cast")
         _check_child(self, self.value, "value")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("value",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Cast(self.dtype, children[0])  # type: ignore[arg-type]
 
 
 def _norm_indices(node: TIRNode, indices: Any) -> tuple[PrimExpr, ...]:
@@ -334,7 +333,7 @@ def _check_buffer(node: TIRNode, buffer: object) -> None:
         raise TIRError(f"{type(node).__name__}: buffer must be a Buffer, got {buffer!r}")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class BufferLoad(PrimExpr):
     """``buffer[indices]``: one index per dimension (ints are made int64 immediates)."""
 
@@ -342,23 +341,18 @@ class BufferLoad(PrimExpr):
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "buffer_load"
+    _child_fields: ClassVar[tuple[str, ...]] = ("indices",)
 
     def __post_init__(self) -> None:
         _check_buffer(self, self.buffer)
         object.__setattr__(self, "indices", _norm_indices(self, self.indices))
         object.__setattr__(self, "dtype", self.buffer.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.indices
-
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"indices[{k}]" for k in range(len(self.indices)))
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return BufferLoad(self.buffer, children)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class AddressOf(PrimExpr):
     """The address of ``buffer[indices]`` (dtype ``handle``), to pass a buffer to an extern call."""
 
@@ -366,22 +360,19 @@ class AddressOf(PrimExpr):
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False, default=HANDLE)
     _kind: ClassVar[str] = "address_of"
+    _child_fields: ClassVar[tuple[str, ...]] = ("indices",)
 
     def __post_init__(self) -> None:
         _check_buffer(self, self.buffer)
         object.__setattr__(self, "indices", _norm_indices(self, self.indices))
 
-    _children = BufferLoad._children
-    _labels = BufferLoad._labels
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return AddressOf(self.buffer, children)  # type: ignore[arg-type]
 
 
 CALL_KINDS = ("intrin", "extern")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Call(PrimExpr):
     """A call. ``kind="intrin"``: a math intrinsic of :data:`plait.tir.intrin.INTRINSICS`;
     ``kind="extern"``: an external C function by name (``dtype`` may be ``void`` or ``handle``)."""
@@ -391,6 +382,7 @@ class Call(PrimExpr):
     args: tuple[PrimExpr, ...]
     kind: str = "intrin"
     _kind: ClassVar[str] = "call"
+    _child_fields: ClassVar[tuple[str, ...]] = ("args",)
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype, f"Call '{self.name}'", allow_handle=True, allow_void=True)
@@ -402,17 +394,11 @@ class Call(PrimExpr):
         for k, a in enumerate(self.args):
             _check_child(self, a, f"argument {k}")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.args
-
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"args[{k}]" for k in range(len(self.args)))
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Call(self.dtype, self.name, children, self.kind)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class Let(PrimExpr):
     """``let var = value in body``; ``var`` is bound in ``body`` only."""
 
@@ -421,6 +407,7 @@ class Let(PrimExpr):
     body: PrimExpr
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "let"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value", "body")
 
     def __post_init__(self) -> None:
         if not isinstance(self.var, Var):
@@ -429,14 +416,8 @@ class Let(PrimExpr):
         _check_child(self, self.body, "body")
         object.__setattr__(self, "dtype", self.body.dtype)
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value, self.body)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("value", "body")
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Let(self.var, children[0], children[1])  # type: ignore[arg-type]
 
 
 def const(value: Any, dtype: str | None = None) -> PrimExpr:

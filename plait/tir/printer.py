@@ -119,7 +119,7 @@ class Namer:
         return stack[-1] if stack else self.bind(obj)  # a free name: bound for good
 
 
-class Printer:
+class TIRPrinter:
     def __init__(self, namer: Namer | None = None):
         self.namer = namer or Namer()
         self.lines: list[str] = []
@@ -278,7 +278,7 @@ class Printer:
 
 def print_prim_func(f: PrimFunc, name: str | None = None) -> str:
     """The text of ``f``; ``name`` (default: its global_symbol, else ``func``) follows ``def``."""
-    p = Printer()
+    p = TIRPrinter()
     p.func(f, name)
     return "\n".join(p.lines) + "\n"
 
@@ -291,7 +291,7 @@ def print_prim_funcs(funcs: dict[str, PrimFunc] | list[tuple[str, PrimFunc]]) ->
 
 def print_node(node: TIRNode) -> str:
     """Text of any node: an expression, a statement block, a buffer, or a function."""
-    p = Printer()
+    p = TIRPrinter()
     if isinstance(node, PrimFunc):
         return print_prim_func(node).rstrip("\n")
     if isinstance(node, PrimExpr):

@@ -11,7 +11,7 @@ sequences with :func:`seq`, which also accepts zero or one statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, ClassVar, Iterable, Mapping
 
 import numpy as np
@@ -20,7 +20,7 @@ from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.base import BaseFunc
 from plait.tir.dtype import check_dtype
 from plait.tir.errors import TIRError
-from plait.tir.expr import BufferLoad, IntImm, PrimExpr, TIRNode, Var, const
+from plait.tir.expr import BufferLoad, IntImm, PrimExpr, TIRNode, Var, const, tir_node
 
 SCOPES = ("global", "global.workspace", "local")
 """Storage scopes: ``global`` (function parameters), ``global.workspace`` (scratch memory the memory
@@ -37,7 +37,7 @@ def _as_int_expr(value: Any, dtype: str, what: str) -> PrimExpr:
     return value
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Buffer(TIRNode):
     """A dense row-major array. ``shape`` entries are integer expressions (ints become int64)."""
 
@@ -89,7 +89,7 @@ class Stmt(TIRNode):
     __hash__ = object.__hash__
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class BufferStore(Stmt):
     """``buffer[indices] = value``."""
 
@@ -97,6 +97,7 @@ class BufferStore(Stmt):
     value: PrimExpr
     indices: tuple[PrimExpr, ...]
     _kind: ClassVar[str] = "buffer_store"
+    _child_fields: ClassVar[tuple[str, ...]] = ("indices", "value")
 
     def __post_init__(self) -> None:
         if not isinstance(self.buffer, Buffer):
@@ -106,17 +107,11 @@ class BufferStore(Stmt):
         idx = self.indices if isinstance(self.indices, (tuple, list)) else (self.indices,)
         object.__setattr__(self, "indices", tuple(_as_int_expr(i, "int64", "BufferStore: index") for i in idx))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.indices + (self.value,)
-
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"indices[{k}]" for k in range(len(self.indices))) + ("value",)
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return BufferStore(self.buffer, children[-1], children[:-1])  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class For(Stmt):
     """``for loop_var in range(min, min + extent)``, run as ``kind`` says.
 
@@ -132,6 +127,7 @@ class For(Stmt):
     body: Stmt
     annotations: Attrs = field(default=EMPTY)
     _kind: ClassVar[str] = "for"
+    _child_fields: ClassVar[tuple[str, ...]] = ("min", "extent", "body")
 
     def __post_init__(self) -> None:
         if not isinstance(self.loop_var, Var):
@@ -146,22 +142,17 @@ class For(Stmt):
         if not isinstance(self.annotations, Attrs):
             object.__setattr__(self, "annotations", Attrs(self.annotations))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.min, self.extent, self.body)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("min", "extent", "body")
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return For(self.loop_var, children[0], children[1], self.kind, children[2], self.annotations)  # type: ignore
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class IfThenElse(Stmt):
     cond: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
     _kind: ClassVar[str] = "if_then_else"
+    _child_fields: ClassVar[tuple[str, ...]] = ("cond", "then_case", "else_case")
 
     def __post_init__(self) -> None:
         if not isinstance(self.cond, PrimExpr):
@@ -170,22 +161,17 @@ class IfThenElse(Stmt):
             if not isinstance(s, Stmt) and not (what == "else_case" and s is None):
                 raise TIRError(f"IfThenElse: {what} must be a Stmt, got {s!r}")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.cond, self.then_case) + (() if self.else_case is None else (self.else_case,))
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("cond", "then_case", "else_case")[: len(self._children())]
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return IfThenElse(children[0], children[1], children[2] if len(children) > 2 else None)  # type: ignore
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class SeqStmt(Stmt):
     """Statements run in order. Nested SeqStmts are flattened; use :func:`seq` for < 2 statements."""
 
     stmts: tuple[Stmt, ...]
     _kind: ClassVar[str] = "seq"
+    _child_fields: ClassVar[tuple[str, ...]] = ("stmts",)
 
     def __post_init__(self) -> None:
         flat: list[Stmt] = []
@@ -200,38 +186,30 @@ class SeqStmt(Stmt):
             raise TIRError(f"SeqStmt needs at least 2 statements, got {len(flat)}; use tir.seq(...)")
         object.__setattr__(self, "stmts", tuple(flat))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return self.stmts
 
-    def _labels(self) -> tuple[str, ...]:
-        return tuple(f"stmts[{k}]" for k in range(len(self.stmts)))
 
     def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
+        """Rebuilt through :func:`seq`: children that became sequences are flattened into this one."""
         return seq(*children)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class Evaluate(Stmt):
     """Evaluate an expression for its side effects (an extern call). ``Evaluate(0)`` is a no-op."""
 
     value: PrimExpr
     _kind: ClassVar[str] = "evaluate"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, PrimExpr):
             object.__setattr__(self, "value", const(self.value))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value,)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("value",)
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Evaluate(children[0])  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class AssertStmt(Stmt):
     """A run-time check: if ``cond`` is false, the function stops and returns ``status`` (a code of
     :mod:`plait.ir.status`, >= 1) to its caller. Not allowed inside a vectorized or parallel loop."""
@@ -239,6 +217,7 @@ class AssertStmt(Stmt):
     cond: PrimExpr
     status: int
     _kind: ClassVar[str] = "assert"
+    _child_fields: ClassVar[tuple[str, ...]] = ("cond",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.cond, PrimExpr):
@@ -248,17 +227,11 @@ class AssertStmt(Stmt):
             raise TIRError(f"AssertStmt: status must be an int in [1, 2147483647], got {self.status!r}")
         object.__setattr__(self, "status", int(self.status))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.cond,)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("cond",)
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return AssertStmt(children[0], self.status)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class LetStmt(Stmt):
     """Bind ``var`` to ``value`` in ``body``."""
 
@@ -266,6 +239,7 @@ class LetStmt(Stmt):
     value: PrimExpr
     body: Stmt
     _kind: ClassVar[str] = "let_stmt"
+    _child_fields: ClassVar[tuple[str, ...]] = ("value", "body")
 
     def __post_init__(self) -> None:
         if not isinstance(self.var, Var):
@@ -275,23 +249,18 @@ class LetStmt(Stmt):
         if not isinstance(self.body, Stmt):
             raise TIRError(f"LetStmt '{self.var.name}': body must be a Stmt, got {self.body!r}")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.value, self.body)
-
-    def _labels(self) -> tuple[str, ...]:
-        return ("value", "body")
-
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return LetStmt(self.var, children[0], children[1])  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+
+
+@tir_node
 class Allocate(Stmt):
     """Allocate ``buffer`` (its scope says where) for the duration of ``body``."""
 
     buffer: Buffer
     body: Stmt
     _kind: ClassVar[str] = "allocate"
+    _child_fields: ClassVar[tuple[str, ...]] = ("body",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.buffer, Buffer):
@@ -299,14 +268,8 @@ class Allocate(Stmt):
         if not isinstance(self.body, Stmt):
             raise TIRError(f"Allocate '{self.buffer.name}': body must be a Stmt, got {self.body!r}")
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.body,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("body",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return Allocate(self.buffer, children[0])  # type: ignore[arg-type]
 
 
 def no_op() -> Evaluate:
@@ -339,7 +302,7 @@ def seq(*stmts: Stmt | Iterable[Stmt] | None) -> Stmt:
     return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@tir_node
 class PrimFunc(TIRNode, BaseFunc):
     """A TIR function: ``params`` (buffers and scalar vars, inputs first, then outputs), ``body``.
 
@@ -351,6 +314,7 @@ class PrimFunc(TIRNode, BaseFunc):
     body: Stmt
     attrs: Attrs = field(default=EMPTY)
     _kind: ClassVar[str] = "prim_func"
+    _child_fields: ClassVar[tuple[str, ...]] = ("body",)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
@@ -413,11 +377,5 @@ class PrimFunc(TIRNode, BaseFunc):
         single = len(outs) == 1 and not self.attrs.get("tuple_output", False)
         return FuncType(tuple(types[:n]), outs[0] if single else TupleType(tuple(outs)))
 
-    def _children(self) -> tuple[TIRNode, ...]:
-        return (self.body,)
 
-    def _labels(self) -> tuple[str, ...]:
-        return ("body",)
 
-    def _rebuild(self, children: tuple[TIRNode, ...]) -> TIRNode:
-        return replace(self, body=children[0])

@@ -29,7 +29,7 @@ from plait.tir.expr import (
 )
 from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
-from plait.tir.printer import Printer, print_node
+from plait.tir.printer import TIRPrinter, print_node
 from plait.tir.stmt import (
     SCOPES, Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
 )
@@ -40,7 +40,7 @@ _INT_ONLY = (FloorDiv, FloorMod, TruncDiv, TruncMod) + BITWISE_OPS
 def _snip(node: Any) -> str:
     if isinstance(node, str):
         return node
-    text = Printer().expr(node) if isinstance(node, PrimExpr) else print_node(node).split("\n")[0]
+    text = TIRPrinter().expr(node) if isinstance(node, PrimExpr) else print_node(node).split("\n")[0]
     return "`" + (text if len(text) <= 60 else text[:57] + "...") + "`"
 
 

@@ -411,10 +411,11 @@ def test_claimed_region_is_reported_and_drawn():
     """A kind whose pattern claims dense (+ relu): the region's calls go together, its cost on the output call."""
     import numpy as np
 
-    from plait.placement.pattern import Region, is_constant, is_op, wildcard
+    from plait.placement.pattern import is_constant, is_op, wildcard
+    from plait.placement.regions import PatternRegion
 
     register_test_backend("test_explain_acc", can_host=False, supports=lambda call, target: op_is("nn.dense")(call), patterns=lambda target: [
-        ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))], cost=lambda x, target: 1e-9 if isinstance(x, Region) else None)
+        ("dense_relu", is_op("nn.dense")(wildcard(), is_constant()).optional(lambda x: is_op("nn.relu")(x)))], cost=lambda x, target: 1e-9 if isinstance(x, PatternRegion) else None)
     x = relay.var("x", (1, 8))
     d = relay.call("nn.dense", x, relay.const(np.ones((4, 8), np.float32)), meta={"name": "fc"})
     y = relay.call("nn.relu", d, meta={"name": "act"})

@@ -1,4 +1,4 @@
-"""Region patterns: matching semantics, malformed patterns, regions (single output, convex, greedy), the
+"""PatternRegion patterns: matching semantics, malformed patterns, regions (single output, convex, greedy), the
 'patterns' hook, and placement with claimed regions (equality of pieces, region cost, pins, brute force)."""
 
 import itertools
@@ -9,9 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from plait import relay
 from plait.placement.cost import CostModel, Estimate
-from plait.placement.pattern import (
-    PatternError, Region, claim_regions, find_regions, is_constant, is_convex, is_op, match, optional, wildcard,
-)
+from plait.placement.pattern import PatternError, is_constant, is_op, match, optional, wildcard
+from plait.placement.regions import PatternRegion, claim_regions, find_regions, is_convex
 from plait.placement.rules import PlacementError, parse_place
 from plait.placement.solver import place
 from plait.relay.expr import Function, Tuple
@@ -270,7 +269,7 @@ def test_patterns_hook_signatures_and_errors():
 
 def _npu(region_seconds=1e-9, name="npu"):
     """A kind that runs nothing alone, claims conv [+ bias] [+ relu] and prices a region as a whole."""
-    register_test_backend(name, can_host=False, supports=lambda call, target: False, patterns=lambda target: [("cbr", CBR)], cost=lambda obj, target: region_seconds if isinstance(obj, Region) else None)
+    register_test_backend(name, can_host=False, supports=lambda call, target: False, patterns=lambda target: [("cbr", CBR)], cost=lambda obj, target: region_seconds if isinstance(obj, PatternRegion) else None)
 
 
 def _two_layers():
@@ -461,7 +460,7 @@ def test_place_with_regions_matches_brute_force(case):
     f, calls, producers, costs, region_costs, pins, link = case
     with isolated_registry():
         register_test_backend("rnpu", can_host=False, supports=lambda call, target: call.op_name == "add", patterns=lambda target: [("pair", PAIR), ("ar", AR)], cost=lambda obj, target: region_costs[obj.output.meta["name"]]
-                      if isinstance(obj, Region) else None)
+                      if isinstance(obj, PatternRegion) else None)
         ct = CompositeTarget("a: c; b: c; n: rnpu")
         regions = find_regions([("pair", PAIR), ("ar", AR)], f)
         rules = ",".join(f"n{k}={p}" for k, p in pins.items())

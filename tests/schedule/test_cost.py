@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from plait import tir
-from plait.schedule.cost import Cost, estimate_cost
+from plait.schedule.cost import ScheduleCost, estimate_cost
 from plait.schedule.rules import default_schedule, machine_for
 from tests.schedule import fixtures as fx
 from tests.schedule.test_rules import lower
@@ -64,7 +64,7 @@ def test_cost_grows_with_the_problem_and_memory_bounds_big_buffers():
 
 
 def test_cost_text():
-    c = Cost(2445.0, 64, 10, 2400.0, 0.0, 2445.0)
+    c = ScheduleCost(2445.0, 64, 10, 2400.0, 0.0, 2445.0)
     assert c.microseconds == 1.0
     assert str(c) == "2445 cycles (1 us at 2445 MHz), 10 flops, 64 bytes"
 

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from plait.backends.c.emit import CodegenError, FunctionEmitter
+from plait.backends.c.emit import CodegenError, CFunctionEmitter
 from plait.backends.c.helpers import ALIGN_MACRO, helper_source, value_type
 from plait.backends.c.units import compile_units, split_units
 from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
@@ -143,7 +143,7 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
     table, cnames = _names(funcs, externs)
     bodies, sigs, helpers, align = [], {}, set(), False
     for k, (f, cname) in enumerate(zip(funcs, cnames)):
-        em = FunctionEmitter(f, cname, table, f"PrimFunc '{func_name(f, k)}'")
+        em = CFunctionEmitter(f, cname, table, f"PrimFunc '{func_name(f, k)}'")
         text, sig = em.function()
         bodies.append(text)
         sigs[cname] = sig

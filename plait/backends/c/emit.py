@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
-from plait.tir.int_bounds import IntBounds, fits
+from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
+from plait.tir.int_bounds import fits
 from plait.backends.c.names import NameTable, comment_text
 from plait.errors import PlaitError
 from plait.tir.dtype import bits, is_float, is_int, is_uint
@@ -40,7 +41,6 @@ from plait.tir.expr import (
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
     ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
-from plait.tir.equal import structural_equal
 from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
 from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
@@ -61,6 +61,7 @@ _MAX_LEVEL = 40
 _SMALL_INTS = ("int8", "int16", "uint8", "uint16")
 
 Lines = list[tuple[int, str]]  # (relative depth, text)
+Work = list[tuple[Any, int]]  # statements (or closing text) to emit, with their indentation
 
 
 @dataclass
@@ -73,20 +74,6 @@ class R:
     level: int = 0
     exact: bool = True  # False: an int64 literal printed as a (32-bit) int
     op: str = ""  # the top operator, for chains such as a && b && c
-
-
-def _fused_pair(a: PrimExpr, b: PrimExpr, inner: PrimExpr) -> PrimExpr | None:
-    """``x`` when two adjacent indices are ``(x / n, x % n)`` (trunc or floor, ``n > 0`` the inner
-    dimension's size, ``x`` plain integer arithmetic): ``(x / n) * n + x % n == x`` for every ``x``."""
-    pairs = ((TruncDiv, TruncMod), (FloorDiv, FloorMod))
-    if (type(a), type(b)) not in pairs or not isinstance(a.b, IntImm) or not isinstance(b.b, IntImm):
-        return None
-    if not (isinstance(inner, IntImm) and a.b.value == b.b.value == inner.value > 0):
-        return None
-    if not structural_equal(a.a, b.a) or any(not isinstance(n, (Var, IntImm, Add, Sub, Mul, Cast))
-                                            for n in pre_order(a.a)):
-        return None
-    return a.a
 
 
 def _p(r: R, ok: bool) -> str:
@@ -102,9 +89,15 @@ def _is_pure_simple(e: PrimExpr) -> bool:
     return not any(isinstance(n, (BufferLoad, Call, Let)) for n in pre_order(e))
 
 
-class FunctionEmitter:
+class CFunctionEmitter(FunctionEmitterBase[R]):
+    """One PrimFunc -> one C function (:meth:`function`)."""
+
+    language = "C"
+    error = CodegenError
+
     def __init__(self, func: PrimFunc, cname: str, module_names: NameTable, where: str):
-        self.func, self.cname, self.where = func, cname, where
+        super().__init__(func, where)
+        self.cname = cname
         self.names = NameTable(module_names)
         self.var_names: dict[Var, str] = {}
         self.buf_names: dict[Buffer, str] = {}
@@ -118,11 +111,6 @@ class FunctionEmitter:
         for b in set(accessed) | {n.buffer for n in nodes if isinstance(n, Allocate)}:
             for d in b.shape:
                 self.used_vars.update(n for n in pre_order(d) if isinstance(n, Var))
-        self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
-        self.int_bounds = IntBounds(func)
-
-    def fail(self, msg: str) -> CodegenError:
-        return CodegenError(f"C codegen of {self.where}: {msg}")
 
     # ---- names ----------------------------------------------------------------------------------
     def bind_var(self, v: Var) -> str:
@@ -362,26 +350,13 @@ class FunctionEmitter:
             return R(f"({value_type(dt)}){_p(r, r.prec <= UNARY)}", UNARY)
 
         dims = buf.shape
-        if all(isinstance(d, IntImm) for d in dims[1:]):
-            strides, s = [], 1
-            for d in reversed(dims):
-                strides.append(s)
-                s *= d.value if isinstance(d, IntImm) else 1
-            terms, const = [], 0
-            items = list(zip(nodes, rs, reversed(strides)))
-            k = 0
-            while k < len(items):
-                node, r, s = items[k]
-                k += 1
-                if k < len(items) and (x := _fused_pair(node, items[k][0], dims[k])) is not None:
-                    # a fused loop's (x / n, x % n): offset x * stride(inner), linear for the vectorizer
-                    node, r, s = x, self.expr(x), items[k][2]
-                    k += 1
-                if isinstance(node, IntImm):
-                    const += node.value * s
-                    continue
+        static_terms = static_index_terms(dims, nodes, rs, self.expr)
+        if static_terms is not None:
+            terms = []
+            for node, r, s in static_terms[0]:
                 r = typed(r, node)
                 terms.append(_p(r, r.prec <= ADD) if s == 1 else f"{_p(r, r.prec <= MUL)} * {int_literal(s, dt)[0]}")
+            const = static_terms[1]
             if not terms:
                 return int_literal(const, dt)[0]
             text = " + ".join(terms)
@@ -415,9 +390,7 @@ class FunctionEmitter:
                 sig.append("ptr")
                 used = p in self.used_bufs
             else:
-                if p.dtype in ("float16", "handle"):
-                    raise self.fail(f"scalar parameter '{p.name}' has dtype {p.dtype}, which the C backend "
-                                    "cannot pass (use a buffer)")
+                self.check_scalar_param(p)
                 name = self.bind_var(p)
                 params.append(f"{value_type(p.dtype)} {name}")
                 sig.append(p.dtype)
@@ -431,66 +404,73 @@ class FunctionEmitter:
         return "\n".join(self.lines) + "\n", tuple(sig)
 
     def body(self, root: Any) -> None:
-        work: list[tuple[Any, int]] = [(root, 1)]
+        work: Work = [(root, 1)]
         while work:
             s, ind = work.pop()
             if isinstance(s, str):
                 self.lines.append("  " * ind + s)
-            elif isinstance(s, SeqStmt):
-                work.extend((c, ind) for c in reversed(s.stmts))
-            elif isinstance(s, BufferStore):
-                rs = [self.expr(i) for i in s.indices]
-                v = self.expr(s.value)
-                for r in rs + [v]:
-                    self.emit_lines(r.pre, ind)
-                value = self.use("plait_c_f2h") + f"({v.code})" if s.buffer.dtype == "float16" else v.code
-                self.lines.append("  " * ind + f"{self.buf_names[s.buffer]}[{self.flat_index(s.buffer, s.indices, rs)}]"
-                                               f" = {value};")
-            elif isinstance(s, Evaluate):
-                if any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(s.value)):
-                    r = self.expr(s.value)
-                    self.emit_lines(r.pre, ind)
-                    is_call = isinstance(s.value, Call) and s.value.kind == "extern"
-                    self.lines.append("  " * ind + (f"{r.code};" if is_call else f"(void)({r.code});"))
-            elif isinstance(s, AssertStmt):  # a failed run-time check: stop, return its status
-                r = self.expr(s.cond)
-                self.emit_lines(r.pre, ind)
-                self.lines.append("  " * ind + f"if (!({r.code})) return {s.status};")
-            elif isinstance(s, LetStmt):
-                r = self.expr(s.value)
-                self.emit_lines(r.pre, ind)
-                name = self.bind_var(s.var)
-                const = "" if s.var.dtype == "handle" else "const "
-                self.lines.append("  " * ind + f"{const}{value_type(s.var.dtype)} {name} = {r.code};")
-                if s.var not in self.used_vars:
-                    self.lines.append("  " * ind + f"(void){name};")
-                work.append((s.body, ind))
-            elif isinstance(s, Allocate):
-                self.allocate(s.buffer, ind)
-                work.append((s.body, ind))
-            elif isinstance(s, For):
-                work += [("}", ind), (s.body, ind + 1)]
-                self.loop(s, ind)
-            elif isinstance(s, IfThenElse):
-                c = self.expr(s.cond)
-                self.emit_lines(c.pre, ind)
-                self.lines.append("  " * ind + f"if ({c.code}) {{")
-                work.append(("}", ind))
-                if s.else_case is not None:
-                    work += [(s.else_case, ind + 1), ("} else {", ind)]
-                work.append((s.then_case, ind + 1))
             else:
-                raise self.fail(f"cannot emit {type(s).__name__}")  # pragma: no cover
+                self.dispatch(s, ind, work)
+
+    def stmt_seq(self, s: SeqStmt, ind: int, work: Work) -> None:
+        work.extend((c, ind) for c in reversed(s.stmts))
+
+    def stmt_buffer_store(self, s: BufferStore, ind: int, work: Work) -> None:
+        rs = [self.expr(i) for i in s.indices]
+        v = self.expr(s.value)
+        for r in rs + [v]:
+            self.emit_lines(r.pre, ind)
+        value = self.use("plait_c_f2h") + f"({v.code})" if s.buffer.dtype == "float16" else v.code
+        self.lines.append("  " * ind + f"{self.buf_names[s.buffer]}[{self.flat_index(s.buffer, s.indices, rs)}]"
+                                       f" = {value};")
+
+    def stmt_evaluate(self, s: Evaluate, ind: int, work: Work) -> None:
+        if has_extern_call(s.value):
+            r = self.expr(s.value)
+            self.emit_lines(r.pre, ind)
+            is_call = isinstance(s.value, Call) and s.value.kind == "extern"
+            self.lines.append("  " * ind + (f"{r.code};" if is_call else f"(void)({r.code});"))
+
+    def stmt_assert(self, s: AssertStmt, ind: int, work: Work) -> None:
+        """A failed run-time check: stop, return its status."""
+        r = self.expr(s.cond)
+        self.emit_lines(r.pre, ind)
+        self.lines.append("  " * ind + f"if (!({r.code})) return {s.status};")
+
+    def stmt_let_stmt(self, s: LetStmt, ind: int, work: Work) -> None:
+        r = self.expr(s.value)
+        self.emit_lines(r.pre, ind)
+        name = self.bind_var(s.var)
+        const = "" if s.var.dtype == "handle" else "const "
+        self.lines.append("  " * ind + f"{const}{value_type(s.var.dtype)} {name} = {r.code};")
+        if s.var not in self.used_vars:
+            self.lines.append("  " * ind + f"(void){name};")
+        work.append((s.body, ind))
+
+    def stmt_allocate(self, s: Allocate, ind: int, work: Work) -> None:
+        self.allocate(s.buffer, ind)
+        work.append((s.body, ind))
+
+    def stmt_for(self, s: For, ind: int, work: Work) -> None:
+        work += [("}", ind), (s.body, ind + 1)]
+        self.loop(s, ind)
+
+    def stmt_if_then_else(self, s: IfThenElse, ind: int, work: Work) -> None:
+        c = self.expr(s.cond)
+        self.emit_lines(c.pre, ind)
+        self.lines.append("  " * ind + f"if ({c.code}) {{")
+        work.append(("}", ind))
+        if s.else_case is not None:
+            work += [(s.else_case, ind + 1), ("} else {", ind)]
+        work.append((s.then_case, ind + 1))
 
     def allocate(self, b: Buffer, ind: int) -> None:
         name = self.bind_buf(b)
         pad = "  " * ind
+        size = static_size(b)
         static = b.static_shape
-        if static is not None:
-            size = 1
-            for n in static:
-                size *= n
-            count = str(max(size, 1))
+        if size is not None:
+            count = str(size)
         else:
             count = "1"
             for d in b.shape:

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from plait.backends.llvm.emit import HALF_SYMBOLS, RUNTIME_SYMBOLS, FunctionEmitter, LLVMCodegenError, ModuleState
+from plait.backends.llvm.emit import LLVMCodegenError, LLVMFunctionEmitter
+from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
 from plait.errors import PlaitError
 from plait.target.backend import Backend, option
 from plait.target.cpus import LLVM_X86_CPUS, check_cpu, llvm_cpus
@@ -133,7 +134,7 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
     names, symbols = _symbols(funcs)
     for k, (f, export, sym) in enumerate(zip(funcs, names, symbols)):
         where = f"PrimFunc '{export}'"
-        em = FunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
+        em = LLVMFunctionEmitter(f, sym, state, where, f"plait.ws{k}", simd_bits)
         text, sig = em.function()
         bodies.append((text, where))
         if " half" in text:

@@ -33,16 +33,15 @@ sequences compile.
 
 from __future__ import annotations
 
-import re
-import struct
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
-
-from plait.backends.c.emit import _fused_pair
-from plait.tir.int_bounds import IntBounds
+from plait.backends.llvm.arith import ArithEmitter, Safety
+from plait.backends.llvm.ir_text import (
+    _FSUFFIX, LLVM_INTRINSICS, STORAGE_TYPES, VALUE_TYPES, VECTOR_INTRINSICS, ModuleState, float_literal, global_name,
+    int_literal, libm_name, local_name,
+)
 from plait.errors import PlaitError
+from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
 from plait.tir.dtype import bits, is_float, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
@@ -50,30 +49,15 @@ from plait.tir.expr import (
     ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import pre_order
-from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt
+from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 
 class LLVMCodegenError(PlaitError):
     """TIR that the LLVM backend cannot express (the message names the PrimFunc)."""
 
 
-VALUE_TYPES = {
-    "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16", "int32": "i32", "uint32": "i32",
-    "int64": "i64", "uint64": "i64", "float16": "half", "float32": "float", "float64": "double",
-    "handle": "ptr", "void": "void",
-}
-STORAGE_TYPES = dict(VALUE_TYPES, bool="i8")
-_FSUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
+Work = list[Any]  # statements to emit, and closures that end a block (a loop's latch, a branch's jump)
 
-# math intrinsics LLVM knows (llvm.<name>.f32); the others call libm (expf, erff, ...)
-LLVM_INTRINSICS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "cos", "fabs", "floor", "ceil", "trunc",
-                   "round", "nearbyint", "pow", "copysign"}
-# what the loop vectorizer can vectorize without a vector math library
-VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
-                     "isinf", "isfinite"}
-# C symbols LLVM itself may call: libgcc's float16 conversions, libc's memset/memcpy (loop idioms)
-HALF_SYMBOLS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")  # libgcc (GCC >= 12)
-RUNTIME_SYMBOLS = ("memset", "memcpy", "memmove", *HALF_SYMBOLS)
 
 _ARITH = {Add: ("add", "fadd"), Sub: ("sub", "fsub"), Mul: ("mul", "fmul")}
 _BITS = {BitwiseAnd: "and", BitwiseOr: "or", BitwiseXor: "xor"}
@@ -83,136 +67,16 @@ _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
 _DIVS = (FloorDiv, FloorMod, TruncDiv, TruncMod)
 
 
-def libm_name(name: str, dtype: str) -> str:
-    """The libm function computing intrinsic ``name`` on ``dtype`` (float16 uses the float one)."""
-    return name if dtype == "float64" else name + "f"
+class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
+    """One PrimFunc -> one LLVM function (:meth:`function`)."""
 
+    language = "LLVM"
+    error = LLVMCodegenError
 
-def float_literal(value: float, dtype: str) -> str:
-    """The exact LLVM literal: ``0xH....`` for half, the double's bits in hex for float/double."""
-    if dtype == "float16":
-        return "0xH%04X" % int(np.array(value, np.float16).view(np.uint16))
-    if dtype == "float32":
-        value = float(np.float32(value))
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-
-
-def int_literal(value: int, dtype: str) -> str:
-    if dtype == "bool":
-        return "true" if value else "false"
-    n = bits(dtype)
-    value &= (1 << n) - 1
-    if value >= 1 << (n - 1):
-        value -= 1 << n
-    return str(value)
-
-
-_SAFE = re.compile(r"[^A-Za-z0-9_]")
-
-
-def _local(name: str) -> str:
-    s = _SAFE.sub("_", name)[:24]
-    return s or "v"
-
-
-@dataclass
-class ModuleState:
-    """What the functions of one LLVM module share: declarations, globals, metadata."""
-
-    decls: dict[str, str] = field(default_factory=dict)  # symbol -> declare line
-    externals: set[str] = field(default_factory=set)  # C symbols the module calls by name
-    globals: list[str] = field(default_factory=list)
-    metadata: list[str] = field(default_factory=list)
-    _md_cache: dict[str, str] = field(default_factory=dict)
-    # (intrinsic, dtype) -> [(lanes, vector function)]: glibc's libmvec versions LLVM may call
-    vector_variants: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
-    call_attrs: dict[str, str] = field(default_factory=dict)
-    c_uses: dict[str, tuple[str, str]] = field(default_factory=dict)  # C symbol -> (who, LLVM signature)
-    attr_groups: list[str] = field(default_factory=list)
-    used: list[str] = field(default_factory=list)  # kept from dead-code elimination until vectorized
-
-    def declare(self, symbol: str, line: str, external: bool = True) -> None:
-        if symbol not in self.decls:
-            self.decls[symbol] = line
-            if external:
-                self.externals.add(symbol)
-
-    def variant_attrs(self, fn: str, ct: str, nargs: int, variants: list[tuple[int, str]]) -> str:
-        """The call-site attribute group naming the vector versions of libm function ``fn``
-        (``vector-function-abi-variant``: the loop vectorizer calls them); declares them."""
-        if fn not in self.call_attrs:
-            names = []
-            for lanes, vname in variants:
-                vt = f"<{lanes} x {ct}>"
-                self.declare(vname, f"declare {vt} @{vname}({', '.join([vt] * nargs)}) #1")
-                names.append(f"_ZGV_LLVM_N{lanes}{'v' * nargs}_{fn}({vname})")
-                self.used.append(vname)
-            self.call_attrs[fn] = f"#{2 + len(self.call_attrs)}"
-            self.attr_groups.append(f'attributes {self.call_attrs[fn]} = {{ "vector-function-abi-variant"='
-                                    f'"{",".join(names)}" }}')
-        return self.call_attrs[fn]
-
-    def md(self, text: str | None = None, cache: bool = True) -> str:
-        """A new metadata node ``!N`` (``text`` may contain ``{self}`` for a self reference)."""
-        if cache and text is not None and text in self._md_cache:
-            return self._md_cache[text]
-        ref = f"!{len(self.metadata)}"
-        self.metadata.append((text or "").replace("{self}", ref))
-        if cache and text is not None:
-            self._md_cache[text] = ref
-        return ref
-
-    def set_md(self, ref: str, text: str) -> None:
-        self.metadata[int(ref[1:])] = text.replace("{self}", ref)
-
-
-class _Safety:
-    """May evaluating an expression have an effect or fault? A load whose indices are provably in
-    bounds (:class:`plait.tir.int_bounds.IntBounds`: interval arithmetic over loop ranges with
-    constant bounds) cannot; a load that may be out of bounds (a padding guard's) or an extern call
-    can. Integer division cannot: it is defined for every divisor (zero and -1 are selected apart)."""
-
-    def __init__(self, func: PrimFunc):
-        self.int_bounds = IntBounds(func)
-        self.memo: dict[int, bool] = {}
-
-    def unsafe(self, root: PrimExpr) -> bool:
-        if id(root) in self.memo:
-            return self.memo[id(root)]
-        stack: list[tuple[PrimExpr, bool]] = [(root, False)]
-        memo = self.memo
-        while stack:
-            n, done = stack.pop()
-            if id(n) in memo:
-                continue
-            if not done:
-                stack.append((n, True))
-                stack.extend((c, False) for c in n._children() if id(c) not in memo)
-                continue
-            if isinstance(n, BufferLoad):
-                bad = not self.in_bounds(n)
-            elif isinstance(n, Call):
-                bad = n.kind == "extern"
-            else:
-                bad = False
-            memo[id(n)] = bad or any(memo[id(c)] for c in n._children())
-        return memo[id(root)]
-
-    def in_bounds(self, load: BufferLoad) -> bool:
-        shape = load.buffer.static_shape
-        if shape is None:
-            return False
-        for i, d in zip(load.indices, shape):
-            b = self.int_bounds.bounds(i)
-            if b is None or b[0] < 0 or b[1] >= d:
-                return False
-        return True
-
-
-class FunctionEmitter:
     def __init__(self, func: PrimFunc, symbol: str, state: ModuleState, where: str, workspace_prefix: str,
                  simd_bits: int = 128):
-        self.func, self.symbol, self.m, self.where = func, symbol, state, where
+        super().__init__(func, where)
+        self.symbol, self.m = symbol, state
         self.simd_bits = simd_bits
         self.ws_prefix = workspace_prefix
         self.lines: list[str] = []
@@ -222,12 +86,7 @@ class FunctionEmitter:
         self.vals: dict[Var, str] = {}
         self.bufs: dict[Buffer, str] = {}
         self.groups: list[str] = []  # access groups of the enclosing vectorized loops
-        self.safety = _Safety(func)
-        nodes = list(pre_order(func.body, unique=True))
-        self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
-
-    def fail(self, msg: str) -> LLVMCodegenError:
-        return LLVMCodegenError(f"LLVM codegen of {self.where}: {msg}")
+        self.safety = Safety(self.int_bounds)
 
     # ---- helpers ----------------------------------------------------------------------------------
     def tmp(self, hint: str = "t") -> str:
@@ -386,126 +245,6 @@ class FunctionEmitter:
             return self.call(node, a)
         raise self.fail(f"cannot emit {type(node).__name__}")  # pragma: no cover - verify rejects it first
 
-    def cast(self, v: str, src: str, dst: str) -> str:
-        if src == dst:
-            return v
-        st, dt = VALUE_TYPES[src], VALUE_TYPES[dst]
-        if dst == "bool":
-            if is_float(src):
-                return self.op(f"fcmp une {st} {v}, 0.0", "c")
-            return self.op(f"icmp ne {st} {v}, 0", "c")
-        if src == "bool":
-            return self.op(f"{'uitofp' if is_float(dst) else 'zext'} i1 {v} to {dt}")
-        if is_float(src) and is_float(dst):
-            return self.op(f"{'fpext' if bits(dst) > bits(src) else 'fptrunc'} {st} {v} to {dt}")
-        if is_float(src):
-            return self.float_to_int(v, src, dst)
-        if is_float(dst):
-            return self.op(f"{'uitofp' if is_uint(src) else 'sitofp'} {st} {v} to {dt}")
-        if bits(dst) == bits(src):
-            return v
-        if bits(dst) < bits(src):
-            return self.op(f"trunc {st} {v} to {dt}")
-        return self.op(f"{'zext' if is_uint(src) else 'sext'} {st} {v} to {dt}")
-
-    def float_to_int(self, v: str, src: str, dst: str) -> str:
-        """TIR's float -> integer conversion (truncation, NaN -> 0, saturation: what
-        ``llvm.fptosi.sat`` computes), as the C backend writes it: the value is clamped into the range
-        first (exact float limits: the type's minimum, its maximum where the float type holds it, else
-        the largest float below ``max + 1`` and a select for ``x >= max + 1``), so the plain conversion
-        is never poison and vectorizes (x86 lowers the saturating intrinsic one element at a time)."""
-        from plait.ir.numeric import float_to_int_limits
-
-        if src == "float16":  # exact in float
-            v, src = self.op(f"fpext half {v} to float"), "float32"
-        st, dt = VALUE_TYPES[src], VALUE_TYPES[dst]
-        lowest, top = float_to_int_limits(dst)
-        int_max = int(top) - 1
-        exact = int_max < 2 ** (53 if src == "float64" else 24)
-        hi = float(int_max) if exact else float(np.nextafter(np.dtype(src).type(top), 0))
-        lo_lit, hi_lit = float_literal(lowest, src), float_literal(hi, src)
-        c = self.op(f"select i1 {self.op(f'fcmp ogt {st} {v}, {lo_lit}', 'c')}, {st} {v}, {st} {lo_lit}")
-        c = self.op(f"select i1 {self.op(f'fcmp olt {st} {c}, {hi_lit}', 'c')}, {st} {c}, {st} {hi_lit}")
-        r = self.op(f"{'fptoui' if is_uint(dst) else 'fptosi'} {st} {c} to {dt}")
-        if not exact:
-            big = self.op(f"fcmp oge {st} {v}, {float_literal(top, src)}", "c")
-            r = self.op(f"select i1 {big}, {dt} {int_literal(int_max, dst)}, {dt} {r}")
-        nan = self.op(f"fcmp uno {st} {v}, {v}", "c")
-        return self.op(f"select i1 {nan}, {dt} 0, {dt} {r}")
-
-    def shift(self, node: PrimExpr, x: str, y: str) -> str:
-        """TIR's shifts: an amount outside ``[0, width)`` (poison in LLVM) gives 0, or -1 for ``>>`` of a
-        negative value (the amount is selected to ``width - 1``: an arithmetic shift does that)."""
-        d = node.dtype
-        t, w = VALUE_TYPES[d], bits(d)
-        inst = "shl" if isinstance(node, ShiftLeft) else ("lshr" if is_uint(d) else "ashr")
-        if isinstance(node.b, IntImm) and 0 <= node.b.value < w:
-            return self.op(f"{inst} {t} {x}, {y}")
-        ok = self.op(f"icmp ult {t} {y}, {w}", "c")  # a negative amount is a large unsigned one
-        if inst == "ashr":
-            return self.op(f"ashr {t} {x}, {self.op(f'select i1 {ok}, {t} {y}, {t} {w - 1}')}")
-        r = self.op(f"{inst} {t} {x}, {self.op(f'select i1 {ok}, {t} {y}, {t} 0')}")
-        return self.op(f"select i1 {ok}, {t} {r}, {t} 0")
-
-    def division(self, node: PrimExpr, x: str, y: str) -> str:
-        d = node.dtype
-        t = VALUE_TYPES[d]
-        mod = isinstance(node, (FloorMod, TruncMod))
-        const = node.b.value if isinstance(node.b, IntImm) else None
-        if const == 0:
-            return "0"  # TIR: x / 0 == x % 0 == 0
-        zero = None
-        if const is None:  # b == 0 gives 0 (division by zero is undefined behaviour in LLVM)
-            zero = self.op(f"icmp eq {t} {y}, 0", "c")
-        if is_uint(d):
-            ysafe = y if zero is None else self.op(f"select i1 {zero}, {t} 1, {t} {y}")
-            r = self.op(f"{'urem' if mod else 'udiv'} {t} {x}, {ysafe}")
-            return r if zero is None else self.op(f"select i1 {zero}, {t} 0, {t} {r}")
-        r = self.signed_division(node, x, y, const)
-        return r if zero is None else self.op(f"select i1 {zero}, {t} 0, {t} {r}")
-
-    def signed_division(self, node: PrimExpr, x: str, y: str, const: int | None) -> str:
-        """floordiv/floormod/truncdiv/truncmod of a signed type for ``y != 0``: ``y == -1`` is selected
-        apart (TIR wraps ``INT_MIN / -1``, which traps in hardware); a zero ``y`` may reach here
-        (its result is replaced by the caller) and is divided as by 1."""
-        d = node.dtype
-        t = VALUE_TYPES[d]
-        mod = isinstance(node, (FloorMod, TruncMod))
-        floor = isinstance(node, (FloorDiv, FloorMod))
-        if const == -1:
-            return "0" if mod else self.op(f"sub {t} 0, {x}")
-        if const is not None:  # a constant other than 0 and -1: sdiv/srem never overflow
-            ysafe, minus1 = y, None
-        else:
-            minus1 = self.op(f"icmp eq {t} {y}, -1", "c")
-            bad = self.op(f"icmp ult {t} {self.op(f'add {t} {y}, 1')}, 2", "c")  # y is -1 or 0
-            ysafe = self.op(f"select i1 {bad}, {t} 1, {t} {y}")
-        if not floor:
-            r = self.op(f"{'srem' if mod else 'sdiv'} {t} {x}, {ysafe}")
-            if minus1 is None:
-                return r
-            neg = "0" if mod else self.op(f"sub {t} 0, {x}")
-            return self.op(f"select i1 {minus1}, {t} {neg}, {t} {r}")
-        # floor: the truncated quotient/remainder, adjusted when the remainder's sign differs from b's
-        q = self.op(f"sdiv {t} {x}, {ysafe}")
-        r = self.op(f"srem {t} {x}, {ysafe}")
-        if const is not None and const > 0:
-            adj = self.op(f"icmp slt {t} {r}, 0", "c")
-        else:
-            nz = self.op(f"icmp ne {t} {r}, 0", "c")
-            rneg = self.op(f"icmp slt {t} {r}, 0", "c")
-            bneg = self.op(f"icmp slt {t} {ysafe}, 0", "c")
-            diff = self.op(f"xor i1 {rneg}, {bneg}", "c")
-            adj = self.op(f"and i1 {nz}, {diff}", "c")
-        if mod:
-            rb = self.op(f"add {t} {r}, {ysafe}")
-            return self.op(f"select i1 {adj}, {t} {rb}, {t} {r}")
-        q1 = self.op(f"sub {t} {q}, 1")
-        r = self.op(f"select i1 {adj}, {t} {q1}, {t} {q}")
-        if minus1 is None:
-            return r
-        return self.op(f"select i1 {minus1}, {t} {self.op(f'sub {t} 0, {x}')}, {t} {r}")
-
     def call(self, node: Call, a: list[str]) -> str:
         d = node.dtype
         if node.kind == "extern":
@@ -560,7 +299,7 @@ class FunctionEmitter:
         ret = {"float16": "float", "bool": "zeroext i1"}.get(node.dtype, VALUE_TYPES[node.dtype])
         ret_t = ret.replace("zeroext ", "")
         params = ", ".join(ctype(e.dtype) for e in node.args)
-        sym = _global_name(node.name)
+        sym = global_name(node.name)
         sig = f"{ret_t} @{node.name}({params.replace('i1 zeroext', 'i1')})"
         have = self.m.c_uses.setdefault(node.name, ("extern", sig))
         if have[1] != sig:
@@ -598,25 +337,13 @@ class FunctionEmitter:
         if not nodes:
             return "0"
         dims = buf.shape
-        if all(isinstance(d, IntImm) for d in dims[1:]):
-            strides, s = [], 1
-            for d in reversed(dims):
-                strides.append(s)
-                s *= d.value if isinstance(d, IntImm) else 1
-            strides.reverse()
-            terms, const, k = [], 0, 0
-            while k < len(nodes):
-                node, v, stride = nodes[k], vals[k], strides[k]
-                k += 1
-                if k < len(nodes) and (x := _fused_pair(node, nodes[k], dims[k])) is not None:
-                    # a fused loop's (x / n, x % n): offset x * stride(inner), linear for the vectorizer
-                    node, v, stride = x, self.expr(x, index=True), strides[k]
-                    k += 1
-                if isinstance(node, IntImm):
-                    const += node.value * stride
-                    continue
+        static_terms = static_index_terms(dims, nodes, vals, lambda x: self.expr(x, index=True))
+        if static_terms is not None:
+            terms = []
+            for node, v, stride in static_terms[0]:
                 v = self.to_i64(v, node.dtype)
                 terms.append(v if stride == 1 else self.op(f"mul nsw i64 {v}, {stride}", "i"))
+            const = static_terms[1]
             acc = None
             for term in terms:
                 acc = term if acc is None else self.op(f"add nsw i64 {acc}, {term}", "i")
@@ -636,94 +363,96 @@ class FunctionEmitter:
         params, sig = [], []
         for k, p in enumerate(self.func.params):
             if isinstance(p, Buffer):
-                name = f"%{_local(p.name)}.a{k}"
+                name = f"%{local_name(p.name)}.a{k}"
                 self.bufs[p] = name
                 ro = "" if p in self.written else " readonly"
                 params.append(f"ptr noalias{ro} {name}")
                 sig.append("ptr")
             else:
-                if p.dtype in ("float16", "handle"):
-                    raise self.fail(f"scalar parameter '{p.name}' has dtype {p.dtype}, which the LLVM backend "
-                                    "cannot pass (use a buffer)")
-                name = f"%{_local(p.name)}.a{k}"
+                self.check_scalar_param(p)
+                name = f"%{local_name(p.name)}.a{k}"
                 self.vals[p] = name
                 params.append(f"{'i1 zeroext' if p.dtype == 'bool' else VALUE_TYPES[p.dtype]} {name}")
                 sig.append(p.dtype)
         self.statements(self.func.body)
         self.emit("ret i32 0")
-        head = f"define i32 {_global_name(self.symbol)}({', '.join(params)}) #0 {{"
+        head = f"define i32 {global_name(self.symbol)}({', '.join(params)}) #0 {{"
         comment = "; PrimFunc " + (self.func.name or "").encode("unicode_escape").decode("ascii")
         text = "\n".join([comment, head, "entry:", *("  " + e for e in self.entry), *self.lines, "}"])
         return text + "\n", tuple(sig)
 
     def statements(self, root: Any) -> None:
-        work: list[Any] = [root]
+        work: Work = [root]
         while work:
             s = work.pop()
-            if callable(s) and not isinstance(s, (PrimExpr, SeqStmt)) and not hasattr(s, "_kind"):
-                s()
-            elif isinstance(s, SeqStmt):
-                work.extend(reversed(s.stmts))
-            elif isinstance(s, BufferStore):
-                vals = [self.expr(i, index=True) for i in s.indices]
-                v = self.expr(s.value)
-                ptr = self.address(s.buffer, s.indices, vals)
-                if s.buffer.dtype == "bool":
-                    v = self.op(f"zext i1 {v} to i8")
-                self.emit(f"store {STORAGE_TYPES[s.buffer.dtype]} {v}, ptr {ptr}{self.access_md()}")
-            elif isinstance(s, Evaluate):
-                if any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(s.value)):
-                    self.expr(s.value)
-            elif isinstance(s, AssertStmt):
-                c = self.expr(s.cond)
-                ok, failed = self.label("check.ok"), self.label("check.failed")
-                unlikely = self.m.md('!{!"branch_weights", i32 1048575, i32 1}')
-                self.emit(f"br i1 {c}, label %{ok}, label %{failed}, !prof {unlikely}")
-                self.start(failed)
-                self.emit(f"ret i32 {s.status}")
-                self.start(ok)
-            elif isinstance(s, LetStmt):
-                self.vals[s.var] = self.expr(s.value)
-                work.append(s.body)
-            elif isinstance(s, Allocate):
-                restore = self.allocate(s.buffer)
-                if restore is not None:
-                    work.append(restore)
-                work.append(s.body)
-            elif isinstance(s, For):
-                work += self.loop(s)
-            elif isinstance(s, IfThenElse):
-                c = self.expr(s.cond)
-                then, merge = self.label("if.then"), self.label("if.end")
-                other = self.label("if.else") if s.else_case is not None else merge
-                self.emit(f"br i1 {c}, label %{then}, label %{other}")
-                self.start(then)
-                close = self._jump(merge)
-                if s.else_case is None:
-                    work += [lambda merge=merge: self.start(merge), close, s.then_case]
-                else:
-                    work += [lambda merge=merge: self.start(merge), close, s.else_case,
-                             lambda other=other: self.start(other), close, s.then_case]
+            if isinstance(s, Stmt):
+                self.dispatch(s, work)
             else:
-                raise self.fail(f"cannot emit {type(s).__name__}")  # pragma: no cover
+                s()
+
+    def stmt_seq(self, s: SeqStmt, work: Work) -> None:
+        work.extend(reversed(s.stmts))
+
+    def stmt_buffer_store(self, s: BufferStore, work: Work) -> None:
+        vals = [self.expr(i, index=True) for i in s.indices]
+        v = self.expr(s.value)
+        ptr = self.address(s.buffer, s.indices, vals)
+        if s.buffer.dtype == "bool":
+            v = self.op(f"zext i1 {v} to i8")
+        self.emit(f"store {STORAGE_TYPES[s.buffer.dtype]} {v}, ptr {ptr}{self.access_md()}")
+
+    def stmt_evaluate(self, s: Evaluate, work: Work) -> None:
+        if has_extern_call(s.value):
+            self.expr(s.value)
+
+    def stmt_assert(self, s: AssertStmt, work: Work) -> None:
+        c = self.expr(s.cond)
+        ok, failed = self.label("check.ok"), self.label("check.failed")
+        unlikely = self.m.md('!{!"branch_weights", i32 1048575, i32 1}')
+        self.emit(f"br i1 {c}, label %{ok}, label %{failed}, !prof {unlikely}")
+        self.start(failed)
+        self.emit(f"ret i32 {s.status}")
+        self.start(ok)
+
+    def stmt_let_stmt(self, s: LetStmt, work: Work) -> None:
+        self.vals[s.var] = self.expr(s.value)
+        work.append(s.body)
+
+    def stmt_allocate(self, s: Allocate, work: Work) -> None:
+        restore = self.allocate(s.buffer)
+        if restore is not None:
+            work.append(restore)
+        work.append(s.body)
+
+    def stmt_for(self, s: For, work: Work) -> None:
+        work += self.loop(s)
+
+    def stmt_if_then_else(self, s: IfThenElse, work: Work) -> None:
+        c = self.expr(s.cond)
+        then, merge = self.label("if.then"), self.label("if.end")
+        other = self.label("if.else") if s.else_case is not None else merge
+        self.emit(f"br i1 {c}, label %{then}, label %{other}")
+        self.start(then)
+        close = self._jump(merge)
+        if s.else_case is None:
+            work += [lambda merge=merge: self.start(merge), close, s.then_case]
+        else:
+            work += [lambda merge=merge: self.start(merge), close, s.else_case,
+                     lambda other=other: self.start(other), close, s.then_case]
 
     def _jump(self, label: str) -> Callable[[], None]:
         return lambda: self.emit(f"br label %{label}")
 
     def allocate(self, b: Buffer) -> Callable[[], None] | None:
         st = STORAGE_TYPES[b.dtype]
-        static = b.static_shape
-        if static is not None:
-            size = 1
-            for n in static:
-                size *= n
-            size = max(size, 1)
+        size = static_size(b)
+        if size is not None:
             if b.scope == "global.workspace":
-                name = f"@{self.ws_prefix}.{_local(b.name)}.{len(self.m.globals)}"
+                name = f"@{self.ws_prefix}.{local_name(b.name)}.{len(self.m.globals)}"
                 self.m.globals.append(f"{name} = internal global [{size} x {st}] zeroinitializer, align 64")
                 self.bufs[b] = name
             else:
-                name = f"%{_local(b.name)}.{self.count + 1}"
+                name = f"%{local_name(b.name)}.{self.count + 1}"
                 self.count += 1
                 self.entry.append(f"{name} = alloca {st}, i64 {size}, align 32")
                 self.bufs[b] = name
@@ -735,7 +464,7 @@ class FunctionEmitter:
         self.m.declare("llvm.stacksave.p0", "declare ptr @llvm.stacksave.p0()", external=False)
         self.m.declare("llvm.stackrestore.p0", "declare void @llvm.stackrestore.p0(ptr)", external=False)
         sp = self.op("call ptr @llvm.stacksave.p0()", "sp")
-        self.bufs[b] = self.op(f"alloca {st}, i64 {count}, align 32", _local(b.name))
+        self.bufs[b] = self.op(f"alloca {st}, i64 {count}, align 32", local_name(b.name))
         return lambda: self.emit(f"call void @llvm.stackrestore.p0(ptr {sp})")
 
     def vectorizable_calls(self, body: Any) -> bool:
@@ -781,8 +510,8 @@ class FunctionEmitter:
                 return []  # never runs
         else:
             end = self.op(f"add {t} {lo}, {ext}", "end")
-        var = self.tmp(_local(s.loop_var.name))
-        nxt = self.tmp(_local(s.loop_var.name) + ".next")
+        var = self.tmp(local_name(s.loop_var.name))
+        nxt = self.tmp(local_name(s.loop_var.name) + ".next")
         hdr, body, latch, done = (self.label(h) for h in ("for.hdr", "for.body", "for.latch", "for.end"))
         pre = self.block
         self.emit(f"br label %{hdr}")
@@ -825,13 +554,3 @@ def _store_bits(body: Any) -> int:
     """The widest element (bits) stored in ``body`` (32 when it stores nothing)."""
     widths = [bits(n.buffer.dtype) for n in pre_order(body, unique=True) if isinstance(n, BufferStore)]
     return max(8, max(widths, default=32))
-
-
-
-
-def _global_name(name: str) -> str:
-    """``@name``, quoted unless it is a plain identifier."""
-    if re.fullmatch(r"[A-Za-z_.$][A-Za-z0-9_.$]*", name):
-        return "@" + name
-    return '@"' + "".join(chr(c) if 32 <= c < 127 and chr(c) not in '"\\' else "\\%02X" % c
-                          for c in name.encode("utf-8")) + '"'

@@ -28,7 +28,7 @@ from typing import Any
 from plait.errors import PlaitError
 from plait.frontend.onnx_export import DEFAULT_OPSET, MIN_OPSET, exportable, to_onnx
 from plait.ir.op import Op
-from plait.ir.types import TensorType, TupleType, Type
+from plait.ir.types import TensorType, tensor_leaves
 from plait.relay.expr import Call, Function, Var
 from plait.backends.onnxruntime.module import OrtModule, import_onnxruntime, session_options
 from plait.target.backend import Backend, option
@@ -87,10 +87,7 @@ def _probe(call: Call, opset: int) -> tuple[bool, str]:
 
 
 def _has_tensor_types(call: Call) -> bool:
-    def ok(t: Type) -> bool:
-        return isinstance(t, TensorType) or (isinstance(t, TupleType) and all(ok(f) for f in t.fields))
-
-    return all(e.has_type and ok(e.checked_type) for e in (*call.args, call))
+    return all(e.has_type and tensor_leaves(e.checked_type) is not None for e in (*call.args, call))
 
 
 def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
@@ -170,7 +167,7 @@ def _measure(call: Call, threads: int, opt_level: int, opset: int) -> float | No
 
     func = call_function(call)
     arg_types = [p.checked_type for p in func.params]
-    out_types = _leaf_types(call.checked_type)
+    out_types = tensor_leaves(call.checked_type)
     if not all(isinstance(t, TensorType) for t in arg_types) or out_types is None:
         return None
     rng = np.random.default_rng(0)
@@ -182,20 +179,6 @@ def _measure(call: Call, threads: int, opt_level: int, opset: int) -> float | No
         return _time(_session_fn(func, threads, opt_level, opset), [*ins, *outs])
     except PlaitError:
         return None  # e.g. index 1 out of range for a dimension of 1: no measurement, no estimate
-
-
-def _leaf_types(t: Type) -> list[TensorType] | None:
-    if isinstance(t, TensorType):
-        return [t]
-    if isinstance(t, TupleType):
-        out: list[TensorType] = []
-        for f in t.fields:
-            sub = _leaf_types(f)
-            if sub is None:
-                return None
-            out.extend(sub)
-        return out
-    return None
 
 
 def cost(call: Any, target: Any) -> float | None:

@@ -1,5 +1,5 @@
-"""PrimFuncs inside the Relay module text: registers the ``primfn`` block with the Relay printer and
-parser (see ``register_function_printer`` in :mod:`plait.relay.text_print`)::
+"""TIR PrimFuncs inside the Relay module text: the ``primfn`` block. The Relay printer and parser
+call these (imported on first use, so pure-Relay work does not load TIR)::
 
     primfn @fused_add {
       @prim_func(global_symbol="fused_add")
@@ -14,21 +14,20 @@ The block holds the TIR text of :mod:`plait.tir.printer`, indented by two spaces
 from __future__ import annotations
 
 from plait.errors import ParseError
-from plait.relay import text_parse, text_print
-from plait.relay.text_lex import name_text
+from plait.relay.text_lex import PRIMFN_KEYWORD as KEYWORD, name_text
 from plait.tir.parser import parse_prim_funcs
 from plait.tir.printer import print_prim_func
 from plait.tir.stmt import PrimFunc
 
-KEYWORD = "primfn"
-
 
 def print_block(name: str, func: PrimFunc) -> str:
+    """The ``primfn @name { ... }`` block of ``func`` (ends with a line ``}``)."""
     body = "".join("  " + line + "\n" for line in print_prim_func(func, name).splitlines())
     return f"{KEYWORD} {name_text('@', name)} {{\n{body}}}\n"
 
 
 def parse_block(block: str, source_name: str, first_line: int) -> PrimFunc:
+    """Parse one ``primfn`` block starting at line ``first_line`` (errors carry module line numbers)."""
     lines = block.split("\n")
     if lines[-1].rstrip() != "}":
         raise ParseError(f"'{KEYWORD}' block is not closed by a line '}}'", first_line, 1, source_name)
@@ -39,11 +38,3 @@ def parse_block(block: str, source_name: str, first_line: int) -> PrimFunc:
                          source_name)
     return funcs[0][1]
 
-
-text_print.register_function_printer(PrimFunc, print_block)
-text_parse.register_function_parser(KEYWORD, parse_block)
-
-from plait.relay import analysis as _relay_analysis  # noqa: E402
-from plait.tir.equal import structural_equal as _tir_equal, structural_hash as _tir_hash  # noqa: E402
-
-_relay_analysis.register_function_equality(PrimFunc, _tir_equal, _tir_hash)
