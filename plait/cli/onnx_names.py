@@ -26,7 +26,7 @@ def imports_to(op_type: str) -> list[str]:
     """The plait operators the converter of ONNX ``op_type`` builds (see the module docstring); [] when
     it builds none by name (Identity, Constant, Reshape of a constant shape...)."""
     from plait.frontend.onnx_registry import load_converters
-    from plait.ir.op import list_ops
+    from plait.op import list_ops
 
     ops = set(list_ops())
     fn = load_converters()[op_type].fn

@@ -19,7 +19,8 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.base import BaseFunc
-from plait.ir.op import Op, get_op
+from plait.ir.op import Op
+from plait.op import get_op
 from plait.ir.types import Type, tensor_type_of
 
 

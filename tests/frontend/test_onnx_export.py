@@ -13,7 +13,7 @@ import pytest
 from plait.errors import FrontendError
 from plait.frontend.onnx import from_onnx
 from plait.frontend.onnx_export import EXPORTERS, ExportError, exportable, sanitize, to_onnx
-from plait.ir.op import list_ops
+from plait.op import list_ops
 from plait.ir.types import TensorType, TupleType
 from plait.relay import IRModule, call, const, flatten_value, run, var
 from plait.relay.expr import Function, If, Tuple, TupleGetItem, Var
