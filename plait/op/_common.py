@@ -35,8 +35,9 @@ ComputeFn = Callable[[list, Attrs, Type], Any]
 
 class Family:
     """The operators of one definition file, in definition order. A file makes one
-    (``defop = Family()``), defines each operator with ``defop(name, ...)`` and attaches its TE
-    compute with ``@defop.compute(name)``; the manifest in :mod:`plait.op` registers ``defop.ops``
+    (``defop = Family()``), defines each operator with ``defop(name, ...)``, attaches its TE
+    compute with ``@defop.compute(name)`` and may declare ONNX mappings later with
+    ``defop.onnx(name, OnnxMap(...))`` (when they need functions defined after the operator); the manifest in :mod:`plait.op` registers ``defop.ops``
     (nothing registers at import)."""
 
     def __init__(self) -> None:
@@ -70,6 +71,11 @@ class Family:
             if op.name == name:
                 return op
         raise KeyError(name)
+
+    def onnx(self, name: str, *maps: OnnxMap) -> None:
+        """Declare ONNX mappings of this family's operator ``name`` (after those given to ``defop``)."""
+        op = self.get(name)
+        op.onnx = op.onnx + maps
 
     def compute(self, name: str) -> Callable[[ComputeFn], ComputeFn]:
         """Decorator: ``fn`` is the TE compute of this family's operator ``name``."""

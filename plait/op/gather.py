@@ -29,7 +29,9 @@ from plait.ir import status
 from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import DTYPES
-from plait.op._common import AttrSpec, Family, OpPattern, RelError, TensorType, as_tensor, elementwise_cost, norm_axis
+from plait.op._common import (
+    AttrSpec, Family, OnnxMap, OpPattern, RelError, TensorType, as_tensor, elementwise_cost, norm_axis,
+)
 from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.op.transform import move_cost, one_tensor, select_cost
 from plait.te.tensor import Check, check
@@ -322,3 +324,26 @@ def _trilu(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return tir.select(keep, x[i], zero)
 
     return make("trilu", shape, body)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _one_hot_onnx(ex: Any) -> str:
+    a = ex.attrs
+    values = np.asarray([a["off_value"], a["on_value"]]).astype(DTYPES[a["dtype"]])
+    return ex.node("OneHot", [ex.ins[0], ex.const(a["depth"], np.int64, "depth"), ex.const(values, hint="values")],
+                   axis=a["axis"])
+
+
+def _trilu_onnx(ex: Any) -> str:
+    return ex.node("Trilu", [ex.ins[0], ex.const(ex.attrs["k"], np.int64, "k")], upper=int(ex.attrs["upper"]))
+
+
+# imported by the frontend's converters (symbolic shape values, OneHot's depth and values inputs,
+# Trilu's k input); exported 1:1 or by code
+defop.onnx("take", OnnxMap("Gather", attrs={"axis": "axis"}, convert=False))
+defop.onnx("gather_elements", OnnxMap("GatherElements", attrs={"axis": "axis"}, convert=False))
+defop.onnx("gather_nd", OnnxMap("GatherND", attrs={"batch_dims": "batch_dims"}, convert=False))
+defop.onnx("one_hot", OnnxMap("OneHot", convert=False, export=_one_hot_onnx))
+defop.onnx("trilu", OnnxMap("Trilu", convert=False, export=_trilu_onnx))

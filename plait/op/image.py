@@ -22,7 +22,7 @@ import numpy as np
 from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.op._common import (
-    ANY_DIM, AttrSpec, Cost, FLOAT_DTYPES, Family, OpPattern, RelError, TensorType, numel, tensor_bytes,
+    ANY_DIM, AttrSpec, Cost, FLOAT_DTYPES, Family, OnnxMap, OpPattern, RelError, TensorType, numel, tensor_bytes,
 )
 from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.op.transform import fmt, move_cost, one_tensor
@@ -474,3 +474,42 @@ def _space_to_depth(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
 
 __all__ = ["original_coord"]
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _resize_onnx(ex: Any) -> str:
+    a = ex.attrs
+    ex.need_opset(18, "Resize of the two spatial axes (attribute 'axes')")
+    ctm = a["coordinate_transformation_mode"]
+    roi = ""
+    if ctm == "tf_crop_and_resize":
+        roi = ex.const(np.asarray(a["roi"] if a["roi"] is not None else (0.0, 0.0, 1.0, 1.0), np.float32), hint="roi")
+    if a["scales"] is not None:
+        in_hw = ex.arg_type(0).shape[2:]
+        if not all(isinstance(d, int) for d in in_hw):
+            raise ex.fail("resize with scales needs static input H and W")
+        got = [int(np.floor(d * np.float32(s))) for d, s in zip(in_hw, a["scales"])]
+        if got != list(a["size"]):
+            raise ex.fail(f"scales {list(a['scales'])} give size {got}, not the call's size {list(a['size'])}")
+        ins = [ex.ins[0], roi, ex.const(np.asarray(a["scales"], np.float32), hint="scales")]
+    else:
+        ins = [ex.ins[0], roi, "", ex.ints(a["size"], "sizes")]
+    return ex.node("Resize", ins, axes=[2, 3], mode=a["method"], coordinate_transformation_mode=ctm,
+                   nearest_mode=a["nearest_mode"], cubic_coeff_a=a["cubic_alpha"],
+                   exclude_outside=int(a["exclude_outside"]), extrapolation_value=a["extrapolation_value"])
+
+
+def _space_to_depth_onnx(ex: Any) -> str:
+    if ex.attrs["mode"] != "DCR":
+        raise ex.fail(f"space_to_depth mode '{ex.attrs['mode']}' (ONNX SpaceToDepth is DCR only)")
+    return ex.node("SpaceToDepth", ex.ins, blocksize=ex.attrs["block_size"])
+
+
+# imported by the frontend's converters (Resize's scales/sizes inputs and axes, Upsample, the
+# transpose/reshape forms of DepthToSpace and SpaceToDepth); exported 1:1 or by code
+defop.onnx("image.resize2d", OnnxMap("Resize", convert=False, export=_resize_onnx))
+defop.onnx("depth_to_space", OnnxMap("DepthToSpace", attrs={"blocksize": "block_size", "mode": "mode"},
+                                     convert=False))
+defop.onnx("space_to_depth", OnnxMap("SpaceToDepth", convert=False, export=_space_to_depth_onnx))

@@ -23,7 +23,7 @@ from plait import te
 from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.op._common import (
-    AttrSpec, Cost, Family, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel, tensor_bytes,
+    AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel, tensor_bytes,
 )
 from plait.op._compute import (
     cdtype, down, highest, is_float, is_uint, lowest, make, max_reducer, min_reducer, out_tensor_type, shape_of, tir,
@@ -481,3 +481,52 @@ def _cumsum(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
     s = make("cumsum", shape, body, "sum" if cdtype(dtype) != dtype else "")
     return make("cumsum", shape, lambda *i: down(s[i], dtype)) if cdtype(dtype) != dtype else s
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+# operator -> (ONNX ReduceX, the opset from which its axes are an input rather than an attribute)
+_REDUCE_ONNX = {
+    "sum": ("ReduceSum", 13), "mean": ("ReduceMean", 18), "max": ("ReduceMax", 18), "min": ("ReduceMin", 18),
+    "prod": ("ReduceProd", 18), "sum_square": ("ReduceSumSquare", 18), "l1_norm": ("ReduceL1", 18),
+    "l2_norm": ("ReduceL2", 18), "log_sum": ("ReduceLogSum", 18), "log_sum_exp": ("ReduceLogSumExp", 18),
+}
+
+
+def _reduce_onnx(ex: Any) -> str:
+    op_type, since = _REDUCE_ONNX[ex.call.op.name]  # type: ignore[union-attr]
+    axes = ex.attrs["axis"]
+    keepdims = int(bool(ex.attrs["keepdims"]))
+    if axes is not None and len(axes) == 0:  # reduce over no axis: the input itself
+        return ex.node("Identity", ex.ins)
+    if axes is None:
+        return ex.node(op_type, ex.ins, keepdims=keepdims)
+    if ex.opset >= since:
+        return ex.node(op_type, [ex.ins[0], ex.ints(axes, "axes")], keepdims=keepdims)
+    return ex.node(op_type, ex.ins, axes=list(axes), keepdims=keepdims)
+
+
+def _softmax_onnx(ex: Any) -> str:
+    nd = ex.arg_type(0).ndim
+    axis = ex.attrs["axis"]
+    if ex.opset < 13 and axis % max(nd, 1) != nd - 1:
+        raise ex.fail(f"softmax over axis {axis} of a rank-{nd} tensor needs ONNX opset >= 13")
+    return ex.node("Softmax" if ex.call.op.name == "nn.softmax" else "LogSoftmax", ex.ins, axis=axis)  # type: ignore
+
+
+def _cumsum_onnx(ex: Any) -> str:
+    return ex.node("CumSum", [ex.ins[0], ex.const(ex.attrs["axis"], np.int64, "axis")],
+                   exclusive=int(ex.attrs["exclusive"]), reverse=int(ex.attrs["reverse"]))
+
+
+# imported by the frontend's converters (axes inputs, noop_with_empty_axes, bool any/all, Softmax's
+# pre-13 flattening); exported 1:1 or by code
+for _name, (_op_type, _) in _REDUCE_ONNX.items():
+    defop.onnx(_name, OnnxMap(_op_type, convert=False, export=_reduce_onnx))
+_ARG_ATTRS = {"axis": "axis", "keepdims": "keepdims", "select_last_index": "select_last_index"}
+defop.onnx("argmax", OnnxMap("ArgMax", attrs=_ARG_ATTRS, convert=False))
+defop.onnx("argmin", OnnxMap("ArgMin", attrs=_ARG_ATTRS, convert=False))
+defop.onnx("nn.softmax", OnnxMap("Softmax", convert=False, export=_softmax_onnx))
+defop.onnx("nn.log_softmax", OnnxMap("LogSoftmax", convert=False, export=_softmax_onnx))
+defop.onnx("cumsum", OnnxMap("CumSum", convert=False, export=_cumsum_onnx))

@@ -17,8 +17,8 @@ import numpy as np
 
 from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
-from plait.ir.types import TensorType
-from plait.op._common import ANY_DIM, AttrSpec, Family, OpPattern, RelError
+from plait.ir.types import DTYPES, TensorType
+from plait.op._common import ANY_DIM, AttrSpec, Family, OnnxMap, OpPattern, RelError
 from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.op.transform import empty_tensor, fmt, move_cost, norm_axes, one_tensor, select_cost
 from plait.tir.expr import PrimExpr
@@ -201,3 +201,37 @@ def _pad(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return tir.select(tir.all_(*inside), value, fill) if inside else value
 
     return make("nn.pad", shape, body)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _slice_onnx(ex: Any) -> str:
+    a = ex.attrs
+    begin, end, axes, steps = a["begin"], a["end"], a["axes"], a["strides"]
+    ins = [ex.ins[0], ex.ints(begin, "starts"), ex.ints(end, "ends")]
+    if axes is not None or steps is not None:
+        ins.append(ex.ints(axes if axes is not None else range(len(begin)), "axes"))
+    if steps is not None:
+        ins.append(ex.ints(steps, "steps"))
+    return ex.node("Slice", ins)
+
+
+def _pad_onnx(ex: Any) -> str:
+    a = ex.attrs
+    mode = a["pad_mode"]
+    if mode == "wrap":
+        ex.need_opset(19, "Pad with mode 'wrap'")
+    ins = [ex.ins[0], ex.ints(a["pad_width"], "pads")]
+    if mode == "constant" and a["pad_value"] != 0:
+        dtype = ex.arg_type(0).dtype
+        value = np.asarray(a["pad_value"]).astype(DTYPES[dtype])
+        if float(value) != a["pad_value"] and not np.isnan(a["pad_value"]):
+            raise ex.fail(f"pad value {a['pad_value']} is not representable in {dtype}")
+        ins.append(ex.const(value, hint="constant_value"))
+    return ex.node("Pad", ins, mode=mode)
+
+
+# imported by the frontend's converters (starts/ends/pads inputs folded to attributes); exported by code
+defop.onnx("strided_slice", OnnxMap("Slice", convert=False, export=_slice_onnx))
+defop.onnx("nn.pad", OnnxMap("Pad", convert=False, export=_pad_onnx))

@@ -20,8 +20,8 @@ from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import INT_DTYPES
 from plait.op._common import (
-    AttrSpec, DTYPES, FLOAT_DTYPES, Family, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes,
-    elementwise_cost, same_dtype,
+    AttrSpec, DTYPES, FLOAT_DTYPES, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor,
+    broadcast_shapes, elementwise_cost, same_dtype,
 )
 from plait.op._compute import elementwise, is_float, nan_max, nan_min, tir, up
 from plait.tir.expr import PrimExpr
@@ -290,3 +290,81 @@ def _prelu(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _cast(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     # one conversion from the source dtype (float64 -> float16 must not round twice through float32)
     return elementwise("cast", inputs, out_type, lambda x: x)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _not_equal_onnx(ex: Any) -> str:
+    return ex.node("Not", [ex.node("Equal", ex.ins)])
+
+
+def _mod_onnx(ex: Any) -> str:
+    fmod = bool(ex.attrs["fmod"])
+    dtype = ex.arg_type(0).dtype
+    if dtype not in FLOAT_DTYPES or fmod:
+        return ex.node("Mod", ex.ins, fmod=int(fmod))
+    # floats with the divisor's sign (numpy's mod; ONNX Mod takes fmod=1 for floats): r = fmod(a, b),
+    # plus b where r is non-zero with the other sign; every result (zero too) has b's sign. The sign
+    # is applied by a multiplication: ONNX Runtime's Where turns -0.0 into 0.0.
+    a, b = ex.ins
+    dt = DTYPES[dtype]
+    zero, one, minus_one = (ex.const(v, dt, hint=h) for v, h in ((0.0, "zero"), (1.0, "one"), (-1.0, "minus_one")))
+    r = ex.node("Mod", [a, b], fmod=1)
+    b_neg = ex.node("Or", [ex.node("Less", [b, zero]), ex.node("Less", [ex.node("Div", [one, b]), zero])])  # -0 too
+    differ = ex.node("Xor", [ex.node("Less", [r, zero]), b_neg])
+    fix = ex.node("And", [differ, ex.node("Not", [ex.node("Equal", [r, zero])])])
+    fixed = ex.node("Where", [fix, ex.node("Add", [r, b]), r])
+    return ex.node("Mul", [ex.node("Abs", [fixed]), ex.node("Where", [b_neg, minus_one, one])])
+
+
+def _shift_onnx(ex: Any) -> str:
+    """BitShift. Signed integers go through the unsigned type of their width (ONNX BitShift is
+    unsigned-only; a negative amount becomes one of at least the bit width); a right shift of a
+    negative value is ~(~x >> s), arithmetic. Amounts of at least the bit width give 0 in ONNX
+    Runtime's BitShift (ONNX leaves them unspecified), which is numpy's answer (-1 for a negative
+    value shifted right, through the complement)."""
+    dtype = ex.arg_type(0).dtype
+    dt = DTYPES[dtype]
+    direction = "LEFT" if ex.call.op.name == "left_shift" else "RIGHT"  # type: ignore[union-attr]
+    if dt.kind == "u":
+        return ex.node("BitShift", ex.ins, direction=direction)
+    ex.need_opset(18, f"a shift of {dtype} values (BitwiseNot)")
+    x, amount = ex.ins
+    udt = f"uint{dt.itemsize * 8}"
+
+    def shift(v: str) -> str:
+        u = ex.node("Cast", [v], to=ex.elem_type(udt))
+        return ex.node("Cast", [ex.node("BitShift", [u, s], direction=direction)], to=ex.elem_type(dtype))
+
+    s = ex.node("Cast", [amount], to=ex.elem_type(udt))
+    if direction == "LEFT":
+        return shift(x)
+    negative = ex.node("Less", [x, ex.const(0, dt, hint="zero")])
+    return ex.node("Where", [negative, ex.node("BitwiseNot", [shift(ex.node("BitwiseNot", [x]))]), shift(x)])
+
+
+def _cast_onnx(ex: Any) -> str:
+    return ex.node("Cast", ex.ins, to=ex.elem_type(ex.attrs["dtype"]))
+
+
+# 1:1 (import and export): the elementwise binary ops; opsets < 7 may carry broadcast/axis
+for _name, _op_type, _since in [
+        ("add", "Add", 1), ("subtract", "Sub", 1), ("multiply", "Mul", 1), ("divide", "Div", 1),
+        ("equal", "Equal", 1), ("less", "Less", 1), ("less_equal", "LessOrEqual", 12), ("greater", "Greater", 1),
+        ("greater_equal", "GreaterOrEqual", 12), ("logical_and", "And", 1), ("logical_or", "Or", 1),
+        ("logical_xor", "Xor", 1), ("bitwise_and", "BitwiseAnd", 18), ("bitwise_or", "BitwiseOr", 18),
+        ("bitwise_xor", "BitwiseXor", 18)]:
+    defop.onnx(_name, OnnxMap(_op_type, since=_since, legacy_broadcast=True))
+defop.onnx("where", OnnxMap("Where"))
+defop.onnx("mod", OnnxMap("Mod", attrs={"fmod": ("fmod", bool)}, since=10, export=_mod_onnx))
+# imported by the frontend's converters (Pow's dtype rules, the variadic Max/Min, PRelu's legacy
+# per-channel slope, BitShift's direction, Cast's dtype codes); exported 1:1 or by code
+defop.onnx("power", OnnxMap("Pow", convert=False))
+defop.onnx("maximum", OnnxMap("Max", convert=False))
+defop.onnx("minimum", OnnxMap("Min", convert=False))
+defop.onnx("nn.prelu", OnnxMap("PRelu", convert=False))
+defop.onnx("not_equal", OnnxMap("Equal", convert=False, export=_not_equal_onnx))
+defop.onnx("left_shift", OnnxMap("BitShift", convert=False, export=_shift_onnx))
+defop.onnx("right_shift", OnnxMap("BitShift", convert=False, export=_shift_onnx))
+defop.onnx("cast", OnnxMap("Cast", convert=False, export=_cast_onnx))

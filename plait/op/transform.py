@@ -26,8 +26,8 @@ from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import DTYPES, Dim, TensorType
 from plait.op._common import (
-    ANY_DIM, AttrSpec, Cost, Family, OpPattern, RelError, TupleType, Type, as_tensor, broadcast_shapes, norm_axis,
-    tensor_bytes,
+    ANY_DIM, AttrSpec, Cost, Family, OnnxMap, Op, OpPattern, RelError, TupleType, Type, as_tensor, broadcast_shapes,
+    norm_axis, tensor_bytes,
 )
 from plait.op._compute import bcast_index, down, make, out_tensor_type, scalar_const, shape_of, tir, up
 from plait.te.tensor import Tensor
@@ -527,3 +527,62 @@ def _range(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return down(up(start) + up(t), dtype)
 
     return make("range", shape, body)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _reshape_onnx(ex: Any) -> str:
+    return ex.node("Reshape", [ex.ins[0], ex.ints(ex.attrs["newshape"], "shape")])
+
+
+def _transpose_onnx(ex: Any) -> str:
+    axes = ex.attrs["axes"]
+    return ex.node("Transpose", ex.ins, perm=None if axes is None else list(axes))
+
+
+def _squeeze_onnx(ex: Any) -> str:
+    axes = ex.attrs["axes"]
+    if axes is None:
+        return ex.node("Squeeze", ex.ins)
+    return ex.node("Squeeze", [ex.ins[0], ex.ints(axes, "axes")])
+
+
+def _unsqueeze_onnx(ex: Any) -> str:
+    return ex.node("Unsqueeze", [ex.ins[0], ex.ints(ex.attrs["axes"], "axes")])
+
+
+def _expand_onnx(ex: Any) -> str:
+    return ex.node("Expand", [ex.ins[0], ex.ints(ex.attrs["shape"], "shape")])
+
+
+def _tile_onnx(ex: Any) -> str:
+    return ex.node("Tile", [ex.ins[0], ex.ints(ex.attrs["reps"], "repeats")])
+
+
+def _split_onnx(ex: Any) -> list[str]:
+    sections = ex.attrs["sections"]
+    outs = ex.node("Split", [ex.ins[0], ex.ints(sections, "split")], n_out=len(sections), axis=ex.attrs["axis"])
+    return outs if len(sections) > 1 else [outs]
+
+
+def _range_onnx(ex: Any) -> str:
+    """No inputs: the value is known, so it becomes an initializer (routed through Identity)."""
+    op: Op = ex.call.op  # type: ignore[assignment]
+    value = np.asarray(op.ref([], ex.attrs))
+    return ex.node("Identity", [ex.const(value, hint="value")])
+
+
+# imported by the frontend's converters (the shape, axes and repeats inputs folded to attributes,
+# symbolic shapes); exported 1:1 or by code
+defop.onnx("reshape", OnnxMap("Reshape", convert=False, export=_reshape_onnx))
+defop.onnx("transpose", OnnxMap("Transpose", convert=False, export=_transpose_onnx))
+defop.onnx("flatten", OnnxMap("Flatten", attrs={"axis": "axis"}, convert=False))
+defop.onnx("squeeze", OnnxMap("Squeeze", convert=False, export=_squeeze_onnx))
+defop.onnx("expand_dims", OnnxMap("Unsqueeze", convert=False, export=_unsqueeze_onnx))
+defop.onnx("broadcast_to", OnnxMap("Expand", convert=False, export=_expand_onnx))
+defop.onnx("tile", OnnxMap("Tile", convert=False, export=_tile_onnx))
+defop.onnx("concatenate", OnnxMap("Concat", attrs={"axis": "axis"}, convert=False))
+defop.onnx("split", OnnxMap("Split", convert=False, export=_split_onnx))
+defop.onnx("device_copy", OnnxMap("Identity", convert=False))
+defop.onnx("range", OnnxMap("Range", convert=False, export=_range_onnx))

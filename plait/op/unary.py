@@ -15,7 +15,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from plait.ir.attrs import Attrs
-from plait.op._common import AttrSpec, Family, OpPattern, TensorType, Type, as_tensor, elementwise_cost
+from plait.op._common import (
+    AttrSpec, DTYPES, FLOAT_DTYPES, Family, OnnxMap, OpPattern, TensorType, Type, as_tensor, elementwise_cost,
+)
 from plait.op._compute import elementwise, is_float, is_uint, nan_max, nan_min, scalar_const, tir, up
 from plait.op.tensor import compute_dtype, require_dtype
 from plait.tir.dtype import int_range
@@ -322,3 +324,59 @@ def _register_unary(name: str, fn: Callable[[PrimExpr, Attrs], PrimExpr]) -> Non
 
 for _name, _fn in _UNARY_TE.items():
     _register_unary(_name, _fn)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _rsqrt_onnx(ex: Any) -> str:
+    return ex.node("Reciprocal", [ex.node("Sqrt", ex.ins)])
+
+
+def _silu_onnx(ex: Any) -> str:
+    return ex.node("Mul", [ex.ins[0], ex.node("Sigmoid", ex.ins)])
+
+
+def _clip_onnx(ex: Any) -> str:
+    dtype = ex.arg_type(0).dtype
+    bounds = []
+    for k in ("a_min", "a_max"):
+        v = ex.attrs[k]
+        if v is None:
+            bounds.append("")
+            continue
+        if dtype not in FLOAT_DTYPES:
+            if float(v) != int(v):
+                raise ex.fail(f"clip of {dtype} values to the non-integer bound {v}")
+            info = np.iinfo(DTYPES[dtype])  # a bound beyond the dtype's range clips nothing
+            v = min(max(int(v), int(info.min)), int(info.max))
+        bounds.append(ex.const(v, DTYPES[dtype], hint=k))
+    while bounds and bounds[-1] == "":
+        bounds.pop()
+    return ex.node("Clip", [ex.ins[0], *bounds])
+
+
+# 1:1 (import and export)
+for _name, _op_type, _since in [
+        ("abs", "Abs", 1), ("negative", "Neg", 1), ("reciprocal", "Reciprocal", 1), ("sqrt", "Sqrt", 1),
+        ("exp", "Exp", 1), ("log", "Log", 1), ("sin", "Sin", 7), ("cos", "Cos", 7), ("tan", "Tan", 7),
+        ("asin", "Asin", 7), ("acos", "Acos", 7), ("atan", "Atan", 7), ("sinh", "Sinh", 9), ("cosh", "Cosh", 9),
+        ("asinh", "Asinh", 9), ("acosh", "Acosh", 9), ("atanh", "Atanh", 9), ("floor", "Floor", 1),
+        ("ceil", "Ceil", 1), ("round", "Round", 11), ("sign", "Sign", 9), ("erf", "Erf", 9), ("isnan", "IsNaN", 9),
+        ("logical_not", "Not", 1), ("bitwise_not", "BitwiseNot", 18), ("nn.relu", "Relu", 1),
+        ("sigmoid", "Sigmoid", 1), ("tanh", "Tanh", 1), ("nn.softplus", "Softplus", 1),
+        ("nn.softsign", "Softsign", 1), ("nn.mish", "Mish", 18), ("nn.hard_swish", "HardSwish", 14)]:
+    defop.onnx(_name, OnnxMap(_op_type, since=_since))
+defop.onnx("nn.leaky_relu", OnnxMap("LeakyRelu", attrs={"alpha": "alpha"}))
+defop.onnx("nn.elu", OnnxMap("Elu", attrs={"alpha": "alpha"}))
+defop.onnx("nn.selu", OnnxMap("Selu", attrs={"alpha": "alpha", "gamma": "gamma"}))
+defop.onnx("nn.celu", OnnxMap("Celu", attrs={"alpha": "alpha"}, since=12))
+defop.onnx("nn.hard_sigmoid", OnnxMap("HardSigmoid", attrs={"alpha": "alpha", "beta": "beta"}))
+defop.onnx("nn.thresholded_relu", OnnxMap("ThresholdedRelu", attrs={"alpha": "alpha"}, since=10))
+defop.onnx("isinf", OnnxMap("IsInf", attrs={"detect_positive": ("detect_positive", bool),
+                                             "detect_negative": ("detect_negative", bool)}, since=10))
+defop.onnx("nn.gelu", OnnxMap("Gelu", attrs={"approximate": "approximate"}, since=20))
+# imported by the frontend's converters (Swish, Clip's bound inputs); exported by code
+defop.onnx("rsqrt", OnnxMap("Sqrt", convert=False, export=_rsqrt_onnx))
+defop.onnx("nn.silu", OnnxMap("Swish", convert=False, export=_silu_onnx))
+defop.onnx("clip", OnnxMap("Clip", convert=False, export=_clip_onnx))

@@ -20,8 +20,8 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import (
-    ANY_DIM, AttrSpec, Cost, Dim, Family, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes, dim_mul,
-    numel, same_dtype, tensor_bytes,
+    ANY_DIM, AttrSpec, Cost, Dim, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes,
+    dim_mul, numel, same_dtype, tensor_bytes,
 )
 from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir, up
 from plait.op.nn._window import (
@@ -340,3 +340,44 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
     acc = make(op, out_shape, body)
     return rounded(op, out_shape, acc, dtype)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _onnx_kernel(ex: Any, i: int) -> list[int] | None:
+    ks = ex.arg_type(i).shape[2:]
+    return [int(k) for k in ks] if all(isinstance(k, int) for k in ks) else None
+
+
+def _conv_onnx(ex: Any) -> str:
+    a = ex.attrs
+    return ex.node("Conv", ex.ins, kernel_shape=_onnx_kernel(ex, 1), strides=list(a["strides"]), pads=list(a["padding"]),
+                   dilations=list(a["dilation"]), group=a["groups"])
+
+
+def _conv_transpose_onnx(ex: Any) -> str:
+    a = ex.attrs
+    return ex.node("ConvTranspose", ex.ins, kernel_shape=_onnx_kernel(ex, 1), strides=list(a["strides"]),
+                   pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"],
+                   output_padding=list(a["output_padding"]))
+
+
+def _dense_onnx(ex: Any) -> str:
+    if ex.arg_type(0).ndim == 2:
+        return ex.node("Gemm", ex.ins, transB=1)
+    weight = ex.const_value(1)
+    if weight is not None:
+        wt = ex.const(np.ascontiguousarray(weight.T), hint="weight_t")
+    else:
+        wt = ex.node("Transpose", [ex.ins[1]], perm=[1, 0])
+    return ex.node("MatMul", [ex.ins[0], wt])
+
+
+# imported by the frontend's converters (Conv/ConvTranspose with auto_pad, 1-D and 3-D forms and the
+# bias; Gemm and MatMul compositions); exported by code (a conv's or 2-D dense's bias add is fused
+# back into the node by the exporter)
+defop.onnx("nn.conv2d", OnnxMap("Conv", convert=False, export=_conv_onnx))
+defop.onnx("nn.conv2d_transpose", OnnxMap("ConvTranspose", convert=False, export=_conv_transpose_onnx))
+defop.onnx("nn.matmul", OnnxMap("MatMul", convert=False))
+defop.onnx("nn.dense", OnnxMap("Gemm", convert=False, export=_dense_onnx))

@@ -13,7 +13,8 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import (
-    AttrSpec, Cost, Dim, Family, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel, tensor_bytes,
+    AttrSpec, Cost, Dim, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel,
+    tensor_bytes,
 )
 from plait.op._compute import bcast_index, cdtype, down, make, out_tensor_type, shape_of, tir, up
 from plait.op.nn._window import fdtype, float_tensors
@@ -279,3 +280,27 @@ def _lrn(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return down(up(x[i]) / tir.pow(scale, tir.const(float(attrs["beta"]), ct)), dtype)
 
     return make(op, shape, out)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _batch_norm_onnx(ex: Any) -> str:
+    nd = ex.arg_type(0).ndim
+    if nd < 2 or ex.attrs["axis"] % nd != 1:
+        raise ex.fail(f"batch_norm over axis {ex.attrs['axis']} (ONNX BatchNormalization normalizes axis 1)")
+    return ex.node("BatchNormalization", ex.ins, epsilon=ex.attrs["epsilon"])
+
+
+def _layer_norm_onnx(ex: Any) -> str:
+    ex.need_opset(17, "LayerNormalization")
+    return ex.node("LayerNormalization", ex.ins, axis=ex.attrs["axis"], epsilon=ex.attrs["epsilon"])
+
+
+# imported by the frontend's converters (BatchNormalization's training attributes, LayerNormalization's
+# stash type, ...); exported 1:1 or by code
+defop.onnx("nn.batch_norm", OnnxMap("BatchNormalization", convert=False, export=_batch_norm_onnx))
+defop.onnx("nn.layer_norm", OnnxMap("LayerNormalization", since=17, convert=False, export=_layer_norm_onnx))
+defop.onnx("nn.instance_norm", OnnxMap("InstanceNormalization", attrs={"epsilon": "epsilon"}, convert=False))
+defop.onnx("nn.lrn", OnnxMap("LRN", attrs={"size": "size", "alpha": "alpha", "beta": "beta", "bias": "bias"},
+                             convert=False))

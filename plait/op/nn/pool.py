@@ -18,7 +18,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import (
-    AttrSpec, Cost, Family, OpPattern, RelError, TensorType, Type, as_tensor, numel, tensor_bytes,
+    AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, numel, tensor_bytes,
 )
 from plait.op._compute import cdtype, down, make, max_reducer, out_tensor_type, shape_of, tir, up
 from plait.op.nn._window import WINDOW_ATTRS, check_rank, fdtype, inside, taps, window_attrs, window_ints, window_out
@@ -235,3 +235,31 @@ def _register_global_pool(kind: str) -> None:
 
 _register_global_pool("avg")
 _register_global_pool("max")
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _onnx_pool_attrs(ex: Any) -> dict[str, Any]:
+    a = ex.attrs
+    return dict(kernel_shape=list(a["pool_size"]), strides=list(a["strides"]), pads=list(a["padding"]),
+                ceil_mode=int(a["ceil_mode"]))
+
+
+def _max_pool_onnx(ex: Any) -> str:
+    return ex.node("MaxPool", ex.ins, dilations=list(ex.attrs["dilation"]), **_onnx_pool_attrs(ex))
+
+
+def _avg_pool_onnx(ex: Any) -> str:
+    dil = list(ex.attrs["dilation"])
+    if dil != [1, 1]:
+        ex.need_opset(19, "AveragePool with dilations")
+    return ex.node("AveragePool", ex.ins, dilations=dil if dil != [1, 1] else None,
+                   count_include_pad=int(ex.attrs["count_include_pad"]), **_onnx_pool_attrs(ex))
+
+
+# imported by the frontend's converters (auto_pad, 1-D and 3-D forms, LpPool); exported 1:1 or by code
+defop.onnx("nn.max_pool2d", OnnxMap("MaxPool", convert=False, export=_max_pool_onnx))
+defop.onnx("nn.avg_pool2d", OnnxMap("AveragePool", convert=False, export=_avg_pool_onnx))
+defop.onnx("nn.global_avg_pool2d", OnnxMap("GlobalAveragePool", convert=False))
+defop.onnx("nn.global_max_pool2d", OnnxMap("GlobalMaxPool", convert=False))
