@@ -5,6 +5,9 @@ ONNX conformance model folders round-tripped (onnx_export_roundtrip.py runs ever
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -18,6 +21,9 @@ from plait.ir.types import TensorType, TupleType
 from plait.relay import IRModule, call, const, flatten_value, run, var
 from plait.relay.expr import Function, If, Tuple, TupleGetItem, Var
 from plait.testing import onnx_models
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "op"))
+from declared_cases import declared_cases  # noqa: E402
 
 F32 = np.float32
 
@@ -158,6 +164,8 @@ CASES: dict[str, list[tuple[list, dict]]] = {
     "range": [([], {"start": 1.0, "limit": 7.0, "delta": 2.0, "dtype": "float32"})],
     "device_copy": [([X], {"src": "a", "dst": "b"})],
 }
+for _op, _cases in declared_cases().items():  # from per-operator test modules (tests/op)
+    CASES.setdefault(_op, []).extend(_cases)
 
 
 def _op_cases():
