@@ -380,3 +380,29 @@ defop.onnx("nn.gelu", OnnxMap("Gelu", attrs={"approximate": "approximate"}, sinc
 defop.onnx("rsqrt", OnnxMap("Sqrt", convert=False, export=_rsqrt_onnx))
 defop.onnx("nn.silu", OnnxMap("Swish", convert=False, export=_silu_onnx))
 defop.onnx("clip", OnnxMap("Clip", convert=False, export=_clip_onnx))
+
+
+# ---- nn.shrink (ONNX Shrink): schema, relation, reference, cost, fusion kind, compute, ONNX ---------
+
+
+def _shrink(x: np.ndarray, a: Attrs) -> np.ndarray:
+    lambd, bias = a["lambd"], a["bias"]
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+
+defunary("nn.shrink", _shrink, "float", 3, attrs=(
+    AttrSpec("lambd", "float", 0.5, "half-width of the band around zero that becomes 0"),
+    AttrSpec("bias", "float", 0.0, "moved towards zero outside the band"),
+), doc="x + bias if x < -lambd, x - bias if x > lambd, else 0 (ONNX Shrink; floats)")
+defop.onnx("nn.shrink", OnnxMap("Shrink", attrs={"lambd": "lambd", "bias": "bias"}, since=9))
+
+
+@defop.compute("nn.shrink")
+def _shrink_te(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    lambd, bias = attrs["lambd"], attrs["bias"]
+
+    def fn(x: PrimExpr) -> PrimExpr:
+        x = up(x)
+        return tir.select(x < -lambd, x + bias, tir.select(x > lambd, x - bias, tir.const(0.0, x.dtype)))
+
+    return elementwise("nn.shrink", inputs, out_type, fn)
