@@ -28,7 +28,7 @@ def ops_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from plait.ir.op import OPS, list_ops
+    from plait.op import OPS, list_ops
 
     if args.name:
         name = args.name
@@ -49,7 +49,7 @@ def _onnx_name(name: str) -> str:
 
     from plait.cli.onnx_names import imports_to, onnx_op_types
     from plait.errors import RegistryError
-    from plait.ir.op import list_ops
+    from plait.op import list_ops
 
     if name not in onnx_op_types():
         close = difflib.get_close_matches(name, [*list_ops(), *onnx_op_types()], n=3, cutoff=0.6)
@@ -67,7 +67,8 @@ def _onnx_name(name: str) -> str:
 
 
 def _print_op(name: str) -> None:
-    from plait.ir.op import REQUIRED, get_op
+    from plait.ir.op import REQUIRED
+    from plait.op import get_op
 
     if not name:
         return

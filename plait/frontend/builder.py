@@ -20,7 +20,8 @@ import numpy as np
 
 from plait.errors import PlaitError, TypeInferenceError
 from plait.ir.attrs import Attrs
-from plait.ir.op import OPS, RelError, get_op
+from plait.ir.op import RelError
+from plait.op import OPS, get_op
 from plait.ir.types import DTYPES, TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from plait.relay.infer import infer_expr, infer_type

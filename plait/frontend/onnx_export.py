@@ -10,8 +10,11 @@ the graph outputs, in order (a leaf that is a parameter, a constant or an earlie
 routed through an ``Identity`` so that every output is a distinct node output). Symbolic
 dimensions become ``dim_param`` (``"?"``: an unnamed unknown dimension).
 
-Each plait operator maps to one ONNX node or a few (:data:`EXPORTERS`); the attributes plait folded
-out of ONNX tensor inputs (Reshape's shape, Slice's starts, Pad's pads, Resize's sizes, the axes of
+Each plait operator is exported through its declared ONNX mapping (``Op.onnx``, the same data
+the importer reads; :func:`export_map`): a 1:1 mapping becomes one node of its ONNX type with the
+attributes mapped back, a mapping with an ``export`` function calls it with an
+:class:`ExportContext` (one ONNX node or a few). The attributes plait folded out of ONNX tensor
+inputs (Reshape's shape, Slice's starts, Pad's pads, Resize's sizes, the axes of
 Squeeze/Unsqueeze/ReduceX, ...) are emitted as ``int64`` initializers again. Node names come from
 ``Call.meta["name"]`` when present (else the operator name), made unique; intermediate values are
 named after their node. A call that cannot be expressed in ONNX at the requested opset raises
@@ -23,13 +26,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from plait.errors import FrontendError
+from plait.ir.onnx_map import OnnxMap
 from plait.ir.op import Op
-from plait.ir.types import DTYPES, FLOAT_DTYPES, TensorType, TupleType, Type
+from plait.ir.types import DTYPES, TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 
 DEFAULT_OPSET = 20
@@ -139,6 +143,19 @@ class ExportContext:
             self.g.producer[o] = node
         return outs if n_out > 1 else outs[0]
 
+    def fail(self, reason: str) -> NotExportable:
+        """The exception an export function raises when the call cannot be expressed in ONNX."""
+        return NotExportable(reason)
+
+    def elem_type(self, dtype: str) -> int:
+        """The ONNX element type (``TensorProto`` code) of a plait dtype."""
+        return _elem_type(dtype)
+
+    def const_value(self, i: int) -> np.ndarray | None:
+        """The value of argument ``i`` when it is a constant, else None."""
+        a = self.call.args[i]
+        return a.data if isinstance(a, Constant) else None
+
     def const(self, value: Any, dtype: str | np.dtype | None = None, hint: str = "const") -> str:
         return _add_init(self.g, np.asarray(value, dtype=dtype), f"{self.base}/{hint}")
 
@@ -156,407 +173,6 @@ def _add_init(g: _Graph, array: np.ndarray, hint: str) -> str:
     g.inits.append(numpy_helper.from_array(array, name))
     g.init_names.add(name)
     return name
-
-
-# ---- the table ------------------------------------------------------------------------------------
-
-ExportFn = Callable[[ExportContext], Any]
-EXPORTERS: dict[str, ExportFn] = {}
-
-
-def exporter(*ops: str) -> Callable[[ExportFn], ExportFn]:
-    def deco(fn: ExportFn) -> ExportFn:
-        for op in ops:
-            assert op not in EXPORTERS, op
-            EXPORTERS[op] = fn
-        return fn
-    return deco
-
-
-# elementwise: plait op -> ONNX op type (same inputs, no attributes)
-_DIRECT = {
-    "add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "power": "Pow",
-    "maximum": "Max", "minimum": "Min", "equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
-    "greater": "Greater", "greater_equal": "GreaterOrEqual", "logical_and": "And", "logical_or": "Or",
-    "logical_xor": "Xor", "where": "Where", "nn.prelu": "PRelu", "nn.matmul": "MatMul",
-    "abs": "Abs", "acos": "Acos", "acosh": "Acosh", "asin": "Asin", "asinh": "Asinh", "atan": "Atan",
-    "atanh": "Atanh", "ceil": "Ceil", "cos": "Cos", "cosh": "Cosh", "erf": "Erf", "exp": "Exp",
-    "floor": "Floor", "log": "Log", "negative": "Neg", "reciprocal": "Reciprocal", "round": "Round",
-    "sigmoid": "Sigmoid", "sign": "Sign", "sin": "Sin", "sinh": "Sinh", "sqrt": "Sqrt", "tan": "Tan",
-    "tanh": "Tanh", "logical_not": "Not", "isnan": "IsNaN", "nn.relu": "Relu", "nn.softplus": "Softplus",
-    "nn.softsign": "Softsign", "nn.hard_swish": "HardSwish", "nn.global_avg_pool2d": "GlobalAveragePool",
-    "nn.global_max_pool2d": "GlobalMaxPool", "device_copy": "Identity",
-}
-_DIRECT_OPSET = {"nn.mish": ("Mish", 18), "bitwise_and": ("BitwiseAnd", 18), "bitwise_or": ("BitwiseOr", 18),
-                 "bitwise_xor": ("BitwiseXor", 18), "bitwise_not": ("BitwiseNot", 18)}
-# plait attr -> ONNX attr, for ops whose attributes carry over unchanged (bools become ints)
-_WITH_ATTRS = {
-    "nn.leaky_relu": ("LeakyRelu", {"alpha": "alpha"}),
-    "nn.elu": ("Elu", {"alpha": "alpha"}),
-    "nn.selu": ("Selu", {"alpha": "alpha", "gamma": "gamma"}),
-    "nn.celu": ("Celu", {"alpha": "alpha"}),
-    "nn.hard_sigmoid": ("HardSigmoid", {"alpha": "alpha", "beta": "beta"}),
-    "nn.thresholded_relu": ("ThresholdedRelu", {"alpha": "alpha"}),
-    "isinf": ("IsInf", {"detect_positive": "detect_positive", "detect_negative": "detect_negative"}),
-    "argmax": ("ArgMax", {"axis": "axis", "keepdims": "keepdims", "select_last_index": "select_last_index"}),
-    "argmin": ("ArgMin", {"axis": "axis", "keepdims": "keepdims", "select_last_index": "select_last_index"}),
-    "flatten": ("Flatten", {"axis": "axis"}),
-    "concatenate": ("Concat", {"axis": "axis"}),
-    "take": ("Gather", {"axis": "axis"}),
-    "gather_elements": ("GatherElements", {"axis": "axis"}),
-    "gather_nd": ("GatherND", {"batch_dims": "batch_dims"}),
-    "nn.lrn": ("LRN", {"size": "size", "alpha": "alpha", "beta": "beta", "bias": "bias"}),
-    "nn.instance_norm": ("InstanceNormalization", {"epsilon": "epsilon"}),
-    "depth_to_space": ("DepthToSpace", {"block_size": "blocksize", "mode": "mode"}),
-}
-
-
-def _onnx_attr(v: Any) -> Any:
-    return int(v) if isinstance(v, bool) else v
-
-
-def _direct(cx: ExportContext) -> str:
-    op = cx.call.op.name  # type: ignore[union-attr]
-    if op in _DIRECT_OPSET:
-        op_type, v = _DIRECT_OPSET[op]
-        cx.need_opset(v, op_type)
-    else:
-        op_type = _DIRECT[op]
-    return cx.node(op_type, cx.ins)
-
-
-def _with_attrs(cx: ExportContext) -> str:
-    op_type, names = _WITH_ATTRS[cx.call.op.name]  # type: ignore[union-attr]
-    return cx.node(op_type, cx.ins, **{names[k]: _onnx_attr(cx.attrs[k]) for k in names})
-
-
-for _op in (*_DIRECT, *_DIRECT_OPSET):
-    exporter(_op)(_direct)
-for _op in _WITH_ATTRS:
-    exporter(_op)(_with_attrs)
-
-
-@exporter("not_equal")
-def _not_equal(cx: ExportContext) -> str:
-    return cx.node("Not", [cx.node("Equal", cx.ins)])
-
-
-@exporter("mod")
-def _mod(cx: ExportContext) -> str:
-    fmod = bool(cx.attrs["fmod"])
-    dtype = cx.arg_type(0).dtype
-    if dtype not in FLOAT_DTYPES or fmod:
-        return cx.node("Mod", cx.ins, fmod=int(fmod))
-    # floats with the divisor's sign (numpy's mod; ONNX Mod takes fmod=1 for floats): r = fmod(a, b),
-    # plus b where r is non-zero with the other sign; every result (zero too) has b's sign. The sign
-    # is applied by a multiplication: ONNX Runtime's Where turns -0.0 into 0.0.
-    a, b = cx.ins
-    dt = DTYPES[dtype]
-    zero, one, minus_one = (cx.const(v, dt, hint=h) for v, h in ((0.0, "zero"), (1.0, "one"), (-1.0, "minus_one")))
-    r = cx.node("Mod", [a, b], fmod=1)
-    b_neg = cx.node("Or", [cx.node("Less", [b, zero]), cx.node("Less", [cx.node("Div", [one, b]), zero])])  # -0 too
-    differ = cx.node("Xor", [cx.node("Less", [r, zero]), b_neg])
-    fix = cx.node("And", [differ, cx.node("Not", [cx.node("Equal", [r, zero])])])
-    fixed = cx.node("Where", [fix, cx.node("Add", [r, b]), r])
-    return cx.node("Mul", [cx.node("Abs", [fixed]), cx.node("Where", [b_neg, minus_one, one])])
-
-
-@exporter("left_shift", "right_shift")
-def _shift(cx: ExportContext) -> str:
-    """BitShift. Signed integers go through the unsigned type of their width (ONNX BitShift is
-    unsigned-only; a negative amount becomes one of at least the bit width); a right shift of a
-    negative value is ~(~x >> s), arithmetic. Amounts of at least the bit width give 0 in ONNX
-    Runtime's BitShift (ONNX leaves them unspecified), which is numpy's answer (-1 for a negative
-    value shifted right, through the complement)."""
-    dtype = cx.arg_type(0).dtype
-    dt = DTYPES[dtype]
-    direction = "LEFT" if cx.call.op.name == "left_shift" else "RIGHT"  # type: ignore[union-attr]
-    if dt.kind == "u":
-        return cx.node("BitShift", cx.ins, direction=direction)
-    cx.need_opset(18, f"a shift of {dtype} values (BitwiseNot)")
-    x, amount = cx.ins
-    udt = f"uint{dt.itemsize * 8}"
-
-    def shift(v: str) -> str:
-        u = cx.node("Cast", [v], to=_elem_type(udt))
-        return cx.node("Cast", [cx.node("BitShift", [u, s], direction=direction)], to=_elem_type(dtype))
-
-    s = cx.node("Cast", [amount], to=_elem_type(udt))
-    if direction == "LEFT":
-        return shift(x)
-    negative = cx.node("Less", [x, cx.const(0, dt, hint="zero")])
-    return cx.node("Where", [negative, cx.node("BitwiseNot", [shift(cx.node("BitwiseNot", [x]))]), shift(x)])
-
-
-@exporter("rsqrt")
-def _rsqrt(cx: ExportContext) -> str:
-    return cx.node("Reciprocal", [cx.node("Sqrt", cx.ins)])
-
-
-@exporter("nn.silu")
-def _silu(cx: ExportContext) -> str:
-    return cx.node("Mul", [cx.ins[0], cx.node("Sigmoid", cx.ins)])
-
-
-@exporter("nn.gelu")
-def _gelu(cx: ExportContext) -> str:
-    cx.need_opset(20, "Gelu")
-    return cx.node("Gelu", cx.ins, approximate=cx.attrs["approximate"])
-
-
-@exporter("clip")
-def _clip(cx: ExportContext) -> str:
-    dtype = cx.arg_type(0).dtype
-    bounds = []
-    for k in ("a_min", "a_max"):
-        v = cx.attrs[k]
-        if v is None:
-            bounds.append("")
-            continue
-        if dtype not in FLOAT_DTYPES:
-            if float(v) != int(v):
-                raise NotExportable(f"clip of {dtype} values to the non-integer bound {v}")
-            info = np.iinfo(DTYPES[dtype])  # a bound beyond the dtype's range clips nothing
-            v = min(max(int(v), int(info.min)), int(info.max))
-        bounds.append(cx.const(v, DTYPES[dtype], hint=k))
-    while bounds and bounds[-1] == "":
-        bounds.pop()
-    return cx.node("Clip", [cx.ins[0], *bounds])
-
-
-@exporter("cast")
-def _cast(cx: ExportContext) -> str:
-    return cx.node("Cast", cx.ins, to=_elem_type(cx.attrs["dtype"]))
-
-
-# ---- reductions and softmax -----------------------------------------------------------------------
-
-_REDUCE = {
-    "sum": ("ReduceSum", 13), "mean": ("ReduceMean", 18), "max": ("ReduceMax", 18), "min": ("ReduceMin", 18),
-    "prod": ("ReduceProd", 18), "sum_square": ("ReduceSumSquare", 18), "l1_norm": ("ReduceL1", 18),
-    "l2_norm": ("ReduceL2", 18), "log_sum": ("ReduceLogSum", 18), "log_sum_exp": ("ReduceLogSumExp", 18),
-}
-
-
-@exporter(*_REDUCE)
-def _reduce(cx: ExportContext) -> str:
-    op_type, since = _REDUCE[cx.call.op.name]  # type: ignore[union-attr]
-    axes = cx.attrs["axis"]
-    keepdims = int(bool(cx.attrs["keepdims"]))
-    if axes is not None and len(axes) == 0:  # reduce over no axis: the input itself
-        return cx.node("Identity", cx.ins)
-    if axes is None:
-        return cx.node(op_type, cx.ins, keepdims=keepdims)
-    if cx.opset >= since:
-        return cx.node(op_type, [cx.ins[0], cx.ints(axes, "axes")], keepdims=keepdims)
-    return cx.node(op_type, cx.ins, axes=list(axes), keepdims=keepdims)
-
-
-@exporter("nn.softmax", "nn.log_softmax")
-def _softmax(cx: ExportContext) -> str:
-    nd = cx.arg_type(0).ndim
-    axis = cx.attrs["axis"]
-    if cx.opset < 13 and axis % max(nd, 1) != nd - 1:
-        raise NotExportable(f"softmax over axis {axis} of a rank-{nd} tensor needs ONNX opset >= 13")
-    return cx.node("Softmax" if cx.call.op.name == "nn.softmax" else "LogSoftmax", cx.ins, axis=axis)  # type: ignore
-
-
-@exporter("cumsum")
-def _cumsum(cx: ExportContext) -> str:
-    return cx.node("CumSum", [cx.ins[0], cx.const(cx.attrs["axis"], np.int64, "axis")],
-                   exclusive=int(cx.attrs["exclusive"]), reverse=int(cx.attrs["reverse"]))
-
-
-# ---- neural-network operators ---------------------------------------------------------------------
-
-
-def _kernel(cx: ExportContext, i: int) -> list[int] | None:
-    ks = cx.arg_type(i).shape[2:]
-    return [int(k) for k in ks] if all(isinstance(k, int) for k in ks) else None
-
-
-@exporter("nn.conv2d")
-def _conv(cx: ExportContext) -> str:
-    a = cx.attrs
-    return cx.node("Conv", cx.ins, kernel_shape=_kernel(cx, 1), strides=list(a["strides"]), pads=list(a["padding"]),
-                   dilations=list(a["dilation"]), group=a["groups"])
-
-
-@exporter("nn.conv2d_transpose")
-def _conv_transpose(cx: ExportContext) -> str:
-    a = cx.attrs
-    return cx.node("ConvTranspose", cx.ins, kernel_shape=_kernel(cx, 1), strides=list(a["strides"]),
-                   pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"],
-                   output_padding=list(a["output_padding"]))
-
-
-@exporter("nn.dense")
-def _dense(cx: ExportContext) -> str:
-    data, weight = cx.call.args
-    if cx.arg_type(0).ndim == 2:
-        return cx.node("Gemm", cx.ins, transB=1)
-    if isinstance(weight, Constant):
-        wt = cx.const(np.ascontiguousarray(weight.data.T), hint="weight_t")
-    else:
-        wt = cx.node("Transpose", [cx.ins[1]], perm=[1, 0])
-    return cx.node("MatMul", [cx.ins[0], wt])
-
-
-def _pool_attrs(cx: ExportContext) -> dict[str, Any]:
-    a = cx.attrs
-    return dict(kernel_shape=list(a["pool_size"]), strides=list(a["strides"]), pads=list(a["padding"]),
-                ceil_mode=int(a["ceil_mode"]))
-
-
-@exporter("nn.max_pool2d")
-def _max_pool(cx: ExportContext) -> str:
-    return cx.node("MaxPool", cx.ins, dilations=list(cx.attrs["dilation"]), **_pool_attrs(cx))
-
-
-@exporter("nn.avg_pool2d")
-def _avg_pool(cx: ExportContext) -> str:
-    dil = list(cx.attrs["dilation"])
-    if dil != [1, 1]:
-        cx.need_opset(19, "AveragePool with dilations")
-    return cx.node("AveragePool", cx.ins, dilations=dil if dil != [1, 1] else None,
-                   count_include_pad=int(cx.attrs["count_include_pad"]), **_pool_attrs(cx))
-
-
-@exporter("nn.batch_norm")
-def _batch_norm(cx: ExportContext) -> str:
-    nd = cx.arg_type(0).ndim
-    if nd < 2 or cx.attrs["axis"] % nd != 1:
-        raise NotExportable(f"batch_norm over axis {cx.attrs['axis']} (ONNX BatchNormalization normalizes axis 1)")
-    return cx.node("BatchNormalization", cx.ins, epsilon=cx.attrs["epsilon"])
-
-
-@exporter("nn.layer_norm")
-def _layer_norm(cx: ExportContext) -> str:
-    cx.need_opset(17, "LayerNormalization")
-    return cx.node("LayerNormalization", cx.ins, axis=cx.attrs["axis"], epsilon=cx.attrs["epsilon"])
-
-
-# ---- shapes and data movement ---------------------------------------------------------------------
-
-
-@exporter("reshape")
-def _reshape(cx: ExportContext) -> str:
-    return cx.node("Reshape", [cx.ins[0], cx.ints(cx.attrs["newshape"], "shape")])
-
-
-@exporter("transpose")
-def _transpose(cx: ExportContext) -> str:
-    axes = cx.attrs["axes"]
-    return cx.node("Transpose", cx.ins, perm=None if axes is None else list(axes))
-
-
-@exporter("squeeze")
-def _squeeze(cx: ExportContext) -> str:
-    axes = cx.attrs["axes"]
-    if axes is None:
-        return cx.node("Squeeze", cx.ins)
-    return cx.node("Squeeze", [cx.ins[0], cx.ints(axes, "axes")])
-
-
-@exporter("expand_dims")
-def _unsqueeze(cx: ExportContext) -> str:
-    return cx.node("Unsqueeze", [cx.ins[0], cx.ints(cx.attrs["axes"], "axes")])
-
-
-@exporter("broadcast_to")
-def _expand(cx: ExportContext) -> str:
-    return cx.node("Expand", [cx.ins[0], cx.ints(cx.attrs["shape"], "shape")])
-
-
-@exporter("tile")
-def _tile(cx: ExportContext) -> str:
-    return cx.node("Tile", [cx.ins[0], cx.ints(cx.attrs["reps"], "repeats")])
-
-
-@exporter("split")
-def _split(cx: ExportContext) -> list[str]:
-    sections = cx.attrs["sections"]
-    outs = cx.node("Split", [cx.ins[0], cx.ints(sections, "split")], n_out=len(sections), axis=cx.attrs["axis"])
-    return outs if len(sections) > 1 else [outs]
-
-
-@exporter("strided_slice")
-def _slice(cx: ExportContext) -> str:
-    a = cx.attrs
-    begin, end, axes, steps = a["begin"], a["end"], a["axes"], a["strides"]
-    ins = [cx.ins[0], cx.ints(begin, "starts"), cx.ints(end, "ends")]
-    if axes is not None or steps is not None:
-        ins.append(cx.ints(axes if axes is not None else range(len(begin)), "axes"))
-    if steps is not None:
-        ins.append(cx.ints(steps, "steps"))
-    return cx.node("Slice", ins)
-
-
-@exporter("nn.pad")
-def _pad(cx: ExportContext) -> str:
-    a = cx.attrs
-    mode = a["pad_mode"]
-    if mode == "wrap":
-        cx.need_opset(19, "Pad with mode 'wrap'")
-    ins = [cx.ins[0], cx.ints(a["pad_width"], "pads")]
-    if mode == "constant" and a["pad_value"] != 0:
-        dtype = cx.arg_type(0).dtype
-        value = np.asarray(a["pad_value"]).astype(DTYPES[dtype])
-        if float(value) != a["pad_value"] and not np.isnan(a["pad_value"]):
-            raise NotExportable(f"pad value {a['pad_value']} is not representable in {dtype}")
-        ins.append(cx.const(value, hint="constant_value"))
-    return cx.node("Pad", ins, mode=mode)
-
-
-@exporter("image.resize2d")
-def _resize(cx: ExportContext) -> str:
-    a = cx.attrs
-    cx.need_opset(18, "Resize of the two spatial axes (attribute 'axes')")
-    ctm = a["coordinate_transformation_mode"]
-    roi = ""
-    if ctm == "tf_crop_and_resize":
-        roi = cx.const(np.asarray(a["roi"] if a["roi"] is not None else (0.0, 0.0, 1.0, 1.0), np.float32), hint="roi")
-    if a["scales"] is not None:
-        in_hw = cx.arg_type(0).shape[2:]
-        if not all(isinstance(d, int) for d in in_hw):
-            raise NotExportable("resize with scales needs static input H and W")
-        got = [int(np.floor(d * np.float32(s))) for d, s in zip(in_hw, a["scales"])]
-        if got != list(a["size"]):
-            raise NotExportable(f"scales {list(a['scales'])} give size {got}, not the call's size {list(a['size'])}")
-        ins = [cx.ins[0], roi, cx.const(np.asarray(a["scales"], np.float32), hint="scales")]
-    else:
-        ins = [cx.ins[0], roi, "", cx.ints(a["size"], "sizes")]
-    return cx.node("Resize", ins, axes=[2, 3], mode=a["method"], coordinate_transformation_mode=ctm,
-                   nearest_mode=a["nearest_mode"], cubic_coeff_a=a["cubic_alpha"],
-                   exclude_outside=int(a["exclude_outside"]), extrapolation_value=a["extrapolation_value"])
-
-
-@exporter("space_to_depth")
-def _space_to_depth(cx: ExportContext) -> str:
-    if cx.attrs["mode"] != "DCR":
-        raise NotExportable(f"space_to_depth mode '{cx.attrs['mode']}' (ONNX SpaceToDepth is DCR only)")
-    return cx.node("SpaceToDepth", cx.ins, blocksize=cx.attrs["block_size"])
-
-
-@exporter("one_hot")
-def _one_hot(cx: ExportContext) -> str:
-    a = cx.attrs
-    values = np.asarray([a["off_value"], a["on_value"]]).astype(DTYPES[a["dtype"]])
-    return cx.node("OneHot", [cx.ins[0], cx.const(a["depth"], np.int64, "depth"), cx.const(values, hint="values")],
-                   axis=a["axis"])
-
-
-@exporter("trilu")
-def _trilu(cx: ExportContext) -> str:
-    return cx.node("Trilu", [cx.ins[0], cx.const(cx.attrs["k"], np.int64, "k")], upper=int(cx.attrs["upper"]))
-
-
-@exporter("range")
-def _range(cx: ExportContext) -> str:
-    """No inputs: the value is known, so it becomes an initializer (routed through Identity)."""
-    op: Op = cx.call.op  # type: ignore[assignment]
-    value = np.asarray(op.ref([], cx.attrs))
-    return cx.node("Identity", [cx.const(value, hint="value")])
 
 
 # ---- driving --------------------------------------------------------------------------------------
@@ -623,11 +239,20 @@ def _ensure_typed(expr: Expr) -> None:
         infer_expr(expr)
 
 
+def export_map(op: Op) -> OnnxMap | None:
+    """The mapping ``op`` is exported through: its first declared ONNX mapping that exports."""
+    return next((m for m in op.onnx if m.exports), None)
+
+
+def _onnx_attr(v: Any) -> Any:
+    return int(v) if isinstance(v, bool) else v
+
+
 def _convert_call(g: _Graph, call: Call, ins: list[str]) -> Any:
     if not isinstance(call.op, Op):
         raise NotExportable(f"'{call.op_name}' is not an operator call")
-    fn = EXPORTERS.get(call.op.name)
-    if fn is None:
+    m = export_map(call.op)
+    if m is None:
         raise NotExportable(f"operator '{call.op.name}' has no ONNX export")
     for e in (*call.args, call):
         for t in _leaves(e.checked_type):
@@ -635,7 +260,12 @@ def _convert_call(g: _Graph, call: Call, ins: list[str]) -> Any:
                 raise NotExportable(f"dtype '{t.dtype}' has no ONNX type")
     hint = call.meta.get("name") if call.meta else None
     base = g.names.fresh(hint or call.op.name)
-    return fn(ExportContext(g, call, ins, base))
+    cx = ExportContext(g, call, ins, base)
+    if m.since > 1:
+        cx.need_opset(m.since, m.op_type)
+    if callable(m.export):
+        return m.export(cx)
+    return cx.node(m.op_type, cx.ins, **{k: _onnx_attr(cx.attrs[m.plait_attr(k)[0]]) for k in m.attrs})
 
 
 def call_function(call: Call) -> Function:
@@ -770,4 +400,6 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
     return model
 
 
-__all__ = ["DEFAULT_OPSET", "EXPORTERS", "ExportError", "call_function", "exportable", "sanitize", "to_onnx"]
+__all__ = [
+    "DEFAULT_OPSET", "ExportContext", "ExportError", "call_function", "export_map", "exportable", "sanitize", "to_onnx",
+]

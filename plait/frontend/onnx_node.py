@@ -25,7 +25,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from plait.errors import AttrError, FrontendError, RegistryError
 from plait.ir.attrs import Attrs
-from plait.ir.op import Op, RelError, get_op
+from plait.ir.op import Op, RelError
+from plait.op import get_op
 from plait.frontend.onnx_budget import ImportBudget, type_bytes
 from plait.ir.types import DTYPES, TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, TupleGetItem
@@ -308,7 +309,7 @@ class NodeContext:
             shown = ", ".join(str(a) for a in arg_types)
             raise Unsupported(f"plait operator '{op_name}' rejects ({shown}): {exc}") from None
         call._set_type(t)
-        check = op.extra.get("check_constant_args")
+        check = op.check_constant_args
         if check is not None and any(isinstance(e, Constant) for e in exprs):
             check([e.data if isinstance(e, Constant) else None for e in exprs], arg_types, call.attrs)
         if (isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs)

@@ -1,53 +1,22 @@
-"""ONNX converters: elementwise math, activations, logic, casts, constants and identities."""
+"""ONNX converters: the elementwise ONNX operators that are not 1:1 mappings of one operator (BitShift,
+Pow, the variadic Sum/Max/Min/Mean, PRelu, Swish, Clip), casts, constants and identities.
+
+The 1:1 ones (Add, Relu, HardSigmoid, ...) are declared by the operators (``Op.onnx``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from plait.frontend.onnx_fold import SYM_BINARY, has_sym, sym_binary, sym_equal, sym_result, sym_values, sym_where
+from plait.frontend.onnx_fold import sym_result, sym_values
 from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, onnx_dtype_name, plait_dtype
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters, legacy_broadcast
 from plait.ir.types import DTYPES, FLOAT_DTYPES
-from plait.relay.expr import Expr
 
 # ---- binary -----------------------------------------------------------------------------------
 
-_BINARY = {
-    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
-    "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
-    "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor",
-    "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-}
 
-
-def legacy_broadcast(cx: NodeContext, b: Expr) -> Expr:
-    """Opsets < 7: ``broadcast=1`` with ``axis`` aligns b with a starting at ``axis``."""
-    if not cx.attr("broadcast", 0) or "axis" not in cx.attrs:
-        return b
-    nd_a, nd_b = cx.ndim(0), cx.ndim(1)
-    axis = cx.axis(cx.attr("axis"), nd_a)
-    trailing = nd_a - axis - nd_b
-    if trailing <= 0:
-        return b
-    return cx.reshape(b, tuple(cx.static_shape(1, "input B")) + (1,) * trailing)
-
-
-@converter(*_BINARY, attrs=("broadcast", "axis"))
-def binary(cx: NodeContext) -> object:
-    if cx.op_type in SYM_BINARY and has_sym(cx):
-        return sym_binary(cx)
-    if cx.op_type == "Equal" and has_sym(cx):
-        return sym_equal(cx)
-    return cx.call(_BINARY[cx.op_type], cx.expr(0), legacy_broadcast(cx, cx.expr(1)))
-
-
-@converter("Mod", attrs=("fmod",))
-def mod(cx: NodeContext) -> object:
-    return cx.call("mod", cx.expr(0), cx.expr(1), fmod=bool(cx.attr("fmod", 0)))
-
-
-@converter("BitShift", attrs=("direction",))
 def bit_shift(cx: NodeContext) -> object:
     direction = cx.attr("direction")
     if direction not in ("LEFT", "RIGHT"):
@@ -55,7 +24,6 @@ def bit_shift(cx: NodeContext) -> object:
     return cx.call("left_shift" if direction == "LEFT" else "right_shift", cx.expr(0), cx.expr(1))
 
 
-@converter("Pow", attrs=("broadcast", "axis"))
 def pow_(cx: NodeContext) -> object:
     x, y = cx.expr(0), legacy_broadcast(cx, cx.expr(1))
     xt, yt = cx.dtype(0), cx.dtype(1)
@@ -69,7 +37,6 @@ def pow_(cx: NodeContext) -> object:
 _VARIADIC = {"Sum": "add", "Max": "maximum", "Min": "minimum", "Mean": "add"}
 
 
-@converter(*_VARIADIC)
 def variadic(cx: NodeContext) -> object:
     args = [cx.expr(i) for i in range(len(cx.inputs)) if cx.has(i)]
     if not args:
@@ -82,14 +49,6 @@ def variadic(cx: NodeContext) -> object:
     return acc
 
 
-@converter("Where")
-def where(cx: NodeContext) -> object:
-    if has_sym(cx):
-        return sym_where(cx)
-    return cx.call("where", cx.expr(0), cx.expr(1), cx.expr(2))
-
-
-@converter("PRelu")
 def prelu(cx: NodeContext) -> object:
     x, slope = cx.expr(0), cx.expr(1)
     shape = cx.shape(1)
@@ -100,50 +59,7 @@ def prelu(cx: NodeContext) -> object:
 
 # ---- unary ------------------------------------------------------------------------------------
 
-_UNARY = {
-    "Abs": "abs", "Neg": "negative", "Reciprocal": "reciprocal", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
-    "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
-    "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
-    "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign", "Erf": "erf", "IsNaN": "isnan",
-    "Not": "logical_not", "BitwiseNot": "bitwise_not", "Relu": "nn.relu", "Sigmoid": "sigmoid",
-    "Tanh": "tanh", "Softplus": "nn.softplus", "Softsign": "nn.softsign", "Mish": "nn.mish",
-    "HardSwish": "nn.hard_swish",
-}
 
-
-@converter(*_UNARY)
-def unary(cx: NodeContext) -> object:
-    return cx.call(_UNARY[cx.op_type], cx.expr(0))
-
-
-# op_type -> (plait op, {onnx attr: plait attr})
-_UNARY_ATTRS = {
-    "LeakyRelu": ("nn.leaky_relu", {"alpha": "alpha"}),
-    "Elu": ("nn.elu", {"alpha": "alpha"}),
-    "Selu": ("nn.selu", {"alpha": "alpha", "gamma": "gamma"}),
-    "Celu": ("nn.celu", {"alpha": "alpha"}),
-    "HardSigmoid": ("nn.hard_sigmoid", {"alpha": "alpha", "beta": "beta"}),
-    "ThresholdedRelu": ("nn.thresholded_relu", {"alpha": "alpha"}),
-    "IsInf": ("isinf", {"detect_positive": "detect_positive", "detect_negative": "detect_negative"}),
-    "Gelu": ("nn.gelu", {"approximate": "approximate"}),
-}
-
-
-def _unary_attrs(cx: NodeContext) -> object:
-    op, names = _UNARY_ATTRS[cx.op_type]
-    attrs = {names[k]: v for k, v in cx.attrs.items()}
-    if attrs.get("approximate", "none") not in ("none", "tanh"):
-        raise FrontendError(f"approximate '{attrs['approximate']}' is neither 'none' nor 'tanh'")
-    if "detect_positive" in attrs or "detect_negative" in attrs:
-        attrs = {k: bool(v) for k, v in attrs.items()}
-    return cx.call(op, cx.expr(0), **attrs)
-
-
-for _op_type, (_, _names) in _UNARY_ATTRS.items():
-    converter(_op_type, attrs=_names)(_unary_attrs)
-
-
-@converter("Swish", attrs=("alpha",))
 def swish(cx: NodeContext) -> object:
     alpha = cx.attr("alpha", 1.0)
     x = cx.expr(0)
@@ -152,7 +68,6 @@ def swish(cx: NodeContext) -> object:
     return cx.call("multiply", x, cx.call("sigmoid", cx.call("multiply", x, cx.constant(alpha, cx.dtype(0)))))
 
 
-@converter("Clip", attrs=("min", "max"))
 def clip(cx: NodeContext) -> object:
     x = cx.expr(0)
     dtype = cx.dtype(0)
@@ -182,22 +97,18 @@ def _cast_to(cx: NodeContext, dtype: str) -> object:
     return cx.cast(cx.expr(0), dtype)
 
 
-@converter("Cast", attrs=("to", "saturate", "round_mode"))
 def cast(cx: NodeContext) -> object:
     return _cast_to(cx, plait_dtype(cx.attr("to")))
 
 
-@converter("CastLike", attrs=("saturate", "round_mode"))
 def cast_like(cx: NodeContext) -> object:
     return _cast_to(cx, cx.dtype(1))
 
 
-@converter("Identity")
 def identity(cx: NodeContext) -> object:
     return cx.value(0)
 
 
-@converter("Dropout", attrs=("ratio", "is_test", "seed"))
 def dropout(cx: NodeContext) -> object:
     if cx.version < 7 and not cx.attr("is_test", 0):
         raise Unsupported("training mode (is_test=0) not supported")
@@ -215,8 +126,6 @@ def dropout(cx: NodeContext) -> object:
     return [x, mask]
 
 
-@converter("Constant", attrs=("value", "value_float", "value_floats", "value_int", "value_ints",
-                              "value_string", "value_strings", "sparse_value"))
 def constant(cx: NodeContext) -> object:
     if len(cx.attrs) != 1:
         raise FrontendError(f"needs exactly one value attribute, got {len(cx.attrs)}")
@@ -234,3 +143,19 @@ def constant(cx: NodeContext) -> object:
     if name == "sparse_value":
         raise Unsupported("sparse constants not supported")
     raise Unsupported(f"dtype '{onnx_dtype_name(8)}' not supported")
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["BitShift"], bit_shift, attrs=("direction",), ops=("left_shift", "right_shift")),
+    *converters(["Pow"], pow_, attrs=("broadcast", "axis"), ops=("power", "reshape", "cast")),
+    *converters(_VARIADIC, variadic, ops=lambda t: (_VARIADIC[t],) + (("divide",) if t == "Mean" else ())),
+    *converters(["PRelu"], prelu, ops=("nn.prelu", "reshape")),
+    *converters(["Swish"], swish, attrs=("alpha",), ops=("multiply", "nn.silu", "sigmoid")),
+    *converters(["Clip"], clip, attrs=("min", "max"), ops=("clip", "maximum", "minimum", "min", "max")),
+    *converters(["Cast"], cast, attrs=("to", "saturate", "round_mode"), ops=("cast",)),
+    *converters(["CastLike"], cast_like, attrs=("saturate", "round_mode"), ops=("cast",)),
+    *converters(["Identity"], identity, ops=()),
+    *converters(["Dropout"], dropout, attrs=("ratio", "is_test", "seed"), ops=("broadcast_to",)),
+    *converters(["Constant"], constant, attrs=("value", "value_float", "value_floats", "value_int", "value_ints",
+                                               "value_string", "value_strings", "sparse_value")),
+]

@@ -13,7 +13,7 @@ import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
 _MODES = ("nearest", "linear", "cubic")
@@ -86,9 +86,6 @@ def _check_scales(scales: list[float] | None, n: int, what: str = "scales") -> N
         raise FrontendError(f"{what} {short(scales)} must be finite and > 0")
 
 
-@converter("Resize", attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a",
-                            "exclude_outside", "extrapolation_value", "keep_aspect_ratio_policy", "mode",
-                            "nearest_mode"))
 def resize(cx: NodeContext) -> object:
     if cx.attr("antialias", 0):
         raise Unsupported("antialias=1 not supported")
@@ -146,7 +143,6 @@ def resize(cx: NodeContext) -> object:
                    extrapolation_value=cx.attr("extrapolation_value", 0.0))
 
 
-@converter("Upsample", attrs=("mode", "scales"))
 def upsample(cx: NodeContext) -> object:
     mode = cx.attr("mode", "nearest")
     if mode not in ("nearest", "linear"):
@@ -159,3 +155,13 @@ def upsample(cx: NodeContext) -> object:
     out = [_scaled(d, s) for d, s in zip(in_shape, scales)]
     return _resize(cx, out, [float(s) for s in scales], None, method=mode,
                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["Resize"], resize,
+                attrs=("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                       "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode"),
+                ops=("floor", "image.resize2d", "transpose", "reshape")),
+    *converters(["Upsample"], upsample, attrs=("mode", "scales"),
+                ops=("floor", "image.resize2d", "transpose", "reshape")),
+]

@@ -11,7 +11,7 @@ import numpy as np
 
 from plait.errors import FrontendError
 from plait.frontend.onnx_node import NodeContext, Unsupported, short
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
 _COMBINE = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
@@ -65,7 +65,6 @@ def _in_range(idx: np.ndarray, size: int, axis: int) -> np.ndarray:
     return np.where(idx < 0, idx + size, idx)
 
 
-@converter("ScatterElements", "Scatter", attrs=("axis", "reduction"))
 def scatter_elements(cx: NodeContext) -> object:
     shape = cx.static_shape(0, "data")
     idx = cx.const(1, "indices").astype(np.int64)
@@ -82,7 +81,6 @@ def scatter_elements(cx: NodeContext) -> object:
     return _scatter(cx, targets, cx.attr("reduction", "none"))
 
 
-@converter("ScatterND", attrs=("reduction",))
 def scatter_nd(cx: NodeContext) -> object:
     shape = cx.static_shape(0, "data")
     idx = cx.const(1, "indices").astype(np.int64)
@@ -101,7 +99,6 @@ def scatter_nd(cx: NodeContext) -> object:
     return _scatter(cx, targets, cx.attr("reduction", "none"))
 
 
-@converter("ReverseSequence", attrs=("batch_axis", "time_axis"))
 def reverse_sequence(cx: NodeContext) -> object:
     shape = cx.static_shape(0, "input")
     lens = cx.const(1, "sequence_lens").astype(np.int64)
@@ -119,7 +116,6 @@ def reverse_sequence(cx: NodeContext) -> object:
     return cx.call("gather_elements", cx.expr(0), cx.constant(index), axis=t_axis)
 
 
-@converter("TopK", attrs=("axis", "largest", "sorted"))
 def top_k(cx: NodeContext) -> object:
     if cx.version >= 10 and cx.const(1, "K").size != 1:
         raise FrontendError("K must hold one value")
@@ -147,3 +143,13 @@ def top_k(cx: NodeContext) -> object:
         work = cx.call("where", cx.call("equal", positions, i), fill, work)
     cat = (lambda parts: parts[0] if len(parts) == 1 else cx.call("concatenate", *parts, axis=axis))
     return [cat(values), cat(indices)]
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["ScatterElements"], scatter_elements, attrs=("axis", "reduction"), ops=("take", "where", "reshape")),
+    *converters(["Scatter"], scatter_elements, attrs=("axis", "reduction"), ops=("take", "where", "reshape")),
+    *converters(["ScatterND"], scatter_nd, attrs=("reduction",), ops=("take", "where", "reshape")),
+    *converters(["ReverseSequence"], reverse_sequence, attrs=("batch_axis", "time_axis"), ops=("gather_elements",)),
+    *converters(["TopK"], top_k, attrs=("axis", "largest", "sorted"),
+                ops=("where", "argmax", "argmin", "gather_elements", "equal", "concatenate", "cast")),
+]

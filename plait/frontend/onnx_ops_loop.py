@@ -9,7 +9,7 @@ import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, Value, short, value_type
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
 MAX_UNROLL = 4096
@@ -23,8 +23,6 @@ def stack(cx: NodeContext, items: list[Value], axis: int) -> Expr:
     return parts[0] if len(parts) == 1 else cx.call("concatenate", *parts, axis=axis)
 
 
-@converter("Scan", attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
-                          "scan_output_axes", "scan_output_directions"), min_version=9)
 def scan(cx: NodeContext) -> object:
     body = cx.attr("body")
     m = cx.attr("num_scan_inputs")
@@ -70,7 +68,6 @@ def scan(cx: NodeContext) -> object:
     return results
 
 
-@converter("Loop", attrs=("body",), min_version=11)
 def loop(cx: NodeContext) -> object:
     body = cx.attr("body")
     trip = int(cx.const(0, "M").reshape(-1)[0]) if cx.has(0) else None
@@ -95,3 +92,12 @@ def loop(cx: NodeContext) -> object:
     if k and t == 0:
         raise Unsupported("a loop with scan outputs that runs no iteration")
     return carried + [stack(cx, per_step[j], 0) for j in range(k)]
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["Scan"], scan,
+                attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
+                       "scan_output_directions"),
+                min_version=9, ops=("take", "expand_dims", "concatenate")),
+    *converters(["Loop"], loop, attrs=("body",), min_version=11, ops=("expand_dims", "concatenate")),
+]

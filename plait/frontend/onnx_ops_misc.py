@@ -10,7 +10,7 @@ import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, plait_dtype, value_type
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.ir.types import DTYPES, TupleType
 from plait.relay.expr import Expr, If, Tuple
 
@@ -82,7 +82,6 @@ def _contract(cx: NodeContext, a: Expr, sa: str, b: Expr, sb: str, keep: set[str
     return cx.reshape(y, tuple(dims[c] for c in out)), out
 
 
-@converter("Einsum", attrs=("equation",))
 def einsum(cx: NodeContext) -> object:
     eq = cx.attr("equation")
     n = len(cx.inputs)
@@ -130,7 +129,6 @@ def quantize(cx: NodeContext, x: Expr, scale: Expr, zp: Expr | None, axis: int, 
     return cx.cast(cx.call("clip", q, a_min=float(info.min), a_max=float(info.max)), out_dtype)
 
 
-@converter("DequantizeLinear", attrs=("axis", "block_size", "output_dtype"))
 def dequantize_linear(cx: NodeContext) -> object:
     _check_block(cx)
     out = plait_dtype(cx.attr("output_dtype")) if cx.attr("output_dtype", 0) else cx.dtype(1)
@@ -138,7 +136,6 @@ def dequantize_linear(cx: NodeContext) -> object:
     return dequantize(cx, cx.expr(0), cx.expr(1), zp, cx.attr("axis", 1), out)
 
 
-@converter("QuantizeLinear", attrs=("axis", "block_size", "output_dtype", "saturate", "precision"))
 def quantize_linear(cx: NodeContext) -> object:
     _check_block(cx)
     if cx.has(2):
@@ -151,7 +148,6 @@ def quantize_linear(cx: NodeContext) -> object:
     return quantize(cx, cx.expr(0), cx.expr(1), zp, cx.attr("axis", 1), out)
 
 
-@converter("QLinearMatMul")
 def qlinear_matmul(cx: NodeContext) -> object:
     a = dequantize(cx, cx.expr(0), cx.expr(1), cx.expr(2), 0, "float32")
     b = dequantize(cx, cx.expr(3), cx.expr(4), cx.expr(5), -1, "float32")
@@ -159,7 +155,6 @@ def qlinear_matmul(cx: NodeContext) -> object:
     return quantize(cx, y, cx.expr(6), cx.expr(7), 1, cx.dtype(7))
 
 
-@converter("MatMulInteger")
 def matmul_integer(cx: NodeContext) -> object:
     a, b = cx.cast(cx.expr(0), "int32"), cx.cast(cx.expr(1), "int32")
     if cx.has(2):
@@ -178,7 +173,6 @@ def _conv_like(cx: NodeContext, x: Expr, w: Expr, bias: Expr | None) -> Expr:
     return conv(inner)
 
 
-@converter("ConvInteger", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
 def conv_integer(cx: NodeContext) -> object:
     # exact in float64: products of 8-bit values summed far below 2**53
     x, w = cx.cast(cx.expr(0), "float64"), cx.cast(cx.expr(1), "float64")
@@ -189,7 +183,6 @@ def conv_integer(cx: NodeContext) -> object:
     return cx.cast(_conv_like(cx, x, w, None), "int32")
 
 
-@converter("QLinearConv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
 def qlinear_conv(cx: NodeContext) -> object:
     x = dequantize(cx, cx.expr(0), cx.expr(1), cx.expr(2), 1, "float32")
     w = dequantize(cx, cx.expr(3), cx.expr(4), cx.expr(5), 0, "float32")
@@ -204,7 +197,6 @@ def qlinear_conv(cx: NodeContext) -> object:
 # ---- LpNormalization --------------------------------------------------------------------------
 
 
-@converter("LpNormalization", attrs=("axis", "p"))
 def lp_normalization(cx: NodeContext) -> object:
     p = cx.attr("p", 2)
     if p not in (1, 2):
@@ -221,7 +213,6 @@ def lp_normalization(cx: NodeContext) -> object:
 # ---- If ---------------------------------------------------------------------------------------
 
 
-@converter("If", attrs=("then_branch", "else_branch"))
 def if_(cx: NodeContext) -> object:
     if cx.is_const(0):
         taken = cx.attr("then_branch") if bool(cx.const(0, "cond").reshape(-1)[0]) else cx.attr("else_branch")
@@ -248,3 +239,24 @@ def if_(cx: NodeContext) -> object:
     e._set_type(TupleType(tuple(types_t)))
     return [cx.get(e, i) for i in range(len(then_vals))]
 
+
+CONVERTERS: list[Converter] = [
+    *converters(["Einsum"], einsum, attrs=("equation",), ops=("sum", "transpose", "nn.matmul", "reshape")),
+    *converters(["DequantizeLinear"], dequantize_linear, attrs=("axis", "block_size", "output_dtype"),
+                ops=("multiply", "subtract", "cast", "reshape")),
+    *converters(["QuantizeLinear"], quantize_linear,
+                attrs=("axis", "block_size", "output_dtype", "saturate", "precision"),
+                ops=("round", "divide", "add", "clip", "cast", "reshape")),
+    *converters(["QLinearMatMul"], qlinear_matmul,
+                ops=("nn.matmul", "multiply", "subtract", "cast", "reshape", "round", "divide", "add", "clip")),
+    *converters(["MatMulInteger"], matmul_integer, ops=("nn.matmul", "subtract", "cast", "reshape")),
+    *converters(["ConvInteger"], conv_integer,
+                attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+                ops=("subtract", "cast", "reshape")),
+    *converters(["QLinearConv"], qlinear_conv,
+                attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+                ops=("multiply", "subtract", "cast", "reshape", "round", "divide", "add", "clip")),
+    *converters(["LpNormalization"], lp_normalization, attrs=("axis", "p"),
+                ops=("where", "divide", "l1_norm", "l2_norm", "equal")),
+    *converters(["If"], if_, attrs=("then_branch", "else_branch"), ops=()),
+]

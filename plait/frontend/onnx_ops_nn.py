@@ -11,19 +11,17 @@ import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
 
 # ---- matrix products --------------------------------------------------------------------------
 
 
-@converter("MatMul")
 def matmul(cx: NodeContext) -> object:
     return cx.call("nn.matmul", cx.expr(0), cx.expr(1))
 
 
-@converter("Gemm", attrs=("alpha", "beta", "transA", "transB", "broadcast"))
 def gemm(cx: NodeContext) -> object:
     if cx.ndim(0) != 2 or cx.ndim(1) != 2:
         raise FrontendError(f"A and B must be matrices, got ranks {cx.ndim(0)} and {cx.ndim(1)}")
@@ -163,7 +161,6 @@ def _bias(cx: NodeContext, y: Expr, index: int, nsp: int) -> Expr:
     return cx.call("add", y, cx.reshape(b, (-1,) + (1,) * nsp))
 
 
-@converter("Conv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
 def conv(cx: NodeContext) -> object:
     nsp = _spatial_rank(cx, "convolution")
     kernel = _conv_kernel(cx, nsp, transposed=False)
@@ -179,8 +176,6 @@ def conv(cx: NodeContext) -> object:
     return _bias(cx, y, 2, nsp)
 
 
-@converter("ConvTranspose", attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding",
-                                   "output_shape", "pads", "strides"))
 def conv_transpose(cx: NodeContext) -> object:
     nsp = _spatial_rank(cx, "transposed convolution")
     kernel = _conv_kernel(cx, nsp, transposed=True)
@@ -245,17 +240,14 @@ def _pool(cx: NodeContext, op: str, **extra: object) -> Expr:
     return cx.call("squeeze", y, axes=(2,)) if nsp == 1 else y
 
 
-@converter("MaxPool", attrs=_POOL_ATTRS + ("storage_order",))
 def max_pool(cx: NodeContext) -> object:
     return [_pool(cx, "nn.max_pool2d"), None]  # the Indices output is not supported
 
 
-@converter("AveragePool", attrs=_POOL_ATTRS + ("count_include_pad",))
 def avg_pool(cx: NodeContext) -> object:
     return _pool(cx, "nn.avg_pool2d", count_include_pad=bool(cx.attr("count_include_pad", 0)))
 
 
-@converter("LpPool", attrs=_POOL_ATTRS + ("p",))
 def lp_pool(cx: NodeContext) -> object:
     p = float(cx.attr("p", 2))
     dtype = cx.dtype(0)
@@ -267,7 +259,6 @@ def lp_pool(cx: NodeContext) -> object:
     return cx.call("power", total, cx.constant(1.0 / p, dtype))
 
 
-@converter("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(cx: NodeContext) -> object:
     avg = cx.op_type == "GlobalAveragePool"
     if cx.ndim(0) < 3:
@@ -281,7 +272,6 @@ def global_pool(cx: NodeContext) -> object:
 # ---- normalizations ---------------------------------------------------------------------------
 
 
-@converter("BatchNormalization", attrs=("epsilon", "momentum", "training_mode", "spatial", "is_test"))
 def batch_norm(cx: NodeContext) -> object:
     if cx.attr("training_mode", 0) or (cx.version < 7 and not cx.attr("is_test", 0) and len(cx.node.output) > 1):
         raise Unsupported("training mode not supported")
@@ -291,12 +281,10 @@ def batch_norm(cx: NodeContext) -> object:
     return [y]
 
 
-@converter("InstanceNormalization", attrs=("epsilon",))
 def instance_norm(cx: NodeContext) -> object:
     return cx.call("nn.instance_norm", cx.expr(0), cx.expr(1), cx.expr(2), epsilon=cx.attr("epsilon", 1e-5))
 
 
-@converter("LayerNormalization", attrs=("axis", "epsilon", "stash_type"))
 def layer_norm(cx: NodeContext) -> object:
     scale = cx.expr(1)
     bias = cx.expr(2) if cx.has(2) else cx.full(cx.static_shape(1, "scale"), 0, scale.checked_type.dtype)
@@ -305,7 +293,6 @@ def layer_norm(cx: NodeContext) -> object:
     return [y]  # Mean and InvStdDev outputs are not supported
 
 
-@converter("LRN", attrs=("alpha", "beta", "bias", "size"))
 def lrn(cx: NodeContext) -> object:
     if cx.attr("size") < 1:
         raise FrontendError(f"size is {cx.attr('size')}, it must be >= 1")
@@ -331,7 +318,6 @@ def _legacy_2d(cx: NodeContext) -> tuple[int, bool]:
     return axis, cx.version < 13 and axis != nd - 1
 
 
-@converter("Softmax", "LogSoftmax", attrs=("axis",))
 def softmax(cx: NodeContext) -> object:
     op = "nn.softmax" if cx.op_type == "Softmax" else "nn.log_softmax"
     axis, legacy = _legacy_2d(cx)
@@ -341,7 +327,6 @@ def softmax(cx: NodeContext) -> object:
     return cx.reshape(y, _restore(cx))
 
 
-@converter("Hardmax", attrs=("axis",))
 def hardmax(cx: NodeContext) -> object:
     axis, legacy = _legacy_2d(cx)
     x = cx.call("flatten", cx.expr(0), axis=axis) if legacy else cx.expr(0)
@@ -366,7 +351,6 @@ _REDUCE = {
 }
 
 
-@converter(*_REDUCE, attrs=("axes", "keepdims", "noop_with_empty_axes"))
 def reduce(cx: NodeContext) -> object:
     op, since = _REDUCE[cx.op_type]
     if cx.version < since:
@@ -387,7 +371,6 @@ def reduce(cx: NodeContext) -> object:
     return cx.call(op, cx.expr(0), axis=axes, keepdims=keepdims)
 
 
-@converter("ArgMax", "ArgMin", attrs=("axis", "keepdims", "select_last_index"))
 def arg_reduce(cx: NodeContext) -> object:
     axis = cx.axis(cx.attr("axis", 0), cx.ndim(0))
     return cx.call("argmax" if cx.op_type == "ArgMax" else "argmin", cx.expr(0), axis=axis,
@@ -402,14 +385,12 @@ def _const_axis(cx: NodeContext) -> int:
     return cx.axis(int(v[0]), cx.ndim(0))
 
 
-@converter("CumSum", attrs=("exclusive", "reverse"))
 def cumsum(cx: NodeContext) -> object:
     axis = _const_axis(cx)
     return cx.call("cumsum", cx.expr(0), axis=axis, exclusive=bool(cx.attr("exclusive", 0)),
                    reverse=bool(cx.attr("reverse", 0)))
 
 
-@converter("CumProd", attrs=("exclusive", "reverse"))
 def cumprod(cx: NodeContext) -> object:
     """A running product over the static axis: one multiply per step, concatenated back."""
     shape = cx.shape(0)
@@ -436,3 +417,39 @@ def cumprod(cx: NodeContext) -> object:
     if cx.attr("reverse", 0):
         out = out[::-1]
     return out[0] if len(out) == 1 else cx.call("concatenate", *out, axis=axis)
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["MatMul"], matmul, ops=("nn.matmul",)),
+    *converters(["Gemm"], gemm, attrs=("alpha", "beta", "transA", "transB", "broadcast"),
+                ops=("transpose", "nn.dense", "multiply", "add", "nn.matmul")),
+    *converters(["Conv"], conv, attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+                ops=("nn.conv2d", "squeeze", "add", "reshape", "expand_dims")),
+    *converters(["ConvTranspose"], conv_transpose,
+                attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+                       "strides"),
+                ops=("nn.conv2d_transpose", "squeeze", "add", "reshape", "expand_dims")),
+    *converters(["MaxPool"], max_pool, attrs=_POOL_ATTRS + ("storage_order",),
+                ops=("nn.max_pool2d", "squeeze", "expand_dims")),
+    *converters(["AveragePool"], avg_pool, attrs=_POOL_ATTRS + ("count_include_pad",),
+                ops=("nn.avg_pool2d", "squeeze", "expand_dims")),
+    *converters(["LpPool"], lp_pool, attrs=_POOL_ATTRS + ("p",),
+                ops=("power", "nn.avg_pool2d", "multiply", "abs", "squeeze", "expand_dims")),
+    *converters(["GlobalAveragePool"], global_pool, ops=("nn.global_avg_pool2d", "mean")),
+    *converters(["GlobalMaxPool"], global_pool, ops=("nn.global_max_pool2d", "max")),
+    *converters(["BatchNormalization"], batch_norm, attrs=("epsilon", "momentum", "training_mode", "spatial",
+                                                           "is_test"),
+                ops=("nn.batch_norm",)),
+    *converters(["InstanceNormalization"], instance_norm, attrs=("epsilon",), ops=("nn.instance_norm",)),
+    *converters(["LayerNormalization"], layer_norm, attrs=("axis", "epsilon", "stash_type"),
+                ops=("nn.layer_norm", "broadcast_to")),
+    *converters(["LRN"], lrn, attrs=("alpha", "beta", "bias", "size"), ops=("nn.lrn",)),
+    *converters(["Softmax"], softmax, attrs=("axis",), ops=("nn.softmax", "flatten", "reshape")),
+    *converters(["LogSoftmax"], softmax, attrs=("axis",), ops=("nn.log_softmax", "flatten", "reshape")),
+    *converters(["Hardmax"], hardmax, attrs=("axis",), ops=("argmax", "flatten", "equal", "cast", "reshape")),
+    *converters(_REDUCE, reduce, attrs=("axes", "keepdims", "noop_with_empty_axes"), ops=lambda t: (_REDUCE[t][0],)),
+    *converters(["ArgMax"], arg_reduce, attrs=("axis", "keepdims", "select_last_index"), ops=("argmax",)),
+    *converters(["ArgMin"], arg_reduce, attrs=("axis", "keepdims", "select_last_index"), ops=("argmin",)),
+    *converters(["CumSum"], cumsum, attrs=("exclusive", "reverse"), ops=("cumsum",)),
+    *converters(["CumProd"], cumprod, attrs=("exclusive", "reverse"), ops=("split", "concatenate", "multiply")),
+]

@@ -14,7 +14,7 @@ import numpy as np
 from plait.frontend.onnx_ops_loop import MAX_UNROLL, stack
 from plait.frontend.onnx_node import NodeContext, Unsupported, short
 from plait.errors import FrontendError
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
 _RNN_ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout")
@@ -168,7 +168,6 @@ class _Recurrence:
         return self.cx.constant(1, self.dtype)
 
 
-@converter("RNN", attrs=_RNN_ATTRS)
 def rnn(cx: NodeContext) -> object:
     rc = _Recurrence(cx, 1)
     acts = _Acts(cx, ["Tanh"], len(rc.dirs))
@@ -185,7 +184,6 @@ def rnn(cx: NodeContext) -> object:
     return rc.outputs(ys, [finals])
 
 
-@converter("GRU", attrs=_RNN_ATTRS + ("linear_before_reset",))
 def gru(cx: NodeContext) -> object:
     rc = _Recurrence(cx, 3)
     acts = _Acts(cx, ["Sigmoid", "Tanh"], len(rc.dirs))
@@ -235,7 +233,6 @@ def gru(cx: NodeContext) -> object:
     return rc.outputs(ys, [finals])
 
 
-@converter("LSTM", attrs=_RNN_ATTRS + ("input_forget",))
 def lstm(cx: NodeContext) -> object:
     if cx.attr("input_forget", 0):
         raise Unsupported("input_forget=1 not supported")
@@ -268,3 +265,11 @@ def lstm(cx: NodeContext) -> object:
         finals_h.append(h)
         finals_c.append(c)
     return rc.outputs(ys, [finals_h, finals_c])
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["RNN"], rnn, attrs=_RNN_ATTRS, ops=()),
+    *converters(["GRU"], gru, attrs=_RNN_ATTRS + ("linear_before_reset",),
+                ops=("nn.dense", "strided_slice", "split", "add", "take", "multiply", "subtract", "reshape")),
+    *converters(["LSTM"], lstm, attrs=_RNN_ATTRS + ("input_forget",), ops=("add", "multiply", "strided_slice")),
+]

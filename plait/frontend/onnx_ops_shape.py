@@ -12,7 +12,7 @@ import numpy as np
 
 from plait.frontend.onnx_fold import has_sym, sym_result, sym_values
 from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, plait_dtype, short
-from plait.frontend.onnx_registry import converter
+from plait.frontend.onnx_registry import Converter, converters
 from plait.errors import FrontendError
 from plait.ir.op import RelError
 from plait.ir.types import ANY_DIM, DTYPES
@@ -24,7 +24,6 @@ INT64_MAX = 2**63 - 1
 # ---- shapes -----------------------------------------------------------------------------------
 
 
-@converter("Shape", attrs=("start", "end"))
 def shape(cx: NodeContext) -> object:
     dims = list(cx.shape(0))
     n = len(dims)
@@ -34,7 +33,6 @@ def shape(cx: NodeContext) -> object:
     return sym_result(np.array(dims[start:end] if start < end else [], dtype=object).reshape(-1))
 
 
-@converter("Size")
 def size(cx: NodeContext) -> object:
     dims = cx.shape(0)
     if all(isinstance(d, int) for d in dims):
@@ -61,7 +59,6 @@ def _check_reshape(cx: NodeContext, target: tuple, in_shape: tuple) -> None:
             raise FrontendError(str(exc).removeprefix("reshape: ")) from None
 
 
-@converter("Reshape", attrs=("shape", "allowzero"))
 def reshape(cx: NodeContext) -> object:
     target = tuple(cx.attr("shape")) if cx.version < 5 else cx.sym_ints(1, "shape")
     in_shape = cx.shape(0)
@@ -85,7 +82,6 @@ def reshape(cx: NodeContext) -> object:
     return cx.reshape(cx.expr(0), new)
 
 
-@converter("Flatten", attrs=("axis",))
 def flatten(cx: NodeContext) -> object:
     r, axis = cx.ndim(0), cx.attr("axis", 1)
     if not -r <= axis <= r:
@@ -106,7 +102,6 @@ def _axes_input(cx: NodeContext, index: int, rank: int, attr: str = "axes", sinc
     return None if axes is None else cx.axes(axes, rank, attr)
 
 
-@converter("Squeeze", attrs=("axes",))
 def squeeze(cx: NodeContext) -> object:
     shape = cx.shape(0)
     axes = _axes_input(cx, 1, len(shape))
@@ -120,7 +115,6 @@ def squeeze(cx: NodeContext) -> object:
     return cx.call("squeeze", cx.expr(0), axes=axes)
 
 
-@converter("Unsqueeze", attrs=("axes",))
 def unsqueeze(cx: NodeContext) -> object:
     n_axes = len(cx.attr("axes", ())) if cx.version < 13 else (cx.const(1, "axes").size if cx.has(1) else 0)
     axes = _axes_input(cx, 1, cx.ndim(0) + n_axes)
@@ -132,7 +126,6 @@ def unsqueeze(cx: NodeContext) -> object:
     return cx.call("expand_dims", cx.expr(0), axes=axes)
 
 
-@converter("Transpose", attrs=("perm",))
 def transpose(cx: NodeContext) -> object:
     perm = cx.attr("perm", None)
     if perm is not None and sorted(perm) != list(range(cx.ndim(0))):
@@ -140,7 +133,6 @@ def transpose(cx: NodeContext) -> object:
     return cx.call("transpose", cx.expr(0), axes=None if perm is None else tuple(perm))
 
 
-@converter("Concat", attrs=("axis",))
 def concat(cx: NodeContext) -> object:
     axis = cx.attr("axis", 1 if cx.version < 4 else None)
     if axis is None:
@@ -154,7 +146,6 @@ def concat(cx: NodeContext) -> object:
     return cx.call("concatenate", *[cx.expr(i) for i in idx], axis=axis)
 
 
-@converter("Split", attrs=("axis", "split", "num_outputs"))
 def split(cx: NodeContext) -> object:
     axis = cx.axis(cx.attr("axis", 0), cx.ndim(0))
     dim = cx.shape(0)[axis]
@@ -184,7 +175,6 @@ def split(cx: NodeContext) -> object:
     return [cx.get(tup, i) for i in range(len(sections))]
 
 
-@converter("Slice", attrs=("starts", "ends", "axes"))
 def slice_(cx: NodeContext) -> object:
     if cx.version < 10:
         starts, ends = tuple(cx.attr("starts")), tuple(cx.attr("ends"))
@@ -211,7 +201,6 @@ def slice_(cx: NodeContext) -> object:
     return cx.call("strided_slice", cx.expr(0), begin=starts, end=ends, strides=steps, axes=axes)
 
 
-@converter("Gather", attrs=("axis",))
 def gather(cx: NodeContext) -> object:
     axis = cx.axis(cx.attr("axis", 0), cx.ndim(0))
     if has_sym(cx):
@@ -226,14 +215,12 @@ def gather(cx: NodeContext) -> object:
     return cx.call("take", cx.expr(0), cx.expr(1), axis=axis)
 
 
-@converter("GatherElements", attrs=("axis",))
 def gather_elements(cx: NodeContext) -> object:
     if cx.ndim(1) != cx.ndim(0):
         raise FrontendError(f"indices have rank {cx.ndim(1)}, data rank {cx.ndim(0)}: they must be equal")
     return cx.call("gather_elements", cx.expr(0), cx.expr(1), axis=cx.axis(cx.attr("axis", 0), cx.ndim(0)))
 
 
-@converter("GatherND", attrs=("batch_dims",))
 def gather_nd(cx: NodeContext) -> object:
     b = cx.attr("batch_dims", 0)
     if not 0 <= b < min(cx.ndim(0), cx.ndim(1)):
@@ -245,7 +232,6 @@ def gather_nd(cx: NodeContext) -> object:
     return cx.call("gather_nd", cx.expr(0), cx.expr(1), batch_dims=b)
 
 
-@converter("Expand")
 def expand(cx: NodeContext) -> object:
     target = list(cx.sym_ints(1, "shape"))
     in_shape = cx.shape(0)
@@ -261,7 +247,6 @@ def expand(cx: NodeContext) -> object:
     return cx.call("broadcast_to", cx.expr(0), shape=tuple(target))
 
 
-@converter("Tile")
 def tile(cx: NodeContext) -> object:
     reps = cx.ints(1, "repeats")
     if len(reps) != cx.ndim(0) or any(r < 0 for r in reps):
@@ -269,7 +254,6 @@ def tile(cx: NodeContext) -> object:
     return cx.call("tile", cx.expr(0), reps=reps)
 
 
-@converter("Pad", attrs=("mode", "pads", "value"))
 def pad(cx: NodeContext) -> object:
     mode = cx.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
@@ -296,7 +280,6 @@ def pad(cx: NodeContext) -> object:
     return cx.call("nn.pad", cx.expr(0), pad_width=pads, pad_value=value, pad_mode=mode)
 
 
-@converter("ConstantOfShape", attrs=("value",))
 def constant_of_shape(cx: NodeContext) -> object:
     dims = cx.ints(0, "shape")
     if any(d < 0 for d in dims):
@@ -307,7 +290,6 @@ def constant_of_shape(cx: NodeContext) -> object:
     return cx.full(dims, value[0], value.dtype.name)
 
 
-@converter("Range")
 def range_(cx: NodeContext) -> object:
     vals = [cx.const(i, n).reshape(-1) for i, n in enumerate(("start", "limit", "delta"))]
     if any(v.size != 1 for v in vals):
@@ -329,7 +311,6 @@ def range_(cx: NodeContext) -> object:
     return (start + np.arange(n).astype(dtype) * delta).astype(dtype)
 
 
-@converter("EyeLike", attrs=("dtype", "k"))
 def eye_like(cx: NodeContext) -> object:
     shape = cx.static_shape(0, "input")
     if len(shape) != 2:
@@ -340,7 +321,6 @@ def eye_like(cx: NodeContext) -> object:
     return np.eye(rows, cols, k=cx.attr("k", 0), dtype=DTYPES[dtype])
 
 
-@converter("Trilu", attrs=("upper",))
 def trilu(cx: NodeContext) -> object:
     if cx.has(1) and cx.const(1, "k").size != 1:
         raise FrontendError("k must be a scalar")
@@ -357,7 +337,6 @@ def trilu(cx: NodeContext) -> object:
     return cx.call("where", cx.constant(mask), cx.expr(0), cx.constant(0, cx.dtype(0)))
 
 
-@converter("OneHot", attrs=("axis",))
 def one_hot(cx: NodeContext) -> object:
     depth_v, off_on = cx.const(1, "depth").reshape(-1), cx.const(2, "values").reshape(-1)
     if depth_v.size != 1 or off_on.size != 2:
@@ -384,7 +363,6 @@ def _chw(cx: NodeContext) -> tuple[int, int, int]:
     return shape[1], shape[2], shape[3]  # type: ignore[return-value]
 
 
-@converter("DepthToSpace", attrs=("blocksize", "mode"))
 def depth_to_space(cx: NodeContext) -> object:
     bs, mode = cx.attr("blocksize"), cx.attr("mode", "DCR")
     c, h, w = _chw(cx)
@@ -401,7 +379,6 @@ def depth_to_space(cx: NodeContext) -> object:
     return cx.reshape(x, (-1, c // (bs * bs), h * bs, w * bs))
 
 
-@converter("SpaceToDepth", attrs=("blocksize",))
 def space_to_depth(cx: NodeContext) -> object:
     bs = cx.attr("blocksize")
     c, h, w = _chw(cx)
@@ -412,7 +389,6 @@ def space_to_depth(cx: NodeContext) -> object:
     return cx.reshape(x, (-1, c * bs * bs, h // bs, w // bs))
 
 
-@converter("Compress", attrs=("axis",))
 def compress(cx: NodeContext) -> object:
     cond = cx.const(1, "condition").reshape(-1).astype(bool)
     x = cx.expr(0)
@@ -426,8 +402,36 @@ def compress(cx: NodeContext) -> object:
     return cx.call("take", x, cx.constant(keep), axis=axis)
 
 
-@converter("NonZero")
 def non_zero(cx: NodeContext) -> object:
     x = cx.const(0, "X (the output's shape depends on its values)")
     cx.check_bytes(x.size * x.ndim * 8, "NonZero output")
     return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+CONVERTERS: list[Converter] = [
+    *converters(["Shape"], shape, attrs=("start", "end"), ops=()),
+    *converters(["Size"], size, ops=()),
+    *converters(["Reshape"], reshape, attrs=("shape", "allowzero"), ops=("reshape",)),
+    *converters(["Flatten"], flatten, attrs=("axis",), ops=("flatten",)),
+    *converters(["Squeeze"], squeeze, attrs=("axes",), ops=("squeeze",)),
+    *converters(["Unsqueeze"], unsqueeze, attrs=("axes",), ops=("expand_dims",)),
+    *converters(["Transpose"], transpose, attrs=("perm",), ops=("transpose",)),
+    *converters(["Concat"], concat, attrs=("axis",), ops=("concatenate",)),
+    *converters(["Split"], split, attrs=("axis", "split", "num_outputs"), ops=("split",)),
+    *converters(["Slice"], slice_, attrs=("starts", "ends", "axes"), ops=("strided_slice",)),
+    *converters(["Gather"], gather, attrs=("axis",), ops=("take",)),
+    *converters(["GatherElements"], gather_elements, attrs=("axis",), ops=("gather_elements",)),
+    *converters(["GatherND"], gather_nd, attrs=("batch_dims",), ops=("gather_nd",)),
+    *converters(["Expand"], expand, ops=("broadcast_to",)),
+    *converters(["Tile"], tile, ops=("tile",)),
+    *converters(["Pad"], pad, attrs=("mode", "pads", "value"), ops=("nn.pad",)),
+    *converters(["ConstantOfShape"], constant_of_shape, attrs=("value",), ops=("broadcast_to",)),
+    *converters(["Range"], range_, ops=()),
+    *converters(["EyeLike"], eye_like, attrs=("dtype", "k"), ops=()),
+    *converters(["Trilu"], trilu, attrs=("upper",), ops=("where",)),
+    *converters(["OneHot"], one_hot, attrs=("axis",), ops=("where", "expand_dims", "equal", "less", "add", "cast")),
+    *converters(["DepthToSpace"], depth_to_space, attrs=("blocksize", "mode"), ops=("transpose", "reshape")),
+    *converters(["SpaceToDepth"], space_to_depth, attrs=("blocksize",), ops=("transpose", "reshape")),
+    *converters(["Compress"], compress, attrs=("axis",), ops=("take", "reshape")),
+    *converters(["NonZero"], non_zero, ops=()),
+]

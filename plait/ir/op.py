@@ -6,21 +6,25 @@ An :class:`Op` declares everything later stages need to know about an operator:
 - ``rel``: the type relation ``(arg_types, attrs) -> result type`` (raises :class:`RelError`);
 - ``ref``: the numpy reference implementation ``(args, attrs) -> array | tuple of arrays``;
 - ``pattern``: the fusion kind (:class:`OpPattern`);
-- ``cost``: FLOPs and bytes moved as a function of the argument and result types.
+- ``cost``: FLOPs and bytes moved as a function of the argument and result types;
+- ``compute``: the TE compute ``(inputs, attrs, out_type) -> te.Tensor | list`` (None: no default lowering);
+- ``onnx``: the declared ONNX mappings (:class:`plait.ir.onnx_map.OnnxMap`), read by import and export;
+- ``check_constant_args``: an optional check of constant arguments run before folding a call.
 
-The operators themselves are defined in :mod:`plait.op`; this module only holds the machinery.
+The operators themselves are defined, and registered through an explicit manifest, in
+:mod:`plait.op` (``plait.op.get_op``); this module only holds the machinery.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from plait.errors import AttrError, TypeInferenceError
 from plait.ir.attrs import Attrs, normalize_value
 from plait.ir.types import DTYPES, Type
-from plait.registry import Registry
+from plait.ir.onnx_map import OnnxMap
 
 
 class RelError(TypeInferenceError):
@@ -113,7 +117,7 @@ class Cost:
 
 @dataclass(eq=False)
 class Op:
-    """A registered operator. Compared by identity (there is one object per name)."""
+    """An operator. Compared by identity (there is one object per name, registered by :mod:`plait.op`)."""
 
     name: str
     rel: Callable[[tuple[Type, ...], Attrs], Type]
@@ -123,7 +127,9 @@ class Op:
     num_inputs: int | tuple[int, int | None] = 1
     attrs: tuple[AttrSpec, ...] = ()
     doc: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # later layers attach (TE compute, ...)
+    compute: Callable[[list, Attrs, Type], Any] | None = None
+    onnx: tuple[OnnxMap, ...] = ()
+    check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None
 
     @property
     def attr_names(self) -> tuple[str, ...]:
@@ -158,23 +164,3 @@ class Op:
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
-
-
-OPS: Registry[Op] = Registry("operator")
-
-
-def register_op(op: Op) -> Op:
-    return OPS.register(op.name, op)
-
-
-def get_op(name: str) -> Op:
-    """Look up an operator by name (loads the standard operator library on first use)."""
-    if name not in OPS:
-        import plait.op  # noqa: F401  (registers the standard operators)
-    return OPS.get(name)
-
-
-def list_ops() -> list[str]:
-    import plait.op  # noqa: F401
-
-    return list(OPS)

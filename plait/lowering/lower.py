@@ -3,7 +3,7 @@
 For every call of a Primitive function in the module's (non-Primitive) Relay functions:
 
 1. a ``te.placeholder`` per parameter; the TE compute of each call of the body
-   (``plait.te.get_compute(op)``), its stages annotated with the operator and its pattern;
+   (``op.compute``), its stages annotated with the operator and its pattern;
    constants of one element become constant stages; tuples and tuple items are followed;
 2. ``te.create_prim_func(placeholders + outputs)`` (outputs: the leaves of the result);
 3. the target's default schedule, ``plait.schedule.default_schedule(func, target)`` (skipped while
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 
-from plait.errors import PlaitError, RegistryError
+from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
@@ -145,11 +145,10 @@ def _lower_call(call: Call, args: list[Any], where: str) -> Any:
 
     op = call.op
     assert isinstance(op, Op)
-    try:
-        compute = te.get_compute(op.name)
-    except RegistryError:
+    compute = op.compute
+    if compute is None:
         raise LowerError(f"cannot lower {describe_call(call)} for {where}: operator '{op.name}' has no TE "
-                         "compute") from None
+                         "compute")
     for k, a in enumerate(args):
         if not isinstance(a, te.Tensor):
             raise LowerError(f"cannot lower {describe_call(call)} for {where}: argument {k} is a tuple")

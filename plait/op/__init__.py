@@ -1,12 +1,63 @@
-"""The standard operator library. Importing this package registers every operator.
+"""The standard operator library and the operator registry.
 
-Each operator declares its attribute schema, type relation, numpy reference, fusion kind and
-cost (see :mod:`plait.ir.op`). Use :func:`plait.ir.get_op` to look one up by name.
+Each definition file (one per operator family) defines its operators with a
+:class:`plait.op._common.Family`: schema, type relation, numpy reference, cost, fusion kind, TE
+compute and ONNX mapping (see docs/operators.md). :data:`FAMILIES` is the manifest of those files;
+the registry loads them all on the first lookup (:func:`get_op`, :func:`list_ops`). Nothing
+registers an operator at import time.
 """
 
-from plait.op import tensor  # noqa: F401
-from plait.op import reduce  # noqa: F401
-from plait.op import transform  # noqa: F401
-from plait.op import gather  # noqa: F401
-from plait.op import image  # noqa: F401
-from plait.op import nn  # noqa: F401
+from __future__ import annotations
+
+import importlib
+
+from plait.ir.op import Op
+from plait.registry import Registry
+
+# the manifest: every definition file, in registration order
+FAMILIES: tuple[str, ...] = (
+    "plait.op.tensor",
+    "plait.op.unary",
+    "plait.op.reduce",
+    "plait.op.transform",
+    "plait.op.slicing",
+    "plait.op.gather",
+    "plait.op.image",
+    "plait.op.nn.conv",
+    "plait.op.nn.pool",
+    "plait.op.nn.norm",
+)
+
+OPS: Registry[Op] = Registry("operator")
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in FAMILIES:
+        for op in importlib.import_module(module).defop.ops:
+            OPS.register(op.name, op)
+
+
+def get_op(name: str) -> Op:
+    """Look up an operator by name (raises :class:`plait.errors.RegistryError` naming close matches)."""
+    _load()
+    return OPS.get(name)
+
+
+def list_ops() -> list[str]:
+    """Every operator name, sorted."""
+    _load()
+    return list(OPS)
+
+
+def all_ops() -> list[Op]:
+    """Every operator, sorted by name."""
+    _load()
+    return [op for _, op in OPS.items()]
+
+
+__all__ = ["FAMILIES", "OPS", "all_ops", "get_op", "list_ops"]

@@ -1,4 +1,5 @@
-"""Helpers shared by operator definitions: type-relation building blocks, costs, registration.
+"""Helpers shared by operator definitions: the :class:`Family` a definition file defines its
+operators with, type-relation building blocks and costs.
 
 Conventions every operator follows:
 
@@ -18,32 +19,74 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from plait.ir.attrs import Attrs
-from plait.ir.op import AttrSpec, Cost, Op, OpPattern, RelError, register_op
+from plait.ir.onnx_map import OnnxMap
+from plait.ir.op import AttrSpec, Cost, Op, OpPattern, RelError
 from plait.ir.types import ANY_DIM, DTYPES, FLOAT_DTYPES, Dim, TensorType, TupleType, Type
 
 __all__ = [
-    "ANY_DIM", "AttrSpec", "Attrs", "Cost", "DTYPES", "FLOAT_DTYPES", "Op", "OpPattern", "RelError",
-    "TensorType", "TupleType", "Type", "as_tensor", "broadcast_shapes", "defop", "dim_mul",
+    "ANY_DIM", "AttrSpec", "Attrs", "Cost", "DTYPES", "FLOAT_DTYPES", "Family", "OnnxMap", "Op", "OpPattern", "RelError",
+    "TensorType", "TupleType", "Type", "as_tensor", "broadcast_shapes", "dim_mul",
     "elementwise_cost", "itemsize", "norm_axis", "numel", "same_dtype", "tensor_bytes", "to_dtype",
 ]
 
 
-def defop(
-    name: str,
-    *,
-    rel: Callable[[tuple[Type, ...], Attrs], Type],
-    ref: Callable[[list, Attrs], Any],
-    cost: Callable[[tuple[Type, ...], Type, Attrs], Cost] | None = None,
-    pattern: OpPattern = OpPattern.OPAQUE,
-    num_inputs: int | tuple[int, int | None] = 1,
-    attrs: Sequence[AttrSpec] = (),
-    doc: str = "",
-) -> Op:
-    """Define and register an operator. ``cost`` defaults to one FLOP per output element."""
-    return register_op(Op(
-        name=name, rel=rel, ref=ref, cost=cost or elementwise_cost(1.0), pattern=pattern,
-        num_inputs=num_inputs, attrs=tuple(attrs), doc=doc,
-    ))
+ComputeFn = Callable[[list, Attrs, Type], Any]
+
+
+class Family:
+    """The operators of one definition file, in definition order. A file makes one
+    (``defop = Family()``), defines each operator with ``defop(name, ...)``, attaches its TE
+    compute with ``@defop.compute(name)`` and may declare ONNX mappings later with
+    ``defop.onnx(name, OnnxMap(...))`` (when they need functions defined after the operator); the manifest in :mod:`plait.op` registers ``defop.ops``
+    (nothing registers at import)."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def __call__(
+        self,
+        name: str,
+        *,
+        rel: Callable[[tuple[Type, ...], Attrs], Type],
+        ref: Callable[[list, Attrs], Any],
+        cost: Callable[[tuple[Type, ...], Type, Attrs], Cost] | None = None,
+        pattern: OpPattern = OpPattern.OPAQUE,
+        num_inputs: int | tuple[int, int | None] = 1,
+        attrs: Sequence[AttrSpec] = (),
+        doc: str = "",
+        onnx: Sequence[OnnxMap] = (),
+        check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None,
+    ) -> Op:
+        """Define an operator. ``cost`` defaults to one FLOP per output element."""
+        assert all(o.name != name for o in self.ops), name
+        op = Op(name=name, rel=rel, ref=ref, cost=cost or elementwise_cost(1.0), pattern=pattern,
+                num_inputs=num_inputs, attrs=tuple(attrs), doc=doc, onnx=tuple(onnx),
+                check_constant_args=check_constant_args)
+        self.ops.append(op)
+        return op
+
+    def get(self, name: str) -> Op:
+        """The operator ``name`` of this family (a definition-time lookup)."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+    def onnx(self, name: str, *maps: OnnxMap) -> None:
+        """Declare ONNX mappings of this family's operator ``name`` (after those given to ``defop``)."""
+        op = self.get(name)
+        op.onnx = op.onnx + maps
+
+    def compute(self, name: str) -> Callable[[ComputeFn], ComputeFn]:
+        """Decorator: ``fn`` is the TE compute of this family's operator ``name``."""
+
+        def deco(fn: ComputeFn) -> ComputeFn:
+            op = self.get(name)
+            assert op.compute is None, name
+            op.compute = fn
+            return fn
+
+        return deco
 
 
 # ---- type relation helpers --------------------------------------------------------------

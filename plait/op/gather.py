@@ -3,25 +3,41 @@
 Indices may be negative (they count from the end of their axis). An index outside
 [-size, size - 1] is an error: the references raise :class:`InterpreterError` naming it. When the
 indices are a constant, the same check runs before any input is seen: each gather operator carries
-``extra["check_constant_args"]``, a function ``(args, arg_types, attrs)`` (``args[i]`` the constant
+``check_constant_args``, a function ``(args, arg_types, attrs)`` (``args[i]`` the constant
 value of argument i, or None) that raises that same error; the ONNX importer calls it when it
 builds the call and ``FoldConstant`` when it meets one, so a model that would fail on every input
 fails at import or compile time. Compiled code checks indices known only at run time the same way:
 the generated function stops with status :data:`plait.ir.status.INDEX_OUT_OF_RANGE`, which the
-executors report as an error (``plait.te.computes.gather``).
+executors report as an error (the TE computes below).
+
+TE computes: Negative indices count from the end of their axis. An index outside [-size, size - 1] is an error,
+as in the references: each gather stage carries a run-time check (``te.check``) over its indices,
+so the generated function stops and returns :data:`plait.ir.status.INDEX_OUT_OF_RANGE` before it
+reads anything with them. The positions the stage itself computes are still clamped into the axis,
+so no out-of-bounds read can happen even where the check came later than a read (a stage fused as a
+reduction's epilogue runs with the reduction).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from plait.errors import InterpreterError
+from plait.ir import status
+from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
-from plait.op._common import (
-    AttrSpec, OpPattern, RelError, TensorType, as_tensor, defop, elementwise_cost, norm_axis,
-)
-from plait.op.transform import move_cost, one_tensor, select_cost
 from plait.ir.types import DTYPES
+from plait.op._common import (
+    AttrSpec, Family, OnnxMap, OpPattern, RelError, TensorType, as_tensor, elementwise_cost, norm_axis,
+)
+from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
+from plait.op.transform import move_cost, one_tensor, select_cost
+from plait.te.tensor import Check, check
+from plait.tir.expr import PrimExpr
+
+defop = Family()
 
 INJ = OpPattern.INJECTIVE
 _INDEX_DTYPES = ("int32", "int64")
@@ -73,10 +89,10 @@ def _check_static(idx: np.ndarray, size, op: str, axis: int) -> None:
         _wrap(np.asarray(idx), size, op, axis)
 
 
-_take = defop("take", rel=_take_rel, ref=_take_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+defop("take", rel=_take_rel, ref=_take_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
     AttrSpec("axis", "int", 0, "the axis of data the indices select along"),
-], doc="ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:]")
-_take.extra["check_constant_args"] = _take_check
+], doc="ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:]",
+      check_constant_args=_take_check)
 
 
 # ---- gather_elements -----------------------------------------------------------------------------
@@ -107,10 +123,10 @@ def _gather_elements_check(args, types, attrs):
         _check_static(idx, x.shape[axis], "gather_elements", axis)
 
 
-_gather_elements = defop("gather_elements", rel=_gather_elements_rel, ref=_gather_elements_ref, cost=select_cost, pattern=INJ,
+defop("gather_elements", rel=_gather_elements_rel, ref=_gather_elements_ref, cost=select_cost, pattern=INJ,
       num_inputs=2, attrs=[AttrSpec("axis", "int", 0, "out[..i..] = data[..indices[..i..]..] at this axis")],
-      doc="ONNX GatherElements: the result has the indices' shape")
-_gather_elements.extra["check_constant_args"] = _gather_elements_check
+      doc="ONNX GatherElements: the result has the indices' shape",
+      check_constant_args=_gather_elements_check)
 
 
 # ---- gather_nd -----------------------------------------------------------------------------------
@@ -158,10 +174,10 @@ def _gather_nd_check(args, types, attrs):
             _check_static(idx[..., j], x.shape[b + j], "gather_nd", b + j)
 
 
-_gather_nd = defop("gather_nd", rel=_gather_nd_rel, ref=_gather_nd_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
+defop("gather_nd", rel=_gather_nd_rel, ref=_gather_nd_ref, cost=select_cost, pattern=INJ, num_inputs=2, attrs=[
     AttrSpec("batch_dims", "int", 0, "leading dims shared by data and indices"),
-], doc="ONNX GatherND: indices' last dim indexes data after the batch dims")
-_gather_nd.extra["check_constant_args"] = _gather_nd_check
+], doc="ONNX GatherND: indices' last dim indexes data after the batch dims",
+      check_constant_args=_gather_nd_check)
 
 
 # ---- one_hot, trilu ------------------------------------------------------------------------------
@@ -208,3 +224,126 @@ defop("trilu", rel=_trilu_rel, cost=move_cost, pattern=INJ,
           AttrSpec("upper", "bool", True, "keep the upper triangle (j - i >= k), else the lower (j - i <= k)"),
           AttrSpec("k", "int", 0, "diagonal offset"),
       ], doc="ONNX Trilu over the last two dims")
+
+
+# ---- TE computes ----------------------------------------------------------------------------------
+
+
+def wrap_index(v: PrimExpr, size: Any) -> PrimExpr:
+    """An index value (any integer dtype) as an int64 position in an axis of ``size``."""
+    v = tir.cast("int64", v)
+    return clamp(tir.select(v < 0, v + size, v), 0, tir.max(size - 1, 0) if not isinstance(size, int)
+                 else max(size - 1, 0))
+
+
+def in_range(v: PrimExpr, size: Any) -> PrimExpr:
+    """Is the index value ``v`` in [-size, size - 1]?"""
+    v = tir.cast("int64", v)
+    return tir.all_(v >= -size if isinstance(size, int) else v + size >= 0, v < size)
+
+
+def index_check(shape: Any, index: Any, size: Any, name: str) -> Check:
+    """The check that ``index(*i)`` is in range of an axis of ``size`` at every ``i`` of ``shape``."""
+    return check(shape, lambda *i: in_range(index(*i), size), status.INDEX_OUT_OF_RANGE, name)
+
+
+@defop.compute("take")
+def _take(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    x, idx = inputs
+    xs, ish = shape_of(x, "take"), shape_of(idx, "take")
+    axis = norm_axis(attrs["axis"], len(xs))
+    shape, _ = out_tensor_type(out_type, "take")
+    ni = len(ish)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        pos = wrap_index(idx[tuple(i[axis:axis + ni])], xs[axis])
+        return x[tuple(i[:axis]) + (pos,) + tuple(i[axis + ni:])]
+
+    chk = index_check(ish, lambda *j: idx[j], xs[axis], "take")
+    return make("take", shape, body, checks=[chk])
+
+
+@defop.compute("gather_elements")
+def _gather_elements(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    x, idx = inputs
+    xs = shape_of(x, "gather_elements")
+    axis = norm_axis(attrs["axis"], len(xs))
+    shape, _ = out_tensor_type(out_type, "gather_elements")
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        pos = wrap_index(idx[i], xs[axis])
+        return x[tuple(i[:axis]) + (pos,) + tuple(i[axis + 1:])]
+
+    chk = index_check(shape_of(idx, "gather_elements"), lambda *j: idx[j], xs[axis], "gather_elements")
+    return make("gather_elements", shape, body, checks=[chk])
+
+
+@defop.compute("gather_nd")
+def _gather_nd(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    x, idx = inputs
+    xs, ish = shape_of(x, "gather_nd"), shape_of(idx, "gather_nd")
+    b, m = attrs["batch_dims"], ish[-1]
+    shape, _ = out_tensor_type(out_type, "gather_nd")
+    nmid = len(ish) - 1 - b  # index dims between the batch dims and the coordinate dim
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        batch, mid, rest = tuple(i[:b]), tuple(i[b:b + nmid]), tuple(i[b + nmid:])
+        coords = tuple(wrap_index(idx[batch + mid + (j,)], xs[b + j]) for j in range(m))
+        return x[batch + coords + rest]
+
+    checks = [index_check(tuple(ish[:-1]), lambda *j, c=c: idx[j + (c,)], xs[b + c], "gather_nd") for c in range(m)]
+    return make("gather_nd", shape, body, checks=checks)
+
+
+@defop.compute("one_hot")
+def _one_hot(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (idx,) = inputs
+    shape, dtype = out_tensor_type(out_type, "one_hot")
+    depth = attrs["depth"]
+    axis = norm_axis(attrs["axis"], len(shape))
+    on, off = scalar_const(attrs["on_value"], dtype), scalar_const(attrs["off_value"], dtype)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        v = tir.cast("int64", idx[tuple(i[:axis]) + tuple(i[axis + 1:])])  # non-integer indices truncate
+        hot = tir.all_(v >= -depth, v < depth, tir.eq(tir.select(v < 0, v + depth, v), i[axis]))
+        return tir.select(hot, on, off)
+
+    return make("one_hot", shape, body)
+
+
+@defop.compute("trilu")
+def _trilu(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    shape, dtype = out_tensor_type(out_type, "trilu")
+    k = attrs["k"]
+    zero = scalar_const(0, dtype)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        d = i[-1] - i[-2]
+        keep = d >= k if attrs["upper"] else d <= k
+        return tir.select(keep, x[i], zero)
+
+    return make("trilu", shape, body)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _one_hot_onnx(ex: Any) -> str:
+    a = ex.attrs
+    values = np.asarray([a["off_value"], a["on_value"]]).astype(DTYPES[a["dtype"]])
+    return ex.node("OneHot", [ex.ins[0], ex.const(a["depth"], np.int64, "depth"), ex.const(values, hint="values")],
+                   axis=a["axis"])
+
+
+def _trilu_onnx(ex: Any) -> str:
+    return ex.node("Trilu", [ex.ins[0], ex.const(ex.attrs["k"], np.int64, "k")], upper=int(ex.attrs["upper"]))
+
+
+# imported by the frontend's converters (symbolic shape values, OneHot's depth and values inputs,
+# Trilu's k input); exported 1:1 or by code
+defop.onnx("take", OnnxMap("Gather", attrs={"axis": "axis"}, convert=False))
+defop.onnx("gather_elements", OnnxMap("GatherElements", attrs={"axis": "axis"}, convert=False))
+defop.onnx("gather_nd", OnnxMap("GatherND", attrs={"batch_dims": "batch_dims"}, convert=False))
+defop.onnx("one_hot", OnnxMap("OneHot", convert=False, export=_one_hot_onnx))
+defop.onnx("trilu", OnnxMap("Trilu", convert=False, export=_trilu_onnx))

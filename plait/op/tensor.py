@@ -1,25 +1,32 @@
 """Elementwise and broadcasting operators (ONNX semantics): binary math, comparisons, logical and
-bitwise ops, ``where``, unary math, activations and ``cast``.
+bitwise ops, ``where``, ``nn.prelu`` and ``cast`` (the unary ones are in :mod:`plait.op.unary`).
 
-Dtype rules: both inputs of a binary op share one dtype; comparisons and ``isnan``/``isinf``
-return bool; logical ops take bool; bitwise ops take integers; transcendental ops take floats.
-float16 stays float16: composite float16 formulas are evaluated in float32 and rounded once (as
-ONNX Runtime does), which single numpy float16 ufuncs do anyway.
+Dtype rules: both inputs of a binary op share one dtype; comparisons return bool; logical ops take
+bool; bitwise ops take integers. float16 stays float16: composite float16 formulas are evaluated
+in float32 and rounded once (as ONNX Runtime does), which single numpy float16 ufuncs do anyway.
+
+TE computes: each formula mirrors the numpy reference operation by operation (same constants, same
+order), so float32 results agree to the rounding of the math library. float16 is computed in
+float32 and rounded once; integer arithmetic wraps like the references' numpy arithmetic.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import INT_DTYPES
 from plait.op._common import (
-    DTYPES, FLOAT_DTYPES, Attrs, AttrSpec, OpPattern, RelError, TensorType, Type, as_tensor,
-    broadcast_shapes, defop, elementwise_cost, same_dtype,
+    AttrSpec, DTYPES, FLOAT_DTYPES, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor,
+    broadcast_shapes, elementwise_cost, same_dtype,
 )
+from plait.op._compute import elementwise, is_float, nan_max, nan_min, tir, up
+from plait.tir.expr import PrimExpr
+
+defop = Family()
 
 # dtype classes an operator accepts: name -> (dtypes, description used in error messages)
 DTYPE_KINDS: dict[str, tuple[frozenset[str], str]] = {
@@ -158,172 +165,6 @@ defop("nn.prelu", rel=_prelu_rel, ref=_prelu_ref, cost=elementwise_cost(2.0), pa
       num_inputs=2, doc="x if x >= 0 else slope * x; slope broadcasts to x (ONNX PRelu)")
 
 
-# ---- unary ------------------------------------------------------------------------------
-
-
-def unary_rel(kind: str = "numeric", out_dtype: str | None = None) -> Callable[[tuple[Type, ...], Attrs], Type]:
-    def rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
-        t = require_dtype(as_tensor(args[0]), kind)
-        return TensorType(t.shape, out_dtype) if out_dtype else t
-
-    return rel
-
-
-def defunary(name: str, fn: Callable[[np.ndarray, Attrs], Any], kind: str = "float", flops: float = 1.0,
-             out_dtype: str | None = None, attrs: Sequence[AttrSpec] = (), doc: str = "") -> None:
-    """A unary op; float formulas see float16 inputs as float32 (see :func:`compute_dtype`)."""
-
-    def ref(args: list, attrs: Attrs) -> np.ndarray:
-        x = np.asarray(args[0])
-        xc = x.astype(compute_dtype(x.dtype), copy=False) if x.dtype.kind == "f" else x
-        with np.errstate(all="ignore"):
-            return np.asarray(fn(xc, attrs), dtype=out_dtype or x.dtype)
-
-    defop(name, rel=unary_rel(kind, out_dtype), ref=ref, cost=elementwise_cost(flops),
-          pattern=OpPattern.ELEMWISE, num_inputs=1, attrs=attrs, doc=doc)
-
-
-_SQRT_PI = math.sqrt(math.pi)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, elementwise, to about 1e-15 relative (evaluated in float64).
-
-    |x| < 2: the Maclaurin series; otherwise 1 - erfc(|x|) with erfc from Laplace's continued
-    fraction (erf is exactly 1 in double beyond |x| ~ 6).
-    """
-    x = np.asarray(x)
-    a = np.abs(x.astype(np.float64))
-    out = np.empty_like(a)
-    small = a < 2.0
-    s = a[small]
-    s2 = s * s
-    term = s.copy()
-    acc = s.copy()
-    for n in range(1, 30):
-        term = term * (-s2) / n
-        acc = acc + term / (2 * n + 1)
-    out[small] = acc * (2.0 / _SQRT_PI)
-    big = ~small & ~np.isnan(a)
-    b = np.minimum(a[big], 7.0)
-    f = b.copy()
-    for k in range(50, 0, -1):
-        f = b + (k / 2.0) / f
-    out[big] = 1.0 - np.exp(-b * b) / _SQRT_PI / f
-    out[np.isnan(a)] = np.nan
-    return np.copysign(out, x).astype(x.dtype, copy=False)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))  # never overflows
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
-
-
-def _clip(x: np.ndarray, attrs: Attrs) -> np.ndarray:
-    lo, hi = attrs["a_min"], attrs["a_max"]
-    info = np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
-    if lo is not None:
-        lo = min(max(lo, info.min), info.max) if info else lo
-        x = np.maximum(x, np.asarray(lo).astype(x.dtype))
-    if hi is not None:
-        hi = min(max(hi, info.min), info.max) if info else hi
-        x = np.minimum(x, np.asarray(hi).astype(x.dtype))
-    return x
-
-
-def _gelu(x: np.ndarray, attrs: Attrs) -> np.ndarray:
-    if attrs["approximate"] == "tanh":
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1 + erf(x / math.sqrt(2.0)))
-
-
-def _isinf(x: np.ndarray, attrs: Attrs) -> np.ndarray:
-    return (np.isposinf(x) & attrs["detect_positive"]) | (np.isneginf(x) & attrs["detect_negative"])
-
-
-def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
-
-
-_ALPHA = AttrSpec("alpha", "float", 1.0, "scale of the negative part")
-_SELU_ALPHA = 1.67326319217681884765625
-_SELU_GAMMA = 1.05070102214813232421875
-
-# name, function of (x, attrs), dtype kind, FLOPs per element, attrs, doc
-_UNARY: list[tuple[str, Callable[[np.ndarray, Attrs], Any], str, float, tuple[AttrSpec, ...], str]] = [
-    ("nn.relu", lambda x, a: np.maximum(x, np.zeros((), x.dtype)), "numeric", 1, (), "max(x, 0)"),
-    ("nn.leaky_relu", lambda x, a: np.where(x >= 0, x, a["alpha"] * x), "float", 2,
-     (AttrSpec("alpha", "float", 0.01, "slope of the negative part"),), "x if x >= 0 else alpha * x"),
-    ("clip", _clip, "numeric", 2,
-     (AttrSpec("a_min", "float", None, "lower bound (None: unbounded)", optional=True),
-      AttrSpec("a_max", "float", None, "upper bound (None: unbounded)", optional=True)),
-     "min(max(x, a_min), a_max)"),
-    ("sigmoid", lambda x, a: _sigmoid(x), "float", 12, (), "1 / (1 + exp(-x))"),
-    ("tanh", lambda x, a: np.tanh(x), "float", 12, (), "hyperbolic tangent"),
-    ("exp", lambda x, a: np.exp(x), "float", 10, (), "e ** x"),
-    ("log", lambda x, a: np.log(x), "float", 10, (), "natural logarithm"),
-    ("sqrt", lambda x, a: np.sqrt(x), "float", 4, (), "square root"),
-    ("rsqrt", lambda x, a: 1 / np.sqrt(x), "float", 5, (), "1 / sqrt(x)"),
-    ("erf", lambda x, a: erf(x), "float", 16, (), "the error function"),
-    ("abs", lambda x, a: np.abs(x), "numeric", 1, (), "absolute value"),
-    ("negative", lambda x, a: np.negative(x), "numeric", 1, (), "-x"),
-    ("sign", lambda x, a: np.sign(x), "numeric", 1, (), "-1, 0 or 1 (NaN stays NaN)"),
-    ("floor", lambda x, a: np.floor(x), "float", 1, (), "round toward -inf"),
-    ("ceil", lambda x, a: np.ceil(x), "float", 1, (), "round toward +inf"),
-    ("round", lambda x, a: np.round(x), "float", 1, (), "round half to even"),
-    ("reciprocal", lambda x, a: 1 / x, "float", 4, (), "1 / x"),
-    ("sin", lambda x, a: np.sin(x), "float", 12, (), "sine"),
-    ("cos", lambda x, a: np.cos(x), "float", 12, (), "cosine"),
-    ("tan", lambda x, a: np.tan(x), "float", 14, (), "tangent"),
-    ("asin", lambda x, a: np.arcsin(x), "float", 16, (), "inverse sine"),
-    ("acos", lambda x, a: np.arccos(x), "float", 16, (), "inverse cosine"),
-    ("atan", lambda x, a: np.arctan(x), "float", 16, (), "inverse tangent"),
-    ("sinh", lambda x, a: np.sinh(x), "float", 12, (), "hyperbolic sine"),
-    ("cosh", lambda x, a: np.cosh(x), "float", 12, (), "hyperbolic cosine"),
-    ("asinh", lambda x, a: np.arcsinh(x), "float", 16, (), "inverse hyperbolic sine"),
-    ("acosh", lambda x, a: np.arccosh(x), "float", 16, (), "inverse hyperbolic cosine"),
-    ("atanh", lambda x, a: np.arctanh(x), "float", 16, (), "inverse hyperbolic tangent"),
-    ("logical_not", lambda x, a: np.logical_not(x), "bool", 1, (), "not x"),
-    ("bitwise_not", lambda x, a: np.invert(x), "int", 1, (), "~x"),
-    ("nn.gelu", _gelu, "float", 20,
-     (AttrSpec("approximate", "str", "none", "'none': exact (erf); 'tanh': tanh approximation",
-               choices=("none", "tanh")),),
-     "x * Phi(x), Phi the standard normal CDF (ONNX Gelu)"),
-    ("nn.hard_sigmoid", lambda x, a: np.clip(a["alpha"] * x + a["beta"], 0, 1), "float", 3,
-     (AttrSpec("alpha", "float", 0.2, "slope"), AttrSpec("beta", "float", 0.5, "offset")),
-     "max(0, min(1, alpha * x + beta))"),
-    ("nn.hard_swish", lambda x, a: x * np.clip(x / 6 + 0.5, 0, 1), "float", 4, (),
-     "x * max(0, min(1, x / 6 + 1 / 2))"),
-    ("nn.elu", lambda x, a: _elu(x, a["alpha"]), "float", 12, (_ALPHA,),
-     "x if x > 0 else alpha * (exp(x) - 1)"),
-    ("nn.selu", lambda x, a: a["gamma"] * _elu(x, a["alpha"]), "float", 13,
-     (AttrSpec("alpha", "float", _SELU_ALPHA, "scale of the negative part"),
-      AttrSpec("gamma", "float", _SELU_GAMMA, "scale of the result")),
-     "gamma * (x if x > 0 else alpha * (exp(x) - 1))"),
-    ("nn.celu", lambda x, a: np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0) / a["alpha"])),
-     "float", 13, (_ALPHA,),
-     "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))"),
-    ("nn.softplus", lambda x, a: _softplus(x), "float", 20, (), "log(1 + exp(x)), computed stably"),
-    ("nn.softsign", lambda x, a: x / (1 + np.abs(x)), "float", 3, (), "x / (1 + |x|)"),
-    ("nn.mish", lambda x, a: x * np.tanh(_softplus(x)), "float", 30, (), "x * tanh(softplus(x))"),
-    ("nn.silu", lambda x, a: x * _sigmoid(x), "float", 13, (), "x * sigmoid(x) (swish)"),
-    ("nn.thresholded_relu", lambda x, a: np.where(x > a["alpha"], x, 0), "float", 1,
-     (AttrSpec("alpha", "float", 1.0, "threshold"),), "x if x > alpha else 0"),
-]
-for _name, _fn, _kind, _flops, _attrs, _doc in _UNARY:
-    defunary(_name, _fn, _kind, _flops, attrs=_attrs, doc=_doc)
-
-defunary("isnan", lambda x, a: np.isnan(x), "float", out_dtype="bool", doc="x is NaN")
-defunary("isinf", _isinf, "float", out_dtype="bool", attrs=(
-    AttrSpec("detect_positive", "bool", True, "report +inf"),
-    AttrSpec("detect_negative", "bool", True, "report -inf"),
-), doc="x is infinite (ONNX IsInf)")
-
-
 # ---- cast -------------------------------------------------------------------------------
 
 
@@ -341,3 +182,189 @@ def _cast_ref(args: list, attrs: Attrs) -> np.ndarray:
 defop("cast", rel=_cast_rel, ref=_cast_ref, cost=elementwise_cost(1.0), pattern=OpPattern.ELEMWISE,
       num_inputs=1, attrs=[AttrSpec("dtype", "dtype", doc="the result's dtype")],
       doc="convert to another dtype (ONNX Cast)")
+
+
+# ---- TE computes ----------------------------------------------------------------------------------
+
+
+# ---- binary -------------------------------------------------------------------------------------
+
+
+def _divide_te(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+    return a / b if is_float(a.dtype) else tir.truncdiv(a, b)
+
+
+def _power_te(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+    if is_float(a.dtype):
+        return tir.pow(a, b)
+    # the reference evaluates integer powers in double and converts back (3 ** -1 == 0)
+    return tir.cast(a.dtype, tir.pow(tir.cast("float64", a), tir.cast("float64", b)))
+
+
+def _mod_te(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+    if not is_float(a.dtype):
+        return tir.truncmod(a, b) if attrs["fmod"] else tir.floormod(a, b)
+    m = tir.fmod(a, b)
+    if attrs["fmod"]:
+        return m
+    # numpy's float remainder: fmod, moved into the divisor's sign; a zero result takes b's sign
+    flip = tir.logical_and(tir.ne(m, 0.0), tir.ne(b < 0.0, m < 0.0))
+    return tir.select(flip, m + b, tir.select(tir.eq(m, 0.0), tir.copysign(0.0, b), m))
+
+
+def _cmp(f: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]:
+    def fn(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+        if a.dtype == "bool" and f not in (tir.eq, tir.ne):  # False < True, as numpy orders bools
+            a, b = tir.cast("int8", a), tir.cast("int8", b)
+        return f(a, b)
+
+    return fn
+
+
+def _shift(left: bool) -> Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]:
+    """Shifts as numpy defines them for every amount: C leaves a negative amount or one of at least the
+    bit width undefined, so those give 0 (or the sign fill for a right shift of a negative value)."""
+
+    def fn(a: PrimExpr, b: PrimExpr, attrs: Attrs) -> PrimExpr:
+        width = np.dtype(a.dtype).itemsize * 8
+        signed = np.dtype(a.dtype).kind == "i"
+        out_of_range = b >= tir.const(width, b.dtype)
+        if np.dtype(b.dtype).kind == "i":
+            out_of_range = tir.logical_or(b < tir.const(0, b.dtype), out_of_range)
+        zero = tir.const(0, a.dtype)
+        if left:
+            return tir.select(out_of_range, zero, tir.shift_left(a, b))
+        fill = tir.select(a < zero, tir.const(-1, a.dtype), zero) if signed else zero
+        return tir.select(out_of_range, fill, tir.shift_right(a, b))
+
+    return fn
+
+
+_BINARY: dict[str, Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]] = {
+    "add": lambda a, b, _: a + b,
+    "subtract": lambda a, b, _: a - b,
+    "multiply": lambda a, b, _: a * b,
+    "divide": _divide_te,
+    "power": _power_te,
+    "maximum": lambda a, b, _: nan_max(a, b),
+    "minimum": lambda a, b, _: nan_min(a, b),
+    "mod": _mod_te,
+    "equal": _cmp(tir.eq), "not_equal": _cmp(tir.ne), "less": _cmp(tir.lt), "less_equal": _cmp(tir.le),
+    "greater": _cmp(tir.gt), "greater_equal": _cmp(tir.ge),
+    "logical_and": lambda a, b, _: tir.logical_and(a, b),
+    "logical_or": lambda a, b, _: tir.logical_or(a, b),
+    "logical_xor": lambda a, b, _: tir.ne(a, b),
+    "bitwise_and": lambda a, b, _: tir.bitwise_and(a, b),
+    "bitwise_or": lambda a, b, _: tir.bitwise_or(a, b),
+    "bitwise_xor": lambda a, b, _: tir.bitwise_xor(a, b),
+    "left_shift": _shift(True),
+    "right_shift": _shift(False),
+}
+
+
+def _register_binary(name: str, fn: Callable[[PrimExpr, PrimExpr, Attrs], PrimExpr]) -> None:
+    @defop.compute(name)
+    def _compute(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+        return elementwise(name, inputs, out_type, lambda a, b: fn(up(a), up(b), attrs))
+
+
+for _name, _fn in _BINARY.items():
+    _register_binary(_name, _fn)
+
+
+@defop.compute("where")
+def _where(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    return elementwise("where", inputs, out_type, lambda c, x, y: tir.select(c, x, y))
+
+
+@defop.compute("nn.prelu")
+def _prelu(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    def fn(x: PrimExpr, slope: PrimExpr) -> PrimExpr:
+        x, slope = up(x), up(slope)
+        return tir.select(x < 0, slope * x, x)
+
+    return elementwise("nn.prelu", inputs, out_type, fn)
+
+
+@defop.compute("cast")
+def _cast(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    # one conversion from the source dtype (float64 -> float16 must not round twice through float32)
+    return elementwise("cast", inputs, out_type, lambda x: x)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _not_equal_onnx(ex: Any) -> str:
+    return ex.node("Not", [ex.node("Equal", ex.ins)])
+
+
+def _mod_onnx(ex: Any) -> str:
+    fmod = bool(ex.attrs["fmod"])
+    dtype = ex.arg_type(0).dtype
+    if dtype not in FLOAT_DTYPES or fmod:
+        return ex.node("Mod", ex.ins, fmod=int(fmod))
+    # floats with the divisor's sign (numpy's mod; ONNX Mod takes fmod=1 for floats): r = fmod(a, b),
+    # plus b where r is non-zero with the other sign; every result (zero too) has b's sign. The sign
+    # is applied by a multiplication: ONNX Runtime's Where turns -0.0 into 0.0.
+    a, b = ex.ins
+    dt = DTYPES[dtype]
+    zero, one, minus_one = (ex.const(v, dt, hint=h) for v, h in ((0.0, "zero"), (1.0, "one"), (-1.0, "minus_one")))
+    r = ex.node("Mod", [a, b], fmod=1)
+    b_neg = ex.node("Or", [ex.node("Less", [b, zero]), ex.node("Less", [ex.node("Div", [one, b]), zero])])  # -0 too
+    differ = ex.node("Xor", [ex.node("Less", [r, zero]), b_neg])
+    fix = ex.node("And", [differ, ex.node("Not", [ex.node("Equal", [r, zero])])])
+    fixed = ex.node("Where", [fix, ex.node("Add", [r, b]), r])
+    return ex.node("Mul", [ex.node("Abs", [fixed]), ex.node("Where", [b_neg, minus_one, one])])
+
+
+def _shift_onnx(ex: Any) -> str:
+    """BitShift. Signed integers go through the unsigned type of their width (ONNX BitShift is
+    unsigned-only; a negative amount becomes one of at least the bit width); a right shift of a
+    negative value is ~(~x >> s), arithmetic. Amounts of at least the bit width give 0 in ONNX
+    Runtime's BitShift (ONNX leaves them unspecified), which is numpy's answer (-1 for a negative
+    value shifted right, through the complement)."""
+    dtype = ex.arg_type(0).dtype
+    dt = DTYPES[dtype]
+    direction = "LEFT" if ex.call.op.name == "left_shift" else "RIGHT"  # type: ignore[union-attr]
+    if dt.kind == "u":
+        return ex.node("BitShift", ex.ins, direction=direction)
+    ex.need_opset(18, f"a shift of {dtype} values (BitwiseNot)")
+    x, amount = ex.ins
+    udt = f"uint{dt.itemsize * 8}"
+
+    def shift(v: str) -> str:
+        u = ex.node("Cast", [v], to=ex.elem_type(udt))
+        return ex.node("Cast", [ex.node("BitShift", [u, s], direction=direction)], to=ex.elem_type(dtype))
+
+    s = ex.node("Cast", [amount], to=ex.elem_type(udt))
+    if direction == "LEFT":
+        return shift(x)
+    negative = ex.node("Less", [x, ex.const(0, dt, hint="zero")])
+    return ex.node("Where", [negative, ex.node("BitwiseNot", [shift(ex.node("BitwiseNot", [x]))]), shift(x)])
+
+
+def _cast_onnx(ex: Any) -> str:
+    return ex.node("Cast", ex.ins, to=ex.elem_type(ex.attrs["dtype"]))
+
+
+# 1:1 (import and export): the elementwise binary ops; opsets < 7 may carry broadcast/axis
+for _name, _op_type, _since in [
+        ("add", "Add", 1), ("subtract", "Sub", 1), ("multiply", "Mul", 1), ("divide", "Div", 1),
+        ("equal", "Equal", 1), ("less", "Less", 1), ("less_equal", "LessOrEqual", 12), ("greater", "Greater", 1),
+        ("greater_equal", "GreaterOrEqual", 12), ("logical_and", "And", 1), ("logical_or", "Or", 1),
+        ("logical_xor", "Xor", 1), ("bitwise_and", "BitwiseAnd", 18), ("bitwise_or", "BitwiseOr", 18),
+        ("bitwise_xor", "BitwiseXor", 18)]:
+    defop.onnx(_name, OnnxMap(_op_type, since=_since, legacy_broadcast=True))
+defop.onnx("where", OnnxMap("Where"))
+defop.onnx("mod", OnnxMap("Mod", attrs={"fmod": ("fmod", bool)}, since=10, export=_mod_onnx))
+# imported by the frontend's converters (Pow's dtype rules, the variadic Max/Min, PRelu's legacy
+# per-channel slope, BitShift's direction, Cast's dtype codes); exported 1:1 or by code
+defop.onnx("power", OnnxMap("Pow", convert=False))
+defop.onnx("maximum", OnnxMap("Max", convert=False))
+defop.onnx("minimum", OnnxMap("Min", convert=False))
+defop.onnx("nn.prelu", OnnxMap("PRelu", convert=False))
+defop.onnx("not_equal", OnnxMap("Equal", convert=False, export=_not_equal_onnx))
+defop.onnx("left_shift", OnnxMap("BitShift", convert=False, export=_shift_onnx))
+defop.onnx("right_shift", OnnxMap("BitShift", convert=False, export=_shift_onnx))
+defop.onnx("cast", OnnxMap("Cast", convert=False, export=_cast_onnx))

@@ -1,29 +1,41 @@
 """Shape and data-movement operators (ONNX semantics): reshape, transpose, flatten, squeeze,
-expand_dims, broadcast_to, tile, concatenate, split, strided_slice, nn.pad, device_copy, range.
+expand_dims, broadcast_to, tile, concatenate, split, device_copy, range.
 
-Gathers (take, gather_elements, gather_nd), one_hot and trilu are in :mod:`plait.op.gather`;
-image.resize2d, depth_to_space and space_to_depth in :mod:`plait.op.image`.
+strided_slice and nn.pad are in :mod:`plait.op.slicing`; gathers (take, gather_elements,
+gather_nd), one_hot and trilu in :mod:`plait.op.gather`; image.resize2d, depth_to_space and
+space_to_depth in :mod:`plait.op.image`.
 
-Parameters that ONNX passes as tensor inputs (Reshape's shape, Slice's starts/ends, Pad's pads, ...)
-are attributes here: the ONNX frontend folds them to constants. Symbolic dims flow through
-wherever an output dim is a copy of an input dim; anything needing arithmetic on a symbol is "?".
+Parameters that ONNX passes as tensor inputs (Reshape's shape, Tile's repeats, ...) are attributes
+here: the ONNX frontend folds them to constants. Symbolic dims flow through wherever an output dim
+is a copy of an input dim; anything needing arithmetic on a symbol is "?".
+
+TE computes: every one is an injective index mapping from the output index to one input element
+(concatenate chooses its input with nested ``select`` s, constant padding guards its load with one),
+so they are inlined into their consumers by ``create_prim_func``. ``split`` returns one tensor per
+section.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Any, Sequence
 
 import numpy as np
 
-from plait.op._common import (
-    ANY_DIM, AttrSpec, Attrs, Cost, OpPattern, RelError, TensorType, TupleType, Type, as_tensor,
-    broadcast_shapes, defop, norm_axis, tensor_bytes,
-)
+from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
-from plait.ir.types import DTYPES, Dim
+from plait.ir.types import DTYPES, Dim, TensorType
+from plait.op._common import (
+    ANY_DIM, AttrSpec, Cost, Family, OnnxMap, Op, OpPattern, RelError, TupleType, Type, as_tensor, broadcast_shapes,
+    norm_axis, tensor_bytes,
+)
+from plait.op._compute import bcast_index, down, make, out_tensor_type, scalar_const, shape_of, tir, up
+from plait.te.tensor import Tensor
+from plait.tir.expr import PrimExpr
+
+defop = Family()
 
 INJ = OpPattern.INJECTIVE
-
 
 # ---- helpers shared with plait.op.gather and plait.op.image ---------------------------------------
 
@@ -322,118 +334,6 @@ defop("split", rel=_split_rel, ref=_split_ref, cost=move_cost, pattern=INJ, attr
 ], doc="ONNX Split: a tuple of tensors")
 
 
-# ---- strided_slice --------------------------------------------------------------------------------
-
-
-def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int, int]:
-    """ONNX Slice clamping for one axis: normalized (start, end, length); end -1 means 'before 0'."""
-    if start < 0:
-        start += dim
-    if end < 0:
-        end += dim
-    if step > 0:
-        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
-    else:
-        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-    return start, end, max(0, -(-(end - start) // step))
-
-
-def _slice_plan(x: TensorType, attrs: Attrs) -> list[tuple[int, int, int, int]]:
-    """[(axis, start, end, step)] after checking the attributes' consistency."""
-    begin, end = attrs["begin"], attrs["end"]
-    n = len(begin)
-    strides = attrs["strides"] if attrs["strides"] is not None else (1,) * n
-    axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(n))
-    for name, v in (("end", end), ("strides", strides), ("axes", axes)):
-        if len(v) != n:
-            raise RelError(f"strided_slice: expected {name} of length {n} (as begin), got {fmt(v)}")
-    if attrs["axes"] is None and n > x.ndim:
-        raise RelError(f"strided_slice: expected at most {x.ndim} begin values (the input rank), got {n}")
-    if 0 in strides:
-        raise RelError(f"strided_slice: expected non-zero strides, got {fmt(strides)}")
-    return [(a, s, e, st) for a, s, e, st in zip(norm_axes(axes, x.ndim, "strided_slice"), begin, end, strides)]
-
-
-def _slice_rel(args, attrs):
-    x = one_tensor(args, "strided_slice")
-    out = list(x.shape)
-    for axis, s, e, st in _slice_plan(x, attrs):
-        d = x.shape[axis]
-        if isinstance(d, int):
-            out[axis] = slice_bounds(d, s, e, st)[2]
-        elif not ((s == 0 and st == 1 and e >= 2**31 - 1) or (s == -1 and st == -1 and e <= -(2**31))):
-            out[axis] = ANY_DIM  # only the whole axis (forwards or reversed) keeps a symbol
-    return TensorType(tuple(out), x.dtype)
-
-
-def _slice_ref(args, attrs):
-    (x,) = args
-    index = [slice(None)] * x.ndim
-    for axis, s, e, st in _slice_plan(TensorType(x.shape), attrs):
-        s, e, _ = slice_bounds(x.shape[axis], s, e, st)
-        index[axis] = slice(s, e if e >= 0 else None, st)
-    return np.array(x[tuple(index)])
-
-
-defop("strided_slice", rel=_slice_rel, ref=_slice_ref, cost=select_cost, pattern=INJ, attrs=[
-    AttrSpec("begin", "ints", doc="start per sliced axis (negative counts from the end; clamped)"),
-    AttrSpec("end", "ints", doc="exclusive end per sliced axis (clamped; use INT64_MAX/MIN for 'to the end')"),
-    AttrSpec("strides", "ints", None, "step per sliced axis (negative walks backwards); None = all 1",
-             optional=True),
-    AttrSpec("axes", "ints", None, "the axes begin/end/strides refer to; None = 0, 1, ...", optional=True),
-], doc="ONNX Slice")
-
-
-# ---- nn.pad ---------------------------------------------------------------------------------------
-
-
-def _pad_widths(x: TensorType, attrs: Attrs) -> list[tuple[int, int]]:
-    pads, mode = attrs["pad_width"], attrs["pad_mode"]
-    if len(pads) != 2 * x.ndim:
-        raise RelError(f"nn.pad: expected {2 * x.ndim} pad_width values (begins then ends), got {fmt(pads)}")
-    widths = list(zip(pads[:x.ndim], pads[x.ndim:]))
-    for axis, ((b, e), d) in enumerate(zip(widths, x.shape)):
-        if not isinstance(d, int):
-            continue
-        if d + b + e < 0:
-            raise RelError(f"nn.pad: axis {axis} of size {d} padded by ({b}, {e}): expected a size >= 0, "
-                           f"got {d + b + e}")
-        kept = d + min(b, 0) + min(e, 0)  # negative pads crop first, then the mode pads what is left
-        if mode == "reflect" and max(b, e) > max(kept - 1, 0):
-            raise RelError(f"nn.pad: reflect padding at axis {axis}: expected pads <= {max(kept - 1, 0)} "
-                           f"(the cropped size {kept} minus 1), got ({b}, {e})")
-        if mode in ("edge", "wrap") and kept == 0 and max(b, e) > 0:
-            raise RelError(f"nn.pad: {mode} padding at axis {axis}: expected a non-empty axis, got size {kept}")
-    return widths
-
-
-def _pad_rel(args, attrs):
-    x = one_tensor(args, "nn.pad")
-    widths = _pad_widths(x, attrs)
-    out = [d + b + e if isinstance(d, int) else (d if b == e == 0 else ANY_DIM) for d, (b, e) in zip(x.shape, widths)]
-    return TensorType(tuple(out), x.dtype)
-
-
-def _pad_ref(args, attrs):
-    (x,) = args
-    widths = _pad_widths(TensorType(x.shape), attrs)
-    crop = tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in enumerate(widths))
-    x = x[crop]
-    pos = [(max(b, 0), max(e, 0)) for b, e in widths]
-    mode = attrs["pad_mode"]
-    if mode == "constant":
-        value = cast_array(attrs["pad_value"], x.dtype.name) if x.dtype != bool else bool(attrs["pad_value"])
-        return np.pad(x, pos, mode="constant", constant_values=value)
-    return np.pad(x, pos, mode=mode)
-
-
-defop("nn.pad", rel=_pad_rel, ref=_pad_ref, cost=move_cost, pattern=INJ, attrs=[
-    AttrSpec("pad_width", "ints", doc="ONNX order: every axis' begin, then every axis' end; negative crops"),
-    AttrSpec("pad_value", "float", 0.0, "the fill value of constant mode (cast to the data's dtype)"),
-    AttrSpec("pad_mode", "str", "constant", "how to fill", choices=("constant", "reflect", "edge", "wrap")),
-], doc="ONNX Pad")
-
-
 # ---- device_copy, range ---------------------------------------------------------------------------
 
 
@@ -470,5 +370,219 @@ defop("range", rel=_range_rel, ref=_range_ref, pattern=INJ, num_inputs=0, attrs=
     AttrSpec("dtype", "dtype", "int64", "element type of the result"),
 ], doc="ONNX Range: start, start + delta, ... up to (excluding) limit")
 
-__all__ = ["fmt", "move_cost", "norm_axes", "one_tensor", "reshape_target", "select_cost", "slice_bounds",
-           "sym_prod"]
+
+# ---- TE computes ----------------------------------------------------------------------------------
+
+
+def ravel(idx: Sequence[PrimExpr], shape: Sequence[int]) -> PrimExpr | int:
+    """The row-major linear offset of ``idx`` in ``shape``."""
+    flat: Any = 0
+    for i, d in zip(idx, shape):
+        flat = i if isinstance(flat, int) and flat == 0 else flat * d + i
+    return flat
+
+
+def unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
+    """The index of row-major linear offset ``flat`` in ``shape`` (every dimension > 0)."""
+    out: list[Any] = []
+    stride = math.prod(shape)
+    for k, d in enumerate(shape):
+        stride //= d
+        v = flat if stride == 1 else flat // stride
+        out.append(v if k == 0 else v % d)
+    return tuple(out)
+
+
+def empty_tensor(op: str, shape: Sequence[int], dtype: str) -> Tensor:
+    """A stage with no elements (its body is never evaluated)."""
+    return make(op, shape, lambda *i: scalar_const(0, dtype))
+
+
+def _copy_reshaped(op: str, x: Tensor, out_type: Any) -> Tensor:
+    """``x``'s elements in row-major order, in the result's shape (reshape, flatten, ...)."""
+    shape, dtype = out_tensor_type(out_type, op)
+    in_shape = shape_of(x, op)
+    if 0 in shape or 0 in in_shape:
+        return empty_tensor(op, shape, dtype)
+    if tuple(shape) == tuple(in_shape):
+        return make(op, shape, lambda *i: x[i])
+    return make(op, shape, lambda *i: x[unravel(ravel(i, shape), in_shape)])
+
+
+for _name in ("reshape", "flatten"):
+    defop.compute(_name)(lambda inputs, attrs, out_type, _n=_name: _copy_reshaped(_n, inputs[0], out_type))
+
+
+@defop.compute("squeeze")
+def _squeeze(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    in_shape = shape_of(x, "squeeze")
+    drop = set(_squeeze_axes(TensorType(in_shape), attrs["axes"]))
+    shape, _ = out_tensor_type(out_type, "squeeze")
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        it = iter(i)
+        return x[tuple(0 if k in drop else next(it) for k in range(len(in_shape)))]
+
+    return make("squeeze", shape, body)
+
+
+@defop.compute("expand_dims")
+def _expand_dims(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    shape, _ = out_tensor_type(out_type, "expand_dims")
+    new = set(norm_axes(attrs["axes"], len(shape), "expand_dims"))
+    return make("expand_dims", shape, lambda *i: x[tuple(v for k, v in enumerate(i) if k not in new)])
+
+
+@defop.compute("transpose")
+def _transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    in_shape = shape_of(x, "transpose")
+    perm = _perm(TensorType(in_shape), attrs["axes"])
+    shape, _ = out_tensor_type(out_type, "transpose")
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        idx: list[Any] = [0] * len(perm)
+        for k, p in enumerate(perm):
+            idx[p] = i[k]
+        return x[tuple(idx)]
+
+    return make("transpose", shape, body)
+
+
+@defop.compute("broadcast_to")
+def _broadcast_to(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    shape, _ = out_tensor_type(out_type, "broadcast_to")
+    return make("broadcast_to", shape, lambda *i: x[bcast_index(x, i, "broadcast_to")])
+
+
+@defop.compute("tile")
+def _tile(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    in_shape = shape_of(x, "tile")
+    shape, dtype = out_tensor_type(out_type, "tile")
+    if 0 in shape:
+        return empty_tensor("tile", shape, dtype)
+    reps = attrs["reps"]
+    return make("tile", shape, lambda *i: x[tuple(v if r == 1 else v % d for v, d, r in zip(i, in_shape, reps))])
+
+
+@defop.compute("concatenate")
+def _concatenate(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    shape, dtype = out_tensor_type(out_type, "concatenate")
+    axis = norm_axis(attrs["axis"], len(shape))
+    parts = [(x, shape_of(x, "concatenate")[axis]) for x in inputs]
+    parts = [(x, n) for x, n in parts if n > 0]
+    if not parts or 0 in shape:
+        return empty_tensor("concatenate", shape, dtype)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        def at(x: Tensor, offset: int) -> PrimExpr:
+            return x[tuple(i[:axis]) + (i[axis] - offset if offset else i[axis],) + tuple(i[axis + 1:])]
+
+        offsets = np.cumsum([0] + [n for _, n in parts]).tolist()
+        value = at(parts[-1][0], offsets[-2])
+        for k in range(len(parts) - 2, -1, -1):
+            value = tir.select(i[axis] < offsets[k + 1], at(parts[k][0], offsets[k]), value)
+        return value
+
+    return make("concatenate", shape, body)
+
+
+@defop.compute("split")
+def _split(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    in_shape = shape_of(x, "split")
+    axis = norm_axis(attrs["axis"], len(in_shape))
+    outs = []
+    offset = 0
+    for k, n in enumerate(attrs["sections"]):
+        shape, dtype = out_tensor_type(out_type, "split", k)
+
+        def body(*i: PrimExpr, _o: int = offset) -> PrimExpr:
+            return x[tuple(i[:axis]) + (i[axis] + _o if _o else i[axis],) + tuple(i[axis + 1:])]
+
+        outs.append(make("split", shape, body, str(k)) if n > 0 else empty_tensor("split", shape, dtype))
+        offset += n
+    return outs
+
+
+@defop.compute("device_copy")
+def _device_copy(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    (x,) = inputs
+    shape, _ = out_tensor_type(out_type, "device_copy")
+    return make("device_copy", shape, lambda *i: x[i])
+
+
+@defop.compute("range")
+def _range(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    shape, dtype = out_tensor_type(out_type, "range")
+    start, delta = scalar_const(attrs["start"], dtype), scalar_const(attrs["delta"], dtype)
+
+    def body(i: PrimExpr) -> PrimExpr:
+        # start + i * delta with each operation rounded to the dtype, as the reference's numpy
+        t = down(up(tir.cast(dtype, i)) * up(delta), dtype)
+        return down(up(start) + up(t), dtype)
+
+    return make("range", shape, body)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _reshape_onnx(ex: Any) -> str:
+    return ex.node("Reshape", [ex.ins[0], ex.ints(ex.attrs["newshape"], "shape")])
+
+
+def _transpose_onnx(ex: Any) -> str:
+    axes = ex.attrs["axes"]
+    return ex.node("Transpose", ex.ins, perm=None if axes is None else list(axes))
+
+
+def _squeeze_onnx(ex: Any) -> str:
+    axes = ex.attrs["axes"]
+    if axes is None:
+        return ex.node("Squeeze", ex.ins)
+    return ex.node("Squeeze", [ex.ins[0], ex.ints(axes, "axes")])
+
+
+def _unsqueeze_onnx(ex: Any) -> str:
+    return ex.node("Unsqueeze", [ex.ins[0], ex.ints(ex.attrs["axes"], "axes")])
+
+
+def _expand_onnx(ex: Any) -> str:
+    return ex.node("Expand", [ex.ins[0], ex.ints(ex.attrs["shape"], "shape")])
+
+
+def _tile_onnx(ex: Any) -> str:
+    return ex.node("Tile", [ex.ins[0], ex.ints(ex.attrs["reps"], "repeats")])
+
+
+def _split_onnx(ex: Any) -> list[str]:
+    sections = ex.attrs["sections"]
+    outs = ex.node("Split", [ex.ins[0], ex.ints(sections, "split")], n_out=len(sections), axis=ex.attrs["axis"])
+    return outs if len(sections) > 1 else [outs]
+
+
+def _range_onnx(ex: Any) -> str:
+    """No inputs: the value is known, so it becomes an initializer (routed through Identity)."""
+    op: Op = ex.call.op  # type: ignore[assignment]
+    value = np.asarray(op.ref([], ex.attrs))
+    return ex.node("Identity", [ex.const(value, hint="value")])
+
+
+# imported by the frontend's converters (the shape, axes and repeats inputs folded to attributes,
+# symbolic shapes); exported 1:1 or by code
+defop.onnx("reshape", OnnxMap("Reshape", convert=False, export=_reshape_onnx))
+defop.onnx("transpose", OnnxMap("Transpose", convert=False, export=_transpose_onnx))
+defop.onnx("flatten", OnnxMap("Flatten", attrs={"axis": "axis"}, convert=False))
+defop.onnx("squeeze", OnnxMap("Squeeze", convert=False, export=_squeeze_onnx))
+defop.onnx("expand_dims", OnnxMap("Unsqueeze", convert=False, export=_unsqueeze_onnx))
+defop.onnx("broadcast_to", OnnxMap("Expand", convert=False, export=_expand_onnx))
+defop.onnx("tile", OnnxMap("Tile", convert=False, export=_tile_onnx))
+defop.onnx("concatenate", OnnxMap("Concat", attrs={"axis": "axis"}, convert=False))
+defop.onnx("split", OnnxMap("Split", convert=False, export=_split_onnx))
+defop.onnx("device_copy", OnnxMap("Identity", convert=False))
+defop.onnx("range", OnnxMap("Range", convert=False, export=_range_onnx))

@@ -224,8 +224,6 @@ def piece_supports(piece: Any, call: Call) -> Answer:
         return Answer(ok, f"{says}: {reason}" if reason else says)
     if "relay_to_runtime" in kind.hooks:
         return Answer(False, f"target kind '{kind.name}' has its own code generation and no 'supports' hook")
-    from plait.te import has_compute
-
-    if has_compute(call.op_name):
+    if isinstance(call.op, Op) and call.op.compute is not None:
         return Answer(True, f"default lowering: '{call.op_name}' has a TE compute")
     return Answer(False, f"default lowering: '{call.op_name}' has no TE compute")

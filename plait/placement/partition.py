@@ -29,7 +29,8 @@ from typing import Any, Mapping
 
 from plait.errors import PlaitError
 from plait.ir.attrs import Attrs
-from plait.ir.op import Op, get_op
+from plait.ir.op import Op
+from plait.op import get_op
 from plait.ir.types import TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import infer_type

@@ -88,7 +88,7 @@ class Pattern:
         if ops is None:
             raise PatternError(f"{where}: {self!r} can match any expression; attributes are checked on "
                                "is_op(...) patterns")
-        from plait.ir.op import get_op
+        from plait.op import get_op
 
         known: dict[str, list[str]] = {}
         for name in sorted(ops):
@@ -185,7 +185,7 @@ class IsOp(Pattern):
         for k, a in enumerate(args, 1):
             if not isinstance(a, Pattern):
                 raise PatternError(f"{self!r}: argument {k} is {a!r} ({type(a).__name__}), not a pattern")
-        from plait.ir.op import get_op
+        from plait.op import get_op
 
         n = len(args)
         wants = {name: get_op(name).check_arity(n) for name in sorted(self.names)}
@@ -341,7 +341,7 @@ def is_constant() -> Pattern:
 
 def is_op(*globs: str) -> IsOp:
     """A call of an operator whose name matches one of ``globs`` (``fnmatch``, case-sensitive)."""
-    from plait.ir.op import OPS, list_ops
+    from plait.op import OPS, list_ops
 
     if not globs:
         raise PatternError("is_op: expected at least one operator name or glob")

@@ -20,7 +20,8 @@ from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.base import BaseFunc
 from plait.ir.node import derive_traversal
-from plait.ir.op import Op, get_op
+from plait.ir.op import Op
+from plait.op import get_op
 from plait.ir.types import Type, tensor_type_of
 
 

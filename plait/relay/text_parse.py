@@ -17,7 +17,7 @@ import numpy as np
 
 from plait.errors import AttrError, ParseError, PlaitError, RegistryError
 from plait.ir.attrs import Attrs
-from plait.ir.op import get_op
+from plait.op import get_op
 from plait.ir.types import DTYPES, FuncType, TensorType, TupleType, Type, check_dtype
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule

@@ -205,7 +205,7 @@ def reference(p: EdgeProgram) -> list[np.ndarray] | None:
     """The numpy reference's outputs of a lowered operator, None where it refuses the inputs (gather
     indices outside their axis: the reference raises, compiled code returns status 1)."""
     from plait.errors import PlaitError
-    from plait.ir import get_op
+    from plait.op import get_op
 
     op = get_op(p.op)
     try:

@@ -15,7 +15,7 @@ pytest.importorskip("scipy_openblas32")
 
 from plait import tir  # noqa: E402
 from plait.backends.blas import backend as blas  # noqa: E402
-from plait.ir.op import get_op  # noqa: E402
+from plait.op import get_op  # noqa: E402
 from plait.relay import run  # noqa: E402
 from plait.relay.expr import Call, Tuple  # noqa: E402
 from plait.relay.visitor import post_order  # noqa: E402

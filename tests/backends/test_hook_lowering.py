@@ -9,7 +9,7 @@ import pytest
 from plait import tir
 from plait.backends.c.backend import build_c
 from plait.lowering.hook_lowering import HookLoweringError, call_buffers, lower_regions, region_functions
-from plait.ir.op import get_op
+from plait.op import get_op
 from plait.relay import run
 from plait.relay.expr import Call, Constant, Function, GlobalVar, Tuple, Var
 from plait.relay.visitor import post_order

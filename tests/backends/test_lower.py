@@ -9,6 +9,7 @@ import pytest
 from plait import relay, te, tir
 from plait.lowering.lower import MAX_NAME, LowerError, LowerToTIR, c_name
 from plait.frontend import from_onnx
+from plait.op import get_op
 from plait.ir.types import FuncType, TupleType
 from plait.relay import Call, Constant, Function, GlobalVar, IRModule, Tuple, TupleGetItem, Var, call, var
 from plait.relay.passes import FuseOps
@@ -102,8 +103,8 @@ def _split_compute(inputs, attrs, out_type):
 def fallback_computes(monkeypatch):
     """nn.dense / split: the real computes if registered, else minimal 2-d ones for these tests."""
     for op, fn in (("nn.dense", _dense_compute), ("split", _split_compute)):
-        if not te.has_compute(op):
-            monkeypatch.setitem(te.COMPUTES._items, op, fn)
+        if get_op(op).compute is None:
+            monkeypatch.setattr(get_op(op), "compute", fn)
 
 
 # ---- numerics, structure ----------------------------------------------------------------------------
@@ -207,8 +208,7 @@ def test_target_from_context_piece_and_string():
 # ---- errors ------------------------------------------------------------------------------------------
 
 def test_missing_compute_names_the_call_and_the_piece(monkeypatch):
-    te.has_compute("nn.relu")
-    monkeypatch.delitem(te.COMPUTES._items, "nn.relu")
+    monkeypatch.setattr(get_op("nn.relu"), "compute", None)
     x = var("x", (2,))
     mod = FuseOps()(_mod(call("exp", call("nn.relu", x, meta={"name": "act1"}))))
     piece = CompositeTarget("cpu: c").pieces[0]
@@ -234,11 +234,10 @@ def test_compute_errors_get_the_call_context(monkeypatch):
 
     x = var("x", (2,))
     mod = FuseOps()(_mod(call("exp", x, meta={"name": "e"})))
-    te.has_compute("exp")
     for fn, msg in [(bad, "exp: cannot do this"),
                     (buggy, "the compute of 'exp' failed: IndexError: tuple index out of range"),
                     (wrong_shape, "the compute of 'exp' returned [((1,), 'float32')], expected [((2,), 'float32')]")]:
-        monkeypatch.setitem(te.COMPUTES._items, "exp", fn)
+        monkeypatch.setattr(get_op("exp"), "compute", fn)
         with pytest.raises(LowerError) as exc:
             LowerToTIR("c")(mod)
         assert str(exc.value) == f"cannot lower call 'e' (operator 'exp') for target 'c': {msg}"
@@ -266,7 +265,7 @@ MODELS = {
 def test_reference_models(model):
     mod = from_onnx(MODELS[model]())
     ops = {n.op.name for n in relay.post_order(mod.main.body) if isinstance(n, Call) and not isinstance(n.op, Var)}
-    missing = sorted(o for o in ops if not te.has_compute(o))
+    missing = sorted(o for o in ops if get_op(o).compute is None)
     if missing:
         pytest.skip(f"no TE compute yet for {', '.join(missing)}")
     lowered = check_numerics(mod, rtol=1e-4, atol=1e-5)

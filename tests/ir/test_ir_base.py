@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from plait.errors import AttrError, PlaitError, RegistryError
-from plait.ir import Attrs, AttrSpec, TensorType, TupleType, get_op
+from plait.ir import Attrs, AttrSpec, TensorType, TupleType
+from plait.op import get_op
 from plait.ir.op import REQUIRED
 from plait.registry import Registry
 

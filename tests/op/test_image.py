@@ -7,7 +7,8 @@ import pytest
 from ort_util import assert_close, run_onnx_node, run_plait_op
 from test_transform import data, infer, rel_error
 
-from plait.ir import Cost, OpPattern, TensorType, get_op
+from plait.ir import Cost, OpPattern, TensorType
+from plait.op import get_op
 
 I64, F32 = np.int64, np.float32
 COORD_MODES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"]

@@ -9,7 +9,8 @@ import pytest
 from ort_util import assert_close, run_onnx_node, run_plait_op
 
 from plait.errors import TypeInferenceError
-from plait.ir import OpPattern, TensorType, get_op
+from plait.ir import OpPattern, TensorType
+from plait.op import get_op
 from plait.relay import IRModule, call, infer_type, var
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from ort_util import assert_close, run_onnx_node, run_plait_op
 
 from plait.errors import AttrError, TypeInferenceError
-from plait.ir import OpPattern, RelError, TensorType, get_op
+from plait.ir import OpPattern, RelError, TensorType
+from plait.op import get_op
 from plait.op._common import broadcast_shapes
 from plait.relay import IRModule, call, infer_type, var
 

@@ -7,7 +7,7 @@ import pytest
 
 from plait import relay
 from plait.errors import InterpreterError
-from plait.ir import get_op
+from plait.op import get_op
 from plait.relay import Call, Constant, Function, IRModule, Tuple, TupleGetItem, call, const, var
 from plait.relay.passes import FoldConstant, FuseOps
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from plait.errors import ParseError, PlaitError
-from plait.ir import DTYPES, FuncType, TensorType, TupleType, get_op, list_ops
+from plait.ir import DTYPES, FuncType, TensorType, TupleType
+from plait.op import get_op, list_ops
 from plait.ir.op import REQUIRED
 from plait.relay import (
     Call, Function, GlobalVar, If, IRModule, Let, Tuple, TupleGetItem, Var, assert_structural_equal, call,

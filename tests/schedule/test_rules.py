@@ -8,7 +8,8 @@ import pytest
 
 from plait import te, tir
 from plait.errors import RegistryError
-from plait.ir import TensorType, TupleType, get_op
+from plait.ir import TensorType, TupleType
+from plait.op import get_op
 from plait.schedule import RULE_SETS, RuleSet, default_schedule, machine_for, register_rules, rules_for
 from plait.schedule.rules import cpu_machine, tile_sizes
 from plait.target import Target
@@ -27,7 +28,7 @@ def lower(op_name: str, shapes: list[tuple], dtype: str = "float32", **attrs) ->
     types = tuple(TensorType(s, dtype) for s in shapes)
     out_type = op.rel(types, a)
     phs = [te.placeholder(s, dtype, f"in{k}") for k, s in enumerate(shapes)]
-    outs = te.get_compute(op_name)(phs, a, out_type)
+    outs = get_op(op_name).compute(phs, a, out_type)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     assert not isinstance(out_type, TupleType) or len(outs) == len(out_type.fields)
     return te.create_prim_func(phs + outs, op_name.replace(".", "_"))

@@ -1,13 +1,20 @@
 """A few small cases of every registered operator, shared by the coverage test (TIR interpreter)
 and the C backend test (every case compiled into one library).
 
-``CASES`` is a list of ``(op name, input arrays, attrs)``; ``case_ids`` names them.
+``CASES`` is a list of ``(op name, input arrays, attrs)``; ``case_ids`` names them. The cases that
+per-operator test modules declare (tests/op/declared_cases.py) come last.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 from computes_util import rand, rng_for
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "op"))
+from declared_cases import declared_cases  # noqa: E402
 
 CASES: list[tuple[str, list[np.ndarray], dict]] = []
 
@@ -172,6 +179,10 @@ add("depth_to_space", [data((1, 8, 2, 3))], block_size=2, mode="CRD")
 add("depth_to_space", [data((1, 9, 2, 2), "uint8", 0, 255)], block_size=3)
 add("space_to_depth", [data((1, 2, 4, 6))], block_size=2)
 add("space_to_depth", [data((1, 2, 3, 6), "int8", -9, 9)], block_size=3, mode="CRD")
+
+for _op, _cases in declared_cases().items():
+    for _inputs, _attrs in _cases:
+        add(_op, _inputs, **_attrs)
 
 
 def case_ids() -> list[str]:

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from plait import te, tir
-from plait.ir import TensorType, TupleType, get_op
+from plait.ir import TensorType, TupleType
+from plait.op import get_op
 
 F32_TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -35,7 +36,7 @@ def lower(op_name: str, arrays: list[np.ndarray], **attrs: Any) -> tuple[tir.Pri
     types = tuple(TensorType(x.shape, x.dtype.name) for x in arrays)
     out_type = op.rel(types, a)
     phs = [te.placeholder(x.shape, x.dtype.name, f"in{k}") for k, x in enumerate(arrays)]
-    outs = te.get_compute(op_name)(phs, a, out_type)
+    outs = get_op(op_name).compute(phs, a, out_type)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     fields = list(out_type.fields) if isinstance(out_type, TupleType) else [out_type]
     assert len(outs) == len(fields)

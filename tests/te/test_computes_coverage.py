@@ -11,17 +11,18 @@ from computes_util import assert_same, lower, reference, run
 from plait import te
 from plait.backends.c.backend import build_c, c_function_names
 from plait.errors import PlaitError
-from plait.ir import TensorType, get_op, list_ops
-from plait.te.computes._common import ComputeError
+from plait.ir import TensorType
+from plait.op import get_op, list_ops
+from plait.op._compute import ComputeError
 
 # Operators without a compute, each with the reason. Empty: every operator lowers.
 NO_COMPUTE: dict[str, str] = {}
 
 
 def test_every_operator_has_a_compute():
-    missing = sorted(op for op in list_ops() if not te.has_compute(op) and op not in NO_COMPUTE)
+    missing = sorted(op for op in list_ops() if get_op(op).compute is None and op not in NO_COMPUTE)
     assert missing == []
-    assert all(not te.has_compute(op) for op in NO_COMPUTE)
+    assert all(get_op(op).compute is None for op in NO_COMPUTE)
 
 
 def test_the_cases_cover_every_operator():
@@ -68,7 +69,7 @@ def test_symbolic_shapes_are_a_clear_error():
     x = te.placeholder(("n", 3), "float32", "x")
     with pytest.raises(ComputeError, match=r"^add: result shape \(n, 3\) has a symbolic dimension 'n': "
                                            r"lowering needs static shapes$"):
-        te.get_compute("add")([x, x], op.make_attrs({}), TensorType(("n", 3)))
+        get_op("add").compute([x, x], op.make_attrs({}), TensorType(("n", 3)))
     with pytest.raises(ComputeError, match=r"^nn.dense: input 'x' shape \(n, 3\) has a symbolic dimension 'n'"):
-        te.get_compute("nn.dense")([x, te.placeholder((2, 3))], op.make_attrs({}), TensorType((4, 2)))
+        get_op("nn.dense").compute([x, te.placeholder((2, 3))], op.make_attrs({}), TensorType((4, 2)))
     assert issubclass(ComputeError, PlaitError)

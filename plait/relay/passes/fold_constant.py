@@ -61,7 +61,7 @@ def _type_size(t: Type) -> int | None:
 
 def _check_constant_args(op: Op, pre: Call, post: Call) -> None:
     """Run the operator's check of its constant arguments; its error names the call."""
-    check = op.extra.get("check_constant_args")
+    check = op.check_constant_args
     if check is None or not any(isinstance(a, Constant) for a in post.args):
         return
     if not all(a.has_type for a in pre.args):

@@ -1,4 +1,4 @@
-"""Helpers shared by the operator computes: static shapes, broadcasting, compute dtypes, stage names.
+"""Helpers shared by the operators' TE computes: static shapes, broadcasting, compute dtypes, stage names.
 
 Conventions every compute follows:
 

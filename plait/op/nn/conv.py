@@ -1,0 +1,383 @@
+"""Convolutions, matmul and dense (ONNX semantics, NCHW / OIHW).
+
+Spatial attributes follow one convention: ``padding`` is (top, left, bottom, right), ``strides``
+and ``dilation`` are (h, w). float16 inputs are computed in float32 and rounded once, as ONNX
+Runtime does. Symbolic dims flow through where the output dim is a copy (batch,
+channels); a spatial dim computed from a symbol is ``"?"`` unless the window leaves it unchanged.
+References loop over the (small) kernel window only and hand the channel contraction to one
+batched ``matmul``.
+
+TE computes: convolutions are direct reductions over (input channels of the group, kernel rows,
+kernel columns); zero padding is a padded stage that is inlined (a ``select`` guarding the load).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from plait import te
+from plait.ir.attrs import Attrs
+from plait.op._common import (
+    ANY_DIM, AttrSpec, Cost, Dim, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes,
+    dim_mul, numel, same_dtype, tensor_bytes,
+)
+from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir, up
+from plait.op.nn._window import (
+    WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_ints, window_out,
+)
+from plait.op.tensor import require_dtype
+from plait.tir.expr import PrimExpr
+
+defop = Family()
+
+# ---- conv2d -------------------------------------------------------------------------------------
+
+
+def _conv2d_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    x, w = float_tensors(args, "conv2d", ("data", "weight"))
+    check_rank(x, 4, "conv2d: data", "[N, C, H, W]")
+    check_rank(w, 4, "conv2d: weight", "[O, C/groups, KH, KW]")
+    s, p, d = window_attrs(attrs, "conv2d")
+    g = attrs["groups"]
+    if g < 1:
+        raise RelError(f"conv2d: groups: expected a value >= 1, got {g}")
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if isinstance(c, int) and c % g:
+        raise RelError(f"conv2d: input channels: expected a multiple of groups {g}, got {c}")
+    if isinstance(o, int) and o % g:
+        raise RelError(f"conv2d: output channels (weight dim 0): expected a multiple of groups {g}, got {o}")
+    if isinstance(c, int) and isinstance(cg, int) and cg != c // g:
+        raise RelError(f"conv2d: weight channels: expected {c // g} (input channels {c} / groups {g}), got {cg}")
+    if not (isinstance(kh, int) and isinstance(kw, int)):
+        raise RelError(f"conv2d: weight: expected a static kernel size, got {w}")
+    oh = window_out(h, kh, s[0], d[0], p[0], p[2], what="conv2d", axis="height")
+    ow = window_out(wd, kw, s[1], d[1], p[1], p[3], what="conv2d", axis="width")
+    return TensorType((n, o, oh, ow), x.dtype)
+
+
+def _conv2d_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x, w = (np.asarray(a) for a in args)
+    ct = fdtype(x)
+    s, p, d, g = attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"]
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh = window_out(h, kh, s[0], d[0], p[0], p[2])
+    ow = window_out(wd, kw, s[1], d[1], p[1], p[3])
+    xp = np.pad(x.astype(ct, copy=False), ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])))
+    xp = xp.reshape(n, g, cg, *xp.shape[2:])
+    cols = np.empty((n, g, cg, kh, kw, oh, ow), ct)
+    for i, j, view in taps(xp, kh, kw, s, d, oh, ow):
+        cols[:, :, :, i, j] = view
+    wg = w.astype(ct, copy=False).reshape(g, o // g, cg * kh * kw)
+    out = np.matmul(wg, cols.reshape(n, g, cg * kh * kw, oh * ow))  # [n, g, o/g, oh*ow]
+    return out.reshape(n, o, oh, ow).astype(x.dtype, copy=False)
+
+
+def _conv2d_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    x, w = args
+    assert isinstance(w, TensorType)
+    per_out = numel(w) / max(_static(w.shape[0]), 1)  # (C/groups) * KH * KW
+    return Cost(flops=2.0 * numel(out) * per_out, bytes_read=tensor_bytes(x) + tensor_bytes(w),
+                bytes_written=tensor_bytes(out))
+
+
+def _static(d: Dim) -> int:
+    return d if isinstance(d, int) else 1
+
+
+defop("nn.conv2d", rel=_conv2d_rel, ref=_conv2d_ref, cost=_conv2d_cost, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+      num_inputs=2, attrs=WINDOW_ATTRS + (
+          AttrSpec("groups", "int", 1, "number of channel groups (C for depthwise)"),
+      ), doc="2-D convolution, data [N, C, H, W] * weight [O, C/groups, KH, KW] (ONNX Conv); bias is an add")
+
+# ---- conv2d_transpose ---------------------------------------------------------------------------
+
+
+def _tconv_params(attrs: Attrs) -> tuple:
+    s, p, d = window_attrs(attrs, "conv2d_transpose")
+    op = window_ints(attrs, "output_padding", 2, "conv2d_transpose", "h, w", 0)
+    if op[0] >= s[0] or op[1] >= s[1]:
+        raise RelError(f"conv2d_transpose: output_padding: expected values below the strides {s}, got {op}")
+    return s, p, d, op
+
+
+def _tconv_out(size: Dim, k: int, s: int, d: int, p0: int, p1: int, op: int, axis: str) -> Dim:
+    if isinstance(size, str):
+        return size if s == 1 and d * (k - 1) + op - p0 - p1 == 0 else ANY_DIM
+    out = s * (size - 1) + op + d * (k - 1) + 1 - p0 - p1
+    if out < 1:
+        raise RelError(f"conv2d_transpose: {axis}: expected a positive output size, got {out} "
+                       f"(input {size}, padding {p0} + {p1})")
+    return out
+
+
+def _tconv_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    x, w = float_tensors(args, "conv2d_transpose", ("data", "weight"))
+    check_rank(x, 4, "conv2d_transpose: data", "[N, C, H, W]")
+    check_rank(w, 4, "conv2d_transpose: weight", "[C, O/groups, KH, KW]")
+    s, p, d, op = _tconv_params(attrs)
+    g = attrs["groups"]
+    if g < 1:
+        raise RelError(f"conv2d_transpose: groups: expected a value >= 1, got {g}")
+    n, c, h, wd = x.shape
+    wc, og, kh, kw = w.shape
+    if isinstance(c, int) and c % g:
+        raise RelError(f"conv2d_transpose: input channels: expected a multiple of groups {g}, got {c}")
+    if isinstance(c, int) and isinstance(wc, int) and wc != c:
+        raise RelError(f"conv2d_transpose: weight dim 0: expected {c} (input channels), got {wc}")
+    if not (isinstance(kh, int) and isinstance(kw, int)):
+        raise RelError(f"conv2d_transpose: weight: expected a static kernel size, got {w}")
+    oh = _tconv_out(h, kh, s[0], d[0], p[0], p[2], op[0], "height")
+    ow = _tconv_out(wd, kw, s[1], d[1], p[1], p[3], op[1], "width")
+    return TensorType((n, og if g == 1 else dim_mul(og, g), oh, ow), x.dtype)
+
+
+def _tconv_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x, w = (np.asarray(a) for a in args)
+    ct = fdtype(x)
+    s, p, d, op = _tconv_params(attrs)
+    g = attrs["groups"]
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    oh = _tconv_out(h, kh, s[0], d[0], p[0], p[2], op[0], "height")
+    ow = _tconv_out(wd, kw, s[1], d[1], p[1], p[3], op[1], "width")
+    cg = c // g
+    # every input pixel contributes x * w[c, o, i, j] at (h*s + i*d, w*s + j*d) of the unpadded output
+    wg = w.astype(ct, copy=False).reshape(g, cg, og * kh * kw).transpose(0, 2, 1)  # [g, og*kh*kw, cg]
+    cols = np.matmul(wg, x.astype(ct, copy=False).reshape(n, g, cg, h * wd))  # [n, g, og*kh*kw, h*w]
+    cols = cols.reshape(n, g, og, kh, kw, h, wd)
+    full_h = max(s[0] * (h - 1) + d[0] * (kh - 1) + 1, p[0] + oh)
+    full_w = max(s[1] * (wd - 1) + d[1] * (kw - 1) + 1, p[1] + ow)
+    full = np.zeros((n, g, og, full_h, full_w), ct)
+    for i in range(kh):
+        for j in range(kw):
+            h0, w0 = i * d[0], j * d[1]
+            full[..., h0:h0 + s[0] * (h - 1) + 1:s[0], w0:w0 + s[1] * (wd - 1) + 1:s[1]] += cols[:, :, :, i, j]
+    out = full[..., p[0]:p[0] + oh, p[1]:p[1] + ow]
+    return np.ascontiguousarray(out.reshape(n, g * og, oh, ow)).astype(x.dtype, copy=False)
+
+
+def _tconv_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    x, w = args
+    assert isinstance(x, TensorType)
+    # every input element meets (O/groups) * KH * KW weights
+    per_in = numel(w) / max(_static(x.shape[1]), 1)
+    return Cost(flops=2.0 * numel(x) * per_in, bytes_read=tensor_bytes(x) + tensor_bytes(w),
+                bytes_written=tensor_bytes(out))
+
+
+defop("nn.conv2d_transpose", rel=_tconv_rel, ref=_tconv_ref, cost=_tconv_cost,
+      pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2, attrs=WINDOW_ATTRS + (
+          AttrSpec("groups", "int", 1, "number of channel groups"),
+          AttrSpec("output_padding", "ints", (0, 0), "extra rows/columns added at the bottom/right (h, w)"),
+      ), doc="transposed 2-D convolution, weight [C, O/groups, KH, KW] (ONNX ConvTranspose)")
+
+# ---- matmul, dense -----------------------------------------------------------------------------
+
+
+def _numeric_pair(args: tuple[Type, ...], what: str, names: tuple[str, str]) -> tuple[TensorType, TensorType]:
+    a, b = (as_tensor(t, f"{what}: {nm}") for t, nm in zip(args, names))
+    same_dtype((a, b), f"{what}: {names[0]} and {names[1]}")
+    require_dtype(a, "numeric", f"{what}: {names[0]}")
+    return a, b
+
+
+def _same_dim(x: Dim, y: Dim, what: str) -> None:
+    if isinstance(x, int) and isinstance(y, int) and x != y:
+        raise RelError(f"{what}: expected {x}, got {y}")
+
+
+def _matmul_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    a, b = _numeric_pair(args, "matmul", ("a", "b"))
+    for t, nm in ((a, "a"), (b, "b")):
+        if t.ndim == 0:
+            raise RelError(f"matmul: {nm}: expected a tensor of rank >= 1, got {t}")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    _same_dim(ka, kb, f"matmul: {'length' if b.ndim == 1 else 'rows'} of b (columns of a)")
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    rows = (a.shape[-2],) if a.ndim >= 2 else ()
+    cols = (b.shape[-1],) if b.ndim >= 2 else ()
+    return TensorType(batch + rows + cols, a.dtype)
+
+
+def _matmul_ref(args: list, attrs: Attrs) -> np.ndarray:
+    a, b = (np.asarray(v) for v in args)
+    ct = fdtype(a)
+    return np.asarray(np.matmul(a.astype(ct, copy=False), b.astype(ct, copy=False))).astype(a.dtype, copy=False)
+
+
+def _contract_cost(k_of: Callable[[TensorType, TensorType], Dim]) -> Callable[[tuple[Type, ...], Type, Attrs], Cost]:
+    def cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+        a, b = args
+        assert isinstance(a, TensorType) and isinstance(b, TensorType)
+        k = _static(k_of(a, b))
+        return Cost(flops=2.0 * numel(out) * k, bytes_read=tensor_bytes(a) + tensor_bytes(b),
+                    bytes_written=tensor_bytes(out))
+
+    return cost
+
+
+defop("nn.matmul", rel=_matmul_rel, ref=_matmul_ref, cost=_contract_cost(lambda a, b: a.shape[-1]),
+      pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
+      doc="matrix product with numpy matmul semantics (1-D promotion, broadcast batch dims; ONNX MatMul)")
+
+
+def _dense_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    x, w = _numeric_pair(args, "dense", ("data", "weight"))
+    if x.ndim == 0:
+        raise RelError(f"dense: data: expected a tensor of rank >= 1, got {x}")
+    check_rank(w, 2, "dense: weight", "[units, K]")
+    _same_dim(x.shape[-1], w.shape[1], "dense: weight dim 1 (data dim -1)")
+    return TensorType(x.shape[:-1] + (w.shape[0],), x.dtype)
+
+
+def _dense_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x, w = (np.asarray(v) for v in args)
+    ct = fdtype(x)
+    return np.asarray(np.matmul(x.astype(ct, copy=False), w.astype(ct, copy=False).T)).astype(x.dtype, copy=False)
+
+
+defop("nn.dense", rel=_dense_rel, ref=_dense_ref, cost=_contract_cost(lambda x, w: x.shape[-1]),
+      pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
+      doc="data [..., K] @ weight[N, K].T -> [..., N] (ONNX Gemm with transB=1); bias is an add")
+
+
+# ---- TE computes ----------------------------------------------------------------------------------
+
+
+@defop.compute("nn.conv2d")
+def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "nn.conv2d"
+    x, wt = inputs
+    _, _, h, w = shape_of(x, op)
+    o, cg, kh, kw = shape_of(wt, op)
+    out_shape, dtype = out_tensor_type(out_type, op)
+    s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
+    og = o // g
+    xp, _, _ = padded(op, x, attrs["padding"], 0.0)
+
+    def body(n: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
+        rc = te.reduce_axis((0, cg), "rc")
+        ry = te.reduce_axis((0, kh), "ry")
+        rx = te.reduce_axis((0, kw), "rx")
+        c = rc if g == 1 else oc // og * cg + rc
+        v = up(xp[n, c, y * s[0] + ry * d[0], z * s[1] + rx * d[1]]) * up(wt[oc, rc, ry, rx])
+        return te.sum(v, axis=[rc, ry, rx])
+
+    acc = make(op, out_shape, body)
+    return rounded(op, out_shape, acc, dtype)
+
+
+@defop.compute("nn.conv2d_transpose")
+def _conv2d_transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "nn.conv2d_transpose"
+    x, wt = inputs
+    _, c, h, w = shape_of(x, op)
+    _, og, kh, kw = shape_of(wt, op)
+    out_shape, dtype = out_tensor_type(out_type, op)
+    s, p, d, g = attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"]
+    cg = c // g
+
+    def body(n: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
+        rc = te.reduce_axis((0, cg), "rc")
+        ky = te.reduce_axis((0, kh), "ky")
+        kx = te.reduce_axis((0, kw), "kx")
+        # input pixel (hy, hx) reaches output (y, z) through tap (ky, kx) if y + pad = hy * s + ky * d
+        ty, tx = y + p[0] - ky * d[0], z + p[1] - kx * d[1]
+        hy, hx = (ty, tx) if s == (1, 1) else (ty // s[0], tx // s[1])
+        conds = [ty >= 0, tx >= 0, hy < h, hx < w]
+        if s[0] > 1:
+            conds.append(tir.eq(ty % s[0], 0))
+        if s[1] > 1:
+            conds.append(tir.eq(tx % s[1], 0))
+        c_in = rc if g == 1 else oc // og * cg + rc
+        prod = up(x[n, c_in, hy, hx]) * up(wt[c_in, oc if g == 1 else oc % og, ky, kx])
+        return te.sum(tir.select(tir.all_(*conds), prod, tir.const(0.0, prod.dtype)), axis=[rc, ky, kx])
+
+    acc = make(op, out_shape, body)
+    return rounded(op, out_shape, acc, dtype)
+
+
+# ---- matmul, dense ----------------------------------------------------------------------------
+
+
+@defop.compute("nn.matmul")
+def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "nn.matmul"
+    a, b = inputs
+    sa, sb = shape_of(a, op), shape_of(b, op)
+    out_shape, dtype = out_tensor_type(out_type, op)
+    k_len = sa[-1]
+    nb = len(out_shape) - (len(sa) >= 2) - (len(sb) >= 2)  # batch dims of the result
+
+    def body(*i: PrimExpr) -> Any:
+        k = te.reduce_axis((0, k_len), "k")
+        batch, rest = i[:nb], list(i[nb:])
+        row = [rest.pop(0)] if len(sa) >= 2 else []
+        col = [rest.pop(0)] if len(sb) >= 2 else []
+        ia = bcast_dims(sa[:-2], batch) + tuple(row) + (k,)
+        ib = bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
+        return te.sum(up(a[ia]) * up(b[ib]), axis=[k])
+
+    acc = make(op, out_shape, body)
+    return rounded(op, out_shape, acc, dtype)
+
+
+@defop.compute("nn.dense")
+def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "nn.dense"
+    x, wt = inputs
+    k_len = shape_of(x, op)[-1]
+    out_shape, dtype = out_tensor_type(out_type, op)
+
+    def body(*i: PrimExpr) -> Any:
+        k = te.reduce_axis((0, k_len), "k")
+        return te.sum(up(x[tuple(i[:-1]) + (k,)]) * up(wt[i[-1], k]), axis=[k])
+
+    acc = make(op, out_shape, body)
+    return rounded(op, out_shape, acc, dtype)
+
+
+# ---- ONNX -----------------------------------------------------------------------------------------
+
+
+def _onnx_kernel(ex: Any, i: int) -> list[int] | None:
+    ks = ex.arg_type(i).shape[2:]
+    return [int(k) for k in ks] if all(isinstance(k, int) for k in ks) else None
+
+
+def _conv_onnx(ex: Any) -> str:
+    a = ex.attrs
+    return ex.node("Conv", ex.ins, kernel_shape=_onnx_kernel(ex, 1), strides=list(a["strides"]), pads=list(a["padding"]),
+                   dilations=list(a["dilation"]), group=a["groups"])
+
+
+def _conv_transpose_onnx(ex: Any) -> str:
+    a = ex.attrs
+    return ex.node("ConvTranspose", ex.ins, kernel_shape=_onnx_kernel(ex, 1), strides=list(a["strides"]),
+                   pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"],
+                   output_padding=list(a["output_padding"]))
+
+
+def _dense_onnx(ex: Any) -> str:
+    if ex.arg_type(0).ndim == 2:
+        return ex.node("Gemm", ex.ins, transB=1)
+    weight = ex.const_value(1)
+    if weight is not None:
+        wt = ex.const(np.ascontiguousarray(weight.T), hint="weight_t")
+    else:
+        wt = ex.node("Transpose", [ex.ins[1]], perm=[1, 0])
+    return ex.node("MatMul", [ex.ins[0], wt])
+
+
+# imported by the frontend's converters (Conv/ConvTranspose with auto_pad, 1-D and 3-D forms and the
+# bias; Gemm and MatMul compositions); exported by code (a conv's or 2-D dense's bias add is fused
+# back into the node by the exporter)
+defop.onnx("nn.conv2d", OnnxMap("Conv", convert=False, export=_conv_onnx))
+defop.onnx("nn.conv2d_transpose", OnnxMap("ConvTranspose", convert=False, export=_conv_transpose_onnx))
+defop.onnx("nn.matmul", OnnxMap("MatMul", convert=False))
+defop.onnx("nn.dense", OnnxMap("Gemm", convert=False, export=_dense_onnx))
