@@ -155,9 +155,8 @@ class Lower(Pass):
         wanted = set(names)
         sub = IRModule({k: f for k, f in mod.items() if k in wanted or isinstance(f, PrimFunc)}, mod.attrs)
         reserved = [k for k in mod if k not in sub]
-        with piece:
-            for p in default_lowering(piece, reserved):
-                sub = ctx.run(p, sub)
+        for p in default_lowering(piece, reserved):
+            sub = ctx.run(p, sub)
         new = _new_prim_funcs(mod, sub)
         mod = mod.with_functions({k: sub[k] for k in [*names, *new]})
         return _tag(mod, new, piece)
@@ -266,7 +265,8 @@ def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, 
 
 
 def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
-    """Fusion and lowering to TIR: what every kind without a ``relay_to_tir`` hook runs."""
+    """Fusion and lowering to TIR for ``piece`` (given to LowerToTIR explicitly): what every kind without a
+    ``relay_to_tir`` hook runs."""
     from plait.lowering.lower import LowerToTIR
     from plait.relay.passes import FuseOps
 

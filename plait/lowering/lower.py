@@ -91,9 +91,12 @@ def _schedule(func: PrimFunc, target: Any) -> PrimFunc:
 
 
 def lower_function(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:
-    """The PrimFunc of the Primitive function ``fn`` (typed), with ``global_symbol`` ``name``."""
+    """The PrimFunc of the Primitive function ``fn`` (typed), with ``global_symbol`` ``name``, for ``target``
+    (a Target, a target string or a Piece; ``piece``, if given, is the Piece it belongs to)."""
     from plait import te
 
+    target, of = resolve_target(target, "lower_function")
+    piece = piece or of
     where = _where(target, piece)
     inputs = []
     values: dict[Expr, Any] = {}
@@ -278,28 +281,25 @@ class _State(UniqueNames):
         return name
 
 
-def _resolve_target(target: Any) -> tuple[Any, Any]:
-    from plait.target import Target, current_piece
+def resolve_target(target: Any, who: str) -> tuple[Any, Any]:
+    """``(Target, Piece or None)`` of ``target``: a Target, a target string or a Piece of a composite target.
+    ``who`` (the function that needs it) is named when there is none."""
+    from plait.target import Piece, Target
 
-    piece = current_piece()
     if target is None:
-        target = Target.current()
-        if target is None:
-            raise LowerError("LowerToTIR: no target given and no current target (pass one or enter 'with target:')")
-    elif isinstance(target, str):
-        target = Target(target)
-    elif hasattr(target, "target") and hasattr(target, "name"):  # a Piece
-        piece, target = target, target.target
-    if piece is not None and piece.target != target:
-        piece = None
-    return target, piece
+        raise LowerError(f"{who}: no target given (pass a Target, a target string or a Piece)")
+    if isinstance(target, Piece):
+        return target.target, target
+    if isinstance(target, Target):
+        return target, None
+    return Target(target), None
 
 
 @dataclass(frozen=True)
 class LowerToTIR(Pass):
     """Lower every Primitive function call of the module's Relay functions to a PrimFunc call.
 
-    ``target``: a Target, a target string or a Piece (None: ``Target.current()``); ``schedule``:
+    ``target`` (required): a Target, a target string or a Piece (errors then name the piece); ``schedule``:
     apply the target's default schedule (if :mod:`plait.schedule` provides one); ``reserved``: names
     taken elsewhere (the driver lowers one piece's functions at a time).
     """
@@ -311,7 +311,7 @@ class LowerToTIR(Pass):
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         mod = infer_type(mod)
-        target, piece = _resolve_target(self.target)
+        target, piece = resolve_target(self.target, "LowerToTIR")
         state = _State(mod, target, piece, self.schedule)
         state.used.update(self.reserved)
         new_funcs: dict[str, Function] = {}
@@ -326,4 +326,5 @@ class LowerToTIR(Pass):
         return infer_type(mod.with_functions({**new_funcs, **state.funcs}))
 
 
-__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "single_call_function", "strip_meta", "UniqueNames"]
+__all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "resolve_target", "single_call_function",
+           "strip_meta", "UniqueNames"]

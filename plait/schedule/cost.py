@@ -235,11 +235,15 @@ def _traffic(func: PrimFunc) -> tuple[int, int]:
 
 
 def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = None) -> ScheduleCost:
-    """The :class:`ScheduleCost` of one call of ``func`` on ``target`` (a Target, a target string or None for
-    the current target), or on an explicit ``machine``."""
+    """The :class:`ScheduleCost` of one call of ``func`` on ``target`` (a Target, a target string or a Piece),
+    or on an explicit ``machine`` (then ``target`` may be None)."""
     if machine is None:
         from plait.schedule.rules import machine_for
+        from plait.target import TargetError
 
+        if target is None:
+            raise TargetError("estimate_cost: no target given (pass a Target, a target string or a Piece, "
+                              "or a machine)")
         machine = machine_for(target)
     w = _Walker(machine)
     w.walk(func.body)

@@ -50,30 +50,30 @@ def register_rules(rules: RuleSet) -> RuleSet:
     return RULE_SETS.register(rules.name, rules)
 
 
-def _as_target(target: Any) -> Any:
-    from plait.target import Target
+def _as_target(target: Any, who: str) -> Any:
+    """The Target of ``target`` (a Target, a target string or a Piece of a composite target)."""
+    from plait.target import Piece, Target, TargetError
 
     if target is None:
-        target = Target.current()
-        if target is None:
-            return Target("c")
-    if hasattr(target, "target") and not hasattr(target, "kind"):  # a Piece of a composite target
+        raise TargetError(f"{who}: no target given (pass a Target, a target string or a Piece)")
+    if isinstance(target, Piece):
         target = target.target
     return target if isinstance(target, Target) else Target(target)
 
 
 def rules_for(target: Any) -> RuleSet:
     """The rule set the target's backend selects (``Backend.schedule_rules(target)``, ``cpu`` by default)."""
-    t = _as_target(target)
+    t = _as_target(target, "rules_for")
     return RULE_SETS.get(t.backend.schedule_rules(t))
 
 
 def machine_for(target: Any) -> Machine:
-    t = _as_target(target)
+    """The numbers (vector lanes, FPU, caches, clock) the target's rule set schedules and prices with."""
+    t = _as_target(target, "machine_for")
     return rules_for(t).machine(t)
 
 
-def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None = None) -> PrimFunc:
+def default_schedule(func: PrimFunc, target: Any, trace: list[str] | None = None) -> PrimFunc:
     """``func`` scheduled by the target's rule set, stage by stage (a stage whose rule fails keeps its
     previous schedule; ``trace`` collects one line per stage saying what happened).
 
@@ -82,7 +82,7 @@ def default_schedule(func: PrimFunc, target: Any = None, trace: list[str] | None
     stage's schedule made a loop name another stage has (which the whole function would have refused),
     the stages are scheduled one after the other in the whole function instead: the result is always
     what that would give."""
-    t = _as_target(target)
+    t = _as_target(target, "default_schedule")
     rules = rules_for(t)
     m = rules.machine(t)
     scheduled: dict[For, Stmt] = {}

@@ -15,7 +15,7 @@ from plait.target.backend import Backend, option
 from plait.target.kind import KINDS, TargetKind, get_kind, list_kinds, register_backend
 from plait.target.tag import TAGS, Fact, Facts, Tag, TagDef, get_tag, list_tags, register_tag
 from plait.target.target import Target
-from plait.target.composite import CompositeTarget, Piece, Transfer, current_piece
+from plait.target.composite import CompositeTarget, Piece, Transfer
 from plait.target.hooks import (
     HOOKS, Hook, HookSpec, call_cost, call_supports, get_hook, hooks_of, run_relay_to_runtime, run_relay_to_tir,
     run_tir_to_runtime,
@@ -24,6 +24,6 @@ from plait.target.hooks import (
 __all__ = [
     "HOOKS", "KINDS", "TAGS", "Backend", "CompositeTarget", "Fact", "Facts", "Hook", "HookError", "HookSpec",
     "Option", "Piece", "PluginError", "Tag", "TagDef", "Target", "Transfer", "TargetError", "TargetKind", "call_cost",
-    "call_supports", "current_piece", "get_hook", "get_kind", "get_tag", "hooks_of", "list_kinds", "list_tags",
+    "call_supports", "get_hook", "get_kind", "get_tag", "hooks_of", "list_kinds", "list_tags",
     "option", "register_backend", "register_tag", "run_relay_to_runtime", "run_relay_to_tir", "run_tir_to_runtime",
 ]

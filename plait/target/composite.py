@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping
 from plait.errors import PlaitError
 from plait.registry import Registry
 from plait.target.errors import TargetError
-from plait.target.target import Target, _load_json, _pop, _push, current_entry
+from plait.target.target import Target, _load_json
 
 _BANDWIDTH_UNITS = {"": 1.0, "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9}
 _TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -131,7 +131,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 @dataclass(frozen=True)
 class Piece:
-    """One named target of a composite target. ``with piece:`` makes its target the current one."""
+    """One named target of a composite target: default lowering and every hook get it (or its target) as
+    an explicit argument."""
 
     name: str
     target: Target
@@ -139,21 +140,6 @@ class Piece:
 
     def __str__(self) -> str:
         return f"{self.name}: {self.target}"
-
-    def __enter__(self) -> "Piece":
-        _push(self.target, self.name)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _pop()
-
-
-def current_piece() -> Piece | None:
-    """The piece entered with ``with piece:`` (hooks run inside one), or None."""
-    entry = current_entry()
-    if entry is None or entry[1] is None:
-        return None
-    return Piece(entry[1], entry[0])
 
 
 class CompositeTarget:

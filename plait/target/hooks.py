@@ -9,8 +9,8 @@
 | cost | ``(call, target) -> float | None``: seconds, None = no estimate | cost model entry |
 | patterns | ``(target) -> [(name, Pattern)]`` | region claims, for placement |
 
-A kind with ``patterns`` also gets each Region it claims given to its ``cost`` hook (None: the sum of
-its calls); see plait.placement.pattern.
+A kind with ``patterns`` also gets each PatternRegion it claims given to its ``cost`` hook (None: the sum
+of its calls); see plait.placement.regions.
 
 Signatures are checked when a kind is registered (by its parameters). The ``run_*`` helpers call a
 hook for one piece, with the piece's target as an explicit argument, and report any failure as a

@@ -5,15 +5,13 @@
     Target("cortex-m7f -opt-level=3")               # a tag with options overridden
     Target({"kind": "c", "mcpu": "cortex-m0"})      # a dict (or its JSON text)
 
-``with target:`` makes it the current target (a context variable, so threads and tasks each see
-their own); ``Target.current()`` returns it.
+There is no "current target": every function that needs one takes it as an argument.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -24,8 +22,6 @@ from plait.target.errors import TargetError
 from plait.target.kind import KINDS, TargetKind, get_kind
 from plait.target.tag import TAGS, Facts, Tag, get_tag, match_tag, resolve_facts, tag_matches
 
-# the stack of (target, piece name or None) entered with ``with``; a context variable, not a global
-_CURRENT: ContextVar[tuple[tuple["Target", str | None], ...]] = ContextVar("plait_current_target", default=())
 
 
 @dataclass
@@ -329,35 +325,3 @@ class Target:
 
     def __hash__(self) -> int:
         return self._hash
-
-    # ---- the current target ---------------------------------------------------------------------
-
-    def __enter__(self) -> "Target":
-        _push(self, None)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _pop()
-
-    @staticmethod
-    def current(allow_none: bool = True) -> "Target | None":
-        """The innermost target entered with ``with`` in this context (thread, task), or None."""
-        stack = _CURRENT.get()
-        if stack:
-            return stack[-1][0]
-        if not allow_none:
-            raise TargetError("no current target: enter one with 'with target:'")
-        return None
-
-
-def _push(target: Target, piece: str | None) -> None:
-    _CURRENT.set(_CURRENT.get() + ((target, piece),))
-
-
-def _pop() -> None:
-    _CURRENT.set(_CURRENT.get()[:-1])
-
-
-def current_entry() -> tuple[Target, str | None] | None:
-    stack = _CURRENT.get()
-    return stack[-1] if stack else None

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from plait import relay, te, tir
-from plait.lowering.lower import MAX_NAME, LowerError, LowerToTIR, c_name
+from plait.lowering.lower import MAX_NAME, LowerError, LowerToTIR, c_name, lower_function
 from plait.frontend import from_onnx
 from plait.op import get_op
 from plait.ir.types import FuncType, TupleType
@@ -195,14 +195,19 @@ def test_unfused_calls_are_lowered_alone_and_device_copy_is_kept():
     assert ops == ["fused_nn_relu", "device_copy", "fused_exp"]
 
 
-def test_target_from_context_piece_and_string():
+def test_target_is_an_explicit_target_piece_or_string():
     x = var("x", (2,))
     mod = FuseOps()(_mod(call("exp", x)))
-    with Target("c -mcpu=cortex-m7f"):
-        low = LowerToTIR()(mod)
-    assert low["fused_exp"].attrs["target"] == str(Target("c -mcpu=cortex-m7f"))
-    with pytest.raises(LowerError, match=r"^LowerToTIR: no target given and no current target"):
+    want = str(Target("c -mcpu=cortex-m7f"))
+    piece = CompositeTarget("m7: c -mcpu=cortex-m7f").pieces[0]
+    for target in (Target("c -mcpu=cortex-m7f"), "c -mcpu=cortex-m7f", piece):
+        assert LowerToTIR(target)(mod)["fused_exp"].attrs["target"] == want
+    with pytest.raises(LowerError) as exc:
         LowerToTIR()(mod)
+    assert str(exc.value) == "LowerToTIR: no target given (pass a Target, a target string or a Piece)"
+    with pytest.raises(LowerError) as exc:
+        lower_function(Function((x,), call("exp", x)), "f", None)
+    assert str(exc.value) == "lower_function: no target given (pass a Target, a target string or a Piece)"
 
 
 # ---- errors ------------------------------------------------------------------------------------------
@@ -212,8 +217,8 @@ def test_missing_compute_names_the_call_and_the_piece(monkeypatch):
     x = var("x", (2,))
     mod = FuseOps()(_mod(call("exp", call("nn.relu", x, meta={"name": "act1"}))))
     piece = CompositeTarget("cpu: c").pieces[0]
-    with piece, pytest.raises(LowerError) as exc:
-        LowerToTIR()(mod)
+    with pytest.raises(LowerError) as exc:
+        LowerToTIR(piece)(mod)
     assert str(exc.value) == ("cannot lower call 'act1' (operator 'nn.relu') for piece 'cpu' (target 'c'): "
                               "operator 'nn.relu' has no TE compute")
     with pytest.raises(LowerError, match=r"^cannot lower call 'act1' \(operator 'nn.relu'\) for target 'c': "):

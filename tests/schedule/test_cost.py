@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from plait import tir
 from plait.schedule.cost import ScheduleCost, estimate_cost
 from plait.schedule.rules import default_schedule, machine_for
+from plait.target import TargetError
 from tests.schedule import fixtures as fx
 from tests.schedule.test_rules import lower
 
@@ -23,6 +26,11 @@ def test_flops_and_bytes_are_exact():
     assert estimate_cost(conv, HOST).flops == 2 * outs * 3 * 9 + 2 * outs  # MACs, then bias add and relu max
     # schedules move work around but do not change it
     assert estimate_cost(default_schedule(conv, HOST), HOST).flops == estimate_cost(conv, HOST).flops
+    assert estimate_cost(conv, machine=machine_for(HOST)) == estimate_cost(conv, HOST)  # a machine, no target
+    with pytest.raises(TargetError) as exc:
+        estimate_cost(conv)
+    assert str(exc.value) == ("estimate_cost: no target given (pass a Target, a target string or a Piece, "
+                              "or a machine)")
 
 
 def test_soft_float_microcontroller_is_slower_than_one_with_an_fpu():

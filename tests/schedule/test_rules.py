@@ -12,7 +12,7 @@ from plait.ir import TensorType, TupleType
 from plait.op import get_op
 from plait.schedule import RULE_SETS, RuleSet, default_schedule, machine_for, register_rules, rules_for
 from plait.schedule.rules import cpu_machine, tile_sizes
-from plait.target import Target
+from plait.target import CompositeTarget, Target, TargetError
 from plait.target.testing import register_test_backend
 from plait.target.testing import isolated_registry
 from tests.schedule import fixtures as fx
@@ -59,8 +59,11 @@ def test_rules_come_from_the_target_kind_and_facts():
     assert machine_for("cortex-m7f").lanes("float32") == 1  # 32-bit integer SIMD only
     assert machine_for("cortex-m0").fpu == "none" and not machine_for("cortex-m0").has_fpu("float32")
     assert machine_for("cortex-m7f").has_fpu("float32") and not machine_for("cortex-m7f").has_fpu("float64")
-    with Target("cortex-m0"):
-        assert rules_for(None).name == "microcontroller"
+    assert rules_for(CompositeTarget("m0: cortex-m0").pieces[0]).name == "microcontroller"  # a piece: its target
+    for fn, args in ((rules_for, ()), (machine_for, ()), (default_schedule, (fx.softmax(),))):
+        with pytest.raises(TargetError) as exc:
+            fn(*args, None)
+        assert str(exc.value) == f"{fn.__name__}: no target given (pass a Target, a target string or a Piece)"
 
 
 def test_a_kind_can_name_its_own_rule_set():

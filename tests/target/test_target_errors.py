@@ -106,11 +106,6 @@ def test_f_suffix_conflicts():
         "it conflicts with -mfloat-abi=soft"
 
 
-def test_no_current_target():
-    assert message(TargetError, Target.current, allow_none=False) == \
-        "no current target: enter one with 'with target:'"
-
-
 def test_kind_and_tag_registration_errors():
     assert message(RegistryError, register_backend, make_backend("c")) == "target kind 'c' is already registered"
     assert message(RegistryError, register_backend, make_backend("cortex-m0")) == \

@@ -1,13 +1,12 @@
-"""Targets and composite targets: parsing, canonical printing, round trips, facts, the current target."""
+"""Targets and composite targets: parsing, canonical printing, round trips, facts."""
 
 import json
-import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plait.target import CompositeTarget, Piece, Target, current_piece
+from plait.target import CompositeTarget, Piece, Target
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
 
@@ -299,37 +298,3 @@ def test_composite_dict_and_json_forms():
     listed = {"pieces": [{"name": "low_power_cpu", "target": "c -mcpu=cortex-m0"},
                          {"name": "inference_cpu", "target": "cortex-m7f"}]}
     assert CompositeTarget(listed).names == ("low_power_cpu", "inference_cpu")
-
-
-# ---- the current target -----------------------------------------------------------------------------
-
-
-def test_current_target_is_scoped_by_with():
-    a, b = Target("cortex-m0"), Target("cortex-m7f")
-    assert Target.current() is None
-    with a:
-        assert Target.current() is a
-        with b:
-            assert Target.current() is b
-        assert Target.current() is a
-        assert current_piece() is None
-    assert Target.current() is None
-    piece = CompositeTarget(SEED).piece("inference_cpu")
-    with piece:
-        assert Target.current() == Target("c -mcpu=cortex-m7f")
-        assert current_piece() == piece
-    assert current_piece() is None
-
-
-def test_current_target_is_per_thread():
-    seen = {}
-
-    def worker():
-        seen["thread"] = Target.current()
-
-    with Target("cortex-m0"):
-        th = threading.Thread(target=worker)
-        th.start()
-        th.join()
-        assert Target.current() == Target("cortex-m0")
-    assert seen["thread"] is None
