@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def calls_table(models: list[str], repeat: int, database: str | None = None) -> None:
-    import plait.backends  # noqa: F401
     from plait.backends.blas import backend as blas
     from plait.backends.c.backend import build_c
     from plait.lowering.lower import lower_function

@@ -117,7 +117,6 @@ ROWS: dict[str, tuple[str, str | None, str]] = {
 
 def build_row(mod: Any, target: str, place: str | None, config: dict[str, Any]) -> tuple[Any, float]:
     import plait
-    import plait.backends  # noqa: F401  registers the in-tree kinds (blas, ...)
 
     t0 = time.perf_counter()
     art = plait.build(mod, target=target, place=place, config=config)

@@ -10,7 +10,6 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import plait.backends  # noqa: F401  (registers the kind's hooks)
 from plait.backends.onnxruntime import backend as ortk
 from plait.errors import PlaitError
 from plait.frontend.onnx import from_onnx
