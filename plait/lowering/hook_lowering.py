@@ -126,12 +126,7 @@ class _Lowering(UniqueNames):
         where = f"{describe_call(call)} in region function '{region}' (piece '{self.piece.name}')"
         pf = None
         if lower_call is not None:
-            try:
-                pf = lower_call(call)
-            except PlaitError as exc:
-                raise HookLoweringError(f"lowering {where}: {exc}") from exc
-            except Exception as exc:
-                raise HookLoweringError(f"lowering {where} failed: {type(exc).__name__}: {exc}") from exc
+            pf = _run_lowerer(lower_call, call, where)
         if pf is None:
             assert isinstance(call.op, Op)
             base = f"{self.prefix}_{call.op.name}"
@@ -213,12 +208,7 @@ def lower_regions(mod: IRModule, target: Any, lower_call: LowerCall | None = Non
         assert isinstance(fn, Function)
         where = f"region function '{gname}' (piece '{piece.name}')"
         if lower_region is not None:
-            try:
-                pf = lower_region(fn)
-            except PlaitError as exc:
-                raise HookLoweringError(f"lowering {where}: {exc}") from exc
-            except Exception as exc:
-                raise HookLoweringError(f"lowering {where} failed: {type(exc).__name__}: {exc}") from exc
+            pf = _run_lowerer(lower_region, fn, where)
             if pf is not None:
                 if not isinstance(pf, PrimFunc):
                     raise HookLoweringError(f"lowering {where}: expected a PrimFunc or None, got {type(pf).__name__}")
@@ -231,6 +221,16 @@ def lower_regions(mod: IRModule, target: Any, lower_call: LowerCall | None = Non
         body = _Rewriter(state, lower_call, gname).visit(fn.body)
         replaced[gname] = Function(fn.params, body, fn.ret_type, fn.attrs)
     return infer_type(mod.with_functions({**replaced, **state.funcs}))
+
+
+def _run_lowerer(fn: Callable[[Any], Any], arg: Any, where: str) -> Any:
+    """Call a hook's ``lower_call``/``lower_region``; its failure becomes a HookLoweringError naming ``where``."""
+    try:
+        return fn(arg)
+    except PlaitError as exc:
+        raise HookLoweringError(f"lowering {where}: {exc}") from exc
+    except Exception as exc:
+        raise HookLoweringError(f"lowering {where} failed: {type(exc).__name__}: {exc}") from exc
 
 
 __all__ = ["HookLoweringError", "call_buffers", "lower_regions", "region_functions"]
