@@ -197,7 +197,25 @@ class CrossModule(CSourceModule):
         return p
 
 
-class DSOModule(Module):
+class NativeModule(Module):
+    """A module whose functions are native symbols: a subclass gives ``signatures`` (name -> argument
+    kinds), ``raw(name)`` (the ctypes function) and a ``_funcs`` dict; calls are wrapped once per name."""
+
+    signatures: dict[str, Any]
+    _funcs: dict[str, Callable]
+
+    def raw(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def _own_function(self, name: str) -> Callable | None:
+        if name not in self.signatures:
+            return None
+        if name not in self._funcs:
+            self._funcs[name] = _wrap(name, self.raw(name), self.signatures[name])
+        return self._funcs[name]
+
+
+class DSOModule(NativeModule):
     """A shared library loaded with ctypes; its manifest gives the function signatures.
 
     ``origin`` names the library in messages when ``path`` is a private copy (see :func:`load_library`).
@@ -230,13 +248,6 @@ class DSOModule(Module):
         fn.restype = ctypes.c_int32
         fn.argtypes = [ctypes.c_void_p if k == "ptr" else _SCALAR_CTYPES[k] for k in self.signatures[name]]
         return fn
-
-    def _own_function(self, name: str) -> Callable | None:
-        if name not in self.signatures:
-            return None
-        if name not in self._funcs:
-            self._funcs[name] = _wrap(name, self.raw(name), self.signatures[name])
-        return self._funcs[name]
 
     def export_library(self, path: str | Path) -> Path:
         p = Path(path)

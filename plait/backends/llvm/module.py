@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from plait.errors import PlaitError
-from plait.runtime.module import _SCALAR_CTYPES, Module, _wrap
+from plait.runtime.module import _SCALAR_CTYPES, NativeModule
 
 LLVMLITE_MISSING = "target kind 'llvm' needs llvmlite: pip install 'plait[llvm]'"
 
@@ -128,7 +128,7 @@ def create_target_machine(cpu: str, features: str, opt_level: int = 3) -> Any:
     return tm
 
 
-class LLVMModule(Module):
+class LLVMModule(NativeModule):
     """Functions JIT-compiled from LLVM IR text (MCJIT). ``signatures``: exported name -> argument
     kinds (``"ptr"`` or a scalar dtype), as for a DSOModule; ``symbols``: exported name -> LLVM
     symbol (default: the same). Every function returns an int32 status (0 = success)."""
@@ -209,13 +209,6 @@ class LLVMModule(Module):
             fn._plait_module = self  # type: ignore[attr-defined]
             self._raw[name] = fn
         return self._raw[name]
-
-    def _own_function(self, name: str) -> Callable | None:
-        if name not in self.signatures:
-            return None
-        if name not in self._funcs:
-            self._funcs[name] = _wrap(name, self.raw(name), self.signatures[name])
-        return self._funcs[name]
 
     def export_library(self, path: str | Path) -> Path:
         """Write the module: an object file for ``.o`` paths, assembly for ``.s``, else the LLVM IR
