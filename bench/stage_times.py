@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import plait  # noqa: E402
 from plait.testing.onnx_models import MODELS  # noqa: E402
 
-TOP = ("infer_type", "fold_constant", "fold_batch_norm", "place", "partition", "lower", "inline_regions",
+TOP = ("infer_type", "fold_constant", "fold_batch_norm", "place", "partition", "lower",
        "lift_workspaces", "check_memory_fit", "codegen_pieces", "graph_executor_codegen", "total")
 
 

@@ -16,7 +16,8 @@ every step):
                                     module; the region becomes an external PrimFunc declaration), else
                                     <kind>.relay_to_tir (checked, PrimFuncs verified), else fuse_ops +
                                     lower_to_tir; + the external modules per piece
-         inline_regions, lift_workspaces, check_memory_fit   (IRModule -> IRModule on Lowered.mod)
+         lift_workspaces, check_memory_fit   (IRModule -> IRModule on Lowered.mod; the region
+                                    functions stay: executors read them where main calls them)
       --CodegenPieces--> Built      per piece: its PrimFuncs -> a runtime module (the kind's
                                     tir_to_runtime hook, else its default_codegen kind's); the host
                                     piece's module imports the others
@@ -63,8 +64,9 @@ class Partitioned:
 
 @dataclass(frozen=True)
 class Lowered:
-    """Every region lowered: ``main`` calls PrimFuncs (external declarations for regions compiled by a
-    ``relay_to_runtime`` hook, whose runtime modules are in ``external``, by piece name)."""
+    """Every region lowered: ``main`` calls the region functions (and copies between them); each region
+    calls PrimFuncs or is one (an external declaration for a region compiled by a ``relay_to_runtime``
+    hook, whose runtime modules are in ``external``, by piece name)."""
 
     mod: IRModule
     assignment: Any
@@ -274,18 +276,6 @@ def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
 
 
 @dataclass(frozen=True)
-class InlineRegions(Pass):
-    """Region functions (now calling PrimFuncs) inlined back into ``main``."""
-
-    name: ClassVar[str] = "inline_regions"
-
-    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        from plait.placement.partition import inline_regions
-
-        return inline_regions(mod)
-
-
-@dataclass(frozen=True)
 class CheckMemoryFit(Pass):
     """Each piece's share of the liveness memory plan (:func:`plait.memory.plan.piece_bytes`)
     against its memories (:func:`plait.placement.fit.check_fit`); a piece simulated on the host is
@@ -400,14 +390,15 @@ def partition_stage(placed: Placed, composite: Any, ctx: PassContext) -> Partiti
 
 
 def lower_stage(part: Partitioned, composite: Any, ctx: PassContext) -> Lowered:
-    """Partitioned -> Lowered: the ``lower`` pass, then ``main`` calling PrimFuncs directly
-    (inline_regions), scratch memory lifted into workspace arguments (lift_workspaces) and each
-    piece's share of the memory plan checked against its memories (check_memory_fit)."""
+    """Partitioned -> Lowered: the ``lower`` pass (each region function now calls PrimFuncs, or is one;
+    the regions stay until code generation), then scratch memory lifted into workspace arguments
+    (lift_workspaces) and each piece's share of the memory plan checked against its memories
+    (check_memory_fit)."""
     from plait.memory.workspace import LiftWorkspaces
 
     lowered = ctx.run(Lower(composite), part)
     mod = lowered.mod
-    for p in (InlineRegions(), LiftWorkspaces(), CheckMemoryFit(composite)):
+    for p in (LiftWorkspaces(), CheckMemoryFit(composite)):
         mod = ctx.run(p, mod)
     return replace(lowered, mod=mod)
 
@@ -516,6 +507,6 @@ def build_onnx(model: Any, target: Any = "c", executor: str = "graph", **kwargs:
 
 
 __all__ = ["BuildError", "Built", "CheckMemoryFit", "Codegen", "CodegenPieces", "ExecutorCodegen", "Imported",
-           "InlineRegions", "Lower", "Lowered", "Partition", "Partitioned", "Place", "Placed", "build", "build_onnx",
+           "Lower", "Lowered", "Partition", "Partitioned", "Place", "Placed", "build", "build_onnx",
            "check_hook_result", "default_lowering", "external_declaration", "lower_stage", "lowered_module",
            "partition_stage", "piece_module"]

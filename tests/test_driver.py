@@ -68,7 +68,7 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     assert art.target == "handwritten"
     names = [n for n, _ in timing.times]
     assert names == ["infer_type", "fold_constant", "fold_batch_norm", "place", "partition",
-                     "handwritten.relay_to_tir", "lower", "inline_regions", "lift_workspaces",
+                     "handwritten.relay_to_tir", "lower", "lift_workspaces",
                      "check_memory_fit", "codegen", "codegen_pieces",
                      "graph_executor_codegen"]
     assert [n for n, _ in art.timings][-1] == "total"
@@ -159,7 +159,7 @@ def test_build_for_c_runs_and_instruments_see_default_lowering(tmp_path):
     timing = Timing()
     art = build(relu_add_model(), target="c", config={"cc.cache_dir": str(tmp_path)}, instruments=[timing])
     assert [n for n, _ in timing.times] == ["infer_type", "fold_constant", "fold_batch_norm", "place",
-                                            "partition", "fuse_ops", "lower_to_tir", "lower", "inline_regions",
+                                            "partition", "fuse_ops", "lower_to_tir", "lower",
                                             "lift_workspaces", "check_memory_fit", "codegen", "codegen_pieces", "graph_executor_codegen"]
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     (y,) = GraphModule(art)(x=x)
@@ -182,3 +182,32 @@ def test_cli_run_onnx_with_target_c_matches_the_interpreter(tmp_path, capsys):
     with np.load(a) as ref, np.load(b) as got:
         assert got["y"].shape == (1, 10)
         np.testing.assert_allclose(got["y"], ref["y"], rtol=0, atol=1e-5)
+
+
+def test_region_functions_stay_until_code_generation_and_the_graph_reads_them(tmp_path):
+    """Partitioning's region functions are not inlined back into main: lowering turns each into a
+    function calling PrimFuncs, and the graph executor serializes a region's calls where main calls it."""
+    from plait.driver import _composite, lowered_module
+    from plait.lowering.cache import LoweringCache
+    from plait.placement import parse_place
+    from plait.relay.expr import Call, Function, GlobalVar
+    from plait.relay.visitor import post_order
+    from plait.tir.stmt import PrimFunc
+
+    target = "a: c; b: c"
+    ct = _composite(target)
+    with LoweringCache().active():
+        low = lowered_module(relu_add_model(), ct, PassContext(), rules=parse_place("/add=b,*=a", ct))
+    regions = {k: f for k, f in low.mod.items() if isinstance(f, Function) and f.attrs.get("region")}
+    assert sorted(regions) == ["a_0", "b_0"]
+    called = [n.op.name for n in post_order(low.mod.main.body) if isinstance(n, Call) and isinstance(n.op, GlobalVar)]
+    assert called == ["a_0", "b_0"]
+    for name, fn in regions.items():
+        inner = [n.op.name for n in post_order(fn.body) if isinstance(n, Call)]
+        assert inner and all(isinstance(low.mod[k], PrimFunc) for k in inner), (name, inner)
+    art = build(relu_add_model(), target, place="/add=b,*=a", config={"cc.cache_dir": str(tmp_path)})
+    calls = [(n["func"], n["piece"], n["region"]) for n in art.graph["nodes"] if n["op"] == "call"]
+    assert calls == [("fused_nn_relu", "a", "a_0"), ("fused_add", "b", "b_0")]
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    (y,) = GraphModule(art)(x=x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0) + np.float32(0.5))

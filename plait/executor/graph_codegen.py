@@ -1,8 +1,10 @@
 """Graph executor codegen: a lowered ``main`` -> a JSON graph, its params and a storage plan.
 
 Input: an IRModule whose ``main`` calls only functions of the module that are lowered (TIR
-``PrimFunc``s, called through a ``GlobalVar``), plus ``Tuple`` / ``TupleGetItem`` / ``Constant`` /
-``Var`` / ``Let`` plumbing. Each PrimFunc is destination-passing: its runtime function takes the
+``PrimFunc``s, called through a ``GlobalVar``) or region functions (Relay functions with attr
+``region``, made by partitioning, whose bodies call PrimFuncs: their calls are serialized where
+``main`` calls the region, each node recording its ``region``), plus ``Tuple`` / ``TupleGetItem`` /
+``Constant`` / ``Var`` / ``Let`` plumbing. Each PrimFunc is destination-passing: its runtime function takes the
 input buffers, then the output buffers (tuple results flattened), all as pointers.
 
 The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
@@ -103,6 +105,85 @@ class _Builder:
         elif self._fn_of[symbol] is not fn and signature(fn, symbol, node) != self.functions[symbol]:
             raise GraphCodegenError(f"graph executor: two different functions have the symbol '{symbol}'")
 
+    def serialize(self, body: Expr, values: dict[int, Value], region: str | None) -> None:
+        """Add the nodes computing ``body`` (main's, or a region function's with its parameters bound in
+        ``values``) in execution order; ``values[id(expr)]`` is each expression's value."""
+        let_values: dict[Var, Expr] = {}
+        for node in post_order(body, enter=lambda e: not isinstance(e, Function)):
+            if isinstance(node, Let):
+                let_values[node.var] = node.value
+        for e in post_order(body, enter=lambda e: not isinstance(e, Function)):
+            if id(e) in values:
+                continue
+            if isinstance(e, Var):
+                if e not in let_values:
+                    raise GraphCodegenError(f"graph executor: free variable %{e.name_hint} in "
+                                            + (f"region function '{region}'" if region else "main"))
+                values[id(e)] = values[id(let_values[e])]
+            elif isinstance(e, Constant):
+                name = f"p{len(self.params)}"
+                v = self.entry(e.checked_type, f"constant {name}")
+                self.params[name] = e.data
+                self.add_node({"op": "param", "name": name}, v)
+                values[id(e)] = v
+            elif isinstance(e, Tuple):
+                values[id(e)] = tuple(values[id(f)] for f in e.fields)
+            elif isinstance(e, TupleGetItem):
+                values[id(e)] = values[id(e.tuple_value)][e.index]
+            elif isinstance(e, Let):
+                values[id(e)] = values[id(e.body)]
+            elif isinstance(e, Call):
+                values[id(e)] = self.call(e, values, region)
+            elif isinstance(e, GlobalVar):
+                continue  # resolved by the call that uses it
+            else:
+                raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
+
+    def call(self, e: Call, values: dict[int, Value], region: str | None) -> Value:
+        """The nodes of one call: a copy, a call of a region function (its body, serialized in place)
+        or a call of a lowered function."""
+        inputs = [i for a in e.args for i in _flatten(values[id(a)])]
+        name = e.meta.get("name")
+        if isinstance(e.op, Op) and e.op.name == "device_copy":
+            outs = self.entries_of_type(e.checked_type, f"the result of {_where(e)}")
+            self.add_node({"op": "copy", "name": name if isinstance(name, str) else "device_copy",
+                           "src": str(e.attrs["src"]), "dst": str(e.attrs["dst"]), "inputs": inputs}, outs)
+            return outs
+        region_fn = self.region(e)
+        if region_fn is not None:
+            if region is not None:
+                raise GraphCodegenError(f"graph executor: region function '{region}' calls another region "
+                                        f"'{e.op.name}'")
+            inner = {id(p): values[id(a)] for p, a in zip(region_fn.params, e.args)}
+            self.serialize(region_fn.body, inner, e.op.name)
+            return inner[id(region_fn.body)]
+        func, fn = self.callee(e)
+        outs = self.entries_of_type(e.checked_type, f"the result of {_where(e)}")
+        node: dict[str, Any] = {"op": "call", "name": name if isinstance(name, str) else func, "func": func,
+                                "inputs": inputs}
+        ws = _workspace_params(fn)
+        if ws:
+            node["workspace"] = [self.entry(TensorType(tuple(p.static_shape), p.dtype), f"the workspace of {func}")
+                                 for p in ws]
+        piece = _piece_of(fn)
+        if piece is not None:
+            node["piece"] = piece
+        if region is not None:
+            node["region"] = region
+        self.add_node(node, outs)
+        self.describe(func, fn, node)
+        return outs
+
+    def region(self, call: Call) -> Function | None:
+        """The region function (``attrs["region"]``, see plait.placement.partition) ``call`` calls, if it
+        calls one: its body calls lowered functions and is serialized in place of the call."""
+        op = call.op
+        if isinstance(op, GlobalVar) and op.name in self.mod:
+            fn = self.mod[op.name]
+            if isinstance(fn, Function) and fn.attrs.get("region"):
+                return fn
+        return None
+
     def callee(self, call: Call) -> tuple[str, Any]:
         """(runtime symbol, the lowered function) of a call of a lowered function."""
         op = call.op
@@ -139,11 +220,6 @@ def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndar
     main = mod.main
     b = _Builder(mod)
     values: dict[int, Value] = {}  # id(expr) -> value
-    let_values: dict[Var, Expr] = {}
-    for node in post_order(main.body):
-        if isinstance(node, Let):
-            let_values[node.var] = node.value
-
     seen_names: set[str] = set()
     for p in main.params:
         if p.name_hint in seen_names:
@@ -153,52 +229,7 @@ def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndar
         b.add_node({"op": "input", "name": p.name_hint}, v)
         values[id(p)] = v
 
-    for e in post_order(main.body, enter=lambda e: not isinstance(e, Function)):
-        if id(e) in values:
-            continue
-        if isinstance(e, Var):
-            if e not in let_values:
-                raise GraphCodegenError(f"graph executor: free variable %{e.name_hint} in main")
-            values[id(e)] = values[id(let_values[e])]
-        elif isinstance(e, Constant):
-            name = f"p{len(b.params)}"
-            v = b.entry(e.checked_type, f"constant {name}")
-            b.params[name] = e.data
-            b.add_node({"op": "param", "name": name}, v)
-            values[id(e)] = v
-        elif isinstance(e, Tuple):
-            values[id(e)] = tuple(values[id(f)] for f in e.fields)
-        elif isinstance(e, TupleGetItem):
-            values[id(e)] = values[id(e.tuple_value)][e.index]
-        elif isinstance(e, Let):
-            values[id(e)] = values[id(e.body)]
-        elif isinstance(e, Call):
-            inputs = [i for a in e.args for i in _flatten(values[id(a)])]
-            name = e.meta.get("name")
-            if isinstance(e.op, Op) and e.op.name == "device_copy":
-                outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
-                b.add_node({"op": "copy", "name": name if isinstance(name, str) else "device_copy",
-                            "src": str(e.attrs["src"]), "dst": str(e.attrs["dst"]), "inputs": inputs}, outs)
-                values[id(e)] = outs
-                continue
-            func, fn = b.callee(e)
-            outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
-            node: dict[str, Any] = {"op": "call", "name": name if isinstance(name, str) else func, "func": func,
-                                    "inputs": inputs}
-            ws = _workspace_params(fn)
-            if ws:
-                node["workspace"] = [b.entry(TensorType(tuple(p.static_shape), p.dtype), f"the workspace of {func}")
-                                     for p in ws]
-            piece = _piece_of(fn)
-            if piece is not None:
-                node["piece"] = piece
-            b.add_node(node, outs)
-            b.describe(func, fn, node)
-            values[id(e)] = outs
-        elif isinstance(e, GlobalVar):
-            continue  # resolved by the call that uses it
-        else:
-            raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
+    b.serialize(main.body, values, region=None)
 
     outputs = _flatten(values[id(main.body)])
     names = mod.attrs.get("output_names")

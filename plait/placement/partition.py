@@ -19,7 +19,8 @@
    ``device_copy`` calls between them.
 
 A one-piece target takes a fast path: one region holding ``main``'s whole body.
-:func:`inline_regions` undoes the outlining after lowering (``main`` then calls PrimFuncs).
+The region functions stay until code generation: lowering turns each into a function calling
+PrimFuncs (or a PrimFunc), and the executors read them where ``main`` calls them.
 """
 
 from __future__ import annotations
@@ -469,31 +470,6 @@ def _rebuild(t: Any, items: list[Expr]) -> Expr:
 # ---- after lowering ----------------------------------------------------------------------------------
 
 
-def inline_regions(mod: IRModule) -> IRModule:
-    """Replace main's calls of region functions that are Relay functions by their bodies; drop the
-    region functions. Regions that became PrimFuncs stay called by name."""
-    regions = {k: f for k, f in mod.items() if is_region(f)}
-
-    class _Inline(ExprMutator):
-        def rewrite_call(self, pre: Call, post: Expr) -> Expr:
-            assert isinstance(post, Call)
-            if isinstance(post.op, GlobalVar) and post.op.name in regions:
-                fn = regions[post.op.name]
-                return substitute(fn.body, dict(zip(fn.params, post.args)))
-            return post
-
-        def rewrite_tuple_getitem(self, pre: TupleGetItem, post: Expr) -> Expr:
-            if isinstance(post, TupleGetItem) and isinstance(post.tuple_value, Tuple):
-                return post.tuple_value.fields[post.index]
-            return post
-
-    main = mod.main
-    body = _Inline().visit(main.body)
-    out = {k: f for k, f in mod.items() if k not in regions}
-    out["main"] = Function(main.params, body, main.ret_type, main.attrs)
-    return infer_type(IRModule(out, mod.attrs))
-
-
 def edge_copies(func: Function, calls: list[Any], outputs: list[str], ct: Any, by_name: dict[str, Any],
                 cost_model: Any) -> list[dict[str, Any]]:
     """The copies plait.build makes at the function's edges (for the explain report; ``calls``: its
@@ -525,5 +501,5 @@ def edge_copies(func: Function, calls: list[Any], outputs: list[str], ct: Any, b
     return out
 
 
-__all__ = ["PartitionError", "Region", "edge_copies", "inline_regions", "is_region", "partition", "regions_of",
+__all__ = ["PartitionError", "Region", "edge_copies", "is_region", "partition", "regions_of",
            "substitute"]
