@@ -8,8 +8,10 @@ Works in units of the alignment like :mod:`plait.memory.heuristics` (``u``, ``s`
   M = the upper bound): ``x_i + u_i <= x_j + M (1 - y_ij)`` and ``x_j + u_j <= x_i + M y_ij``;
 - symmetry breaking: mirroring a plan (``x_i -> P - x_i - u_i``) keeps it valid and flips every
   ``y``, so the first pair's ``y`` is fixed to 1;
-- minimize ``P``. The start plan (the best heuristic's) is given to HiGHS as its first incumbent and
-  its size is the upper bound.
+- minimize ``P``. The start plan (the best heuristic's) gives the upper bound (``P``'s bound and M);
+  it is *not* handed to HiGHS as an incumbent (``setSolution``): with HiGHS 1.16 and presolve on, that
+  made HiGHS declare a non-optimal incumbent optimal (the 5-buffer case of
+  tests/memory/test_algorithms.py), so a proof is also cross-checked against HiGHS's dual bound.
 
 Determinism: one thread, a fixed random seed and a work limit counted in branch-and-bound nodes
 (``ILP_MAX_NODES``), never wall time; the ILP is only attempted with at most ``ILP_MAX_PAIRS``
@@ -81,7 +83,8 @@ def new_highs() -> object:
 def solve(u: np.ndarray, s: np.ndarray, e: np.ndarray, start: np.ndarray,
           lower: int) -> tuple[np.ndarray | None, bool]:
     """The ILP's plan in units (None when HiGHS found none within its limit) and whether it is proven
-    optimal. ``start`` is a valid plan (its size is the upper bound), ``lower`` the lower bound."""
+    optimal. ``start`` is a valid plan (its size is the upper bound; returned when it meets the lower
+    bound ``lower`` or nothing conflicts), ``lower`` the lower bound."""
     upper = int((start + u).max(initial=0))
     pairs = conflicting_pairs(u, s, e)
     if upper <= lower or not pairs:
@@ -123,32 +126,15 @@ def solve(u: np.ndarray, s: np.ndarray, e: np.ndarray, start: np.ndarray,
                           ("mip_max_nodes", ILP_MAX_NODES), ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.5)):
         h.setOptionValue(option, value)
     h.passModel(lp)
-    _give_start(h, highspy, start, u, col, pairs, upper, n_cols)
     h.run()
-    status = h.getModelStatus()
-    if h.getInfo().primal_solution_status != 2:  # 2: feasible
+    info = h.getInfo()
+    if info.primal_solution_status != 2:  # 2: feasible
         return None, False
     values = h.getSolution().col_value
     offsets = np.zeros(u.size, dtype=np.int64)
     for i, c in col.items():
         offsets[i] = int(round(values[c]))
-    return offsets, status == highspy.HighsModelStatus.kOptimal
-
-
-def _give_start(h: object, highspy: object, start: np.ndarray, u: np.ndarray, col: dict[int, int],
-                pairs: list[tuple[int, int]], upper: int, n_cols: int) -> None:
-    """Hand the start plan to HiGHS as its first incumbent (if the first pair's order matches the
-    symmetry breaking; else its mirror image, which is just as valid)."""
-    x = start.astype(np.float64)
-    i0, j0 = pairs[0]
-    if x[i0] > x[j0]:
-        x = upper - x - u
-    values = np.zeros(n_cols)
-    for i, c in col.items():
-        values[c] = x[i]
-    values[len(col)] = upper
-    for k, (i, j) in enumerate(pairs):
-        values[len(col) + 1 + k] = 1.0 if x[i] < x[j] else 0.0
-    sol = highspy.HighsSolution()
-    sol.col_value = list(values)
-    h.setSolution(sol)
+    size = int((offsets + u).max(initial=0))
+    # a proof only when HiGHS says optimal and its dual bound agrees (no integer size below this one)
+    proved = h.getModelStatus() == highspy.HighsModelStatus.kOptimal and info.mip_dual_bound > size - 1 + 1e-6
+    return offsets, proved

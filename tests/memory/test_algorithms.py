@@ -101,6 +101,17 @@ def test_the_usmp_greedy_stacks_above_conflicts_while_tflm_fills_gaps():
     assert (plan.algorithm, plan.size, plan.lower_bound, plan.optimal) == ("greedy_by_conflicts", 96, 96, True)
 
 
+def test_the_ilp_proof_is_not_fooled_by_a_start_solution():
+    # Handing HiGHS 1.16 the greedy plan (7 bytes) as an incumbent made it report that plan optimal; the
+    # optimum is the lower bound, 6 (step 3: c, d, e): e@0, a@2, b@0, c@2, d@4.
+    buffers = [LiveBuffer(3, 1, 2, "a"), LiveBuffer(2, 1, 1, "b"), LiveBuffer(2, 3, 3, "c"),
+               LiveBuffer(2, 3, 6, "d"), LiveBuffer(2, 2, 4, "e")]
+    check_plan(buffers, (2, 0, 2, 4, 0), 1)
+    assert plan_pool(buffers, 1, "tflm_greedy").size == 7
+    plan = plan_pool(buffers, 1, "ilp")
+    assert (plan.size, plan.lower_bound, plan.optimal) == (6, 6, True)
+
+
 def test_a_named_algorithm_runs_alone():
     plan = plan_pool(GREEDY_TRAP, 1, "tflm_greedy")
     assert plan == PoolPlan((0, 2, 0, 3), 4, "tflm_greedy", 3, {"tflm_greedy": 4}, False)
