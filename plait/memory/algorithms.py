@@ -178,8 +178,8 @@ def _ilp_too_large(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> int | None:
 
 def allocate(buffers: Sequence[LiveBuffer], algorithm: str, align: int = DEFAULT_ALIGN) -> tuple[int, ...]:
     """The byte offset of each buffer (input order) by one algorithm of :data:`ALGORITHMS`; every
-    offset a multiple of ``align``. ``"ilp"`` starts from the ``tflm_greedy`` plan and raises
-    :class:`MemoryPlanError` when the buffers have too many conflicting pairs for it."""
+    offset a multiple of ``align``. ``"ilp"`` takes the ``tflm_greedy`` plan's size as its upper bound
+    and raises :class:`MemoryPlanError` when the buffers have too many conflicting pairs for it."""
     if algorithm not in ALGORITHMS:
         raise _unknown(algorithm, ALGORITHMS)
     return _plan_one(buffers, algorithm, align)[0]
@@ -206,7 +206,7 @@ def _pool_size(buffers: Sequence[LiveBuffer], offsets: Sequence[int], align: int
 
 
 def plan_pool(buffers: Sequence[LiveBuffer], align: int = DEFAULT_ALIGN, algorithm: str = "auto") -> PoolPlan:
-    """Plan one pool. ``"auto"`` runs every algorithm (the ILP only within ``ILP_MAX_PAIRS``, from the
+    """Plan one pool. ``"auto"`` runs every algorithm (the ILP only within ``ILP_MAX_PAIRS``, bounded by the
     best heuristic plan) and keeps the smallest valid plan, ties to the earliest in :data:`ALGORITHMS`;
     a name of :data:`ALGORITHMS` runs that one only. Deterministic: the same buffers, the same plan."""
     if algorithm != "auto" and algorithm not in ALGORITHMS:

@@ -207,6 +207,11 @@ def test_the_heuristics_plan_3000_buffers():
     assert "ilp" not in plan.sizes and plan.size == min(plan.sizes.values())
 
 
+def test_the_hill_climb_budget_is_a_count_of_iterations():
+    assert [heuristics.hill_climb_iterations(n) for n in (0, 1, 66, 67, 2500, 3000, 10**6)] == \
+        [0, 300, 300, 298, 8, 6, 4]
+
+
 def test_importing_the_planner_does_not_import_highspy():
     import subprocess
     import sys
