@@ -19,7 +19,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -102,33 +101,12 @@ def prepare(mod_or_func: Any, opt_level: int = 2) -> Function:
     return main
 
 
-_HIGHS_QUIET = False
-
-
 def quiet_solver_banner() -> None:
     """HiGHS prints a banner on the process's stdout (fd 1) the first time a solver is made; make that
-    first one with stdout pointed at /dev/null, so that ``--json`` output stays JSON."""
-    global _HIGHS_QUIET
-    if _HIGHS_QUIET:
-        return
-    _HIGHS_QUIET = True
-    try:
-        import highspy
-    except ImportError:
-        return
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
+    first one now, silenced (:func:`plait.memory.ilp.new_highs`), so that ``--json`` output stays JSON."""
+    from plait.memory.ilp import new_highs
+
+    new_highs()
 
 
 # ---- the report ------------------------------------------------------------------------------------

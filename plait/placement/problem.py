@@ -139,7 +139,9 @@ def _ilp(pr: Problem, time_limit: float) -> list[int] | None | str:
     n, m = len(pr.cost), pr.num_pieces
     scale = max([c for row in pr.cost for c in row if c] + [t for _, tr in pr.outputs for row in tr for t in row] + [0])
     scale = 1.0 / scale if scale > 0 else 1.0
-    h = _new_highs()
+    from plait.memory.ilp import new_highs
+
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", 1e-9)
@@ -217,35 +219,6 @@ def _ilp(pr: Problem, time_limit: float) -> list[int] | None | str:
         return "timeout"
     sol = h.getSolution().col_value
     return [max((p for p in range(m) if (u, p) in x), key=lambda p: (sol[x[u, p]], -p)) for u in range(n)]
-
-
-_BANNER_SHOWN = False
-
-
-def _new_highs() -> object:
-    """A HiGHS instance; the first one of a process prints a banner on the C stdout: silenced."""
-    global _BANNER_SHOWN
-    import highspy
-
-    if _BANNER_SHOWN:
-        return highspy.Highs()
-    _BANNER_SHOWN = True
-    import os
-    import sys
-
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError, AttributeError):
-        return highspy.Highs()
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-        return highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _greedy(pr: Problem) -> list[int] | None:
