@@ -102,7 +102,8 @@ class Partition(Pass):
         a = placed.assignment
         if a is None:
             return Partitioned(partition(placed.mod, {}, self.composite), None)
-        return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ())), a)
+        return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ()),
+                                     getattr(a, "fused", None)), a)
 
 
 def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:

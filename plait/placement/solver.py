@@ -65,6 +65,7 @@ class Assignment:
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
     regions: tuple[PatternRegion, ...] = ()  # claimed regions placed on a piece claiming them (PatternRegion.piece, .name)
     weights_in: dict[str, str] = dataclasses.field(default_factory=dict)  # piece -> "flash" or "RAM"
+    fused: tuple[tuple[Call, ...], ...] = ()  # fusion groups of 2+ calls (each on one piece), topological order
 
     def region_of(self, call: Call) -> PatternRegion | None:
         """The claimed region ``call`` runs in, or None."""
@@ -155,16 +156,34 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
         if not any(a.ok for a in row):
             why = "; ".join(f"{p.name}: {a.reason}" for p, a in zip(pieces, row))
             raise PlacementError(f"no piece can run {call_name(c)}: {why}")
-    est: list[list[Estimate | None]] = []
+    ok_at = [[support[u][q].ok if member.get(c) is None else names[q] in allowed_r[id(member[c])]
+              for q in range(len(pieces))] for u, c in enumerate(calls)]
+    fused = _fusion_groups(func, index, ok_at, pins, member)
+    default = [not (p.target.kind.hooks.get("relay_to_tir") or p.target.kind.hooks.get("relay_to_runtime"))
+               for p in pieces]  # lowered by default lowering, which fuses
+    est: list[list[Estimate | None]] = [[None] * len(pieces) for _ in calls]
+    units = []  # fusion groups priced as one function somewhere: placed as one unit
+    for fn, g in fused:
+        n = len(g)
+        for q, p in enumerate(pieces):
+            e = cm.fused_cost(fn, list(g), p) if default[q] and ok_at[index[g[0]]][q] else None
+            if e is not None:
+                share = Estimate(e.seconds / n, e.joules / n, e.source,
+                                 f"1/{n} of fused group '{fn.attrs.get('name')}' ({e.seconds:.4g} s): {e.detail}")
+                for c in g:
+                    est[index[c]][q] = share
+        if any(est[index[g[0]]][q] is not None for q in range(len(pieces))):
+            units.append(g)
     for u, c in enumerate(calls):
         r = member.get(c)
-        row = []
         for q, p in enumerate(pieces):
-            ok = support[u][q].ok if r is None else names[q] in allowed_r[id(r)]
+            ok = ok_at[u][q]
             if r is not None and not ok and support[u][q].ok:
                 support[u][q] = Answer(False, _split_reason(r, p, alone, index, q))
-            row.append(cm.call_cost(c, p) if ok else None)
-        est.append(row)
+            if ok and est[u][q] is None:
+                est[u][q] = cm.call_cost(c, p)
+            elif not ok:
+                est[u][q] = None
     for r in regions:  # a claimer's cost hook may price the region as a whole
         for pn, pattern in r.claims:
             q = names.index(pn)
@@ -191,6 +210,7 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     capacity = [_capacity(p) for p in pieces]
     pinned = [names.index(pins[c].piece) if c in pins else None for c in calls]
     groups = [tuple(index[c] for c in r.calls) for r in regions]
+    groups += [tuple(index[c] for c in g) for g in units if g[0] not in member]  # (inside a region: a subset)
     pr = Problem(cost, outputs, weights, capacity, pinned, groups)
     kinds = [piece_memory(p.target).weights_in for p in pieces]
     _check_memory(pr, calls, pieces, kinds)
@@ -198,7 +218,32 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     if assign is None:
         raise FitError(_infeasible_message(pr, calls, names, kinds))
     a = _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
-    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)))
+    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)), fused=tuple(g for _, g in fused))
+
+
+def _fusion_groups(func: Function, index: dict[Call, int], ok_at: list[list[bool]], pins: dict[Call, Pin],
+                   member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...]]]:
+    """The groups default lowering fuses when their calls share a piece (FuseOps' grouping), limited to calls
+    that may go to the same pieces (same capable pieces, pin and claimed region): each group is then placed
+    as one unit, priced as the one function lowering makes of it. Each: (its typed Primitive function,
+    its calls in topological order, the last one its output)."""
+    from plait.relay.infer import infer_expr
+    from plait.relay.passes.fuse_ops import find_groups, group_function
+
+    def key(c: Call) -> object:
+        u = index[c]
+        r, pin = member.get(c), pins.get(c)
+        return (id(r) if r is not None else None, pin.piece if pin is not None else None, tuple(ok_at[u]))
+
+    out, seen = [], set()
+    for g in find_groups(func.body, key=key).values():
+        if id(g) in seen or len(g.members) < 2:
+            continue
+        seen.add(id(g))
+        fn, _ = group_function(g)
+        infer_expr(fn)
+        out.append((fn, tuple(sorted(g.members, key=index.__getitem__))))
+    return sorted(out, key=lambda x: index[x[1][0]])
 
 
 def _claims(regions: list[PatternRegion], pieces: list[Piece]) -> dict[Call, dict[str, str]]:
