@@ -5,10 +5,10 @@ Sources, in order (every :class:`Estimate` says which one it came from):
 1. ``database``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
    signature (:func:`signature`) and the target string;
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
-3. ``schedule``: the call lowered as its own function, scheduled by the target's default rules and
-   priced by :func:`plait.schedule.estimate_cost` (what the piece would really run); the lowering goes
-   through the build's :class:`~plait.lowering.cache.LoweringCache`, so default lowering of the same
-   function later in the build reuses that TIR instead of lowering it again;
+3. ``schedule``: the call lowered as its own function (its single-call function), scheduled by the
+   target's default rules and priced by :func:`plait.schedule.estimate_cost` (what the piece would really
+   run); the lowering goes through the build's :class:`~plait.lowering.cache.LoweringCache`, so default
+   lowering of the same function later in the build reuses that TIR instead of lowering it again;
 4. ``roofline``: the op's :class:`plait.ir.op.Cost` (FLOPs, bytes) against the target's machine
    (:func:`plait.schedule.machine_for`: clock, FMA/cycle x SIMD lanes, soft-float cycles per flop
    when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.

@@ -13,6 +13,13 @@ the bytes of the constant weights of the calls placed on a piece must fit where 
 The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
 
+Fusion groups: calls default lowering would fuse (FuseOps' grouping, limited to calls that may go to the
+same pieces: same capable pieces, pin and claimed region) are priced on pieces lowered by default as the
+one function lowering makes of them (:meth:`CostModel.fused_cost`, each call an equal share), on a piece
+whose kind has patterns by its ``cost`` hook called with the group as a PatternRegion (named after the
+group's function; a number prices it whole, as for claimed regions), and placed as one unit; ``Assignment.fused`` lists them, and partitioning stamps them so that lowering makes the same
+functions (found in the build's lowering cache: each call is lowered once).
+
 Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`regions.claim_regions`). All calls
 of a claimed region go to one piece: a piece claiming it (which may run them together even when it would
 not run them one by one; cost: the kind's ``cost`` hook on the PatternRegion, else the sum of the calls), or a
@@ -163,10 +170,16 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
                for p in pieces]  # lowered by default lowering, which fuses
     est: list[list[Estimate | None]] = [[None] * len(pieces) for _ in calls]
     units = []  # fusion groups priced as one function somewhere: placed as one unit
-    for fn, g in fused:
+    for fn, g, inputs in fused:
         n = len(g)
         for q, p in enumerate(pieces):
-            e = cm.fused_cost(fn, list(g), p) if default[q] and ok_at[index[g[0]]][q] else None
+            e = None
+            if not ok_at[index[g[0]]][q]:
+                pass
+            elif default[q]:
+                e = cm.fused_cost(fn, list(g), p)
+            elif p.target.kind.hooks.get("patterns") and g[0] not in member:  # it may price regions whole
+                e = cm.region_cost(PatternRegion(str(fn.attrs.get("name")), g, inputs, g[-1]), p)
             if e is not None:
                 share = Estimate(e.seconds / n, e.joules / n, e.source,
                                  f"1/{n} of fused group '{fn.attrs.get('name')}' ({e.seconds:.4g} s): {e.detail}")
@@ -218,15 +231,15 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     if assign is None:
         raise FitError(_infeasible_message(pr, calls, names, kinds))
     a = _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
-    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)), fused=tuple(g for _, g in fused))
+    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)), fused=tuple(g for _, g, _ in fused))
 
 
 def _fusion_groups(func: Function, index: dict[Call, int], ok_at: list[list[bool]], pins: dict[Call, Pin],
-                   member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...]]]:
+                   member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...], tuple[Expr, ...]]]:
     """The groups default lowering fuses when their calls share a piece (FuseOps' grouping), limited to calls
     that may go to the same pieces (same capable pieces, pin and claimed region): each group is then placed
     as one unit, priced as the one function lowering makes of it. Each: (its typed Primitive function,
-    its calls in topological order, the last one its output)."""
+    its calls in topological order, the last one its output, the non-constant values entering it)."""
     from plait.relay.infer import infer_expr
     from plait.relay.passes.fuse_ops import find_groups, group_function
 
@@ -240,9 +253,10 @@ def _fusion_groups(func: Function, index: dict[Call, int], ok_at: list[list[bool
         if id(g) in seen or len(g.members) < 2:
             continue
         seen.add(id(g))
-        fn, _ = group_function(g)
+        fn, inputs = group_function(g)
         infer_expr(fn)
-        out.append((fn, tuple(sorted(g.members, key=index.__getitem__))))
+        out.append((fn, tuple(sorted(g.members, key=index.__getitem__)),
+                    tuple(x for x in inputs if not isinstance(x, Constant))))
     return sorted(out, key=lambda x: index[x[1][0]])
 
 
