@@ -14,7 +14,7 @@ from plait.frontend.onnx import from_onnx
 from plait.ir.transform import PassContext
 from plait.lowering import lower as lower_mod
 from plait.lowering.cache import LoweringCache, lower_cached, lowering_key
-from plait.placement.stages import Imported, Placed
+from plait.placement.stages import Imported, Placed, Priced
 from plait.relay import IRModule
 from plait.relay.analysis import structural_hash
 from plait.relay.expr import Call, Var
@@ -67,7 +67,7 @@ def _check_built_once(model, built, ctx_calls):
     assert set(per_call) <= set(ctx_calls)
     assert max(per_call.values()) == 1, [k for k, v in per_call.items() if v > 1]
     # everything was lowered to price it; default lowering found it all in the build's cache
-    assert {stage for _, stage in built} == {"place"}
+    assert {stage for _, stage in built} == {"price"}
 
 
 def _calls_of(model):
@@ -183,8 +183,8 @@ def test_build_stages_go_forward(tmp_path):
         built = ctx.run(CodegenPieces(ct), lowered)
     assert isinstance(lowered, Lowered) and isinstance(built, Built) and built.lowered is lowered
     kinds = dict(seen)
-    assert (kinds["place"], kinds["partition"], kinds["lower"], kinds["codegen_pieces"]) == (
-        Placed.__name__, Partitioned.__name__, Lowered.__name__, Built.__name__)
+    assert (kinds["price"], kinds["place"], kinds["partition"], kinds["lower"], kinds["codegen_pieces"]) == (
+        Priced.__name__, Placed.__name__, Partitioned.__name__, Lowered.__name__, Built.__name__)
     assert [n for n, _ in seen[:3]] == ["infer_type", "fold_constant", "fold_batch_norm"]
     assert set(built.modules) <= {"host", "blas"} and built.lib is not None
     assert Imported.__name__ == "Imported"

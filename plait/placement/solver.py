@@ -138,7 +138,44 @@ def _constants(func: Function) -> list[Constant]:
 def place(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
           cost_model: CostModel | None = None, weight: float = 0.5, time_limit: float = TIME_LIMIT_S,
           exact: bool = True) -> Assignment:
-    """Place every operator call of the typed function ``func`` on a piece of ``target``."""
+    """Place every operator call of the typed function ``func`` on a piece of ``target``: :func:`price`,
+    then :func:`solve_priced`."""
+    return solve_priced(price(func, target, objective, rules, cost_model, weight), time_limit, exact)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The placement problem of a function, priced (:func:`price`): ``problem`` in numbers, and what the
+    Assignment reports (per call: ``est``imates and ``support`` per piece, ``transfers``, ``pins``)."""
+
+    problem: Problem
+    calls: list[Call]
+    names: list[str]
+    est: list[list[Estimate | None]]
+    support: list[list[Answer]]
+    transfers: list[list[list[Estimate]]]
+    pins: dict[Call, Pin]
+    objective: str
+    regions: list[PatternRegion]
+    index: dict[Call, int]
+    kinds: list[str]  # where each piece keeps its weights ("flash" or "RAM")
+    fused: tuple[tuple[Call, ...], ...]
+
+
+def solve_priced(p: Pricing, time_limit: float = TIME_LIMIT_S, exact: bool = True) -> Assignment:
+    """The optimal (or greedy, see :func:`problem.solve`) Assignment of a priced placement problem."""
+    assign, method = solve(p.problem, time_limit, exact)
+    if assign is None:
+        raise FitError(_infeasible_message(p.problem, p.calls, p.names, p.kinds))
+    a = _assignment(p.problem, assign, method, p.calls, p.names, p.est, p.support, p.transfers, p.pins, p.objective,
+                    p.regions, p.index)
+    return dataclasses.replace(a, weights_in=dict(zip(p.names, p.kinds)), fused=p.fused)
+
+
+def price(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
+          cost_model: CostModel | None = None, weight: float = 0.5) -> Pricing:
+    """Every operator call of the typed function ``func`` priced on every piece of ``target`` that may run
+    it (capability, pins, claimed regions, fusion groups; the memory checks that need no solver)."""
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective_value(0.0, 0.0, objective, weight)  # validates the objective name
     cm = CostModel.for_target(ct) if cost_model is None else cost_model
@@ -227,11 +264,8 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     pr = Problem(cost, outputs, weights, capacity, pinned, groups)
     kinds = [piece_memory(p.target).weights_in for p in pieces]
     _check_memory(pr, calls, pieces, kinds)
-    assign, method = solve(pr, time_limit, exact)
-    if assign is None:
-        raise FitError(_infeasible_message(pr, calls, names, kinds))
-    a = _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
-    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)), fused=tuple(g for _, g, _ in fused))
+    return Pricing(pr, calls, names, est, support, transfers, pins, objective, regions, index, kinds,
+                   tuple(g for _, g, _ in fused))
 
 
 def _fusion_groups(func: Function, index: dict[Call, int], ok_at: list[list[bool]], pins: dict[Call, Pin],
