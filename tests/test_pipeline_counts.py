@@ -188,3 +188,25 @@ def test_build_stages_go_forward(tmp_path):
     assert [n for n, _ in seen[:3]] == ["infer_type", "fold_constant", "fold_batch_norm"]
     assert set(built.modules) <= {"host", "blas"} and built.lib is not None
     assert Imported.__name__ == "Imported"
+
+
+def test_a_pin_splits_a_fusion_group_and_each_part_is_lowered_once(tmp_path, monkeypatch):
+    """On two c pieces every dense + bias + relu is one group; pinning /fc0/Relu to b splits its group
+    (the dense and bias may go anywhere, the ReLU only to b): the parts are fused, priced and lowered once."""
+    model = onnx_models.mlp()
+    x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    built, stage = _computes(monkeypatch)
+    art = plait.build(from_onnx(model), "a: c; b: c", place="/fc0/Relu=b", config={"cc.cache_dir": str(tmp_path)},
+                      instruments=[stage])
+    _check_built_once(model, built, _calls_of(model))
+    groups = [[(c.op.name, c.meta["name"]) for c in g] for g in art.placement.fused]
+    assert groups == [[("nn.dense", "/fc0/Gemm"), ("add", "/fc0/Gemm")],
+                      [("nn.dense", "/fc1/Gemm"), ("add", "/fc1/Gemm"), ("nn.relu", "/fc1/Relu")],
+                      [("nn.dense", "/fc2/Gemm"), ("add", "/fc2/Gemm")]]
+    where = {(p.call.op.name, p.call.meta["name"]): p.piece for p in art.placement}
+    assert where[("nn.relu", "/fc0/Relu")] == "b"
+    assert where[("nn.dense", "/fc0/Gemm")] == where[("add", "/fc0/Gemm")]
+    (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

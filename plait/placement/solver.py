@@ -14,7 +14,7 @@ The sum of calls is the objective: it is the latency of a sequential executor, n
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
 
 Fusion groups: calls default lowering would fuse (FuseOps' grouping, limited to calls that may go to the
-same pieces: same capable pieces, pin and claimed region) are priced on pieces lowered by default as the
+same pieces: their pin, else the pieces capable of them, and the same claimed region) are priced on pieces lowered by default as the
 one function lowering makes of them (:meth:`CostModel.fused_cost`, each call an equal share), on a piece
 whose kind has patterns by its ``cost`` hook called with the group as a PatternRegion (named after the
 group's function; a number prices it whole, as for claimed regions), and placed as one unit; ``Assignment.fused`` lists them, and partitioning stamps them so that lowering makes the same
@@ -202,7 +202,7 @@ def price(func: Function, target: CompositeTarget | str, objective: str = "laten
             raise PlacementError(f"no piece can run {call_name(c)}: {why}")
     ok_at = [[support[u][q].ok if member.get(c) is None else names[q] in allowed_r[id(member[c])]
               for q in range(len(pieces))] for u, c in enumerate(calls)]
-    fused = _fusion_groups(func, index, ok_at, pins, member)
+    fused = _fusion_groups(func, index, names, ok_at, pins, member)
     default = [not (p.target.kind.hooks.get("relay_to_tir") or p.target.kind.hooks.get("relay_to_runtime"))
                for p in pieces]  # lowered by default lowering, which fuses
     est: list[list[Estimate | None]] = [[None] * len(pieces) for _ in calls]
@@ -268,19 +268,20 @@ def price(func: Function, target: CompositeTarget | str, objective: str = "laten
                    tuple(g for _, g, _ in fused))
 
 
-def _fusion_groups(func: Function, index: dict[Call, int], ok_at: list[list[bool]], pins: dict[Call, Pin],
-                   member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...], tuple[Expr, ...]]]:
+def _fusion_groups(func: Function, index: dict[Call, int], names: list[str], ok_at: list[list[bool]],
+                   pins: dict[Call, Pin], member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...], tuple[Expr, ...]]]:
     """The groups default lowering fuses when their calls share a piece (FuseOps' grouping), limited to calls
-    that may go to the same pieces (same capable pieces, pin and claimed region): each group is then placed
+    that may go to the same pieces (their pin, else the pieces capable of them; and the same claimed region):
+    each group is then placed
     as one unit, priced as the one function lowering makes of it. Each: (its typed Primitive function,
     its calls in topological order, the last one its output, the non-constant values entering it)."""
     from plait.relay.infer import infer_expr
     from plait.relay.passes.fuse_ops import find_groups, group_function
 
-    def key(c: Call) -> object:
-        u = index[c]
+    def key(c: Call) -> object:  # the claimed region and the pieces the call may go to
         r, pin = member.get(c), pins.get(c)
-        return (id(r) if r is not None else None, pin.piece if pin is not None else None, tuple(ok_at[u]))
+        may = (pin.piece,) if pin is not None else tuple(n for n, ok in zip(names, ok_at[index[c]]) if ok)
+        return (id(r) if r is not None else None, may)
 
     out, seen = [], set()
     for g in find_groups(func.body, key=key).values():
