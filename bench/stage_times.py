@@ -8,7 +8,8 @@ Each model is built once to fill a fresh C compile cache (config key ``cc.cache_
 again, the C compiler does not). The lowering cache is per build, so these builds lower everything
 again. Printed per model: the median seconds of each top-level stage (the artifact's ``timings``:
 nested stages such as ``fuse_ops`` inside ``lower`` are left out of the sum), the build's total,
-and ``place / total``. The machine may be busy: rerun for the quietest figures.
+and ``place / total`` (the solver; ``price``, before it, lowers and prices the calls and fusion groups:
+the lowering the build then reuses). The machine may be busy: rerun for the quietest figures.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import plait  # noqa: E402
 from plait.testing.onnx_models import MODELS  # noqa: E402
 
-TOP = ("infer_type", "fold_constant", "fold_batch_norm", "place", "partition", "lower",
+TOP = ("infer_type", "fold_constant", "fold_batch_norm", "price", "place", "partition", "lower",
        "lift_workspaces", "check_memory_fit", "codegen_pieces", "graph_executor_codegen", "total")
 
 
@@ -64,7 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         for stage in TOP:
             if stage in t:
                 print(f"  {stage:<24} {t[stage]:8.3f}")
-        print(f"  place / total            {t.get('place', 0.0) / total:8.1%}" if total else "  (no total)")
+        if not total:
+            print("  (no total)")
+            continue
+        print(f"  place / total            {t.get('place', 0.0) / total:8.1%}")
+        print(f"  (price + place) / total  {(t.get('price', 0.0) + t.get('place', 0.0)) / total:8.1%}"
+              "   (price: lowering + costs)")
     return 0
 
 

@@ -9,6 +9,7 @@ every step):
 
     IRModule --import_stage--> Imported      infer_type, fold_constant, fold_batch_norm
                                               (plait.placement.stages; plait explain runs the same)
+      --Price-->       Priced       every call (or fusion group) priced on the pieces that may run it
       --Place-->       Placed       + the Assignment: every operator call -> a piece (None for one piece)
       --Partition-->   Partitioned  device_copy between memories; same-piece regions outlined into
                                     functions ``<piece>_<k>`` (attrs target/region/global_symbol)
@@ -104,7 +105,8 @@ class Partition(Pass):
         a = placed.assignment
         if a is None:
             return Partitioned(partition(placed.mod, {}, self.composite), None)
-        return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ())), a)
+        return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ()),
+                                     getattr(a, "fused", None)), a)
 
 
 def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:
@@ -406,10 +408,10 @@ def lower_stage(part: Partitioned, composite: Any, ctx: PassContext) -> Lowered:
 def lowered_module(mod: IRModule, composite: Any, ctx: PassContext, *, rules: tuple = (),
                    objective: str = "latency", weight: float = 0.5, cost_model: Any = None) -> Lowered:
     """The stages of :func:`build` from an IRModule up to Lowered (code generation not run)."""
-    from plait.placement.stages import Place, import_stage
+    from plait.placement.stages import import_stage, place_stage
 
     imported = import_stage(mod, ctx)
-    placed = ctx.run(Place(composite, tuple(rules), objective, weight, cost_model), imported)
+    placed = place_stage(imported, composite, ctx, tuple(rules), objective, weight, cost_model)
     return lower_stage(partition_stage(placed, composite, ctx), composite, ctx)
 
 

@@ -1,6 +1,8 @@
 """The forward-only pipeline: how much a build infers and lowers (issue 11's acceptance), the
 lowering cache and incremental type inference."""
 
+from collections import Counter
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -12,7 +14,7 @@ from plait.frontend.onnx import from_onnx
 from plait.ir.transform import PassContext
 from plait.lowering import lower as lower_mod
 from plait.lowering.cache import LoweringCache, lower_cached, lowering_key
-from plait.placement.stages import Imported, Placed
+from plait.placement.stages import Imported, Placed, Priced
 from plait.relay import IRModule
 from plait.relay.analysis import structural_hash
 from plait.relay.expr import Call, Var
@@ -38,36 +40,86 @@ def _lowerings(monkeypatch):
     return seen
 
 
-def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_nothing_twice(tmp_path, monkeypatch):
+def _computes(monkeypatch):
+    """Every TE compute built for an operator call (the work of lowering it, inside lower_function), as
+    (operator, call-site name), with the pass running when it was built."""
+    built = []
+    real = lower_mod._lower_call
+    running = ["import"]
+
+    class Stage:
+        def before(self, p, _):
+            running.append(p.name)
+
+    def counted(call, args, where):
+        built.append(((call.op.name, call.meta.get("name")), running[-1]))
+        return real(call, args, where)
+
+    monkeypatch.setattr(lower_mod, "_lower_call", counted)
+    return built, Stage()
+
+
+def _check_built_once(model, built, ctx_calls):
+    """Each call of the imported model had its TE compute built at most once in the build (a fused
+    group counts for each of its calls), and only while placement priced it."""
+    assert len(set(ctx_calls)) == len(ctx_calls)  # (operator, name) identifies a call of these models
+    per_call = Counter(key for key, _ in built)
+    assert set(per_call) <= set(ctx_calls)
+    assert max(per_call.values()) == 1, [k for k, v in per_call.items() if v > 1]
+    # everything was lowered to price it; default lowering found it all in the build's cache
+    assert {stage for _, stage in built} == {"price"}
+
+
+def _calls_of(model):
+    from plait.ir.transform import PassContext
+    from plait.placement.stages import import_stage
+
+    main = import_stage(from_onnx(model), PassContext()).mod["main"]
+    return [(n.op.name, n.meta.get("name")) for n in post_order(main.body) if isinstance(n, Call)]
+
+
+def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_call_once(tmp_path, monkeypatch):
     model = onnx_models.ds_cnn()
     x = np.random.default_rng(3).standard_normal((1, 1, 49, 10)).astype(np.float32)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    calls = _calls_of(model)
     mod = from_onnx(model)
     size = sum(1 for _ in post_order(mod["main"]))
     seen = _lowerings(monkeypatch)
-    hits = []
-    real_lower = LoweringCache.lower
-
-    def spy(self, *args, **kwargs):
-        out = real_lower(self, *args, **kwargs)
-        hits.append(self.stats.hits)
-        return out
-
-    monkeypatch.setattr(LoweringCache, "lower", spy)
+    built, stage = _computes(monkeypatch)
     nodes0, calls0 = INFER_STATS.nodes, INFER_STATS.calls
-    art = plait.build(mod, TARGET, config={"cc.cache_dir": str(tmp_path)})
+    art = plait.build(mod, TARGET, config={"cc.cache_dir": str(tmp_path)}, instruments=[stage])
     typed = INFER_STATS.nodes - nodes0
     # type inference does at most the work of 4 whole-module runs: only the nodes a pass made are typed
     assert typed <= 4 * size, (typed, size, INFER_STATS.calls - calls0)
-    # every function (structure, target) is lowered once: placement prices calls through the build's cache
-    # and default lowering reuses that TIR (global_avg_pool2d and flatten stay single-call groups on c)
-    assert seen and len(seen) == len(set(seen))
-    assert hits[-1] >= 2
+    # the conv + bias + relu groups on the host were priced as the fused functions lowering makes of
+    # them (not call by call), and nothing was lowered again (no (structure, target) twice either)
+    _check_built_once(model, built, calls)
+    assert len(seen) == len(set(seen))
+    assert len(built) > len(seen)  # some lowered functions hold more than one call
     assert {p for p in art.placement.pieces().values()} == {"host", "blas"}
+    # on the host: 4 depthwise conv + bias + relu; bias + relu after each of the 5 convolutions on blas
+    assert sorted(len(g) for g in art.placement.fused) == [2] * 5 + [3] * 4
     assert LoweringCache.current() is None
     (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet_block"])
+def test_bundled_models_lower_each_call_once(name, tmp_path, monkeypatch):
+    model = getattr(onnx_models, name)()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.random.default_rng(5).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+             .astype(np.float32) for i in model.graph.input}
+    want = sess.run(None, feeds)
+    built, stage = _computes(monkeypatch)
+    art = plait.build(from_onnx(model), TARGET, config={"cc.cache_dir": str(tmp_path)}, instruments=[stage])
+    _check_built_once(model, built, _calls_of(model))
+    assert any(len(g) > 1 for g in art.placement.fused)
+    got = GraphModule(art)(**feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
 def _call(shape=(2, 3)):
@@ -131,8 +183,30 @@ def test_build_stages_go_forward(tmp_path):
         built = ctx.run(CodegenPieces(ct), lowered)
     assert isinstance(lowered, Lowered) and isinstance(built, Built) and built.lowered is lowered
     kinds = dict(seen)
-    assert (kinds["place"], kinds["partition"], kinds["lower"], kinds["codegen_pieces"]) == (
-        Placed.__name__, Partitioned.__name__, Lowered.__name__, Built.__name__)
+    assert (kinds["price"], kinds["place"], kinds["partition"], kinds["lower"], kinds["codegen_pieces"]) == (
+        Priced.__name__, Placed.__name__, Partitioned.__name__, Lowered.__name__, Built.__name__)
     assert [n for n, _ in seen[:3]] == ["infer_type", "fold_constant", "fold_batch_norm"]
     assert set(built.modules) <= {"host", "blas"} and built.lib is not None
     assert Imported.__name__ == "Imported"
+
+
+def test_a_pin_splits_a_fusion_group_and_each_part_is_lowered_once(tmp_path, monkeypatch):
+    """On two c pieces every dense + bias + relu is one group; pinning /fc0/Relu to b splits its group
+    (the dense and bias may go anywhere, the ReLU only to b): the parts are fused, priced and lowered once."""
+    model = onnx_models.mlp()
+    x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    built, stage = _computes(monkeypatch)
+    art = plait.build(from_onnx(model), "a: c; b: c", place="/fc0/Relu=b", config={"cc.cache_dir": str(tmp_path)},
+                      instruments=[stage])
+    _check_built_once(model, built, _calls_of(model))
+    groups = [[(c.op.name, c.meta["name"]) for c in g] for g in art.placement.fused]
+    assert groups == [[("nn.dense", "/fc0/Gemm"), ("add", "/fc0/Gemm")],
+                      [("nn.dense", "/fc1/Gemm"), ("add", "/fc1/Gemm"), ("nn.relu", "/fc1/Relu")],
+                      [("nn.dense", "/fc2/Gemm"), ("add", "/fc2/Gemm")]]
+    where = {(p.call.op.name, p.call.meta["name"]): p.piece for p in art.placement}
+    assert where[("nn.relu", "/fc0/Relu")] == "b"
+    assert where[("nn.dense", "/fc0/Gemm")] == where[("add", "/fc0/Gemm")]
+    (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

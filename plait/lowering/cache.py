@@ -7,10 +7,11 @@
 
 The key is the function's structure without call-site ``meta`` and without function attributes
 (:func:`lowering_key`), hashed with :func:`plait.relay.analysis.structural_hash` and compared with
-``structural_equal`` on a hash collision, and the target string: so the cost model's single-call
-function for pricing a call (:mod:`plait.placement.cost`), default lowering of a group
-(:mod:`plait.lowering.lower`) and the calls a ``relay_to_tir`` hook leaves to default lowering
-(:mod:`plait.lowering.hook_lowering`) share one lowering of the same thing.
+``structural_equal`` on a hash collision, and the target string: so the functions the cost model
+lowers to price calls (:mod:`plait.placement.cost`: a fusion group's function, or a call's single-call
+function), default lowering of a group (:mod:`plait.lowering.lower`) and the calls a ``relay_to_tir``
+hook leaves to default lowering (:mod:`plait.lowering.hook_lowering`) share one lowering of the same
+thing; placement prices exactly the groups lowering will make, so a build lowers each call once.
 
 Scope: per build. ``plait.build`` (and ``plait explain``) activate a fresh cache for their duration;
 outside an active cache :func:`lower_cached` lowers every time. A cache lives no longer than its

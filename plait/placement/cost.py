@@ -5,17 +5,21 @@ Sources, in order (every :class:`Estimate` says which one it came from):
 1. ``database``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
    signature (:func:`signature`) and the target string;
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
-3. ``schedule``: the call lowered as its own function, scheduled by the target's default rules and
-   priced by :func:`plait.schedule.estimate_cost` (what the piece would really run); the lowering goes
-   through the build's :class:`~plait.lowering.cache.LoweringCache`, so default lowering of the same
-   function later in the build reuses that TIR instead of lowering it again;
+3. ``schedule``: the call lowered as its own function (its single-call function), scheduled by the
+   target's default rules and priced by :func:`plait.schedule.estimate_cost` (what the piece would really
+   run); the lowering goes through the build's :class:`~plait.lowering.cache.LoweringCache`, so default
+   lowering of the same function later in the build reuses that TIR instead of lowering it again;
 4. ``roofline``: the op's :class:`plait.ir.op.Cost` (FLOPs, bytes) against the target's machine
    (:func:`plait.schedule.machine_for`: clock, FMA/cycle x SIMD lanes, soft-float cycles per flop
    when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.
 
 Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when unknown). A transfer
 costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
-A fused group costs the sum of its calls. A region claimed by a piece's pattern
+A fusion group (calls default lowering will fuse into one function when they share a piece:
+:func:`plait.relay.passes.fuse_ops.find_groups`) is priced on a piece lowered by default as that one
+function (:meth:`CostModel.fused_cost`), through the same cache, so lowering finds every group it
+makes already lowered; on a piece with a ``relay_to_tir`` hook (which lowers call by call) it costs the
+sum of its calls. A region claimed by a piece's pattern
 (:mod:`plait.placement.pattern`) costs what the kind's ``cost`` hook says when it is called with the
 :class:`~plait.placement.pattern.PatternRegion` (a number), else the sum of its calls (:meth:`CostModel.region_cost`).
 """
@@ -32,7 +36,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
-from plait.relay.expr import Call, Function, Var
+from plait.relay.expr import Call, Function
 from plait.target.composite import Piece
 
 DEFAULT_POWER_MW = 1000.0
@@ -167,10 +171,45 @@ class CostModel:
 
     def call_cost(self, call: Call, piece: Piece | Any) -> Estimate:
         piece = _as_piece(piece)
+        known = self._known(call, piece)
+        if known is not None:
+            return known
         target = piece.target
-        power = _power_mw(target) * 1e-3
+        key = (signature(call), str(target))
+        if key not in self._cache:
+            self._cache[key] = self._analytic(call, target, _power_mw(target) * 1e-3)
+        return self._cache[key]
+
+    def fused_cost(self, fn: Function, calls: list[Call], piece: Piece | Any) -> Estimate | None:
+        """The fusion group ``calls`` (its Primitive function ``fn``, typed) on a piece lowered by default,
+        priced as that one function: lowered (through the build's cache, so lowering reuses it), scheduled
+        and estimated. None when nothing needs lowering to price the calls (every one has a database or
+        hook cost, or ``use_schedule`` is off), when the function cannot be lowered, and in a subclass that
+        overrides :meth:`call_cost` without overriding this: the calls are then priced and placed one by one
+        (lowering still fuses those that share a piece, lowering each once)."""
+        if type(self).call_cost is not CostModel.call_cost and type(self).fused_cost is CostModel.fused_cost:
+            return None
+        piece = _as_piece(piece)
+        if not self.use_schedule or all(self._known(c, piece) is not None for c in calls):
+            return None
+        from plait.lowering.cache import lower_cached
+        from plait.schedule import estimate_cost
+
+        target = piece.target
+        try:
+            c = estimate_cost(lower_cached(fn, "placement_cost", target), target)
+        except PlaitError:
+            return None
+        if c is None:
+            return None
+        return Estimate(c.seconds, c.seconds * _power_mw(target) * 1e-3, "schedule",
+                        f"fused group '{fn.attrs.get('name')}' of {len(calls)} calls: {c}")
+
+    def _known(self, call: Call, piece: Piece) -> Estimate | None:
+        """The database's or the kind's cost hook's estimate of ``call``, if either has one."""
+        power = _power_mw(piece.target) * 1e-3
         if self.database is not None:
-            got = self.database.lookup(call, target)
+            got = self.database.lookup(call, piece.target)
             if got is not None:
                 s, j = got
                 return Estimate(s, s * power if j is None else j, "database", "measured")
@@ -178,16 +217,11 @@ class CostModel:
 
         s = call_cost(piece, call)
         if s is not None:
-            return Estimate(s, s * power, "hook", f"the 'cost' hook of target kind '{target.kind_name}'")
-        key = (signature(call), str(target))
-        if key not in self._cache:
-            self._cache[key] = self._analytic(call, target, power)
-        return self._cache[key]
+            return Estimate(s, s * power, "hook", f"the 'cost' hook of target kind '{piece.target.kind_name}'")
+        return None
 
     def group_cost(self, calls: Iterable[Call], piece: Piece | Any) -> Estimate:
-        ests = [self.call_cost(c, piece) for c in calls]
-        srcs = sorted({e.source for e in ests})
-        return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), "sum of calls")
+        return _sum([self.call_cost(c, piece) for c in calls], "sum of calls")
 
     def region_cost(self, region: Any, piece: Piece | Any) -> Estimate | None:
         """The kind's ``cost`` hook called with the claimed ``region`` (a PatternRegion); None when the kind has no
@@ -226,15 +260,18 @@ class CostModel:
         return _roofline(call, target, power)
 
 
+def _sum(ests: list[Estimate], detail: str) -> Estimate:
+    srcs = sorted({e.source for e in ests})
+    return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), detail)
+
+
 def _schedule_cost(call: Call, target: Any) -> Any:
     from plait.lowering.cache import lower_cached
-    from plait.relay.infer import infer_expr
+    from plait.lowering.lower import single_call_function
     from plait.schedule import estimate_cost
 
-    params = [Var(f"p{k}", a.checked_type) for k, a in enumerate(call.args)]
-    fn = Function(tuple(params), Call(call.op, tuple(params), call.attrs), None, {"Primitive": 1})
-    infer_expr(fn)
-    func = lower_cached(fn, "placement_cost", target)  # the build's lowering cache: lowering reuses it
+    # the function default lowering makes of a call alone, through the build's cache: lowering reuses it
+    func = lower_cached(single_call_function(call), "placement_cost", target)
     return estimate_cost(func, target)
 
 

@@ -466,7 +466,7 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
     totals."""
     from plait.ir.transform import PassContext
     from plait.lowering.cache import LoweringCache
-    from plait.placement.stages import Imported, Place, placement_cost_model
+    from plait.placement.stages import Imported, place_stage, placement_cost_model
     from plait.relay.module import IRModule
 
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
@@ -477,8 +477,8 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
         func = prepare(mod_or_func, opt_level)
         cm = placement_cost_model(ct, cost_model)
         quiet_solver_banner()
-        placed = PassContext(opt_level=opt_level).run(
-            Place(ct, rules, objective, weight, cm, always_solve=True), Imported(IRModule({"main": func})))
+        placed = place_stage(Imported(IRModule({"main": func})), ct, PassContext(opt_level=opt_level), rules,
+                             objective, weight, cm, always_solve=True)
     a = placed.assignment
     return report_of(a, func, ct, cm, weight, rules)
 

@@ -13,6 +13,13 @@ the bytes of the constant weights of the calls placed on a piece must fit where 
 The sum of calls is the objective: it is the latency of a sequential executor, not of pieces running
 in parallel. Values entering from the function's parameters and leaving as its result are not charged.
 
+Fusion groups: calls default lowering would fuse (FuseOps' grouping, limited to calls that may go to the
+same pieces: their pin, else the pieces capable of them, and the same claimed region) are priced on pieces lowered by default as the
+one function lowering makes of them (:meth:`CostModel.fused_cost`, each call an equal share), on a piece
+whose kind has patterns by its ``cost`` hook called with the group as a PatternRegion (named after the
+group's function; a number prices it whole, as for claimed regions), and placed as one unit; ``Assignment.fused`` lists them, and partitioning stamps them so that lowering makes the same
+functions (found in the build's lowering cache: each call is lowered once).
+
 Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`regions.claim_regions`). All calls
 of a claimed region go to one piece: a piece claiming it (which may run them together even when it would
 not run them one by one; cost: the kind's ``cost`` hook on the PatternRegion, else the sum of the calls), or a
@@ -65,6 +72,7 @@ class Assignment:
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
     regions: tuple[PatternRegion, ...] = ()  # claimed regions placed on a piece claiming them (PatternRegion.piece, .name)
     weights_in: dict[str, str] = dataclasses.field(default_factory=dict)  # piece -> "flash" or "RAM"
+    fused: tuple[tuple[Call, ...], ...] = ()  # fusion groups of 2+ calls (each on one piece), topological order
 
     def region_of(self, call: Call) -> PatternRegion | None:
         """The claimed region ``call`` runs in, or None."""
@@ -130,7 +138,44 @@ def _constants(func: Function) -> list[Constant]:
 def place(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
           cost_model: CostModel | None = None, weight: float = 0.5, time_limit: float = TIME_LIMIT_S,
           exact: bool = True) -> Assignment:
-    """Place every operator call of the typed function ``func`` on a piece of ``target``."""
+    """Place every operator call of the typed function ``func`` on a piece of ``target``: :func:`price`,
+    then :func:`solve_priced`."""
+    return solve_priced(price(func, target, objective, rules, cost_model, weight), time_limit, exact)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The placement problem of a function, priced (:func:`price`): ``problem`` in numbers, and what the
+    Assignment reports (per call: ``est``imates and ``support`` per piece, ``transfers``, ``pins``)."""
+
+    problem: Problem
+    calls: list[Call]
+    names: list[str]
+    est: list[list[Estimate | None]]
+    support: list[list[Answer]]
+    transfers: list[list[list[Estimate]]]
+    pins: dict[Call, Pin]
+    objective: str
+    regions: list[PatternRegion]
+    index: dict[Call, int]
+    kinds: list[str]  # where each piece keeps its weights ("flash" or "RAM")
+    fused: tuple[tuple[Call, ...], ...]
+
+
+def solve_priced(p: Pricing, time_limit: float = TIME_LIMIT_S, exact: bool = True) -> Assignment:
+    """The optimal (or greedy, see :func:`problem.solve`) Assignment of a priced placement problem."""
+    assign, method = solve(p.problem, time_limit, exact)
+    if assign is None:
+        raise FitError(_infeasible_message(p.problem, p.calls, p.names, p.kinds))
+    a = _assignment(p.problem, assign, method, p.calls, p.names, p.est, p.support, p.transfers, p.pins, p.objective,
+                    p.regions, p.index)
+    return dataclasses.replace(a, weights_in=dict(zip(p.names, p.kinds)), fused=p.fused)
+
+
+def price(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
+          cost_model: CostModel | None = None, weight: float = 0.5) -> Pricing:
+    """Every operator call of the typed function ``func`` priced on every piece of ``target`` that may run
+    it (capability, pins, claimed regions, fusion groups; the memory checks that need no solver)."""
     ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
     objective_value(0.0, 0.0, objective, weight)  # validates the objective name
     cm = CostModel.for_target(ct) if cost_model is None else cost_model
@@ -155,16 +200,40 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
         if not any(a.ok for a in row):
             why = "; ".join(f"{p.name}: {a.reason}" for p, a in zip(pieces, row))
             raise PlacementError(f"no piece can run {call_name(c)}: {why}")
-    est: list[list[Estimate | None]] = []
+    ok_at = [[support[u][q].ok if member.get(c) is None else names[q] in allowed_r[id(member[c])]
+              for q in range(len(pieces))] for u, c in enumerate(calls)]
+    fused = _fusion_groups(func, index, names, ok_at, pins, member)
+    default = [not (p.target.kind.hooks.get("relay_to_tir") or p.target.kind.hooks.get("relay_to_runtime"))
+               for p in pieces]  # lowered by default lowering, which fuses
+    est: list[list[Estimate | None]] = [[None] * len(pieces) for _ in calls]
+    units = []  # fusion groups priced as one function somewhere: placed as one unit
+    for fn, g, inputs in fused:
+        n = len(g)
+        for q, p in enumerate(pieces):
+            e = None
+            if not ok_at[index[g[0]]][q]:
+                pass
+            elif default[q]:
+                e = cm.fused_cost(fn, list(g), p)
+            elif p.target.kind.hooks.get("patterns") and g[0] not in member:  # it may price regions whole
+                e = cm.region_cost(PatternRegion(str(fn.attrs.get("name")), g, inputs, g[-1]), p)
+            if e is not None:
+                share = Estimate(e.seconds / n, e.joules / n, e.source,
+                                 f"1/{n} of fused group '{fn.attrs.get('name')}' ({e.seconds:.4g} s): {e.detail}")
+                for c in g:
+                    est[index[c]][q] = share
+        if any(est[index[g[0]]][q] is not None for q in range(len(pieces))):
+            units.append(g)
     for u, c in enumerate(calls):
         r = member.get(c)
-        row = []
         for q, p in enumerate(pieces):
-            ok = support[u][q].ok if r is None else names[q] in allowed_r[id(r)]
+            ok = ok_at[u][q]
             if r is not None and not ok and support[u][q].ok:
                 support[u][q] = Answer(False, _split_reason(r, p, alone, index, q))
-            row.append(cm.call_cost(c, p) if ok else None)
-        est.append(row)
+            if ok and est[u][q] is None:
+                est[u][q] = cm.call_cost(c, p)
+            elif not ok:
+                est[u][q] = None
     for r in regions:  # a claimer's cost hook may price the region as a whole
         for pn, pattern in r.claims:
             q = names.index(pn)
@@ -191,14 +260,39 @@ def place(func: Function, target: CompositeTarget | str, objective: str = "laten
     capacity = [_capacity(p) for p in pieces]
     pinned = [names.index(pins[c].piece) if c in pins else None for c in calls]
     groups = [tuple(index[c] for c in r.calls) for r in regions]
+    groups += [tuple(index[c] for c in g) for g in units if g[0] not in member]  # (inside a region: a subset)
     pr = Problem(cost, outputs, weights, capacity, pinned, groups)
     kinds = [piece_memory(p.target).weights_in for p in pieces]
     _check_memory(pr, calls, pieces, kinds)
-    assign, method = solve(pr, time_limit, exact)
-    if assign is None:
-        raise FitError(_infeasible_message(pr, calls, names, kinds))
-    a = _assignment(pr, assign, method, calls, names, est, support, transfers, pins, objective, regions, index)
-    return dataclasses.replace(a, weights_in=dict(zip(names, kinds)))
+    return Pricing(pr, calls, names, est, support, transfers, pins, objective, regions, index, kinds,
+                   tuple(g for _, g, _ in fused))
+
+
+def _fusion_groups(func: Function, index: dict[Call, int], names: list[str], ok_at: list[list[bool]],
+                   pins: dict[Call, Pin], member: dict[Call, PatternRegion]) -> list[tuple[Function, tuple[Call, ...], tuple[Expr, ...]]]:
+    """The groups default lowering fuses when their calls share a piece (FuseOps' grouping), limited to calls
+    that may go to the same pieces (their pin, else the pieces capable of them; and the same claimed region):
+    each group is then placed
+    as one unit, priced as the one function lowering makes of it. Each: (its typed Primitive function,
+    its calls in topological order, the last one its output, the non-constant values entering it)."""
+    from plait.relay.infer import infer_expr
+    from plait.relay.passes.fuse_ops import find_groups, group_function
+
+    def key(c: Call) -> object:  # the claimed region and the pieces the call may go to
+        r, pin = member.get(c), pins.get(c)
+        may = (pin.piece,) if pin is not None else tuple(n for n, ok in zip(names, ok_at[index[c]]) if ok)
+        return (id(r) if r is not None else None, may)
+
+    out, seen = [], set()
+    for g in find_groups(func.body, key=key).values():
+        if id(g) in seen or len(g.members) < 2:
+            continue
+        seen.add(id(g))
+        fn, inputs = group_function(g)
+        infer_expr(fn)
+        out.append((fn, tuple(sorted(g.members, key=index.__getitem__)),
+                    tuple(x for x in inputs if not isinstance(x, Constant))))
+    return sorted(out, key=lambda x: index[x[1][0]])
 
 
 def _claims(regions: list[PatternRegion], pieces: list[Piece]) -> dict[Call, dict[str, str]]:

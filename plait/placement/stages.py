@@ -1,7 +1,11 @@
-"""The first two build stages, shared by ``plait.build`` (:mod:`plait.driver`) and ``plait explain``.
+"""The first build stages, shared by ``plait.build`` (:mod:`plait.driver`) and ``plait explain``.
 
     imported = import_stage(mod, ctx)                  # Imported: typed and folded
-    placed = ctx.run(Place(ct, rules, ...), imported)  # Placed: + the Assignment (None for one piece)
+    placed = place_stage(imported, ct, ctx, rules)     # Placed: + the Assignment (None for one piece)
+
+``place_stage`` runs two passes: ``price`` (Imported -> Priced: capability, pins, fusion groups, every
+call or group priced on every piece that may run it; pricing lowers what default lowering will lower,
+through the build's lowering cache) and ``place`` (Priced -> Placed: the solver).
 
 A stage is a frozen dataclass holding the module and what its step produced; each step runs through
 the :class:`~plait.ir.transform.PassContext`, so instruments (``Timing``, ``PrintAfter``) see it.
@@ -69,30 +73,63 @@ def placement_cost_model(composite: Any, cost_model: Any = None) -> Any:
 
 
 @dataclass(frozen=True)
-class Place(Pass):
-    """Imported -> Placed: every operator call of ``main`` assigned to a piece
-    (:func:`plait.placement.place`). One piece: no solver (rules and weights checked only)."""
+class Priced:
+    """``mod`` (unchanged) and ``pricing``: the placement problem in numbers (a
+    :class:`~plait.placement.solver.Pricing`; None when the target has one piece)."""
+
+    mod: IRModule
+    pricing: Any
+
+    def __str__(self) -> str:
+        return str(self.mod)
+
+
+@dataclass(frozen=True)
+class Price(Pass):
+    """Imported -> Priced: every operator call of ``main`` priced on the pieces that may run it
+    (:func:`plait.placement.solver.price`). One piece: nothing to price (rules and weights checked only)."""
 
     composite: Any = None
     rules: tuple = ()
     objective: str = "latency"
     weight: float = 0.5
     cost_model: Any = None
-    always_solve: bool = False  # solve for one piece too (plait explain reports its costs)
-    name: ClassVar[str] = "place"
+    always_solve: bool = False  # price for one piece too (plait explain reports its costs)
+    name: ClassVar[str] = "price"
 
-    def run(self, imported: Imported, ctx: PassContext) -> Placed:
+    def run(self, imported: Imported, ctx: PassContext) -> Priced:
         from plait.placement.rules import check_rules_match
-        from plait.placement.solver import check_weights, place
+        from plait.placement.solver import check_weights, price
 
         main = imported.mod.main
         if len(self.composite) == 1 and not self.always_solve:
             check_rules_match(main, self.rules)
             check_weights(main, self.composite.pieces[0])
-            return Placed(imported.mod, None)
+            return Priced(imported.mod, None)
         cm = placement_cost_model(self.composite, self.cost_model)
-        return Placed(imported.mod, place(main, self.composite, self.objective, self.rules, cost_model=cm,
+        return Priced(imported.mod, price(main, self.composite, self.objective, self.rules, cost_model=cm,
                                           weight=self.weight))
 
 
-__all__ = ["Imported", "Place", "Placed", "import_passes", "import_stage", "placement_cost_model"]
+@dataclass(frozen=True)
+class Place(Pass):
+    """Priced -> Placed: every operator call of ``main`` assigned to a piece
+    (:func:`plait.placement.solver.solve_priced`); None for one piece."""
+
+    name: ClassVar[str] = "place"
+
+    def run(self, priced: Priced, ctx: PassContext) -> Placed:
+        from plait.placement.solver import solve_priced
+
+        return Placed(priced.mod, None if priced.pricing is None else solve_priced(priced.pricing))
+
+
+def place_stage(imported: Imported, composite: Any, ctx: PassContext, rules: tuple = (), objective: str = "latency",
+                weight: float = 0.5, cost_model: Any = None, always_solve: bool = False) -> Placed:
+    """Imported -> Priced -> Placed through ``ctx`` (:class:`Price`, then :class:`Place`)."""
+    priced = ctx.run(Price(composite, tuple(rules), objective, weight, cost_model, always_solve), imported)
+    return ctx.run(Place(), priced)
+
+
+__all__ = ["Imported", "Place", "Placed", "Price", "Priced", "import_passes", "import_stage", "place_stage",
+           "placement_cost_model"]

@@ -212,6 +212,25 @@ def test_device_copy_is_not_outlined_and_meta_is_kept():
     assert fused_calls(fused)[1].op.body.meta == {"name": "e"}
 
 
+def test_calls_fuse_only_with_the_same_fusion_key():
+    x = var("x", (2, 3))
+
+    def chain(k0, k1, k2):
+        a = call("nn.relu", x, meta={"fusion": k0} if k0 is not None else None)
+        b = call("exp", a, meta={"fusion": k1} if k1 is not None else None)
+        return call("negative", b, meta={"fusion": k2} if k2 is not None else None)
+
+    assert names(_fuse(chain(None, None, None))) == ["fused_nn_relu_exp_negative"]
+    assert names(_fuse(chain(0, 0, 0))) == ["fused_nn_relu_exp_negative"]
+    fused = _fuse(chain(0, 1, 1))  # partitioning stamps the groups placement priced: FuseOps keeps them
+    assert names(fused) == ["fused_nn_relu", "fused_exp_negative"]
+    assert_same_results(_mod(chain(0, 1, 1)), fused)
+    body = chain(None, None, None)
+    relay.infer_type(IRModule.from_expr(body))
+    groups = find_groups(body, key=lambda c: c.op.name == "nn.relu")  # a key function instead of the meta
+    assert sorted(len(g.members) for g in set(groups.values())) == [1, 2]
+
+
 def test_long_chain_is_cut_into_groups_of_max_ops():
     x = var("x", (4,))
     e = x

@@ -17,6 +17,9 @@ used outside it): visiting calls consumers first, a call joins the group of its 
     REDUCTION and they are ELEMWISE/BROADCAST/INJECTIVE (reductions absorb injective producers;
     conv/dense/matmul/pools do not); calls on side branches (feeding the epilogue, not the
     anchor) join if they are ELEMWISE/BROADCAST/INJECTIVE.
+- both calls have the same fusion key: ``key(call)`` when a key function is given (placement groups
+  calls it may put on the same pieces), else the call's ``meta["fusion"]`` (set by partitioning to the
+  group placement priced, so lowering makes exactly the groups placement lowered; absent: no limit);
 - the group holds fewer than ``max_ops`` calls (:data:`MAX_FUSED_OPS`, 256, as in TVM): a longer
   chain is cut into groups of that size (identical groups are lowered once).
 
@@ -30,7 +33,7 @@ the body keep their attrs and meta. Only the dataflow part of ``main`` is fused:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar, Hashable
 
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op, OpPattern
@@ -76,8 +79,21 @@ groups of this size (lowered once, called many times) rather than one function o
 which C compilers optimize in time superlinear in its size."""
 
 
-def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS) -> dict[Call, _Group]:
-    """Map every fusable call of ``body``'s dataflow to its group (of at most ``max_ops`` calls)."""
+FUSION_META = "fusion"
+"""The call ``meta`` key holding the fusion group a call was placed in (:func:`find_groups`)."""
+
+FusionKey = Callable[[Call], Hashable]
+
+
+def meta_key(call: Call) -> Hashable:
+    """The default fusion key: the group placement priced the call in (``meta["fusion"]``), or None."""
+    return call.meta.get(FUSION_META) if call.meta else None
+
+
+def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS, key: FusionKey | None = None) -> dict[Call, _Group]:
+    """Map every fusable call of ``body``'s dataflow to its group (of at most ``max_ops`` calls, all
+    with the same ``key``; default :func:`meta_key`)."""
+    key = key or meta_key
     order = list(post_order(body, enter=lambda n: not isinstance(n, (If, Function))))
     consumers: dict[Expr, list[Expr]] = {}
     for n in order:
@@ -94,6 +110,8 @@ def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS) -> dict[Call, _Group]:
         assert isinstance(n, Call)
         users = consumers.get(n, [])
         g = _joinable_group(n, users, group_of, max_ops) if n is not body else None
+        if g is not None and key(n) != key(g.root):
+            g = None
         if g is None:
             group_of[n] = _Group(n, fusion_pattern(n))
         else:
@@ -165,6 +183,12 @@ def _inline_constant(c: Constant) -> bool:
 
 def outline(g: _Group, memo: dict[Expr, Expr]) -> Call:
     """The call of the Primitive function of group ``g`` (arguments already rewritten in ``memo``)."""
+    fn, inputs = group_function(g)
+    return Call(fn, tuple(memo[x] for x in inputs))
+
+
+def group_function(g: _Group) -> tuple[Function, list[Expr]]:
+    """The Primitive function of group ``g`` (untyped) and the values its parameters stand for."""
     members = set(g.members)
     params: list[Var] = []
     args: list[Expr] = []
@@ -181,14 +205,13 @@ def outline(g: _Group, memo: dict[Expr, Expr]) -> Call:
         elif node not in pmap:
             v = Var(f"p{len(params)}", node.checked_type)
             params.append(v)
-            args.append(memo[node])
+            args.append(node)
             pmap[node] = new[node] = v
     anchor = g.anchor if g.anchor is not None else calls[0]
     assert isinstance(anchor.op, Op)
     name = "fused_" + "_".join(_op_label(c.op.name) for c in calls)  # type: ignore[union-attr]
     attrs = Attrs({"Primitive": 1, "anchor": anchor.op.name, "name": name})
-    fn = Function(tuple(params), new[g.root], g.root.checked_type, attrs)
-    return Call(fn, tuple(args))
+    return Function(tuple(params), new[g.root], g.root.checked_type, attrs), args
 
 
 class _Outliner(ExprMutator):
