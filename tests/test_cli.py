@@ -218,7 +218,7 @@ def test_compile_exports_the_artifact(mlp_path, tmp_path, capsys):
     assert main(["compile", str(mlp_path), "--target", "c", "-o", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == f"wrote {out}: graph.json, lib.so, manifest.json, params.npz"
-    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 848, activations \d+, workspace \d+\)", lines[-2])
+    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 848, pools \d+, lower bound \d+\)", lines[-2])
     art = GraphArtifact.load(out)
     x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
     (y,) = GraphModule(art)(x=x)
@@ -251,7 +251,7 @@ def test_compile_on_a_composite_target(ds_path, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("placement (energy, ilp (optimal)): low_power_cpu ")
     assert lines[1].startswith("weights in memory: low_power_cpu ")
-    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 90416, activations \d+, workspace \d+\)", lines[2])
+    assert re.fullmatch(r"memory: \d+ bytes at peak \(params 90416, pools \d+, lower bound \d+\)", lines[2])
     files = lines[3].split(": ", 1)[1].split(", ")
     assert lines[3].startswith(f"wrote {out}: ")
     assert sorted(files) == sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())

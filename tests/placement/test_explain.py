@@ -490,7 +490,8 @@ def test_report_describes_what_build_places(mod, reports):
     # the head pinned on the M0 receives the last block's 64x25x5 floats: more than its 16 KiB of RAM
     with pytest.raises(PlaitError) as e:
         plait.build(mod, SEED, place=PINS)
-    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need "
+    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations and workspaces in pool "
+                            "'workspace_low_power_cpu' need "
                             "32,256 bytes of RAM, more than its 16,384 bytes")
     roomy = "low_power_cpu: c -mcpu=cortex-m0 -ram-kb=64; inference_cpu: c -mcpu=cortex-m7f"
     r = explain(mod, roomy, "latency", place=PINS)
