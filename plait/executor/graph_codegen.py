@@ -181,6 +181,11 @@ def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndar
         elif isinstance(e, Call):
             inputs = [i for a in e.args for i in _flatten(values[id(a)])]
             name = e.meta.get("name")
+            if isinstance(e.op, Op) and e.op.view and len(inputs) == 1:  # the same bytes: shares its storage
+                out = b.entry(e.checked_type, f"the result of {_where(e)}")
+                b.add_node({"op": "view", "name": name if isinstance(name, str) else e.op.name, "inputs": inputs}, out)
+                values[id(e)] = out
+                continue
             if isinstance(e.op, Op) and e.op.name == "device_copy":
                 outs = b.entries_of_type(e.checked_type, f"the result of {_where(e)}")
                 b.add_node({"op": "copy", "name": name if isinstance(name, str) else "device_copy",
