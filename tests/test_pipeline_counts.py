@@ -61,9 +61,11 @@ def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_nothing_
     # type inference does at most the work of 4 whole-module runs: only the nodes a pass made are typed
     assert typed <= 4 * size, (typed, size, INFER_STATS.calls - calls0)
     # every function (structure, target) is lowered once: placement prices calls through the build's cache
-    # and default lowering reuses that TIR (global_avg_pool2d and flatten stay single-call groups on c)
+    # and default lowering reuses that TIR (global_avg_pool2d stays a single-call group on c; flatten is a
+    # view, priced at nothing and never lowered: a view node of the graph)
     assert seen and len(seen) == len(set(seen))
-    assert hits[-1] >= 2
+    assert hits[-1] >= 1
+    assert [n["op"] for n in art.graph["nodes"]].count("view") == 1
     assert {p for p in art.placement.pieces().values()} == {"host", "blas"}
     assert LoweringCache.current() is None
     (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})

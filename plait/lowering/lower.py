@@ -225,7 +225,6 @@ def view_calls(fn: Function, args: tuple[Expr, ...]) -> Expr | None:
     out = args[0]
     for c in reversed(chain):
         out = Call(c.op, (out,), c.attrs, c.meta)
-        out._set_type(c.checked_type)
     return out
 
 
