@@ -11,9 +11,10 @@
 aliasing, execution order, every call against its function's signature), checks the byte total
 against the memory limit, then allocates every input and param buffer and every pool once (each
 pool at a 64-byte aligned base; every activation and workspace is a view at its planned offset in
-its pool, a ``view`` node's output a view of its input's bytes), copies the params in, and pre-binds each call's arguments (inputs, outputs, workspaces): ``run()`` is a
-loop over (function, arguments) pairs calling the raw functions of compiled modules (any module
-with a ``raw(name)`` method), with no allocation. Functions of a non-compiled module
+its pool, a ``view`` node's output a view of its input's bytes), copies the params in, and
+pre-binds each call's arguments (inputs, outputs, workspaces): ``run()`` is a loop over
+(function, arguments) pairs calling the raw functions of compiled modules (any module with a
+``raw(name)`` method), with no allocation. Functions of a non-compiled module
 (:class:`~plait.runtime.PyModule`, e.g. a hook's external runtime) are called with numpy views of
 the same buffers; ``copy`` nodes (between pieces) are ``np.copyto``.
 """

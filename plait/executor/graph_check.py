@@ -1,11 +1,11 @@
 """Checks of a graph (as read from ``graph.json`` or made by codegen) before anything runs it.
 
 :func:`check_graph` makes sure a graph is safe to run: every id is in range, every entry fits the
-storage it lives in, values that are live at the same time never share storage (the live ranges
-are recomputed from the node order, not trusted), params and inputs are never aliased, every activation and workspace lies inside its pool at an aligned offset and
-no two storages of a pool live at the same time overlap in bytes, the nodes
-are in a valid execution order, and, given the function signatures of the artifact's manifest
-(:mod:`plait.executor.manifest`), every call passes buffers of exactly the dtype and shape the
+storage it lives in, a storage holds one value (and its views), every activation and workspace lies
+inside its pool at an aligned offset, no two storages of a pool live at the same time overlap in
+bytes (the live ranges are recomputed from the node order, not trusted), params and inputs are never
+aliased (but by views), the nodes are in a valid execution order, and, given the function
+signatures of the artifact's manifest (:mod:`plait.executor.manifest`), every call passes buffers of exactly the dtype and shape the
 compiled function reads and writes. :func:`check_params` compares params with the graph.
 
 Every failure is an :class:`~plait.executor.errors.ExecutorError` naming the file (``where``) and the
@@ -113,7 +113,7 @@ class _Checker:
 
     def pools(self) -> None:
         for k, p in enumerate(self.g["pools"]):
-            if not isinstance(p, dict) or not all(isinstance(p.get(key), str) for key in ("name", "piece", "algorithm")) \
+            if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("name", "piece", "algorithm")) \
                     or not all(is_int(p.get(key)) and p[key] >= 0 for key in ("bytes", "lower_bound")) \
                     or not (is_int(p.get("align")) and p["align"] > 0) or not isinstance(p.get("optimal"), bool) \
                     or not isinstance(p.get("sizes"), dict) \

@@ -14,7 +14,8 @@ Sources, in order (every :class:`Estimate` says which one it came from):
    when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.
 
 A view (:attr:`plait.ir.op.Op.view`: reshape, flatten...) costs nothing on every piece (source
-``view``): executors alias its input. Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when unknown). A transfer
+``view``): executors alias its input. Energy is latency x the piece's ``power_mw`` fact
+(:data:`DEFAULT_POWER_MW` when unknown). A transfer
 costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
 A fused group costs the sum of its calls. A region claimed by a piece's pattern
 (:mod:`plait.placement.pattern`) costs what the kind's ``cost`` hook says when it is called with the

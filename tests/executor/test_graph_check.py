@@ -12,7 +12,7 @@ from plait.executor import ExecutorError, check_graph
 from plait.executor.graph_check import nbytes
 from plait.memory.plan import plan_memory
 
-from tests.executor.test_memory_plan import random_graph, storage_live
+from tests.memory.test_plan import random_graph, storage_live
 
 KIND = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}
 
