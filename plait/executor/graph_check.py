@@ -6,7 +6,8 @@ inside its pool at an aligned offset, no two storages of a pool live at the same
 bytes (the live ranges are recomputed from the node order, not trusted), params and inputs are never
 aliased (but by views), the nodes are in a valid execution order, and, given the function
 signatures of the artifact's manifest (:mod:`plait.executor.manifest`), every call passes buffers
-of exactly the dtype and shape the compiled function reads and writes. :func:`check_params` compares params with the graph.
+of exactly the dtype and shape the compiled function reads and writes. :func:`check_params`
+compares params with the graph.
 
 Every failure is an :class:`~plait.executor.errors.ExecutorError` naming the file (``where``) and the
 entry, node, storage or function. Sizes are computed with Python integers (no overflow), and nothing
