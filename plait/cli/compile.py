@@ -41,7 +41,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print_placement(art)
     mem = art.memory
     say(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
-        f"activations {mem.get('activation_bytes', 0)}, workspace {mem.get('workspace_bytes', 0)})")
+        f"pools {mem.get('activation_bytes', 0)}, lower bound {mem.get('lower_bound_bytes', 0)})")
     files = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
     say(f"wrote {out}: {', '.join(files)}")
     return 0

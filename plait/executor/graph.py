@@ -9,10 +9,12 @@
 
 ``GraphModule`` checks the artifact (:mod:`plait.executor.graph_check`: ids, shapes, storage,
 aliasing, execution order, every call against its function's signature), checks the byte total
-against the memory limit, then allocates every buffer once (the storage plan of the graph), copies
-the params in, and pre-binds each call's arguments (inputs, outputs, workspaces): ``run()`` is a
-loop over (function, arguments) pairs calling the raw functions of compiled modules (any module
-with a ``raw(name)`` method), with no allocation. Functions of a non-compiled module
+against the memory limit, then allocates every input and param buffer and every pool once (each
+pool at a 64-byte aligned base; every activation and workspace is a view at its planned offset in
+its pool, a ``view`` node's output a view of its input's bytes), copies the params in, and
+pre-binds each call's arguments (inputs, outputs, workspaces): ``run()`` is a loop over
+(function, arguments) pairs calling the raw functions of compiled modules (any module with a
+``raw(name)`` method), with no allocation. Functions of a non-compiled module
 (:class:`~plait.runtime.PyModule`, e.g. a hook's external runtime) are called with numpy views of
 the same buffers; ``copy`` nodes (between pieces) are ``np.copyto``.
 """
@@ -82,9 +84,9 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> int:
     return 0
 
 
-def _aligned(nbytes: int) -> np.ndarray:
-    raw = np.zeros(nbytes + _ALIGN, np.uint8)
-    off = (-raw.ctypes.data) % _ALIGN
+def _aligned(nbytes: int, align: int = _ALIGN) -> np.ndarray:
+    raw = np.zeros(nbytes + align, np.uint8)
+    off = (-raw.ctypes.data) % align
     return raw[off:off + nbytes]
 
 
@@ -113,6 +115,7 @@ class _Program:
     artifact: GraphArtifact
     graph: dict[str, Any]
     storage_bytes: tuple[int, ...]
+    pool_bytes: tuple[tuple[int, int], ...]  # (bytes, alignment) per pool
     param_storage: dict[int, np.ndarray]
     calls: tuple[tuple[Callable, bool, tuple[int, ...], dict[str, Any]], ...]  # (fn, raw, entry ids, node)
     memory_limit: int | str | None
@@ -124,7 +127,9 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
     graph = artifact.check()
     nodes, entries = graph["nodes"], graph["entries"]
     sizes = tuple(int(s["bytes"]) for s in graph["storage"])
-    check_bytes(sum(sizes), "the graph's buffers", memory_limit)
+    pools = tuple((int(p["bytes"]), max(_ALIGN, int(p["align"]))) for p in graph["pools"])
+    params_bytes = sum(int(s["bytes"]) for s in graph["storage"] if s["kind"] == "param")
+    check_bytes(_own_bytes(graph) + params_bytes, "the graph's buffers", memory_limit)
     calls: list[tuple[Callable, bool, tuple[int, ...], dict[str, Any]]] = []
     for nid, n in enumerate(nodes):
         if n["op"] == "copy":  # between pieces: a DMA on a device, a copy in host simulation
@@ -140,7 +145,13 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
         np.copyto(_view(buf, e), artifact.params[nodes[i]["name"]])
         buf.setflags(write=False)
         params[e["storage"]] = buf
-    return _Program(artifact, graph, sizes, params, tuple(calls), memory_limit)
+    return _Program(artifact, graph, sizes, pools, params, tuple(calls), memory_limit)
+
+
+def _own_bytes(graph: dict[str, Any]) -> int:
+    """The bytes each instance allocates: its inputs and pools (the params are shared)."""
+    return sum(int(s["bytes"]) for s in graph["storage"] if s["kind"] == "input") + \
+        sum(int(p["bytes"]) for p in graph["pools"])
 
 
 def _piece(n: dict[str, Any]) -> str:
@@ -178,8 +189,7 @@ class GraphModule:
         params' buffers (nothing is loaded or checked again) and has its own inputs, activations and
         workspaces (checked against the memory limit first)."""
         prog = self._prog
-        own = sum(b for sid, b in enumerate(prog.storage_bytes) if sid not in prog.param_storage)
-        check_bytes(own, "the graph's buffers (a copy)", prog.memory_limit)
+        check_bytes(_own_bytes(prog.graph), "the graph's buffers (a copy)", prog.memory_limit)
         new = object.__new__(GraphModule)
         new._setup(prog)
         return new
@@ -190,8 +200,10 @@ class GraphModule:
         self.graph = prog.graph
         self._lock = threading.RLock()
         nodes, entries = prog.graph["nodes"], prog.graph["entries"]
-        storage = [prog.param_storage[sid] if sid in prog.param_storage else _aligned(b)
-                   for sid, b in enumerate(prog.storage_bytes)]
+        pools = [_aligned(b, a) for b, a in prog.pool_bytes]
+        storage = [prog.param_storage[sid] if sid in prog.param_storage else
+                   pools[st["pool"]][st["offset"]:st["offset"] + st["bytes"]] if "pool" in st else _aligned(st["bytes"])
+                   for sid, st in enumerate(prog.graph["storage"])]
         self._views = [_view(storage[e["storage"]], e) for e in entries]
         self.input_names: list[str] = [nodes[i]["name"] for i in prog.graph["inputs"]]
         self._inputs = {nodes[i]["name"]: self._views[nodes[i]["outputs"][0]] for i in prog.graph["inputs"]}

@@ -1,11 +1,13 @@
 """Checks of a graph (as read from ``graph.json`` or made by codegen) before anything runs it.
 
 :func:`check_graph` makes sure a graph is safe to run: every id is in range, every entry fits the
-storage it lives in, values that are live at the same time never share storage (the live ranges
-are recomputed from the node order, not trusted), params and inputs are never aliased, the nodes
-are in a valid execution order, and, given the function signatures of the artifact's manifest
-(:mod:`plait.executor.manifest`), every call passes buffers of exactly the dtype and shape the
-compiled function reads and writes. :func:`check_params` compares params with the graph.
+storage it lives in, a storage holds one value (and its views), every activation and workspace lies
+inside its pool at an aligned offset, no two storages of a pool live at the same time overlap in
+bytes (the live ranges are recomputed from the node order, not trusted), params and inputs are never
+aliased (but by views), the nodes are in a valid execution order, and, given the function
+signatures of the artifact's manifest (:mod:`plait.executor.manifest`), every call passes buffers
+of exactly the dtype and shape the compiled function reads and writes. :func:`check_params`
+compares params with the graph.
 
 Every failure is an :class:`~plait.executor.errors.ExecutorError` naming the file (``where``) and the
 entry, node, storage or function. Sizes are computed with Python integers (no overflow), and nothing
@@ -21,17 +23,18 @@ import numpy as np
 
 from plait.executor.errors import ExecutorError
 from plait.ir.types import DTYPES
+from plait.memory.plan import POOLED, live_ranges
 
 GRAPH_FORMAT = "plait.graph"
-GRAPH_VERSION = 1
-NODE_OPS = ("input", "param", "call", "copy")
+GRAPH_VERSION = 2
+NODE_OPS = ("input", "param", "call", "copy", "view")
 STORAGE_KINDS = ("input", "param", "activation", "workspace")
 ROLES = ("input", "output", "workspace")
 """The roles of a compiled function's arguments, in the order it takes them."""
 MAX_NDIM = 32
 """The most dimensions a tensor may have (numpy's limit is 32 or 64 depending on the version)."""
 
-_KIND_OF_OP = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}
+_KIND_OF_OP = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}  # a view: its input's
 
 
 def is_int(x: Any) -> bool:
@@ -100,7 +103,7 @@ class _Checker:
         if g.get("version") != GRAPH_VERSION:
             self.fail(f"graph version {_shown(g.get('version'))} is not supported (this plait reads version "
                       f"{GRAPH_VERSION})")
-        for key in ("nodes", "entries", "storage", "inputs", "params", "outputs", "output_names"):
+        for key in ("nodes", "entries", "storage", "pools", "inputs", "params", "outputs", "output_names"):
             if not isinstance(g.get(key), list):
                 self.fail(f"missing or malformed '{key}'")
         mem = g.get("memory")
@@ -109,15 +112,40 @@ class _Checker:
         if not isinstance(g.get("target", ""), str):
             self.fail("malformed 'target'")
 
+    def pools(self) -> None:
+        for k, p in enumerate(self.g["pools"]):
+            if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("name", "piece", "algorithm")) \
+                    or not all(is_int(p.get(key)) and p[key] >= 0 for key in ("bytes", "lower_bound")) \
+                    or not (is_int(p.get("align")) and p["align"] > 0) or not isinstance(p.get("optimal"), bool) \
+                    or not isinstance(p.get("sizes"), dict) \
+                    or not all(isinstance(a, str) and is_int(b) for a, b in p["sizes"].items()):
+                self.fail(f"pool {k}: malformed (expected name, piece, bytes, align, algorithm, lower_bound, sizes, "
+                          "optimal)")
+
     def storage(self) -> None:
+        pools = self.g["pools"]
         for i, st in enumerate(self.g["storage"]):
             if not isinstance(st, dict) or not is_int(st.get("bytes")) or st["bytes"] < 0:
                 self.fail(f"storage {i}: malformed (expected a non-negative byte count)")
             if st.get("kind") not in STORAGE_KINDS:
                 self.fail(f"storage {i}: unknown kind {_shown(st.get('kind'))} (expected one of "
                           f"{', '.join(STORAGE_KINDS)})")
-            if not isinstance(st.get("piece", ""), str):
-                self.fail(f"storage {i}: malformed piece")
+            if st["kind"] not in POOLED:
+                if "pool" in st or "offset" in st:
+                    self.fail(f"storage {i}: {_an(st['kind'])} has its own buffer (no pool, no offset)")
+                continue
+            k, off = st.get("pool"), st.get("offset")
+            if not is_int(k) or not 0 <= k < len(pools):
+                self.fail(f"storage {i}: {_short(k)} is not a pool id (the graph has {len(pools)} pools)")
+            if not is_int(off) or off < 0:
+                self.fail(f"storage {i}: malformed offset (expected a non-negative byte count)")
+            pool = pools[k]
+            if off % pool["align"]:
+                self.fail(f"storage {i}: offset {off} is not a multiple of the alignment of pool {k} "
+                          f"('{_short(pool['name'])}', {pool['align']} bytes)")
+            if off + st["bytes"] > pool["bytes"]:
+                self.fail(f"storage {i}: bytes {off} to {off + st['bytes']} are outside pool {k} "
+                          f"('{_short(pool['name'])}', {pool['bytes']} bytes)")
 
     def entries(self) -> None:
         storage = self.g["storage"]
@@ -165,6 +193,18 @@ class _Checker:
                     self.fail(f"{where} has no outputs")
                 if not isinstance(n.get("piece", ""), str):
                     self.fail(f"{where}: malformed piece")
+            if op == "view":
+                entries = self.g["entries"]
+                if len(ins) != 1 or len(outs) != 1 or ws:
+                    self.fail(f"{where}: a view node reinterprets one value (one input, one output)")
+                a, b = entries[ins[0]], entries[outs[0]]
+                if a["dtype"] != b["dtype"] or nbytes(a["dtype"], a["shape"]) != nbytes(b["dtype"], b["shape"]):
+                    self.fail(f"{where}: a view node gives a value another shape of the same dtype and size; "
+                              f"entry {ins[0]} is {tensor_text(a['dtype'], a['shape'])}, entry {outs[0]} is "
+                              f"{tensor_text(b['dtype'], b['shape'])}")
+                if a["storage"] != b["storage"]:
+                    self.fail(f"{where}: a view shares its input's storage, but entry {outs[0]} is in storage "
+                              f"{b['storage']} and entry {ins[0]} in storage {a['storage']}")
             if op == "copy":
                 entries = self.g["entries"]
                 if len(ins) != 1 or len(outs) != 1 or ws or not isinstance(n.get("src"), str) or \
@@ -203,12 +243,14 @@ class _Checker:
     # -- dataflow and storage ------------------------------------------------------------------
     def dataflow(self) -> None:
         """Every entry is written by exactly one node, before any node reads it; the storage of each
-        entry has the kind of its writer; values live at the same time never share storage."""
+        entry has the kind of its writer (a view: of its input); a storage holds one value and its
+        views (a workspace: the arenas of one call); storages of a pool live at the same time do not
+        overlap in bytes."""
         g, nodes, entries, storage = self.g, self.g["nodes"], self.g["entries"], self.g["storage"]
         producer = [-1] * len(entries)
         kind = [""] * len(entries)
         for nid, n in enumerate(nodes):
-            written = [(e, _KIND_OF_OP[n["op"]]) for e in n["outputs"]]
+            written = [(e, _KIND_OF_OP.get(n["op"], "")) for e in n["outputs"]]
             written += [(e, "workspace") for e in n.get("workspace", [])]
             for e, k in written:
                 if producer[e] >= 0:
@@ -218,7 +260,6 @@ class _Checker:
         for e, p in enumerate(producer):
             if p < 0:
                 self.fail(f"entry {e} is not written by any node")
-        last = list(producer)
         for nid, n in enumerate(nodes):
             for e in n.get("inputs", []):
                 p = producer[e]
@@ -227,40 +268,54 @@ class _Checker:
                 if p >= nid:
                     self.fail(f"{node_label(nid, n)} reads entry {e} before {node_label(p, nodes[p])} writes it "
                               "(the nodes are not in execution order)")
-                last[e] = max(last[e], nid)
-        end = len(nodes)
+            if n["op"] == "view":
+                kind[n["outputs"][0]] = kind[n["inputs"][0]]
         for k, e in enumerate(g["outputs"]):
             if kind[e] == "workspace":
                 self.fail(f"output {k} is entry {e}, the workspace of {node_label(producer[e], nodes[producer[e]])}")
-            last[e] = end
-        by_storage: dict[int, list[int]] = {}
+        owners: dict[int, list[int]] = {}  # storage -> the entries that are not views
         for e, ent in enumerate(entries):
             sid = ent["storage"]
             if storage[sid]["kind"] != kind[e]:
                 self.fail(f"entry {e} (written by {node_label(producer[e], nodes[producer[e]])}) is {_an(kind[e])} but "
                           f"lives in storage {sid} of kind '{storage[sid]['kind']}'")
-            by_storage.setdefault(sid, []).append(e)
-        for sid, es in by_storage.items():
+            if nodes[producer[e]]["op"] != "view":
+                owners.setdefault(sid, []).append(e)
+        for sid, es in owners.items():
             k = storage[sid]["kind"]
-            if k in ("input", "param") and len(es) > 1:
-                self.fail(f"storage {sid} ({k}) holds entries {es[0]} and {es[1]}: {_an(k)} is never shared")
-            if k == "activation":
-                self._disjoint(sid, es, producer, last)
-            # workspace: each entry lives during its own call only; the entries of one call share the
-            # storage on purpose (one arena per dtype over the same memory)
+            if k in ("input", "param"):
+                if len(es) > 1:
+                    self.fail(f"storage {sid} ({k}) holds entries {es[0]} and {es[1]}: {_an(k)} is never shared "
+                              "(only its views share it)")
+            elif k == "workspace":
+                if len({producer[e] for e in es}) > 1:
+                    p, q = producer[es[0]], producer[es[-1]]
+                    self.fail(f"storage {sid} (workspace) holds the workspaces of {node_label(p, nodes[p])} and "
+                              f"{node_label(q, nodes[q])}: a workspace belongs to one call")
+            elif len(es) > 1:
+                self.fail(f"storage {sid} ({k}) holds entries {es[0]} and {es[1]}: {_an(k)} storage holds one value "
+                          "(and its views)")
+        self._pools_disjoint()
 
-    def _disjoint(self, sid: int, es: list[int], producer: list[int], last: list[int]) -> None:
-        """The live ranges [written, last read] of the entries in one storage do not overlap."""
-        es = sorted(es, key=lambda e: (producer[e], e))
-        reach, holder = -1, -1
-        for e in es:
-            if producer[e] <= reach:
-                nodes = self.g["nodes"]
-                until = "the end (a graph output)" if reach == len(nodes) else node_label(reach, nodes[reach])
-                self.fail(f"entries {holder} and {e} share storage {sid} but are live at the same time (entry "
-                          f"{holder} until {until}, entry {e} from {node_label(producer[e], nodes[producer[e]])})")
-            if last[e] > reach:
-                reach, holder = last[e], e
+    def _pools_disjoint(self) -> None:
+        """No two storages of a pool live at the same time (recomputed from the nodes, see
+        :func:`plait.memory.plan.live_ranges`) overlap in bytes."""
+        nodes, storage = self.g["nodes"], self.g["storage"]
+        first, last = live_ranges(self.g)
+        for k, pool in enumerate(self.g["pools"]):
+            sids = sorted((s for s, st in enumerate(storage) if st["kind"] in POOLED and st["pool"] == k
+                           and first[s] <= last[s]), key=lambda s: (storage[s]["offset"], s))
+            for i, a in enumerate(sids):
+                end_a = storage[a]["offset"] + storage[a]["bytes"]
+                for b in sids[i + 1:]:
+                    if storage[b]["offset"] >= end_a:
+                        break
+                    if first[a] <= last[b] and first[b] <= last[a] and storage[b]["bytes"] and storage[a]["bytes"]:
+                        def span(s: int) -> str:
+                            return (f"storage {s} at bytes {storage[s]['offset']} to "
+                                    f"{storage[s]['offset'] + storage[s]['bytes']}, live from "
+                                    f"{node_label(first[s], nodes[first[s]])} to {node_label(last[s], nodes[last[s]])}")
+                        self.fail(f"pool {k} ('{_short(pool['name'])}'): {span(a)} overlaps {span(b)}")
 
     # -- calls against the compiled functions -------------------------------------------------------
     def calls(self, functions: Mapping[str, Any]) -> None:
@@ -304,6 +359,7 @@ def check_graph(graph: Any, where: str = "graph", functions: Mapping[str, Any] |
     """
     c = _Checker(graph, where)
     c.top()
+    c.pools()
     c.storage()
     c.entries()
     c.nodes()

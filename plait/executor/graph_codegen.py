@@ -7,7 +7,7 @@ Input: an IRModule whose ``main`` calls only functions of the module that are lo
 ``Constant`` / ``Var`` / ``Let`` plumbing. Each PrimFunc is destination-passing: its runtime function takes the
 input buffers, then the output buffers (tuple results flattened), all as pointers.
 
-The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
+The graph (``GRAPH_FORMAT`` version 2) is a JSON object:
 
     nodes    [{"op": "input", "name": "x", "outputs": [0]},
               {"op": "param", "name": "p0", "outputs": [1]},
@@ -15,20 +15,26 @@ The graph (``GRAPH_FORMAT`` version 1) is a JSON object:
                "outputs": [2]},                        (calls in execution order)
               {"op": "call", ..., "piece": "c", "workspace": [7]},   (with a workspace arena)
               {"op": "copy", "name": "device_copy", "src": "a", "dst": "b", "inputs": [2],
-               "outputs": [3]}, ...]                   (a device_copy between pieces)
+               "outputs": [3]},                        (a device_copy between pieces)
+              {"op": "view", "name": "/Reshape", "inputs": [3], "outputs": [4]}, ...]
+                                                       (a reshape: the same bytes, another shape)
     entries  [{"shape": [1, 256], "dtype": "float32", "storage": 0}, ...]   (every tensor value)
-    storage  [{"bytes": 1024, "kind": "input" | "param" | "activation" | "workspace"}, ...]
+    storage  [{"bytes": 1024, "kind": "input" | "param"},
+              {"bytes": 1024, "kind": "activation" | "workspace", "pool": 0, "offset": 2048}, ...]
+    pools    [{"name": "workspace_c", "piece": "c", "bytes", "align", "algorithm", "lower_bound",
+               "sizes": {algorithm: bytes}, "optimal"}, ...]
     inputs, params   node ids;   outputs   entry ids;   output_names
-    memory   {"input_bytes", "param_bytes", "activation_bytes" (planned), "activation_bytes_naive"
-              (one buffer per value), "workspace_bytes", "peak_bytes" (everything the executor allocates)}
+    memory   {"input_bytes", "param_bytes", "activation_bytes" (the pools), "activation_bytes_naive"
+              (one aligned buffer per value), "lower_bound_bytes", "peak_bytes" (everything the
+              executor allocates)}
 
 A call records the ``piece`` it runs on (its function's ``piece`` attr, set by the driver, else its
 ``target`` attr). A call whose PrimFunc has a workspace arena (``attrs["workspace_bytes"]``, see
 :mod:`plait.memory.workspace`) gets one ``workspace`` entry per arena parameter, passed after its
-outputs. Storage is planned by
-:func:`plait.memory.plan.plan_memory`: inputs and params have their own buffers,
-activations share buffers by liveness (a call never writes a buffer it reads), each piece has one
-workspace buffer.
+outputs. A call of a view operator (``Op.view``: reshape, flatten, squeeze, expand_dims; left in
+``main`` by lowering) is a ``view`` node: its output shares its input's storage, nothing runs.
+Memory is planned by :func:`plait.memory.plan.plan_memory`: inputs and params have their own
+buffers; activations and workspaces get offsets in one pool per memory.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.executor.graph_check import GRAPH_FORMAT, GRAPH_VERSION, NODE_OPS, STORAGE_KINDS  # noqa: F401
 from plait.executor.manifest import signature
-from plait.memory.plan import entry_bytes, plan_memory, plan_storage  # noqa: F401 - re-exported
+from plait.memory.plan import entry_bytes, plan_memory  # noqa: F401 - re-exported
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
@@ -144,6 +150,13 @@ class _Builder:
         or a call of a lowered function."""
         inputs = [i for a in e.args for i in _flatten(values[id(a)])]
         name = e.meta.get("name")
+        if isinstance(e.op, Op) and e.op.view and len(inputs) == 1:  # the same bytes: shares its storage
+            out = self.entry(e.checked_type, f"the result of {_where(e)}")
+            node = {"op": "view", "name": name if isinstance(name, str) else e.op.name, "inputs": inputs}
+            if region is not None:
+                node["region"] = region
+            self.add_node(node, out)
+            return out
         if isinstance(e.op, Op) and e.op.name == "device_copy":
             outs = self.entries_of_type(e.checked_type, f"the result of {_where(e)}")
             self.add_node({"op": "copy", "name": name if isinstance(name, str) else "device_copy",
@@ -272,7 +285,7 @@ def dumps(graph: dict[str, Any]) -> str:
     items = list(graph.items())
     for k, (key, val) in enumerate(items):
         sep = "," if k + 1 < len(items) else ""
-        if key in ("nodes", "entries", "storage") and val:
+        if key in ("nodes", "entries", "storage", "pools") and val:
             body = ",\n".join("    " + json.dumps(x, sort_keys=True) for x in val)
             lines.append(f"  {json.dumps(key)}: [\n{body}\n  ]{sep}")
         else:

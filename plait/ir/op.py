@@ -130,6 +130,9 @@ class Op:
     compute: Callable[[list, Attrs, Type], Any] | None = None
     onnx: tuple[OnnxMap, ...] = ()
     check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None
+    view: bool = False
+    """The output is the input's bytes under another shape (reshape, flatten...): executors alias
+    it instead of computing it (a call of only such operators is not lowered to a PrimFunc)."""
 
     @property
     def attr_names(self) -> tuple[str, ...]:

@@ -15,7 +15,9 @@ Structurally identical Primitive functions (same ops, attrs and types; call ``me
 lowered once. Names come from the function's ``name`` attribute (``fused_nn_conv2d_add``), made
 C-safe, cut to :data:`MAX_NAME` characters and unique (``_1``, ``_2``... on a clash). An operator
 call outside any Primitive function (FuseOps not run) is lowered as a group of its own;
-``device_copy`` calls are kept.
+``device_copy`` calls are kept. A group made only of views (:attr:`plait.ir.op.Op.view`: reshape,
+flatten, squeeze, expand_dims of the group's one input) is not lowered: it stays in ``main`` as
+plain operator calls, which executors alias (graph codegen: a ``view`` node, no copy).
 """
 
 from __future__ import annotations
@@ -209,6 +211,23 @@ def single_call_function(call: Call) -> Function:
     return fn
 
 
+def view_calls(fn: Function, args: tuple[Expr, ...]) -> Expr | None:
+    """The body of the Primitive function ``fn`` applied to ``args`` as plain operator calls, when
+    it is a chain of views (:attr:`Op.view`: reshape, flatten, squeeze, expand_dims) of its one
+    parameter; None otherwise. Such a group is not lowered: executors alias its result."""
+    chain: list[Call] = []
+    node: Expr = fn.body
+    while isinstance(node, Call) and isinstance(node.op, Op) and node.op.view and len(node.args) == 1:
+        chain.append(node)
+        node = node.args[0]
+    if not chain or len(fn.params) != 1 or node is not fn.params[0] or len(args) != 1:
+        return None
+    out = args[0]
+    for c in reversed(chain):
+        out = Call(c.op, (out,), c.attrs, c.meta)
+    return out
+
+
 class _Lowerer(ExprMutator):
     def __init__(self, state: "_State"):
         super().__init__()
@@ -232,7 +251,12 @@ class _Lowerer(ExprMutator):
     def rewrite_call(self, pre: Call, post: Expr) -> Expr:
         assert isinstance(post, Call)
         if isinstance(post.op, Function) and post.op.attrs.get("Primitive"):
+            views = view_calls(post.op, post.args)
+            if views is not None:
+                return views
             return Call(GlobalVar(self.state.lower(pre.op)), post.args)  # type: ignore[arg-type]
+        if isinstance(post.op, Op) and post.op.view:
+            return post  # a view: executors alias it
         if isinstance(post.op, Op) and post.op.name not in NOT_FUSED:
             return Call(GlobalVar(self.state.lower(single_call_function(pre))), post.args)
         return post

@@ -1,45 +1,41 @@
-"""Memory planning for the graph executor: which buffer holds each value, and the workspaces.
+"""The static memory planner: every activation and workspace at an offset in a pool.
 
-    plan = plan_memory(graph)      # fills graph["storage"], every entry's "storage", graph["memory"]
+    plan = plan_memory(graph)      # fills graph["storage"], graph["pools"], every entry's "storage", graph["memory"]
     print(plan.report())           # or GraphArtifact.memory_report()
 
 Input: a graph dict of :mod:`plait.executor.graph_codegen` (``nodes`` in execution order,
-``entries``, ``outputs``). Storage kinds:
+``entries``, ``outputs``). Time is the node index. Storage kinds:
 
-- ``input`` / ``param``: one buffer per graph input / parameter, never shared;
-- ``activation``: the values computed by ``call`` and ``copy`` nodes, shared by liveness within
-  one memory (:func:`memory_domains`: pieces on different devices, with copies between them, do
-  not share buffers; such buffers carry the ``piece`` naming their memory);
-- ``workspace``: one buffer per piece (a call's ``"piece"``: its PrimFunc's ``target`` attr),
-  as large as the largest ``workspace_bytes`` of the calls on that piece. Calls run one after
-  the other, so every call of a piece uses the same workspace.
+- ``input`` / ``param``: one buffer per graph input / parameter, never shared, outside the pools;
+- ``activation``: one storage per value computed by a ``call`` or ``copy`` node, live from its
+  producer to its last reader (graph outputs: to the end);
+- ``workspace``: one storage per call with a workspace arena (all the call's ``workspace`` entries,
+  one per dtype, share it), live only while the call runs.
 
-**Sharing activations.** Walking the nodes in order, each output takes a free buffer; after the
-node, the buffers of the values whose last use it was are free again (graph outputs never are).
-Outputs are assigned before the node's inputs are released, so a node never writes a buffer it
-reads, and two values live at the same time never share a buffer. Two deterministic choices of
-the free buffer are planned and the smaller total kept (ties: ``exact``):
+A ``view`` node (a reshape: the same bytes under another shape) allocates nothing: its output
+shares its input's storage, whose live range then extends to the view's last reader.
 
-- ``exact``: a free buffer of exactly the value's size, else a new one;
-- ``best_fit``: the smallest free buffer at least as large as the value; else the largest free
-  buffer, grown to the value's size; else a new one.
-
-A buffer's size is the largest value it ever holds, so ``activation_bytes`` is never more than
-``activation_bytes_naive`` (one buffer per value).
+Activations and workspaces of one memory (:func:`memory_domains`: pieces that exchange values
+without a copy share a memory) form one **pool**; each storage of a pool has an ``offset`` there.
+The offsets are planned by :func:`plait.memory.algorithms.plan_pool` (the algorithms by name, the
+lower bound: the most bytes live at one time). Two storages live at the same time never overlap
+in bytes; a call never writes bytes it reads (its outputs and inputs are live together at its step).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from plait.ir.types import DTYPES
+from plait.memory.algorithms import ALGORITHMS, DEFAULT_ALIGN, LiveBuffer, MemoryPlanError, plan_pool
 
-STRATEGIES = ("exact", "best_fit")
 PRODUCERS = ("call", "copy")
-"""Node ops whose outputs are activations."""
+"""Node ops whose outputs are activations (a ``view`` makes no new value, it aliases its input)."""
+POOLED = ("activation", "workspace")
+"""The storage kinds that live in pools."""
 
 
 def entry_bytes(entry: dict[str, Any]) -> int:
@@ -47,29 +43,40 @@ def entry_bytes(entry: dict[str, Any]) -> int:
     return int(np.prod(entry["shape"], dtype=np.int64)) * DTYPES[entry["dtype"]].itemsize
 
 
+def _round(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+def pool_name(domain: str) -> str:
+    """The name of the pool of a memory: ``workspace_<piece>`` (``workspace`` without pieces)."""
+    return f"workspace_{domain}" if domain else "workspace"
+
+
 @dataclass
 class MemoryPlan:
-    """A storage plan: ``storage`` (``{"bytes", "kind"[, "piece"]}`` each), the storage of each
-    entry, the byte totals (``memory``) and the strategy that produced the activation sharing."""
+    """A memory plan: ``storage`` (``{"bytes", "kind"[, "pool", "offset"]}`` each), the storage of
+    each entry, the ``pools`` and the byte totals (``memory``)."""
 
     storage: list[dict[str, Any]]
     entry_storage: list[int]
     memory: dict[str, int]
-    strategy: str = "exact"
+    pools: list[dict[str, Any]] = field(default_factory=list)
     graph: dict[str, Any] | None = field(default=None, repr=False)
 
     def apply(self, graph: dict[str, Any]) -> None:
-        """Write the plan into ``graph``: entries' ``storage``, ``storage``, ``memory``."""
+        """Write the plan into ``graph``: entries' ``storage``, ``storage``, ``pools``, ``memory``."""
         for e, sid in zip(graph["entries"], self.entry_storage):
             e["storage"] = sid
         graph["storage"] = [dict(s) for s in self.storage]
+        graph["pools"] = [dict(p) for p in self.pools]
         graph["memory"] = dict(self.memory)
         self.graph = graph
 
     def report(self, top: int = 10) -> str:
-        """A readable summary: bytes per storage kind, the peak, the biggest workspaces."""
+        """A readable summary: bytes per kind, each pool against its lower bound, the biggest workspaces."""
         graph = dict(self.graph or {})
         graph.setdefault("storage", self.storage)
+        graph.setdefault("pools", self.pools)
         graph.setdefault("memory", self.memory)
         return memory_report(graph, top)
 
@@ -77,26 +84,29 @@ class MemoryPlan:
     def from_graph(cls, graph: dict[str, Any]) -> "MemoryPlan":
         """The plan recorded in an already planned graph (e.g. read from graph.json)."""
         return cls([dict(s) for s in graph["storage"]], [e["storage"] for e in graph["entries"]],
-                   dict(graph.get("memory", {})), "", graph)
+                   dict(graph.get("memory", {})), [dict(p) for p in graph.get("pools", [])], graph)
 
 
-def _liveness(graph: dict[str, Any]) -> dict[int, int]:
-    last_use: dict[int, int] = {}
-    for nid, n in enumerate(graph["nodes"]):
-        for e in n.get("inputs", ()):
-            last_use[e] = nid
-    return last_use
+def view_roots(graph: dict[str, Any]) -> dict[int, int]:
+    """Each ``view`` output entry -> the entry whose storage it shares (through chains of views)."""
+    roots: dict[int, int] = {}
+    for n in graph["nodes"]:
+        if n["op"] == "view":
+            src = n["inputs"][0]
+            roots[n["outputs"][0]] = roots.get(src, src)
+    return roots
 
 
 def memory_domains(graph: dict[str, Any]) -> dict[int, str]:
-    """The memory each activation lives in: activation entry -> a piece name standing for every
+    """The memory each activation and workspace lives in: entry -> a piece name standing for every
     piece that shares that memory.
 
-    A call's outputs live in the memory of its ``piece``; a copy's output in the memory of its
-    ``dst``. Two pieces share memory when a call on one reads a value made on the other without a
-    copy in between, or a copy's ``src`` reads a value made on the other (placement inserts copies
-    exactly between pieces that do not share memory). Each memory is named by its first piece in
-    execution order. Without copies, everything is one memory.
+    A call's outputs and workspace live in the memory of its ``piece``; a copy's output in the
+    memory of its ``dst``; a view's output where its input lives. Two pieces share memory when a
+    call on one reads a value made on the other without a copy in between, or a copy's ``src``
+    reads a value made on the other (placement inserts copies exactly between pieces that do not
+    share memory). Each memory is named by its first piece in execution order. Without copies,
+    everything is one memory.
     """
     parent: dict[str, str] = {}
     rank: dict[str, int] = {}
@@ -117,6 +127,10 @@ def memory_domains(graph: dict[str, Any]) -> dict[int, str]:
 
     home: dict[int, str] = {}
     for n in graph["nodes"]:
+        if n["op"] == "view":
+            if n["inputs"][0] in home:
+                home[n["outputs"][0]] = home[n["inputs"][0]]
+            continue
         if n["op"] not in PRODUCERS:
             continue
         reader, maker = (str(n.get("src", "")), str(n.get("dst", ""))) if n["op"] == "copy" else \
@@ -126,160 +140,144 @@ def memory_domains(graph: dict[str, Any]) -> dict[int, str]:
             if e in home:
                 union(reader, home[e])
         find(maker)
-        for e in n["outputs"]:
+        for e in (*n["outputs"], *n.get("workspace", ())):
             home[e] = maker
     return {e: find(p) for e, p in home.items()}
 
 
-def _plan_activations(graph: dict[str, Any], strategy: str) -> tuple[list[dict[str, Any]], list[int]]:
-    """Storage for inputs, params and activations (in node order) and each entry's storage id."""
+def live_ranges(graph: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """``(first, last)`` per storage of a planned graph: the node writing it and the last node reading
+    it or any view of it (graph outputs: the last node). Inputs and params: the whole run."""
+    nodes, entries, storage = graph["nodes"], graph["entries"], graph["storage"]
+    end = max(len(nodes) - 1, 0)
+    first = [0] * len(storage)  # a pooled storage no node writes is never live: (0, -1)
+    last = [-1 if s["kind"] in POOLED else end for s in storage]
+    seen: set[int] = set()
+    for nid, n in enumerate(nodes):
+        if n["op"] in PRODUCERS:
+            for e in (*n["outputs"], *n.get("workspace", ())):
+                sid = entries[e]["storage"]
+                if sid not in seen:
+                    seen.add(sid)
+                    first[sid] = last[sid] = nid
+    for nid, n in enumerate(nodes):
+        for e in n.get("inputs", ()):
+            sid = entries[e]["storage"]
+            if sid in seen:
+                last[sid] = max(last[sid], nid)
+    for e in graph["outputs"]:
+        if entries[e]["storage"] in seen:
+            last[entries[e]["storage"]] = end
+    return first, last
+
+
+def plan_memory(graph: dict[str, Any], algorithm: str = "auto", align: int = DEFAULT_ALIGN,
+                domains: Mapping[int, str] | None = None) -> MemoryPlan:
+    """Plan ``graph``'s memory (see the module docstring) and write the plan into it.
+
+    ``algorithm``: one of :data:`plait.memory.algorithms.ALGORITHMS`, or ``auto`` (each, the
+    smallest pool; deterministic). ``align``: every offset is a multiple of it. ``domains``: the
+    memory of each activation and workspace entry (default :func:`memory_domains`); each memory
+    is one pool, named :func:`pool_name`.
+    """
+    if algorithm not in (*ALGORITHMS, "auto"):
+        raise MemoryPlanError(f"plan_memory: unknown algorithm '{algorithm}' (expected auto, {', '.join(ALGORITHMS)})")
+    if not (isinstance(align, int) and align > 0):
+        raise MemoryPlanError(f"plan_memory: the alignment must be a positive number of bytes, not {align!r}")
     nodes, entries = graph["nodes"], graph["entries"]
+    domains = memory_domains(graph) if domains is None else domains
     storage: list[dict[str, Any]] = []
     where = [-1] * len(entries)
-    is_output = set(graph["outputs"])
-    last_use = _liveness(graph)
-    domains = memory_domains(graph)
-    several = len(set(domains.values())) > 1
-    free: dict[str, list[int]] = {}  # memory -> free activation storage ids
+    domain_of: dict[int, str] = {}  # storage id -> its memory
 
-    def new(nbytes: int, kind: str, domain: str | None = None) -> int:
+    def new(nbytes: int, kind: str) -> int:
         storage.append({"bytes": nbytes, "kind": kind})
-        if domain is not None and several:
-            storage[-1]["piece"] = domain
         return len(storage) - 1
 
-    def take(size: int, domain: str) -> int:
-        pool = free.setdefault(domain, [])
-        if strategy == "exact":
-            fits = [s for s in pool if storage[s]["bytes"] == size]
-            if not fits:
-                return new(size, "activation", domain)
-            sid = fits[-1]  # the most recently freed
-        else:
-            fits = [s for s in pool if storage[s]["bytes"] >= size]
-            if fits:
-                sid = min(fits, key=lambda s: (storage[s]["bytes"], s))
-            elif pool:
-                sid = min(pool, key=lambda s: (-storage[s]["bytes"], s))
-                storage[sid]["bytes"] = size  # grow it: a buffer is as big as its biggest value
-            else:
-                return new(size, "activation", domain)
-        pool.remove(sid)
-        return sid
+    def home(e: int, what: str) -> str:
+        if e not in domains:
+            raise MemoryPlanError(f"plan_memory: no memory is given for entry {e} ({what})")
+        return str(domains[e])
 
     for nid, n in enumerate(nodes):
         op = n["op"]
-        if op not in PRODUCERS:
+        if op in ("input", "param"):
+            where[n["outputs"][0]] = new(entry_bytes(entries[n["outputs"][0]]), op)
+        elif op == "view":
+            where[n["outputs"][0]] = where[n["inputs"][0]]
+        else:
             for e in n["outputs"]:
-                where[e] = new(entry_bytes(entries[e]), "input" if op == "input" else "param")
-            continue
-        for e in n["outputs"]:
-            where[e] = take(entry_bytes(entries[e]), domains[e])
-        released = [e for e in dict.fromkeys(n["inputs"]) if last_use[e] == nid]
-        released += [e for e in n["outputs"] if e not in last_use]
-        for e in released:
-            sid = where[e]
-            if e not in is_output and storage[sid]["kind"] == "activation":
-                pool = free.setdefault(domains[e], [])
-                if sid not in pool:
-                    pool.append(sid)
-    return storage, where
+                where[e] = new(entry_bytes(entries[e]), "activation")
+                domain_of[where[e]] = home(e, f"an output of node {nid}")
+            ws = n.get("workspace") or []
+            if ws:
+                sid = new(max(entry_bytes(entries[e]) for e in ws), "workspace")
+                domain_of[sid] = home(ws[0], f"the workspace of node {nid}")
+                for e in ws:
+                    where[e] = sid
 
-
-def plan_memory(graph: dict[str, Any], strategy: str = "auto") -> MemoryPlan:
-    """Plan ``graph``'s memory (see the module docstring) and write the plan into it.
-
-    ``strategy``: ``exact``, ``best_fit``, or ``auto`` (both, the smaller activation total; ties
-    go to ``exact``). Deterministic: the same graph gives the same plan.
-    """
-    if strategy not in (*STRATEGIES, "auto"):
-        raise ValueError(f"plan_memory: unknown strategy {strategy!r} (expected auto, {', '.join(STRATEGIES)})")
-    entries, nodes = graph["entries"], graph["nodes"]
-    candidates = STRATEGIES if strategy == "auto" else (strategy,)
-    best: tuple[int, str, list, list] | None = None
-    for s in candidates:
-        storage, where = _plan_activations(graph, s)
-        total = sum(x["bytes"] for x in storage if x["kind"] == "activation")
-        if best is None or total < best[0]:
-            best = (total, s, storage, where)
-    assert best is not None
-    _, chosen, storage, where = best
-
-    # workspaces: one buffer per piece, as big as its biggest call's workspace
-    pieces: dict[str, int] = {}
-    for n in nodes:
-        ws = n.get("workspace") or []
-        if not ws:
-            continue
-        piece = str(n.get("piece", ""))
-        if piece not in pieces:
-            storage.append({"bytes": 0, "kind": "workspace", "piece": piece})
-            pieces[piece] = len(storage) - 1
-        sid = pieces[piece]
-        for e in ws:
-            where[e] = sid
-            storage[sid]["bytes"] = max(storage[sid]["bytes"], entry_bytes(entries[e]))
+    for e, sid in zip(entries, where):
+        e["storage"] = sid
+    graph["storage"] = storage
+    first, last = live_ranges(graph)
+    pools: list[dict[str, Any]] = []
+    members: dict[str, list[int]] = {}
+    for sid, d in domain_of.items():  # storage ids ascend: pools in order of first use
+        members.setdefault(d, []).append(sid)
+    for k, (d, sids) in enumerate(members.items()):
+        bufs = [LiveBuffer(storage[s]["bytes"], first[s], last[s], f"storage {s}") for s in sids]
+        pp = plan_pool(bufs, align, algorithm)
+        for s, off in zip(sids, pp.offsets):
+            storage[s]["pool"], storage[s]["offset"] = k, int(off)
+        pools.append({"name": pool_name(d), "piece": d, "bytes": int(pp.size), "align": align,
+                      "algorithm": pp.algorithm, "lower_bound": int(pp.lower_bound),
+                      "sizes": {a: int(b) for a, b in pp.sizes.items()}, "optimal": bool(pp.optimal)})
 
     def total(kind: str) -> int:
         return sum(s["bytes"] for s in storage if s["kind"] == kind)
 
-    naive = sum(entry_bytes(entries[e]) for n in nodes if n["op"] in PRODUCERS for e in n["outputs"])
+    pooled = sum(p["bytes"] for p in pools)
     memory = {
-        "input_bytes": total("input"), "param_bytes": total("param"), "activation_bytes": total("activation"),
-        "activation_bytes_naive": naive, "workspace_bytes": total("workspace"),
-        "peak_bytes": sum(s["bytes"] for s in storage),
+        "input_bytes": total("input"), "param_bytes": total("param"), "activation_bytes": pooled,
+        "activation_bytes_naive": sum(_round(s["bytes"], align) for s in storage if s["kind"] in POOLED),
+        "lower_bound_bytes": sum(p["lower_bound"] for p in pools),
+        "peak_bytes": total("input") + total("param") + pooled,
     }
-    plan = MemoryPlan(storage, where, memory, chosen)
+    plan = MemoryPlan(storage, where, memory, pools)
     plan.apply(graph)
     return plan
 
 
-def plan_storage(graph: dict[str, Any]) -> None:
-    """Same as :func:`plan_memory` (kept for older callers)."""
-    plan_memory(graph)
-
-
-def piece_bytes(graph: dict[str, Any]) -> dict[str, dict[str, int]]:
+def piece_bytes(graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each piece's share of a planned graph (for the memory fit check, :func:`plait.placement.fit.check_fit`):
 
-    - ``activation``: the activation buffers of the piece's memory (:func:`memory_domains`; pieces
-      sharing a memory share these, and each is charged all of them);
-    - ``workspace``: the workspace buffers of the pieces in that memory;
+    - ``pool``: the name of the pool of the piece's memory (``""`` when it makes no value);
+    - ``activation``: that pool's bytes (activations and workspaces; pieces sharing a memory share
+      the pool, and each is charged all of it);
     - ``param``: the params its calls read (weights; each counted once per piece).
 
     Pieces are those of the calls (``piece``) and of the copies (``src``, ``dst``).
     """
-    nodes, entries, storage = graph["nodes"], graph["entries"], graph["storage"]
-    domains = memory_domains(graph)
-    home: dict[str, str] = {}  # piece -> its memory
+    nodes, entries, storage, pools = graph["nodes"], graph["entries"], graph["storage"], graph.get("pools", [])
+    pool_of: dict[str, int] = {}  # piece -> its pool
     for n in nodes:
         if n["op"] in PRODUCERS:
             owner = str(n.get("dst", "")) if n["op"] == "copy" else str(n.get("piece", ""))
             for e in n["outputs"]:
-                home.setdefault(owner, domains[e])
+                pool_of.setdefault(owner, storage[entries[e]["storage"]]["pool"])
     pieces = sorted({str(n.get(k, "")) for n in nodes if n["op"] in PRODUCERS
                      for k in (("src", "dst") if n["op"] == "copy" else ("piece",))})
-    act: dict[str, set[int]] = {}
-    for e, d in domains.items():
-        sid = entries[e]["storage"]
-        if storage[sid]["kind"] == "activation":
-            act.setdefault(d, set()).add(sid)
-    ws: dict[str, int] = {}
-    for s in storage:
-        if s["kind"] == "workspace":
-            d = home.get(str(s.get("piece", "")), str(s.get("piece", "")))
-            ws[d] = ws.get(d, 0) + s["bytes"]
     params: dict[str, set[int]] = {}
     for n in nodes:
         if n["op"] == "call":
             sids = {entries[e]["storage"] for e in n["inputs"]}
             params.setdefault(str(n.get("piece", "")), set()).update(
                 sid for sid in sids if storage[sid]["kind"] == "param")
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for p in pieces:
-        d = home.get(p)
-        out[p] = {"activation": sum(storage[sid]["bytes"] for sid in act.get(d, ())) if d else 0,
-                  "workspace": ws.get(d, 0) if d else 0,
+        k = pool_of.get(p)
+        out[p] = {"pool": pools[k]["name"] if k is not None else "",
+                  "activation": pools[k]["bytes"] if k is not None else 0,
                   "param": sum(storage[sid]["bytes"] for sid in params.get(p, ()))}
     return out
 
@@ -303,25 +301,33 @@ def workspace_table(graph: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(by_func.values(), key=lambda r: (-r["bytes"], r["func"], r["piece"]))
 
 
+def pool_lines(graph: dict[str, Any]) -> list[str]:
+    """One line per pool: bytes, lower bound, the algorithm chosen, what it holds."""
+    storage = graph["storage"]
+    lines = []
+    for k, p in enumerate(graph.get("pools", [])):
+        held = [s["kind"] for s in storage if s.get("pool") == k]
+        acts, ws = held.count("activation"), held.count("workspace")
+        lines.append(f"  pool '{p['name']}' (piece '{p['piece']}'): {_b(p['bytes'])}, lower bound "
+                     f"{_b(p['lower_bound'])}, algorithm {p['algorithm']}; {acts} activation{'' if acts == 1 else 's'}"
+                     f", {ws} workspace{'' if ws == 1 else 's'}")
+    return lines
+
+
 def memory_report(graph: dict[str, Any], top: int = 10) -> str:
-    """The memory plan of a planned graph as text: per storage kind, the peak, the biggest
-    workspaces by function."""
+    """The memory plan of a planned graph as text: inputs and params, each pool (bytes, lower bound,
+    algorithm), the biggest workspaces by function."""
     storage, mem = graph["storage"], graph.get("memory", {})
-    lines = [f"memory plan: peak {_b(sum(s['bytes'] for s in storage))}"]
-    for kind in ("input", "param", "activation", "workspace"):
+    lines = [f"memory plan: peak {_b(mem.get('peak_bytes', 0))}"]
+    for kind in ("input", "param"):
         items = [s for s in storage if s["kind"] == kind]
         nb = sum(s["bytes"] for s in items)
-        notes = []
-        if kind == "activation" and "activation_bytes_naive" in mem:
-            notes.append(f"{_b(mem['activation_bytes_naive'])} with one buffer per value")
-        by_piece: dict[str, int] = {}
-        for s in items:
-            if "piece" in s:
-                by_piece[s["piece"]] = by_piece.get(s["piece"], 0) + s["bytes"]
-        if by_piece:
-            notes.append(", ".join(f"piece '{p}': {_b(b)}" for p, b in by_piece.items()))
-        notes_text = f" ({'; '.join(notes)})" if notes else ""
-        lines.append(f"  {kind:<11}{_b(nb):>16}  {len(items)} buffer{'' if len(items) == 1 else 's'}{notes_text}")
+        lines.append(f"  {kind:<11}{_b(nb):>16}  {len(items)} buffer{'' if len(items) == 1 else 's'}")
+    pools = graph.get("pools", [])
+    lines.append(f"  pools      {_b(mem.get('activation_bytes', 0)):>16}  {len(pools)} pool"
+                 f"{'' if len(pools) == 1 else 's'} ({_b(mem.get('activation_bytes_naive', 0))} with one buffer "
+                 "per value)")
+    lines += pool_lines(graph)
     rows = workspace_table(graph)
     if rows:
         lines.append("biggest workspaces:")
@@ -333,5 +339,5 @@ def memory_report(graph: dict[str, Any], top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["MemoryPlan", "PRODUCERS", "STRATEGIES", "entry_bytes", "memory_domains", "memory_report", "piece_bytes",
-           "plan_memory", "plan_storage", "workspace_table"]
+__all__ = ["MemoryPlan", "POOLED", "PRODUCERS", "entry_bytes", "live_ranges", "memory_domains", "memory_report",
+           "piece_bytes", "plan_memory", "pool_lines", "pool_name", "view_roots", "workspace_table"]

@@ -26,7 +26,7 @@ from plait.ir.types import ANY_DIM, DTYPES, FLOAT_DTYPES, Dim, TensorType, Tuple
 __all__ = [
     "ANY_DIM", "AttrSpec", "Attrs", "Cost", "DTYPES", "FLOAT_DTYPES", "Family", "OnnxMap", "Op", "OpPattern", "RelError",
     "TensorType", "TupleType", "Type", "as_tensor", "broadcast_shapes", "dim_mul",
-    "elementwise_cost", "itemsize", "norm_axis", "numel", "same_dtype", "tensor_bytes", "to_dtype",
+    "elementwise_cost", "itemsize", "norm_axis", "numel", "same_dtype", "tensor_bytes", "to_dtype", "view_cost",
 ]
 
 
@@ -56,12 +56,15 @@ class Family:
         doc: str = "",
         onnx: Sequence[OnnxMap] = (),
         check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None,
+        view: bool = False,
     ) -> Op:
-        """Define an operator. ``cost`` defaults to one FLOP per output element."""
+        """Define an operator. ``cost`` defaults to one FLOP per output element (nothing for a
+        ``view``: its output is its input's bytes under another shape, see :attr:`Op.view`)."""
         assert all(o.name != name for o in self.ops), name
-        op = Op(name=name, rel=rel, ref=ref, cost=cost or elementwise_cost(1.0), pattern=pattern,
-                num_inputs=num_inputs, attrs=tuple(attrs), doc=doc, onnx=tuple(onnx),
-                check_constant_args=check_constant_args)
+        assert not view or (num_inputs == 1 and cost is None), name
+        op = Op(name=name, rel=rel, ref=ref, cost=cost or (view_cost if view else elementwise_cost(1.0)),
+                pattern=pattern, num_inputs=num_inputs, attrs=tuple(attrs), doc=doc, onnx=tuple(onnx),
+                check_constant_args=check_constant_args, view=view)
         self.ops.append(op)
         return op
 
@@ -168,6 +171,11 @@ def tensor_bytes(t: Type) -> float:
         return float(sum(tensor_bytes(f) for f in t.fields))
     assert isinstance(t, TensorType)
     return numel(t) * itemsize(t.dtype)
+
+
+def view_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    """Cost of a view (:attr:`Op.view`): nothing is read, computed or written."""
+    return Cost()
 
 
 def elementwise_cost(flops_per_element: float) -> Callable[[tuple[Type, ...], Type, Attrs], Cost]:

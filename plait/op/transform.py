@@ -128,7 +128,7 @@ def _reshape_ref(args, attrs):
     return np.reshape(x, reshape_target(x.shape, attrs["newshape"]))
 
 
-defop("reshape", rel=_reshape_rel, ref=_reshape_ref, cost=move_cost, pattern=INJ, attrs=[
+defop("reshape", rel=_reshape_rel, ref=_reshape_ref, view=True, pattern=INJ, attrs=[
     AttrSpec("newshape", "ints", doc="target shape: 0 copies the input dim at that position, -1 infers one dim"),
 ], doc="ONNX Reshape (allowzero=0)")
 
@@ -176,7 +176,7 @@ def _flatten_ref(args, attrs):
     return np.reshape(x, (int(np.prod(x.shape[:a], dtype=np.int64)), int(np.prod(x.shape[a:], dtype=np.int64))))
 
 
-defop("flatten", rel=_flatten_rel, ref=_flatten_ref, cost=move_cost, pattern=INJ, attrs=[
+defop("flatten", rel=_flatten_rel, ref=_flatten_ref, view=True, pattern=INJ, attrs=[
     AttrSpec("axis", "int", 1, "dims before axis form the first output dim, the rest the second"),
 ], doc="ONNX Flatten: always a 2-D result")
 
@@ -207,7 +207,7 @@ def _squeeze_ref(args, attrs):
     return np.squeeze(x, axis=tuple(_squeeze_axes(TensorType(x.shape), attrs["axes"])))
 
 
-defop("squeeze", rel=_squeeze_rel, ref=_squeeze_ref, cost=move_cost, pattern=INJ, attrs=[
+defop("squeeze", rel=_squeeze_rel, ref=_squeeze_ref, view=True, pattern=INJ, attrs=[
     AttrSpec("axes", "ints", None, "size-1 dims to remove; None removes every size-1 dim", optional=True),
 ], doc="ONNX Squeeze")
 
@@ -224,7 +224,7 @@ def _expand_dims_ref(args, attrs):
     return np.reshape(x, _expand_dims_rel((TensorType(x.shape, x.dtype.name),), attrs).shape)
 
 
-defop("expand_dims", rel=_expand_dims_rel, ref=_expand_dims_ref, cost=move_cost, pattern=INJ, attrs=[
+defop("expand_dims", rel=_expand_dims_rel, ref=_expand_dims_ref, view=True, pattern=INJ, attrs=[
     AttrSpec("axes", "ints", doc="positions of the new size-1 dims, in the output's rank"),
 ], doc="ONNX Unsqueeze")
 

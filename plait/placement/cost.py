@@ -13,7 +13,9 @@ Sources, in order (every :class:`Estimate` says which one it came from):
    (:func:`plait.schedule.machine_for`: clock, FMA/cycle x SIMD lanes, soft-float cycles per flop
    when ``fpu`` is 'none', memory bytes/cycle): ``max(compute, memory) + call overhead``.
 
-Energy is latency x the piece's ``power_mw`` fact (:data:`DEFAULT_POWER_MW` when unknown). A transfer
+A view (:attr:`plait.ir.op.Op.view`: reshape, flatten...) costs nothing on every piece (source
+``view``): executors alias its input. Energy is latency x the piece's ``power_mw`` fact
+(:data:`DEFAULT_POWER_MW` when unknown). A transfer
 costs ``bytes / bandwidth + switch overhead`` (:class:`Link`), its energy at both pieces' power.
 A fusion group (calls default lowering will fuse into one function when they share a piece:
 :func:`plait.relay.passes.fuse_ops.find_groups`) is priced on a piece lowered by default as that one
@@ -53,7 +55,7 @@ class CostError(PlaitError):
 class Estimate:
     seconds: float
     joules: float
-    source: str  # "database" | "hook" | "schedule" | "roofline" | "transfer"
+    source: str  # "database" | "hook" | "schedule" | "roofline" | "transfer" | "view"
     detail: str = ""
 
     def value(self, objective: str, weight: float = 0.5) -> float:
@@ -170,6 +172,8 @@ class CostModel:
         return out
 
     def call_cost(self, call: Call, piece: Piece | Any) -> Estimate:
+        if isinstance(call.op, Op) and call.op.view:
+            return Estimate(0.0, 0.0, "view", "a view of its input (executors alias it): nothing runs")
         piece = _as_piece(piece)
         known = self._known(call, piece)
         if known is not None:

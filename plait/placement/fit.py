@@ -4,7 +4,8 @@ Where things live (from the piece's facts, :attr:`plait.target.Target.facts`):
 
 - **weights** (the model's constants) in **flash** when the piece has flash (``flash_kb`` not None,
   e.g. a microcontroller), else in **RAM** (a host: ``flash_kb`` does not apply);
-- **activations** (the memory plan's buffers of the piece's memory, workspaces included) in **RAM**.
+- **activations and workspaces** (the pool of the piece's memory in the static memory plan,
+  :mod:`plait.memory.plan`) in **RAM**.
 
 Placement keeps each piece's weights within :func:`piece_memory` ``.weights_bytes`` (the solver);
 after lowering and memory planning, :func:`check_fit` checks every piece's share of the plan against
@@ -13,8 +14,8 @@ it. A failure is a :class:`FitError` worded by :func:`fit_message`, e.g.
 
     piece 'inference_cpu' (c -mcpu=cortex-m7f): the weights need 1,597,480 bytes of flash, more than its
     1,048,576 bytes
-
-(the static memory planner reuses it).
+    piece 'inference_cpu' (c -mcpu=cortex-m7f): the activations and workspaces in pool
+    'workspace_inference_cpu' need 2,408,448 bytes of RAM, more than its 327,680 bytes
 """
 
 from __future__ import annotations
@@ -81,27 +82,29 @@ def piece_memory(target: Any) -> PieceMemory:
     return PieceMemory(RAM, _kib(ram), _kib(ram), ram.where, ram.where)
 
 
-def check_fit(composite: Any, usage: Mapping[str, Mapping[str, int]]) -> None:
-    """Check each piece's share of a memory plan (``usage``: piece name -> ``activation``,
-    ``workspace`` and ``param`` bytes, see :func:`plait.memory.plan.piece_bytes`) against
-    its memories. Raises :class:`FitError` naming every piece that does not fit."""
+def check_fit(composite: Any, usage: Mapping[str, Mapping[str, Any]]) -> None:
+    """Check each piece's share of a memory plan (``usage``: piece name -> ``pool`` (its name),
+    ``activation`` (the pool's bytes: activations and workspaces) and ``param`` bytes, see
+    :func:`plait.memory.plan.piece_bytes`) against its memories: the pool against RAM, the weights
+    against flash (or RAM too, on a piece without flash). Raises :class:`FitError` naming every
+    piece that does not fit, with its pool."""
     problems = []
     for piece in composite.pieces:
         use = usage.get(piece.name)
         if use is None:
             continue
         mem = piece_memory(piece.target)
-        activations = int(use.get("activation", 0)) + int(use.get("workspace", 0))
+        pooled = int(use.get("activation", 0))
+        pool = f"the activations and workspaces in pool '{use['pool']}'" if use.get("pool") else \
+            "the activations and workspaces"
         weights = int(use.get("param", 0))
         if mem.weights_in == FLASH:
             if mem.weights_bytes is not None and weights > mem.weights_bytes:
                 problems.append(fit_message(piece, "the weights", FLASH, weights, mem.weights_bytes))
-            if mem.ram_bytes is not None and activations > mem.ram_bytes:
-                problems.append(fit_message(piece, "the activations (workspaces included)", RAM, activations,
-                                            mem.ram_bytes))
-        elif mem.ram_bytes is not None and weights + activations > mem.ram_bytes:
-            problems.append(fit_message(piece, "the weights and activations (workspaces included)", RAM,
-                                        weights + activations, mem.ram_bytes))
+            if mem.ram_bytes is not None and pooled > mem.ram_bytes:
+                problems.append(fit_message(piece, pool, RAM, pooled, mem.ram_bytes))
+        elif mem.ram_bytes is not None and weights + pooled > mem.ram_bytes:
+            problems.append(fit_message(piece, f"the weights plus {pool}", RAM, weights + pooled, mem.ram_bytes))
     if problems:
         raise FitError("; ".join(problems))
 

@@ -40,6 +40,8 @@ def run_lowered(mod: IRModule, inputs: dict[str, np.ndarray]) -> list[np.ndarray
             args = [np.ascontiguousarray(env[a]) for a in node.args]
             tir.evaluate(pf, *args, *outs)
             env[node] = tuple(outs) if isinstance(node.checked_type, TupleType) else outs[0]
+        elif isinstance(node, Call) and getattr(node.op, "view", False):  # a view left in main: a reshape
+            env[node] = np.reshape(env[node.args[0]], node.checked_type.shape)
         elif isinstance(node, (GlobalVar, Function)):
             continue
         else:
@@ -117,7 +119,7 @@ def test_elementwise_softmax_reduction_and_tuple_output():
     lowered = check_numerics(_mod(body))
     assert sorted(prim_funcs(lowered)) == ["fused_add_nn_relu", "fused_nn_softmax", "fused_subtract_nn_relu_add",
                                            "fused_sum"]
-    assert all(isinstance(c.op, GlobalVar) for c in main_calls(lowered))
+    assert all(isinstance(c.op, GlobalVar) or c.op.view for c in main_calls(lowered))  # views stay: aliased
     for name, pf in prim_funcs(lowered).items():
         assert pf.attrs["global_symbol"] == name and pf.attrs["target"] == "c"
     pf = lowered["fused_add_nn_relu"]
@@ -274,7 +276,7 @@ def test_reference_models(model):
     if missing:
         pytest.skip(f"no TE compute yet for {', '.join(missing)}")
     lowered = check_numerics(mod, rtol=1e-4, atol=1e-5)
-    assert all(isinstance(c.op, GlobalVar) for c in main_calls(lowered))
+    assert all(isinstance(c.op, GlobalVar) or c.op.view for c in main_calls(lowered))  # views stay: aliased
 
 
 def test_default_schedule_is_applied_unless_disabled(monkeypatch):

@@ -3,7 +3,8 @@ to an in-memory artifact run and equal the reference interpreter.
 
 The artifact: mlp 8-16-16-4 built for c (see tests/executor/artifacts.py). Its graph:
 nodes 0 x, 1 p0, 2 p1, 3 relu(0,1,2)->3, 4 p2, 5 p3, 6 relu_1(3,4,5)->6, 7 p4, 8 p5, 9 dense_add(6,7,8)->9,
-10 softmax(9)->10 (workspace 11); storage 0 input, 1/2/4/5/7/8 params, 3 and 6 activations, 9 workspace.
+10 softmax(9)->10 (workspace 11); storage 0 input, 1/2/4/5/7/8 params, 3/6/9/10 activations, 11 workspace,
+all in pool 0.
 """
 
 import io
@@ -52,7 +53,9 @@ GRAPH_CASES = [
     ("grown activation", _set(["entries", 3, "shape"], [1, 32]),
      "entry 3, float32[1, 32] (128 bytes), does not fit its storage 3 (64 bytes)"),
     ("grown activation and storage", lambda g: (_set(["entries", 3, "shape"], [1, 32])(g),
-                                                _set(["storage", 3, "bytes"], 128)(g)),
+                                                _set(["storage", 3, "bytes"], 128)(g),
+                                                _set(["storage", 3, "offset"], g["pools"][0]["bytes"])(g),
+                                                _set(["pools", 0, "bytes"], g["pools"][0]["bytes"] + 128)(g)),
      f"{N3}: argument 3 (output) of '{F1}' is float32[1, 16] (64 bytes), but entry 3 is float32[1, 32] (128 bytes)"),
     ("output dtype changed", _set(["entries", 10, "dtype"], "int32"),
      f"{N10}: argument 1 (output) of '{F4}' is float32[1, 4] (16 bytes), but entry 10 is int32[1, 4] (16 bytes)"),
@@ -62,11 +65,25 @@ GRAPH_CASES = [
     ("activation aliased onto a param", _set(["entries", 6, "storage"], 4),
      f"entry 6 (written by {N6}) is an activation but lives in storage 4 of kind 'param'"),
     ("param aliased onto a param", _set(["entries", 5, "storage"], 2),
-     "storage 2 (param) holds entries 2 and 5: a param is never shared"),
+     "storage 2 (param) holds entries 2 and 5: a param is never shared (only its views share it)"),
     ("live activations share storage", _set(["entries", 6, "storage"], 3),
-     f"entries 3 and 6 share storage 3 but are live at the same time (entry 3 until {N6}, entry 6 from {N6})"),
+     "storage 3 (activation) holds entries 3 and 6: an activation storage holds one value (and its views)"),
+    ("live activations overlap in their pool", lambda g: (_set(["pools", 0, "bytes"], 8192)(g),
+                                                          _set(["storage", 3, "offset"], 4096)(g),
+                                                          _set(["storage", 6, "offset"], 4128)(g)),
+     f"pool 0 ('workspace_c'): storage 3 at bytes 4096 to 4160, live from {N3} to {N6} overlaps storage 6 at bytes "
+     f"4128 to 4192, live from {N6} to {N9}"),
+    ("activation outside its pool", lambda g: (_set(["pools", 0, "bytes"], 4096)(g),
+                                               _set(["storage", 6, "offset"], 4096)(g)),
+     "storage 6: bytes 4096 to 4160 are outside pool 0 ('workspace_c', 4096 bytes)"),
+    ("misaligned activation", _set(["storage", 6, "offset"], 8),
+     "storage 6: offset 8 is not a multiple of the alignment of pool 0 ('workspace_c', 16 bytes)"),
+    ("activation in no pool", _set(["storage", 6, "pool"], 1), "storage 6: 1 is not a pool id (the graph has 1 pools)"),
+    ("param in a pool", _set(["storage", 4, "pool"], 0), "storage 4: a param has its own buffer (no pool, no offset)"),
+    ("pool malformed", _set(["pools", 0, "align"], 0),
+     "pool 0: malformed (expected name, piece, bytes, align, algorithm, lower_bound, sizes, optimal)"),
     ("param storage made an activation", _set(["storage", 4, "kind"], "activation"),
-     "entry 4 (written by node 4 ('p2')) is a param but lives in storage 4 of kind 'activation'"),
+     "storage 4: None is not a pool id (the graph has 1 pools)"),
     ("unknown storage kind", _set(["storage", 4, "kind"], "rom"),
      "storage 4: unknown kind 'rom' (expected one of input, param, activation, workspace)"),
     ("calls swapped", lambda g: swap(g["nodes"], 3, 6),
@@ -80,10 +97,10 @@ GRAPH_CASES = [
     ("bool entry id", _set(["nodes", 3, "inputs", 0], True),
      f"{N3}: inputs: True is not an entry id (the graph has 12 entries)"),
     ("dangling output", _set(["outputs"], [12]), "output 0: 12 is not an entry id (the graph has 12 entries)"),
-    ("dangling storage", _set(["entries", 0, "storage"], 10),
-     "entry 0: 10 is not a storage id (the graph has 10 storages)"),
+    ("dangling storage", _set(["entries", 0, "storage"], 12),
+     "entry 0: 12 is not a storage id (the graph has 12 storages)"),
     ("negative storage id", _set(["entries", 0, "storage"], -1),
-     "entry 0: -1 is not a storage id (the graph has 10 storages)"),
+     "entry 0: -1 is not a storage id (the graph has 12 storages)"),
     ("inputs list wrong", _set(["inputs"], [1]), "'inputs' lists nodes [1], but the input nodes are [0]"),
     ("params list short", _set(["params"], [1, 2]),
      "'params' lists nodes [1, 2], but the param nodes are [1, 2, 4, 5, 7, 8]"),
@@ -99,11 +116,11 @@ GRAPH_CASES = [
      "entry 0: its shape has 40 dimensions (at most 32)"),
     ("negative storage bytes", _set(["storage", 0, "bytes"], -32),
      "storage 0: malformed (expected a non-negative byte count)"),
-    ("version", _set(["version"], 2), "graph version 2 is not supported (this plait reads version 1)"),
+    ("version", _set(["version"], 1), "graph version 1 is not supported (this plait reads version 2)"),
     ("format", _set(["format"], "tvm.graph"), "not a plait graph (expected \"format\": \"plait.graph\")"),
     ("nodes not a list", _set(["nodes"], {}), "missing or malformed 'nodes'"),
     ("unknown node op", _set(["nodes", 3, "op"], "exec"),
-     "node 3: malformed (expected an object with \"op\" one of input, param, call, copy)"),
+     "node 3: malformed (expected an object with \"op\" one of input, param, call, copy, view)"),
     ("node name not a string", _set(["nodes", 3, "name"], 7), "node 3: malformed name"),
     ("param node with an input", _set(["nodes", 1, "inputs"], [0]),
      "node 1 ('p0'): a param node has exactly one output and no inputs"),
@@ -181,7 +198,8 @@ def test_huge_storage_is_refused_by_the_memory_limit_before_allocation(art):
     bad = GraphArtifact(dumps(g), art.params, art.lib, art.target, manifest=art.manifest)
     with pytest.raises(MemoryLimitError) as e:
         GraphModule(bad, memory_limit="1GiB")
-    assert str(e.value) == ("the graph's buffers needs 1024.0 PiB (1152921504606849168 bytes), more than the memory "
+    total = 2**60 + g["memory"]["param_bytes"] + g["memory"]["activation_bytes"]  # the input, params, the pool
+    assert str(e.value) == (f"the graph's buffers needs 1024.0 PiB ({total} bytes), more than the memory "
                             "limit of 1.0 GiB; raise it with --max-memory or the config key 'memory.limit'")
 
 

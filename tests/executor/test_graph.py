@@ -61,10 +61,16 @@ def test_diamond_graph_and_storage_plan():
     calls = [(n["name"], n["func"], n["inputs"], n["outputs"]) for n in graph["nodes"] if n["op"] == "call"]
     assert calls == [("/add0", "add", [0, 1], [2]), ("/relu", "relu", [2], [3]), ("/twice", "twice", [3], [4]),
                      ("/add1", "add", [2, 4], [5]), ("/split", "split2", [2], [6, 7])]
-    assert [e["storage"] for e in graph["entries"]] == [0, 1, 2, 3, 4, 3, 4, 5]
+    assert [e["storage"] for e in graph["entries"]] == list(range(8))  # one storage per value
     assert graph["outputs"] == [5, 7] and graph["output_names"] == ["y", "z"]
-    assert graph["memory"] == {"input_bytes": 24, "param_bytes": 24, "activation_bytes": 96,
-                               "activation_bytes_naive": 144, "workspace_bytes": 0, "peak_bytes": 144}
+    # each (2, 3) float32 value is 24 bytes, 32 aligned to 16; at /split (node 6) the values 2 (read),
+    # 5 (an output), 6 and 7 are live: the lower bound is 4 * 32 bytes, and the plan reaches it
+    assert graph["memory"] == {"input_bytes": 24, "param_bytes": 24, "activation_bytes": 128,
+                               "activation_bytes_naive": 6 * 32, "lower_bound_bytes": 128, "peak_bytes": 176}
+    assert [(s["pool"], s["offset"]) for s in graph["storage"][2:]] == [(0, 0), (0, 32), (0, 64), (0, 32), (0, 64),
+                                                                       (0, 96)]
+    assert [(p["name"], p["piece"], p["bytes"], p["lower_bound"]) for p in graph["pools"]] == \
+        [("workspace_c", "c", 128, 128)]
     # deterministic text
     a, b = GraphArtifact.from_module(mod, PyModule({})), GraphArtifact.from_module(diamond()[0], PyModule({}))
     assert a.graph_json == b.graph_json and json.loads(a.graph_json)["nodes"] == graph["nodes"]
@@ -73,8 +79,9 @@ def test_diamond_graph_and_storage_plan():
 def test_chain_reuses_two_buffers(c_lib):
     mod = chain(6)
     graph, _ = graph_codegen(mod)
-    assert [e["storage"] for e in graph["entries"]] == [0, 1, 2, 1, 2, 1, 2]
-    assert graph["memory"]["activation_bytes"] == 48 and graph["memory"]["activation_bytes_naive"] == 144
+    # a value is live from its call to the next: two 32-byte (24 aligned to 16) slots, alternating
+    assert [s.get("offset") for s in graph["storage"]] == [None, 0, 32, 0, 32, 0, 32]
+    assert graph["memory"]["activation_bytes"] == 64 and graph["memory"]["activation_bytes_naive"] == 6 * 32
     x = x_input()
     (y,) = GraphModule(GraphArtifact.from_module(mod, c_lib))(x)
     np.testing.assert_array_equal(y, x * 64)
@@ -223,7 +230,7 @@ def test_export_and_load(c_lib, tmp_path):
     with pytest.raises(PlaitError) as e:
         GraphArtifact.load(out)
     assert str(e.value) == (f"cannot load graph artifact '{out}': graph.json: graph version 9 is not supported "
-                            "(this plait reads version 1)")
+                            "(this plait reads version 2)")
     with pytest.raises(PlaitError) as e:
         GraphArtifact.from_module(mod, tir_module(prim_funcs())).export(tmp_path / "py")
     assert str(e.value) == ("cannot export the library: it is a PyModule (functions add, relu, split2, ...) and "

@@ -1,6 +1,7 @@
 """check_graph against a brute-force oracle: on random planned graphs whose storage or node order is changed,
-it accepts exactly the graphs in which no two values live at the same time share storage, every value fits
-its storage, params and inputs are alone in theirs, and every value is written before it is read."""
+it accepts exactly the graphs in which each storage holds one value (and its views), no two storages of a
+pool live at the same time overlap in bytes, every storage lies aligned inside its pool, every value fits
+its storage, and every value is written before it is read."""
 
 import json
 
@@ -11,14 +12,14 @@ from plait.executor import ExecutorError, check_graph
 from plait.executor.graph_check import nbytes
 from plait.memory.plan import plan_memory
 
-from tests.executor.test_memory_plan import random_graph
+from tests.memory.test_plan import random_graph, storage_live
 
 KIND = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}
 
 
 def safe(graph: dict) -> bool:
-    """The oracle: every pair of values compared directly."""
-    nodes, entries, storage = graph["nodes"], graph["entries"], graph["storage"]
+    """The oracle: every pair of storages compared directly."""
+    nodes, entries, storage, pools = graph["nodes"], graph["entries"], graph["storage"], graph["pools"]
     writer = {e: i for i, n in enumerate(nodes) for e in n["outputs"]}
     if [i for i, n in enumerate(nodes) if n["op"] == "input"] != graph["inputs"] or \
             [i for i, n in enumerate(nodes) if n["op"] == "param"] != graph["params"]:
@@ -26,21 +27,33 @@ def safe(graph: dict) -> bool:
     for i, n in enumerate(nodes):
         if any(writer[e] >= i for e in n.get("inputs", ())):
             return False
-    live = {}
+        if n["op"] == "view" and entries[n["inputs"][0]]["storage"] != entries[n["outputs"][0]]["storage"]:
+            return False
+    kind: dict[int, str] = {}
+    for n in nodes:
+        for e in n["outputs"]:
+            kind[e] = kind[n["inputs"][0]] if n["op"] == "view" else KIND[n["op"]]
+    owners: dict[int, list[int]] = {}
     for e, ent in enumerate(entries):
         s = storage[ent["storage"]]
-        if nbytes(ent["dtype"], ent["shape"]) > s["bytes"] or s["kind"] != KIND[nodes[writer[e]]["op"]]:
+        if nbytes(ent["dtype"], ent["shape"]) > s["bytes"] or s["kind"] != kind[e]:
             return False
-        uses = [i for i, n in enumerate(nodes) if e in n.get("inputs", ())]
-        live[e] = (writer[e], len(nodes) if e in graph["outputs"] else max([writer[e], *uses]))
-    for a in live:
-        for b in live:
-            if a < b and entries[a]["storage"] == entries[b]["storage"]:
-                if storage[entries[a]["storage"]]["kind"] in ("input", "param"):
-                    return False
-                (p1, l1), (p2, l2) = live[a], live[b]
-                if p1 <= l2 and p2 <= l1:
-                    return False
+        if nodes[writer[e]]["op"] != "view":
+            owners.setdefault(ent["storage"], []).append(e)
+    if any(len(es) > 1 for es in owners.values()):
+        return False
+    live = storage_live(graph)
+    pooled = [s for s in live if storage[s]["kind"] == "activation"]
+    for a in pooled:
+        sa = storage[a]
+        if sa["offset"] % pools[sa["pool"]]["align"] or sa["offset"] + sa["bytes"] > pools[sa["pool"]]["bytes"]:
+            return False
+        for b in pooled:
+            sb = storage[b]
+            (p1, l1), (p2, l2) = live[a], live[b]
+            if a < b and sa["pool"] == sb["pool"] and p1 <= l2 and p2 <= l1 and \
+                    sa["offset"] < sb["offset"] + sb["bytes"] and sb["offset"] < sa["offset"] + sa["bytes"]:
+                return False
     return True
 
 
@@ -62,9 +75,16 @@ def test_check_graph_agrees_with_the_oracle_on_changed_plans(seed):
         assert safe(g) and accepted(g)  # every plan the planner makes is accepted
         for _ in range(4):
             bad = json.loads(json.dumps(g))
-            if rng.random() < 0.7:  # move one value to another storage
+            r = rng.random()
+            if r < 0.35:  # move one value to another storage
                 e = int(rng.integers(len(bad["entries"])))
                 bad["entries"][e]["storage"] = int(rng.integers(len(bad["storage"])))
+            elif r < 0.7:  # move a storage within its pool (sometimes out of it, or misaligned)
+                pooled = [st for st in bad["storage"] if "pool" in st]
+                if not pooled:
+                    continue
+                st = pooled[int(rng.integers(len(pooled)))]
+                st["offset"] = int(rng.integers(0, bad["pools"][st["pool"]]["bytes"] + 32)) // 8 * 8
             else:  # swap two nodes (the inputs/params lists follow)
                 i, j = (int(k) for k in rng.choice(len(bad["nodes"]), 2, replace=False))
                 bad["nodes"][i], bad["nodes"][j] = bad["nodes"][j], bad["nodes"][i]

@@ -1,4 +1,4 @@
-"""The graph executor's memory plan: invariants on random graphs, best-fit sharing, workspaces of
+"""The graph executor's memory plan (the planner alone: tests/memory/test_plan.py): workspaces of
 lifted PrimFuncs (interpreter and compiled C), copy nodes, pre-binding of raw() modules, export of
 a library with imported modules."""
 
@@ -12,164 +12,13 @@ from plait.errors import PlaitError
 from plait.executor.graph import GraphArtifact, GraphModule
 from plait.executor.graph_check import check_graph
 from plait.executor.graph_codegen import graph_codegen
-from plait.memory.plan import MemoryPlan, entry_bytes, memory_domains, plan_memory
+from plait.memory.plan import MemoryPlan
 from plait.relay import IRModule
 from plait.relay.expr import call as relay_call
 from plait.runtime import Module, PyModule
 from plait.memory.workspace import LiftWorkspaces
 
 from tests.executor.lowered import c_module, call, prim_funcs, tir_module
-
-
-# ---- random graphs ------------------------------------------------------------------------------
-
-
-def random_graph(rng: np.random.Generator) -> dict:
-    sizes = [1, 2, 3, 4, 6, 8, 16]
-    entries, nodes = [], []
-
-    def entry(n):
-        entries.append({"shape": [int(n)], "dtype": "float32"})
-        return len(entries) - 1
-
-    avail = []
-    for k in range(int(rng.integers(1, 3))):
-        e = entry(rng.choice(sizes))
-        nodes.append({"op": "input", "name": f"x{k}", "outputs": [e]})
-        avail.append(e)
-    for k in range(int(rng.integers(0, 3))):
-        e = entry(rng.choice(sizes))
-        nodes.append({"op": "param", "name": f"p{k}", "outputs": [e]})
-        avail.append(e)
-    for k in range(int(rng.integers(1, 25))):
-        if rng.random() < 0.15:
-            src = int(rng.choice(avail))
-            out = entry(entries[src]["shape"][0])
-            src_piece, dst_piece = (str(p) for p in rng.choice(["a", "b", "c"], 2, replace=False))
-            nodes.append({"op": "copy", "name": f"c{k}", "src": src_piece, "dst": dst_piece, "inputs": [src],
-                          "outputs": [out]})
-        else:
-            recent = avail[-6:]  # mostly recent values: realistic, short lifetimes
-            ins = [int(rng.choice(recent if rng.random() < 0.8 else avail)) for _ in range(int(rng.integers(1, 4)))]
-            outs = [entry(rng.choice(sizes)) for _ in range(int(rng.integers(1, 3)))]
-            nodes.append({"op": "call", "name": f"f{k}", "func": "f", "inputs": ins, "outputs": outs,
-                          "piece": str(rng.choice(["a", "b", "c"]))})
-        avail += nodes[-1]["outputs"]
-    produced = [e for n in nodes if n["op"] in ("call", "copy") for e in n["outputs"]]
-    outputs = sorted({produced[-1], *[int(e) for e in rng.choice(produced, int(rng.integers(0, 3)))]})
-    return {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries,
-            "inputs": [i for i, n in enumerate(nodes) if n["op"] == "input"],
-            "params": [i for i, n in enumerate(nodes) if n["op"] == "param"],
-            "outputs": outputs, "output_names": [f"y{k}" for k in range(len(outputs))]}
-
-
-def check_plan(graph: dict) -> None:
-    nodes, entries = graph["nodes"], graph["entries"]
-    store = [e["storage"] for e in entries]
-    producer, last = {}, {}
-    for nid, n in enumerate(nodes):
-        for e in n["outputs"]:
-            producer[e] = nid
-        for e in n.get("inputs", ()):
-            last[e] = nid
-    end = len(nodes)
-    acts = [e for n in nodes if n["op"] in ("call", "copy") for e in n["outputs"]]
-    live = {e: (producer[e], end if e in graph["outputs"] else last.get(e, producer[e])) for e in acts}
-    for a in acts:  # no two simultaneously-live values share a buffer
-        for b in acts:
-            if a < b and store[a] == store[b]:
-                (p1, l1), (p2, l2) = live[a], live[b]
-                assert l1 < p2 or l2 < p1, f"entries {a} and {b} are live together in storage {store[a]}"
-    domains = memory_domains(graph)
-    for a in acts:  # buffers are shared within one memory only
-        for b in acts:
-            if store[a] == store[b]:
-                assert domains[a] == domains[b]
-    for n in nodes:  # a node never writes a buffer it reads
-        if n["op"] in ("call", "copy"):
-            assert not {store[e] for e in n["outputs"]} & {store[e] for e in n["inputs"]}
-    for e in entries:
-        assert entry_bytes(e) <= graph["storage"][e["storage"]]["bytes"]
-    kinds = {"input": "input", "param": "param", "call": "activation", "copy": "activation"}
-    for n in nodes:
-        assert all(graph["storage"][store[e]]["kind"] == kinds[n["op"]] for e in n["outputs"])
-    mem = graph["memory"]
-    assert mem["activation_bytes"] <= mem["activation_bytes_naive"]
-    assert mem["peak_bytes"] == sum(s["bytes"] for s in graph["storage"])
-    check_graph(graph)
-
-
-def test_random_graphs_plan_invariants():
-    rng = np.random.default_rng(0)
-    better = 0
-    for _ in range(300):
-        g = random_graph(rng)
-        plan = plan_memory(g)
-        check_plan(g)
-        g2 = json.loads(json.dumps(g))
-        for e in g2["entries"]:
-            del e["storage"]
-        assert plan_memory(g2).entry_storage == plan.entry_storage and g2 == g  # deterministic
-        for strategy in ("exact", "best_fit"):
-            gs = json.loads(json.dumps(g2))
-            p = plan_memory(gs, strategy)
-            check_plan(gs)
-            assert plan.memory["activation_bytes"] <= p.memory["activation_bytes"]
-        exact = plan_memory(json.loads(json.dumps(g2)), "exact").memory["activation_bytes"]
-        better += plan.memory["activation_bytes"] < exact
-    assert better > 20  # best fit beats exact sizes on a good share of them
-
-
-def test_best_fit_reuses_a_bigger_free_buffer():
-    # x -> v1 (100 floats) -> v2 (50) -> v3 (100) -> v4 (50) -> v5 (25)
-    sizes = [7, 100, 50, 100, 50, 25]
-    entries = [{"shape": [s], "dtype": "float32"} for s in sizes]
-    nodes = [{"op": "input", "name": "x", "outputs": [0]}]
-    nodes += [{"op": "call", "name": f"f{k}", "func": "f", "inputs": [k - 1], "outputs": [k]} for k in range(1, 6)]
-    graph = {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries, "inputs": [0],
-             "params": [], "outputs": [5], "output_names": ["y"]}
-    exact = plan_memory(json.loads(json.dumps(graph)), "exact")
-    assert exact.memory["activation_bytes"] == (100 + 50 + 25) * 4
-    plan = plan_memory(graph)
-    assert plan.strategy == "best_fit" and plan.memory["activation_bytes"] == 150 * 4
-    assert [e["storage"] for e in graph["entries"]] == [0, 1, 2, 1, 2, 1]
-    with pytest.raises(ValueError, match="unknown strategy 'fast'"):
-        plan_memory(graph, "fast")
-
-
-def test_pieces_on_different_memories_do_not_share_buffers():
-    """a and c exchange values directly (one memory); b is across copies (another memory)."""
-    f4 = {"shape": [4], "dtype": "float32"}
-    entries = [dict(f4) for _ in range(9)]
-    nodes = [
-        {"op": "input", "name": "x", "outputs": [0]},
-        {"op": "call", "name": "a0", "func": "f", "piece": "a", "inputs": [0], "outputs": [1]},
-        {"op": "call", "name": "c0", "func": "f", "piece": "c", "inputs": [1], "outputs": [2]},
-        {"op": "copy", "name": "to_b", "src": "c", "dst": "b", "inputs": [2], "outputs": [3]},
-        {"op": "call", "name": "b0", "func": "f", "piece": "b", "inputs": [3], "outputs": [4]},
-        {"op": "call", "name": "b1", "func": "f", "piece": "b", "inputs": [4], "outputs": [5]},
-        {"op": "copy", "name": "to_a", "src": "b", "dst": "a", "inputs": [5], "outputs": [6]},
-        {"op": "call", "name": "a1", "func": "f", "piece": "a", "inputs": [6], "outputs": [7]},
-        {"op": "call", "name": "c1", "func": "f", "piece": "c", "inputs": [7], "outputs": [8]},
-    ]
-    graph = {"format": "plait.graph", "version": 1, "nodes": nodes, "entries": entries, "inputs": [0],
-             "params": [], "outputs": [8], "output_names": ["y"]}
-    assert memory_domains(graph) == {1: "a", 2: "a", 3: "b", 4: "b", 5: "b", 6: "a", 7: "a", 8: "a"}
-    plan_memory(graph)
-    check_plan(graph)
-    assert [e["storage"] for e in entries] == [0, 1, 2, 3, 4, 3, 2, 1, 2]
-    assert graph["storage"][1:] == [{"bytes": 16, "kind": "activation", "piece": "a"}] * 2 + \
-        [{"bytes": 16, "kind": "activation", "piece": "b"}] * 2
-    assert "  activation             64 B  4 buffers (128 B with one buffer per value; piece 'a': 32 B, " \
-           "piece 'b': 32 B)" in MemoryPlan.from_graph(graph).report()
-    # without the copies (one memory) the same calls need two buffers
-    one = json.loads(json.dumps(graph))
-    for n in one["nodes"]:
-        if n["op"] == "copy":
-            n["src"] = n["dst"] = "a"
-    assert set(memory_domains(one).values()) == {"a"}
-    plan_memory(one)
-    assert one["memory"]["activation_bytes"] == 32 and all("piece" not in s for s in one["storage"])
 
 
 # ---- workspaces ---------------------------------------------------------------------------------
@@ -228,20 +77,26 @@ def test_workspaces_in_the_graph_and_the_report():
     assert (copy["src"], copy["dst"], copy["inputs"], copy["outputs"]) == ("c", "dsp", [1], [3])
     sm0, sq = graph["nodes"][1], graph["nodes"][3]
     assert sm0["piece"] == "c" and sq["piece"] == "dsp" and len(sm0["workspace"]) == 1
-    ws_storage = [s for s in graph["storage"] if s["kind"] == "workspace"]
-    assert ws_storage == [{"bytes": 192, "kind": "workspace", "piece": "c"},
-                          {"bytes": 128, "kind": "workspace", "piece": "dsp"}]
-    assert graph["entries"][sm0["workspace"][0]] == {"shape": [48], "dtype": "float32", "storage": 3}
+    # one storage per call's workspace, all in the one pool: the copy goes to dsp, but /sm1 (on c) reads
+    # /sq's result directly, so c and dsp share a memory. Live bytes: /sm0 128 + 192, /copy 128 + 128,
+    # /sq 128 + 128 + 128 (workspace), /sm1 128 + 128 + 192 = 448, the lower bound.
+    assert [(s["kind"], s["bytes"]) for s in graph["storage"] if s["kind"] == "workspace"] == \
+        [("workspace", 192), ("workspace", 128), ("workspace", 192)]
+    assert graph["entries"][sm0["workspace"][0]] == {"shape": [48], "dtype": "float32", "storage": 2}
+    assert [(p["name"], p["piece"], p["bytes"], p["lower_bound"]) for p in graph["pools"]] == \
+        [("workspace_c", "c", 448, 448)]
     mem = graph["memory"]
-    assert mem["workspace_bytes"] == 320
-    assert mem["peak_bytes"] == mem["input_bytes"] + mem["param_bytes"] + mem["activation_bytes"] + 320
+    assert mem["activation_bytes"] == 448 and mem["activation_bytes_naive"] == 4 * 128 + 192 + 128 + 192
+    assert mem["peak_bytes"] == mem["input_bytes"] + mem["param_bytes"] + 448
     art = GraphArtifact.from_module(mod, tir_module({"softmax_rows": mod["softmax_rows"],
                                                      "square_plus": mod["square_plus"]}))
     report = art.memory_report()
     assert report == MemoryPlan.from_graph(art.graph).report()
     lines = report.splitlines()
     assert lines[0] == f"memory plan: peak {mem['peak_bytes']:,} B"
-    assert lines[4] == "  workspace             320 B  2 buffers (piece 'c': 192 B, piece 'dsp': 128 B)"
+    assert lines[3:5] == ["  pools                 448 B  1 pool (1,024 B with one buffer per value)",
+                          "  pool 'workspace_c' (piece 'c'): 448 B, lower bound 448 B, algorithm "
+                          f"{graph['pools'][0]['algorithm']}; 4 activations, 3 workspaces"]
     assert lines[5:] == ["biggest workspaces:",
                          "  softmax_rows                                       192 B  piece 'c', 2 calls",
                          "  square_plus                                        128 B  piece 'dsp', 1 call"]
@@ -302,7 +157,9 @@ def test_lowered_model_with_workspaces_end_to_end(tmp_path):
     assert lifted  # the padded input of the convolutions
     art = GraphArtifact.from_module(mod, run_tir_to_runtime(Target("c"), mod, ctx), "c")
     graph = art.graph
-    assert graph["memory"]["workspace_bytes"] == max(mod[k].attrs["workspace_bytes"] for k in lifted)
+    ws = [s["bytes"] for s in graph["storage"] if s["kind"] == "workspace"]
+    assert max(ws) == max(mod[k].attrs["workspace_bytes"] for k in lifted)
+    assert graph["memory"]["lower_bound_bytes"] <= graph["memory"]["activation_bytes"]
     assert "biggest workspaces:" in art.memory_report()
     x = np.random.default_rng(0).standard_normal((1, 1, 49, 10)).astype(np.float32)
     (got,) = GraphModule(art)(x)
@@ -406,8 +263,8 @@ def test_copy_node_between_hand_written_functions(tmp_path):
 
 
 def test_values_in_bigger_shared_buffers_run_right(tmp_path):
-    """A chain whose sizes change (16, 8, 16, 8, 4 floats): best fit puts the last, small value in a
-    free bigger buffer; the graph still computes the right numbers (interpreter and C)."""
+    """A chain whose sizes change (16, 8, 16, 8, 4 floats): values of different sizes reuse the same
+    bytes of the pool; the graph still computes the right numbers (interpreter and C)."""
     from plait.backends.c.backend import build_c
 
     def double(n):
@@ -425,7 +282,8 @@ def test_values_in_bigger_shared_buffers_run_right(tmp_path):
     y = call("half4", call("half8", call("double8", call("half8", call("double8", x)))))
     mod = IRModule({"main": relay.Function((x,), y), **funcs})
     graph, _ = graph_codegen(mod)
-    assert graph["memory"]["activation_bytes"] == (16 + 8) * 4  # exact sizes would need (16 + 8 + 4) * 4
+    # a value lives from its call to the next: at most 16 + 8 floats at a time, the lower bound
+    assert graph["memory"]["activation_bytes"] == graph["memory"]["lower_bound_bytes"] == (16 + 8) * 4
     c_lib = build_c(list(funcs.values()), cache_dir=str(tmp_path))
 
     def ref(v):
@@ -460,7 +318,8 @@ def test_blas_im2col_workspace_in_the_memory_plan(tmp_path):
     assert {n["func"] for n in graph["nodes"] if n.get("piece") == "blas"} == {
         "blas_sgemm_conv2d", "blas_sgemm_conv2d_1", "blas_sgemm_dense"}
     assert art.ir["blas_sgemm_conv2d"].attrs["workspace_bytes"] == im2col + 32  # rounded up to 64
-    assert {"bytes": im2col + 32, "kind": "workspace", "piece": "blas"} in graph["storage"]
+    ws = graph["storage"][graph["entries"][ws_calls[0]["workspace"][0]]["storage"]]
+    assert (ws["kind"], ws["bytes"]) == ("workspace", im2col + 32)
     report = art.memory_report().splitlines()
     assert report[report.index("biggest workspaces:") + 1] == \
         "  blas_sgemm_conv2d                               20,032 B  piece 'blas', 1 call"

@@ -384,8 +384,11 @@ def test_pattern_injective(name):
 
 def test_costs_are_data_movement():
     t = TensorType((2, 3, 4), "float32")
+    for name in ("reshape", "flatten", "squeeze", "expand_dims"):  # views: executors alias them, nothing moves
+        assert get_op(name).view
     r = get_op("reshape")
-    assert r.cost((t,), TensorType((24,)), r.make_attrs({"newshape": (24,)})) == Cost(0.0, 96.0, 96.0)
+    assert r.cost((t,), TensorType((24,)), r.make_attrs({"newshape": (24,)})) == Cost()
+    assert not get_op("transpose").view and not get_op("strided_slice").view
     s = get_op("strided_slice")
     out = TensorType((1, 3, 4))
     assert s.cost((t,), out, s.make_attrs({"begin": (0,), "end": (1,)})) == Cost(0.0, 48.0, 48.0)

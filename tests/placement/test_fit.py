@@ -26,18 +26,18 @@ def test_where_the_weights_of_a_piece_live():
 
 def test_check_fit_names_every_piece_that_does_not_fit():
     ct = CompositeTarget("a: c -mcpu=cortex-m0; b: cortex-m7f -ram-kb=8; h: c -ram-kb=4")
-    check_fit(ct, {"a": {"activation": 16384, "workspace": 0, "param": 262144},
-                   "h": {"activation": 1024, "workspace": 1024, "param": 2048}})  # exactly full fits
+    check_fit(ct, {"a": {"pool": "workspace_a", "activation": 16384, "param": 262144},
+                   "h": {"pool": "workspace_h", "activation": 2048, "param": 2048}})  # exactly full fits
     with pytest.raises(FitError) as e:
-        check_fit(ct, {"a": {"activation": 16000, "workspace": 385, "param": 262145},
-                       "b": {"activation": 8192, "workspace": 0, "param": 0},
-                       "h": {"activation": 1024, "workspace": 1024, "param": 2049}})
+        check_fit(ct, {"a": {"pool": "workspace_a", "activation": 16385, "param": 262145},
+                       "b": {"pool": "workspace_b", "activation": 8192, "param": 0},
+                       "h": {"pool": "workspace_h", "activation": 2048, "param": 2049}})
     assert str(e.value) == (
         "piece 'a' (c -mcpu=cortex-m0): the weights need 262,145 bytes of flash, more than its 262,144 bytes; "
-        "piece 'a' (c -mcpu=cortex-m0): the activations (workspaces included) need 16,385 bytes of RAM, more than "
-        "its 16,384 bytes; "
-        "piece 'h' (c -ram-kb=4): the weights and activations (workspaces included) need 4,097 bytes of RAM, more "
-        "than its 4,096 bytes")
+        "piece 'a' (c -mcpu=cortex-m0): the activations and workspaces in pool 'workspace_a' need 16,385 bytes of "
+        "RAM, more than its 16,384 bytes; "
+        "piece 'h' (c -ram-kb=4): the weights plus the activations and workspaces in pool 'workspace_h' need 4,097 "
+        "bytes of RAM, more than its 4,096 bytes")
     assert fit_message(ct.piece("b"), "the weights", "flash", 2, 1) == \
         "piece 'b' (cortex-m7f -ram-kb=8): the weights need 2 bytes of flash, more than its 1 bytes"
 
@@ -51,12 +51,14 @@ def test_a_host_without_flash_holds_weights_and_activations_in_ram():
     art = plait.build(mod, "c -simd-bits=256 -clock-mhz=2445")
     use = piece_bytes(art.graph)["c"]
     assert use["param"] == 1597480 and use["activation"] == art.graph["memory"]["activation_bytes"]
-    need = use["param"] + use["activation"] + use["workspace"]
+    assert use["pool"] == "workspace_c"
+    need = use["param"] + use["activation"]
     kb = need // 1024  # the weights fit, the weights and activations together do not
     with pytest.raises(FitError) as e:
         plait.build(mod, f"c -simd-bits=256 -clock-mhz=2445 -ram-kb={kb}")
-    assert str(e.value) == (f"piece 'c' (c -simd-bits=256 -clock-mhz=2445 -ram-kb={kb}): the weights and activations "
-                            f"(workspaces included) need {need:,} bytes of RAM, more than its {kb * 1024:,} bytes")
+    assert str(e.value) == (f"piece 'c' (c -simd-bits=256 -clock-mhz=2445 -ram-kb={kb}): the weights plus the "
+                            f"activations and workspaces in pool 'workspace_c' need {need:,} bytes of RAM, more than "
+                            f"its {kb * 1024:,} bytes")
     plait.build(mod, f"c -simd-bits=256 -clock-mhz=2445 -ram-kb={-(-need // 1024)}")  # rounded up: it fits
 
 
@@ -66,6 +68,8 @@ def test_piece_bytes_follow_the_memories_of_a_composite_plan():
     art = plait.build(mod, roomy, config={"c.host_simulation": True, "c.cross_check": False})
     use = piece_bytes(art.graph)
     act = 64 * 56 * 56 * 4  # one activation of the block
-    assert use["low_power_cpu"] == {"activation": act, "workspace": 0, "param": 0}  # the result copied back
-    assert use["inference_cpu"]["activation"] == 3 * act  # the input copied in, two convolution results
+    # the result copied back
+    assert use["low_power_cpu"] == {"pool": "workspace_low_power_cpu", "activation": act, "param": 0}
+    # the input copied in and two convolution results, live together at the residual add
+    assert use["inference_cpu"]["activation"] == 3 * act
     assert use["inference_cpu"]["param"] == art.graph["memory"]["param_bytes"] == 295424

@@ -81,11 +81,13 @@ def test_infeasible_requests_fail_with_exact_messages(ds_cnn):
     mod = ds_cnn[0]
     with pytest.raises(PlaitError) as e:  # the weights fit the M0's flash; its RAM is too small
         plait.build(mod, SEED, place="*=low_power_cpu")
-    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need "
+    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations and workspaces in pool "
+                            "'workspace_low_power_cpu' need "
                             "64,000 bytes of RAM, more than its 16,384 bytes")
     with pytest.raises(PlaitError) as e:
         plait.build(mod, SEED, place=HEAD)
-    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need "
+    assert str(e.value) == ("piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations and workspaces in pool "
+                            "'workspace_low_power_cpu' need "
                             "32,256 bytes of RAM, more than its 16,384 bytes")
     register_test_backend("relu_only", doc="test kind: runs nn.relu only", supports=lambda call, target: call.op_name == "nn.relu")
     with pytest.raises(PlaitError) as e:
@@ -158,14 +160,16 @@ def test_resnet_block_is_refused_for_ram():
     with pytest.raises(PlaitError) as e:
         plait.build(mod, SEED)
     assert str(e.value) == (
-        "piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations (workspaces included) need 802,816 bytes of "
-        "RAM, more than its 16,384 bytes; piece 'inference_cpu' (c -mcpu=cortex-m7f): the activations (workspaces "
-        "included) need 2,408,448 bytes of RAM, more than its 327,680 bytes")
+        "piece 'low_power_cpu' (c -mcpu=cortex-m0): the activations and workspaces in pool 'workspace_low_power_cpu' "
+        "need 802,816 bytes of RAM, more than its 16,384 bytes; piece 'inference_cpu' (c -mcpu=cortex-m7f): the "
+        "activations and workspaces in pool 'workspace_inference_cpu' need 2,408,448 bytes of RAM, more than its "
+        "327,680 bytes")
     assert type(e.value).__name__ == "FitError"
     # a piece simulated on the host is checked against its own facts all the same
     with pytest.raises(PlaitError) as e:
         plait.build(mod, "c -mcpu=cortex-m7f", config={"c.host_simulation": True})
-    assert str(e.value).startswith("piece 'c' (c -mcpu=cortex-m7f): the activations (workspaces included) need ")
+    assert str(e.value).startswith("piece 'c' (c -mcpu=cortex-m7f): the activations and workspaces in pool 'workspace_c' "
+                                   "need ")
     # the host has the machine's RAM: it fits
     art = plait.build(mod, "c -simd-bits=256")
     assert art.graph["memory"]["peak_bytes"] < Target("c").facts.ram_kb.value * 1024
