@@ -10,6 +10,8 @@ from plait import relay
 from plait.errors import PlaitError
 from plait.executor.graph import GraphArtifact, GraphModule
 from plait.executor.graph_codegen import graph_codegen
+from plait.memory.algorithms import LiveBuffer, check_plan
+from plait.memory.plan import live_ranges
 from plait.relay import IRModule
 from plait.runtime import CSourceModule, PyModule
 
@@ -67,8 +69,12 @@ def test_diamond_graph_and_storage_plan():
     # 5 (an output), 6 and 7 are live: the lower bound is 4 * 32 bytes, and the plan reaches it
     assert graph["memory"] == {"input_bytes": 24, "param_bytes": 24, "activation_bytes": 128,
                                "activation_bytes_naive": 6 * 32, "lower_bound_bytes": 128, "peak_bytes": 176}
-    assert [(s["pool"], s["offset"]) for s in graph["storage"][2:]] == [(0, 0), (0, 32), (0, 64), (0, 32), (0, 64),
-                                                                       (0, 96)]
+    # the offsets: every activation in pool 0, and no two live at the same time share bytes
+    first, last = live_ranges(graph)
+    pooled = graph["storage"][2:]
+    assert [s["pool"] for s in pooled] == [0] * 6
+    check_plan([LiveBuffer(s["bytes"], first[k + 2], last[k + 2]) for k, s in enumerate(pooled)],
+               [s["offset"] for s in pooled], 16)
     assert [(p["name"], p["piece"], p["bytes"], p["lower_bound"]) for p in graph["pools"]] == \
         [("workspace_c", "c", 128, 128)]
     # deterministic text
