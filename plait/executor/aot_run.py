@@ -74,6 +74,8 @@ class AotModule:
     non-re-entrant: calls hold ``m.lock``.
     """
 
+    executor = "aot"
+
     def __init__(self, art: AotArtifact):
         self.art = art
         md = art.metadata
