@@ -75,8 +75,9 @@ class _Names:
         self.p, self.P = f"plait_{name}", f"PLAIT_{name.upper()}"
         self.macros = NameTable()
 
-    def macro(self, *parts: str) -> str:
-        return self.macros.fresh("_".join([self.P, *(x.upper() for x in parts)]), "M")
+    def macro(self, *parts: str, suffix: str = "") -> str:
+        """A unique macro name ``PLAIT_<NAME>_<PARTS>`` (upper case; ``_1``... when taken) + ``suffix``."""
+        return self.macros.fresh("_".join([self.P, *(x.upper() for x in parts)]), "M") + suffix
 
 
 def _piece_sources(mod: IRModule, composite: Any, name: str, used: set[str]) -> dict[str, dict[str, Any]]:
@@ -141,13 +142,13 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
          "#include <stdint.h>", "", "#ifdef __cplusplus", "extern \"C\" {", "#endif", ""]
     h.append("/* bytes of each input, output and pool */")
     for (n, e) in inputs:
-        h.append(f"#define {nm.macro(in_field[e], 'size')} {entry_bytes(entries[e])}u"
+        h.append(f"#define {nm.macro(in_field[e], suffix='_SIZE')} {entry_bytes(entries[e])}u"
                  f"  /* input \"{comment_text(n)}\": {_desc(entries[e])} */")
     for (n, e), f in zip(outputs, out_field):
-        h.append(f"#define {nm.macro(f, 'size')} {entry_bytes(entries[e])}u"
+        h.append(f"#define {nm.macro(f, suffix='_SIZE')} {entry_bytes(entries[e])}u"
                  f"  /* output \"{comment_text(n)}\": {_desc(entries[e])} */")
     for x, f in zip(pools, pool_field):
-        h.append(f"#define {nm.macro('pool', f, 'size')} {x['bytes']}u  /* piece \"{comment_text(x['piece'])}\" */")
+        h.append(f"#define {nm.macro('pool', f, suffix='_SIZE')} {x['bytes']}u  /* piece \"{comment_text(x['piece'])}\" */")
     h.append(f"#define {P}_POOL_ALIGN {align}u  /* every pool and every buffer in it is aligned to this */")
     h += ["", f"struct {p}_inputs {{"]
     h += [f"  const {ctype(e)} *{in_field[e]};  /* \"{comment_text(n)}\" */" for n, e in inputs] or \
