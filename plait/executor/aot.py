@@ -149,14 +149,25 @@ def live_ranges(graph: dict[str, Any]) -> dict[int, tuple[int, int]]:
 def lower_bound(graph: dict[str, Any], ranges: Mapping[int, tuple[int, int]], home: Mapping[int, str],
                 align: int) -> dict[str, int]:
     """Per piece: the most bytes live at one time (each value rounded up to ``align``)."""
-    live: dict[str, list[int]] = {}
+    delta: dict[str, list[int]] = {}  # per piece: bytes that become live (+) / dead (-) at each node
     n = len(graph["nodes"])
+    sizes: dict[tuple[Any, ...], int] = {}  # the workspace params of one call share one buffer: counted once
     for e, (s, t) in ranges.items():
-        row = live.setdefault(home[e], [0] * n)
-        size = _round_up(entry_bytes(graph["entries"][e]), align)
-        for k in range(s, t + 1):
-            row[k] += size
-    return {p: max(row) for p, row in live.items()}
+        sid = graph["entries"][e]["storage"]
+        key = (home[e], s, t, sid) if graph["storage"][sid]["kind"] == "workspace" else (home[e], s, t, "e", e)
+        sizes[key] = max(sizes.get(key, 0), _round_up(entry_bytes(graph["entries"][e]), align))
+    for (piece, s, t, *_), size in sizes.items():
+        row = delta.setdefault(piece, [0] * (n + 1))
+        row[s] += size
+        row[t + 1] -= size
+    out = {}
+    for p, row in delta.items():
+        live = best = 0
+        for d in row:
+            live += d
+            best = max(best, live)
+        out[p] = best
+    return out
 
 
 # ---- pieces ---------------------------------------------------------------------------------------
