@@ -229,8 +229,8 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
         else:
             continue
         body.append("  if (status != 0) {\n    return status;\n  }")
-    home = {b["entry"]: pools_piece for b in memory["buffers"]
-            for pools_piece in [next(x["piece"] for x in pools if x["name"] == b["pool"])]}
+    piece_of_pool = {x["name"]: x["piece"] for x in pools}
+    home = {b["entry"]: piece_of_pool[b["pool"]] for b in memory["buffers"]}  # where each output was made
     for (n, e), f in zip(outputs, out_field):
         nb = entry_bytes(entries[e])
         if nb == 0:
