@@ -383,7 +383,7 @@ class ExecutorCodegen(Pass):
     def run(self, mod: IRModule, ctx: PassContext) -> Any:
         from plait.executor import EXECUTORS
 
-        return EXECUTORS.get(self.executor)(mod, self.lib, self.target)
+        return EXECUTORS.get(self.executor)(mod, self.lib, self.target, ctx.config)
 
 
 def partition_stage(placed: Placed, composite: Any, ctx: PassContext) -> Partitioned:

@@ -23,7 +23,8 @@ def build_only_flags(args: argparse.Namespace) -> list[str]:
     """The flags given that only make sense when building a model."""
     return [flag for flag, given in (("--target", args.target is not None), ("--objective", args.objective != "latency"),
                                      ("--weight", args.weight != "0.5"), ("--place", args.place is not None),
-                                     ("--cache-dir", args.cache_dir is not None)) if given]
+                                     ("--cache-dir", args.cache_dir is not None),
+                                     ("--executor", getattr(args, "executor", None) is not None)) if given]
 
 
 def run_artifact(args: argparse.Namespace) -> int:

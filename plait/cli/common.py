@@ -127,8 +127,15 @@ def no_placement(args: argparse.Namespace) -> dict:
     return {}
 
 
-def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2):
-    """plait.build with the placement options and the pass pipeline's ``opt_level``."""
+def executor_flag(p: argparse.ArgumentParser) -> None:
+    """--executor (run, compile)."""
+    p.add_argument("--executor", choices=("graph", "aot"), default=None,
+                   help="graph (default: JSON graph + params + library) or aot (plain C with a fixed memory map, "
+                        "see docs/executors.md); with run, --executor without --target compiles for target c")
+
+
+def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2, executor: str = "graph"):
+    """plait.build with the placement options, the pass pipeline's ``opt_level`` and the executor."""
     from plait.driver import build
     from plait.placement.explain import quiet_solver_banner
 
@@ -136,7 +143,8 @@ def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2):
 
     quiet_solver_banner()  # keep stdout for our output
     with build_details() as instruments:
-        return build(mod, target=opts["target"], opt_level=opt_level, config=config, place=opts["place"],
+        return build(mod, target=opts["target"], executor=executor, opt_level=opt_level, config=config,
+                     place=opts["place"],
                      objective=opts["objective"], weight=opts["weight"], instruments=instruments)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from plait.cli.common import build, build_config, build_flags, memory_limit, placement_flags, placement_options, \
-    print_placement, shape_flags
+from plait.cli.common import UsageError, build, build_config, build_flags, executor_flag, int_at_least, \
+    memory_limit, placement_flags, placement_options, print_placement, shape_flags
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.messages import say
 from plait.cli.progress import stage
@@ -20,8 +20,15 @@ def compile_args(p: argparse.ArgumentParser) -> None:
     shape_flags(p)
     placement_flags(p)
     build_flags(p)
+    executor_flag(p)
+    p.add_argument("--name", help="--executor aot: the model's C name (plait_<name>_run; default: the model's "
+                                  "name, else 'model'; sanitized to a C identifier)")
+    p.add_argument("--align", type=int_at_least(1), metavar="N",
+                   help="--executor aot: the alignment in bytes of the pools and of every buffer in them, a power "
+                        "of two (default 16)")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
-                   help="directory to write graph.json, params.npz and the library into")
+                   help="directory to write into: graph.json, params.npz and the library (graph executor), or the "
+                        "C directory (aot executor)")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -30,15 +37,29 @@ def cmd_compile(args: argparse.Namespace) -> int:
     limit = memory_limit(args)
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
+    executor = args.executor or "graph"
+    config = build_config(args, limit)
+    if executor == "aot":
+        if args.align is not None and args.align & (args.align - 1):
+            raise UsageError(f"--align: expected a power of two, got {args.align}")
+        config.update({k: v for k, v in (("aot.name", args.name), ("aot.align", args.align)) if v is not None})
+    else:
+        given = [f for f, v in (("--name", args.name), ("--align", args.align)) if v is not None]
+        if given:
+            raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --executor aot")
     mod = load_with_shapes(args.model, shapes)
     check_static(mod, args.model)
-    art = build(mod, opts, config=build_config(args, limit), opt_level=opt_level)
+    art = build(mod, opts, config=config, opt_level=opt_level, executor=executor)
     stage("exporting")
     try:
         out = art.export(args.output)
     except OSError as exc:
         raise PlaitError(f"-o: cannot write into '{args.output}': {exc.strerror or exc}") from None
     print_placement(art)
+    if executor == "aot":
+        say(art.memory_summary().rstrip("\n"))
+        say(f"wrote {out}: {', '.join(sorted(art.files))}")
+        return 0
     mem = art.memory
     say(f"memory: {mem.get('peak_bytes', 0)} bytes at peak (params {mem.get('param_bytes', 0)}, "
         f"pools {mem.get('activation_bytes', 0)}, lower bound {mem.get('lower_bound_bytes', 0)})")

@@ -8,7 +8,7 @@ import os
 from typing import Callable, Sequence
 
 from plait.cli.common import (
-    UsageError, build, build_config, build_flags, int_at_least, memory_limit, no_placement, placement_flags,
+    UsageError, build, build_config, build_flags, executor_flag, int_at_least, memory_limit, no_placement, placement_flags,
     placement_options, print_placement, shape_flags,
 )
 from plait.cli.messages import say, shorten
@@ -34,6 +34,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
     shape_flags(p)
     placement_flags(p)
     build_flags(p)
+    executor_flag(p)
     timing_args(p)
 
 
@@ -48,6 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_artifact(args)
     from plait.cli.notes import note_inputs, note_simulation
 
+    if args.executor is not None and not args.target:
+        args.target = "c"  # an executor runs compiled code
+    if args.executor == "aot" and args.profile:
+        raise UsageError("--profile needs --executor graph: the AOT entry point runs the whole model in one call")
     opts = placement_options(args) if args.target else no_placement(args)
     shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
     if args.opt_level is not None and not args.target:
@@ -64,14 +69,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_static(mod, args.model, missing=[n for n in input_names(mod) if n not in given])
     inputs = make_inputs(mod, given, seed=args.seed, memory_limit=limit, fill=args.fill)
     if args.target:
-        from plait.executor.graph import GraphModule
-
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
-        art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level)
+        art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level,
+                    executor=args.executor or "graph")
         note_simulation(art, opts["target"])
         print_placement(art)
         stage("running")
-        gm = GraphModule(art, memory_limit=limit)
+        if args.executor == "aot":
+            from plait.executor.aot_run import AotModule
+
+            gm = AotModule(art)
+        else:
+            from plait.executor.graph import GraphModule
+
+            gm = GraphModule(art, memory_limit=limit)
         note_inputs(input_names(mod), given, args.fill, args.seed)
         run_model = lambda: gm(**inputs)  # noqa: E731
     else:

@@ -79,7 +79,8 @@ def run_timed(args: argparse.Namespace, run_model: Callable[[], Any], gm: Any = 
         if outs is None:
             outs = got
     profile = gm.profile(repeat=n) if args.profile else None
-    doc = as_json(times, warmup=1 if compiled else 0, executor="graph" if compiled else "interpreter",
+    doc = as_json(times, warmup=1 if compiled else 0,
+                  executor=getattr(gm, "executor", "graph") if compiled else "interpreter",
                   profile=profile)
     return outs, lambda: print(json.dumps(doc, sort_keys=True) if args.json else format_text(doc))
 
@@ -87,7 +88,7 @@ def run_timed(args: argparse.Namespace, run_model: Callable[[], Any], gm: Any = 
 def as_json(times_ms: list[float], warmup: int, executor: str, profile: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The timing document (``--json``)::
 
-        {"format": "plait.run.timing/1", "executor": "graph" | "interpreter", "runs": N, "warmup": 0 | 1,
+        {"format": "plait.run.timing/1", "executor": "graph" | "aot" | "interpreter", "runs": N, "warmup": 0 | 1,
          "min_ms": float, "median_ms": float, "max_ms": float, "times_ms": [float] * N,
          "profile": null | {"runs": N, "order": "execution", "total_ms": float,
                             "calls": [{"call": str, "op": str, "piece": str, "ms": float, "share": float}]}}

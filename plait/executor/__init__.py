@@ -1,12 +1,14 @@
-"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) for now.
+"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) and ``aot`` (plain C
+with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``).
 
 Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
 checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
 
-Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target) -> artifact``,
+Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target, config) -> artifact``,
 where ``mod`` is the lowered IRModule (``main`` calls only PrimFuncs) and ``lib`` the runtime module
-implementing them. ``plait.build(..., executor=NAME)`` looks the name up here.
+implementing them, ``config`` the build's PassContext config. ``plait.build(..., executor=NAME)`` looks
+the name up here.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from plait.registry import Registry
 EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
 
 
-def _graph(mod: Any, lib: Any, target: str = "") -> Any:
+def _graph(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
     from plait.executor.graph import graph_executor_codegen
 
     return graph_executor_codegen(mod, lib, target)
 
 
+def _aot(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
+    from plait.executor.aot import aot_executor_codegen
+
+    return aot_executor_codegen(mod, lib, target or "c", config)
+
+
 EXECUTORS.register("graph", _graph)
+EXECUTORS.register("aot", _aot)
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +41,14 @@ def __getattr__(name: str) -> Any:
         from plait.executor import graph
 
         return getattr(graph, name)
+    if name in ("AotArtifact", "AotError"):
+        from plait.executor import aot
+
+        return getattr(aot, name)
+    if name in ("AotModule", "AotRunError"):
+        from plait.executor import aot_run
+
+        return getattr(aot_run, name)
     if name in ("check_graph", "check_params"):
         from plait.executor import graph_check
 
@@ -43,5 +60,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 
-__all__ = ["EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
+__all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
            "check_graph", "check_params", "plan_memory"]

@@ -13,7 +13,8 @@ Each case is classified:
 
 Compiled mode (``compiled=True``): the imported module is built with ``plait.build(mod,
 target="c -opt-level=N", executor="graph")`` (a compile cache directory per run) and run by the
-:class:`~plait.executor.GraphModule`; outputs are compared exactly as above. A case is also
+:class:`~plait.executor.GraphModule` (``executor="aot"``: built by the AOT executor and run by its
+:class:`~plait.executor.AotModule`); outputs are compared exactly as above. A case is also
 ``unsupported`` when the build refuses it for a documented reason (:data:`COMPILE_UNSUPPORTED`:
 symbolic shapes, an operator without a TE compute, control flow the graph executor does not run);
 any other build error (C that does not compile, an internal error in a pass), a crash or wrong
@@ -206,20 +207,21 @@ class _CompileUnsupported(Exception):
     pass
 
 
-def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None = None) -> Any:
-    """``plait.build`` + a GraphModule; the runner maps feeds -> flat list of outputs. ``target``:
-    default ``c -opt-level=<opt_level>``."""
+def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None = None,
+             executor: str = "graph") -> Any:
+    """``plait.build`` + a GraphModule (``executor="aot"``: an AotModule); the runner maps feeds -> flat
+    list of outputs. ``target``: default ``c -opt-level=<opt_level>``."""
     import plait
-    from plait.executor import GraphModule
+    from plait.executor import AotModule, GraphModule
 
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
     try:
-        art = plait.build(mod, target=target or f"c -opt-level={opt_level}", executor="graph", config=config)
+        art = plait.build(mod, target=target or f"c -opt-level={opt_level}", executor=executor, config=config)
     except PlaitError as exc:
         if COMPILE_UNSUPPORTED.search(str(exc)) is None:
             raise
         raise _CompileUnsupported(_first_line(exc)) from exc
-    gm = GraphModule(art)
+    gm = AotModule(art) if executor == "aot" else GraphModule(art)
 
     def runner(feeds: dict[str, Any]) -> list[Any]:
         return gm(**{n: feeds[n] for n in gm.input_names})
@@ -227,7 +229,7 @@ def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None
 
 
 def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LEVEL,
-             cache_dir: str | None = None, target: str | None = None) -> Result:
+             cache_dir: str | None = None, target: str | None = None, executor: str = "graph") -> Result:
     """Import, run (the interpreter, or with ``compiled`` the C build), compare."""
     t0 = time.perf_counter()
     bound: list[str] = []
@@ -245,7 +247,7 @@ def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LE
                 if k == 0 or bound:
                     mod, bound = _import(case.model, feeds)
                     if compiled:
-                        runner = _compile(mod, opt_level, cache_dir, target)
+                        runner = _compile(mod, opt_level, cache_dir, target, executor)
             except UnsupportedError as exc:
                 reasons = "; ".join(f"{op}: {why}" for _, op, _, why in exc.nodes)
                 return Result(case.name, "unsupported", reasons, time.perf_counter() - t0)
@@ -274,7 +276,7 @@ def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LE
 # ---- running all ------------------------------------------------------------------------------
 
 def run_cases(cases: Sequence[Case], jobs: int = 1, compiled: bool = False,
-              opt_level: int = DEFAULT_OPT_LEVEL, target: str | None = None) -> list[Result]:
+              opt_level: int = DEFAULT_OPT_LEVEL, target: str | None = None, executor: str = "graph") -> list[Result]:
     """Run ``cases`` over ``jobs`` processes. ``compiled``: through ``plait.build`` with a fresh
     compile cache directory (removed afterwards).
 
@@ -283,7 +285,8 @@ def run_cases(cases: Sequence[Case], jobs: int = 1, compiled: bool = False,
     sessions are garbage-collected (their thread pools' locks were held by threads that do not
     exist in the child)."""
     cache_dir = tempfile.mkdtemp(prefix="plait-conformance-cc-") if compiled else None
-    run = functools.partial(run_case, compiled=compiled, opt_level=opt_level, cache_dir=cache_dir, target=target)
+    run = functools.partial(run_case, compiled=compiled, opt_level=opt_level, cache_dir=cache_dir, target=target,
+                            executor=executor)
     try:
         if jobs <= 1 or len(cases) < (10 if compiled else 50):
             return [run(c) for c in cases]

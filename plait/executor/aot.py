@@ -1,0 +1,293 @@
+"""The AOT executor: a lowered module -> a directory of plain C with a fixed memory map.
+
+    art = plait.build(mod, target="c", executor="aot", config={"aot.name": "kws", "aot.align": 16})
+    art.export("out/")               # include/plait_kws.h, src/*.c, Makefile, memory.json, metadata.json
+    print(art.memory_summary())      # per piece: pool, bytes, lower bound, algorithm
+    y, = AotModule(art)(x=x)         # plait.executor.aot_run: the same C compiled for this machine
+
+It reads the graph of the Graph executor (:func:`plait.executor.graph_codegen.graph_codegen_full`
+on the same lowered ``main``; it lowers nothing itself), then:
+
+1. checks that every piece with calls is built by the ``c`` code generator (an AOT build is C);
+2. gives each piece its own memory: where a call reads a value made on another piece (or a graph
+   input, which lives in the caller's memory, on the host piece), a ``copy`` node is inserted that
+   copies it into the consumer piece's memory; the graph's own copy nodes stay copies;
+3. plans the memory (:func:`plait.memory.plan.plan_memory`) and lays every activation and
+   workspace out at an offset in one pool per piece (:func:`_layout`);
+4. writes the C (:mod:`plait.executor.aot_c`).
+
+Build config: ``aot.name`` (the model's C name; default the module's ``name`` attr, else ``model``;
+sanitized), ``aot.align`` (the alignment of pools and of every buffer in them, a power of two,
+default 16), ``cc.cache_dir`` (the host runner's compile cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from plait.errors import PlaitError
+from plait.executor.graph_codegen import graph_codegen_full
+from plait.memory.plan import PRODUCERS, entry_bytes, plan_memory
+from plait.relay.module import IRModule
+
+DEFAULT_ALIGN = 16
+
+
+class AotError(PlaitError):
+    """The module cannot be built by the AOT executor (a piece without C code, a bad setting)."""
+
+
+@dataclass
+class AotArtifact:
+    """What ``plait.build(..., executor="aot")`` returns.
+
+    ``name``: the C name of the model (``plait_<name>_run``); ``files``: relative path -> text of the
+    directory :meth:`export` writes; ``graph``: the planned graph (the Graph executor's, with the copies
+    between pieces added; every activation's storage has a pool and an offset, see ``memory``);
+    ``metadata``: what ``metadata.json`` holds; ``memory``: what ``memory.json`` holds; ``params``: the
+    constants; ``ir``: the lowered module; ``cache_dir``: the C compile cache of the host runner.
+    """
+
+    name: str
+    files: dict[str, str]
+    graph: dict[str, Any]
+    metadata: dict[str, Any]
+    memory: dict[str, Any]
+    params: dict[str, Any] = field(repr=False, default_factory=dict)
+    target: str = ""
+    ir: IRModule | None = field(default=None, repr=False)
+    cache_dir: str | None = field(default=None, repr=False)
+    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
+    placement: Any = field(default=None, repr=False)
+    piece_modules: dict[str, Any] = field(default_factory=dict, repr=False)
+    cross_modules: dict[str, Any] = field(default_factory=dict, repr=False)
+    executor = "aot"
+
+    def export(self, path: str | Path) -> Path:
+        """Write every file of :attr:`files` under ``path`` (created); returns the directory."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        for rel, text in sorted(self.files.items()):
+            f = out / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text, encoding="utf-8")
+        return out
+
+    def memory_summary(self) -> str:
+        """One line per pool: its piece, bytes, the lower bound and the algorithm that planned it."""
+        lines = [f"memory of '{self.name}' (AOT):"]
+        for p in self.memory["pools"]:
+            lines.append(f"  piece '{p['piece']}': pool '{p['name']}' {p['bytes']:,} B (lower bound "
+                         f"{p['lower_bound']:,} B, align {p['align']}, {p['algorithm']})")
+        if not self.memory["pools"]:
+            lines.append("  no pools (the model has no activations or workspaces)")
+        lines.append(f"  constants {self.memory['constant_bytes']:,} B (read-only: flash / .rodata)")
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        return f"AotArtifact(name={self.name!r}, target={self.target!r}, files={len(self.files)})"
+
+
+# ---- the plan, read in one place ------------------------------------------------------------------
+
+
+def _layout(graph: dict[str, Any], align: int, pool_of: Mapping[int, str]) -> tuple[list[dict[str, Any]],
+                                                                                       dict[int, tuple[int, int]]]:
+    """(pools, storage id -> (pool index, offset)) of a planned graph: the activation and workspace
+    buffers of each piece laid out one after the other, each at a multiple of ``align``, in one pool
+    per piece (``pool_of``: storage id -> its piece). Pools are in the order of their first buffer.
+
+    This is the only function reading the storage plan of :func:`plait.memory.plan.plan_memory`.
+    """
+    pools: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    where: dict[int, tuple[int, int]] = {}
+    for sid, s in enumerate(graph["storage"]):
+        if s["kind"] not in ("activation", "workspace"):
+            continue
+        piece = pool_of[sid]
+        if piece not in index:
+            index[piece] = len(pools)
+            pools.append({"name": piece, "piece": piece, "bytes": 0, "align": align,
+                          "algorithm": f"liveness ({graph.get('plan_strategy', 'auto')}), buffers laid out in order"})
+        k = index[piece]
+        offset = _round_up(pools[k]["bytes"], align)
+        where[sid] = (k, offset)
+        pools[k]["bytes"] = offset + int(s["bytes"])
+    for p in pools:
+        p["bytes"] = _round_up(p["bytes"], align)
+    return pools, where
+
+
+def _round_up(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+def live_ranges(graph: dict[str, Any]) -> dict[int, tuple[int, int]]:
+    """Entry -> (node that writes it, last node that reads it) for activations and workspaces; graph
+    outputs live to the last node."""
+    last = len(graph["nodes"]) - 1
+    first_use: dict[int, int] = {}
+    last_use: dict[int, int] = {}
+    outputs = set(graph["outputs"])
+    for nid, n in enumerate(graph["nodes"]):
+        if n["op"] not in PRODUCERS:
+            continue
+        for e in (*n["outputs"], *n.get("workspace", ())):
+            first_use[e] = nid
+            last_use[e] = nid
+        for e in n["inputs"]:
+            if e in first_use:
+                last_use[e] = nid
+    return {e: (s, last if e in outputs else last_use[e]) for e, s in first_use.items()}
+
+
+def lower_bound(graph: dict[str, Any], ranges: Mapping[int, tuple[int, int]], home: Mapping[int, str],
+                align: int) -> dict[str, int]:
+    """Per piece: the most bytes live at one time (each value rounded up to ``align``)."""
+    delta: dict[str, list[int]] = {}  # per piece: bytes that become live (+) / dead (-) at each node
+    n = len(graph["nodes"])
+    sizes: dict[tuple[Any, ...], int] = {}  # the workspace params of one call share one buffer: counted once
+    for e, (s, t) in ranges.items():
+        sid = graph["entries"][e]["storage"]
+        key = (home[e], s, t, sid) if graph["storage"][sid]["kind"] == "workspace" else (home[e], s, t, "e", e)
+        sizes[key] = max(sizes.get(key, 0), _round_up(entry_bytes(graph["entries"][e]), align))
+    for (piece, s, t, *_), size in sizes.items():
+        row = delta.setdefault(piece, [0] * (n + 1))
+        row[s] += size
+        row[t + 1] -= size
+    out = {}
+    for p, row in delta.items():
+        live = best = 0
+        for d in row:
+            live += d
+            best = max(best, live)
+        out[p] = best
+    return out
+
+
+# ---- pieces ---------------------------------------------------------------------------------------
+
+
+def check_pieces(mod: IRModule, composite: Any, used: set[str]) -> None:
+    """Every piece with calls must be built by the c code generator."""
+    from plait.backends.c.backend import CBackend
+
+    for piece in composite.pieces:
+        if piece.name not in used:
+            continue
+        kind = piece.target.kind
+        external = [k for k, f in mod.items() if getattr(f, "attrs", {}).get("piece") == piece.name
+                    and getattr(f, "attrs", {}).get("external")]
+        own = kind.hooks.get("tir_to_runtime") is not None and \
+            type(kind.backend).tir_to_runtime is not CBackend.tir_to_runtime
+        why = ("runs its calls in an external runtime (relay_to_runtime)" if external else
+               "generates its own code (tir_to_runtime)" if own else None)
+        if why:
+            raise AotError(f"the AOT executor needs C code for every piece: piece '{piece.name}' (kind "
+                           f"'{kind.name}') {why}; place its calls on a 'c' piece (--place) or use the graph "
+                           "executor")
+
+
+def add_copies(graph: dict[str, Any], host: str) -> tuple[dict[str, Any], dict[int, str]]:
+    """A copy of ``graph`` where no call reads a value of another piece's memory: before such a call a
+    ``copy`` node copies the value into its piece's memory (once per value and piece). Graph inputs
+    live on ``host``; params (constants) are read in place. Returns (the graph, entry -> piece)."""
+    g = copy.deepcopy(graph)
+    entries, nodes = g["entries"], []
+    home: dict[int, str] = {}
+    for n in g["nodes"]:
+        if n["op"] == "input":
+            home[n["outputs"][0]] = host
+    copies: dict[tuple[int, str], int] = {}
+    for n in g["nodes"]:
+        if n["op"] == "call":
+            piece = str(n.get("piece", host))
+            new_inputs = []
+            for e in n["inputs"]:
+                if e in home and home[e] != piece:
+                    key = (e, piece)
+                    if key not in copies:
+                        entries.append({"shape": list(entries[e]["shape"]), "dtype": entries[e]["dtype"]})
+                        copies[key] = len(entries) - 1
+                        nodes.append({"op": "copy", "name": f"copy to {piece}", "src": home[e], "dst": piece,
+                                      "inputs": [e], "outputs": [copies[key]]})
+                        home[copies[key]] = piece
+                    e = copies[key]
+                new_inputs.append(e)
+            n["inputs"] = new_inputs
+            for e in (*n["outputs"], *n.get("workspace", ())):
+                home[e] = piece
+        elif n["op"] == "copy":
+            for e in n["outputs"]:
+                home[e] = str(n["dst"])
+        nodes.append(n)
+    g["nodes"] = nodes
+    g["inputs"] = [i for i, n in enumerate(nodes) if n["op"] == "input"]
+    g["params"] = [i for i, n in enumerate(nodes) if n["op"] == "param"]
+    return g, home
+
+
+# ---- codegen ----------------------------------------------------------------------------------------
+
+
+def _setting(config: Mapping[str, Any], mod: IRModule) -> tuple[str, int]:
+    from plait.backends.c.names import NameTable
+
+    raw = config.get("aot.name") or mod.attrs.get("name") or "model"
+    name = NameTable().fresh(str(raw), "model")
+    align = config.get("aot.align", DEFAULT_ALIGN)
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise AotError(f"aot.align: expected a power of two (1, 2, 4, ... bytes), got {align!r}")
+    return name, align
+
+
+def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
+                         config: Mapping[str, Any] | None = None) -> AotArtifact:
+    """The AOT artifact of a lowered ``mod`` built for ``target`` (see the module docstring). ``lib``
+    (the Graph executor's runtime module) is not used: the AOT C is generated from the PrimFuncs."""
+    from plait.executor.aot_c import write_files
+    from plait.target import CompositeTarget
+
+    config = dict(config or {})
+    name, align = _setting(config, mod)
+    graph, params, functions = graph_codegen_full(mod)
+    composite = CompositeTarget(target)
+    host = composite.host.name
+    used = {str(n.get("piece", host)) for n in graph["nodes"] if n["op"] == "call"}
+    check_pieces(mod, composite, used)
+    g, home = add_copies(graph, host)
+    plan = plan_memory(g)
+    g["plan_strategy"] = plan.strategy
+    pool_of: dict[int, str] = {}
+    for e, piece in home.items():
+        pool_of.setdefault(g["entries"][e]["storage"], piece)
+    pools, where = _layout(g, align, pool_of)
+    ranges = live_ranges(g)
+    bounds = lower_bound(g, ranges, home, align)
+    for p in pools:
+        p["lower_bound"] = bounds.get(p["piece"], 0)
+    for sid, (k, off) in where.items():
+        g["storage"][sid]["pool"], g["storage"][sid]["offset"] = k, off
+    g["pools"] = pools
+    buffers = []
+    for e, (s, t) in sorted(ranges.items()):
+        sid = g["entries"][e]["storage"]
+        k, off = where[sid]
+        buffers.append({"entry": e, "pool": pools[k]["name"], "offset": off, "bytes": entry_bytes(g["entries"][e]),
+                        "kind": g["storage"][sid]["kind"], "live": [s, t], "dtype": g["entries"][e]["dtype"],
+                        "shape": g["entries"][e]["shape"]})
+    memory = {"align": align, "pools": pools, "buffers": buffers,
+              "constant_bytes": sum(int(a.nbytes) for a in params.values())}
+    files, metadata = write_files(name, align, g, params, mod, composite, host, functions, memory)
+    files["memory.json"] = json.dumps(memory, indent=1, sort_keys=True) + "\n"
+    files["metadata.json"] = json.dumps(metadata, indent=1, sort_keys=True) + "\n"
+    return AotArtifact(name, files, g, metadata, memory, params, str(composite), mod, config.get("cc.cache_dir"))
+
+
+__all__ = ["AotArtifact", "AotError", "DEFAULT_ALIGN", "add_copies", "aot_executor_codegen", "check_pieces",
+           "live_ranges", "lower_bound"]
