@@ -12,13 +12,14 @@ on the same lowered ``main``; it lowers nothing itself), then:
 2. gives each piece its own memory: where a call reads a value made on another piece (or a graph
    input, which lives in the caller's memory, on the host piece), a ``copy`` node is inserted that
    copies it into the consumer piece's memory; the graph's own copy nodes stay copies;
-3. plans the memory (:func:`plait.memory.plan.plan_memory`) and lays every activation and
-   workspace out at an offset in one pool per piece (:func:`_layout`);
+3. plans the memory (:func:`plait.memory.plan.plan_memory`, the Graph executor's planner, with one
+   memory per piece): every activation and workspace at an offset in its piece's pool;
 4. writes the C (:mod:`plait.executor.aot_c`).
 
 Build config: ``aot.name`` (the model's C name; default the module's ``name`` attr, else ``model``;
 sanitized), ``aot.align`` (the alignment of pools and of every buffer in them, a power of two,
-default 16), ``cc.cache_dir`` (the host runner's compile cache).
+default 16), ``aot.algorithm`` (the memory planning algorithm, default ``auto``: see docs/memory.md),
+``cc.cache_dir`` (the host runner's compile cache).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Mapping
 
 from plait.errors import PlaitError
 from plait.executor.graph_codegen import graph_codegen_full
-from plait.memory.plan import PRODUCERS, entry_bytes, plan_memory
+from plait.memory.plan import entry_bytes, live_ranges, plan_memory
 from plait.relay.module import IRModule
 
 DEFAULT_ALIGN = 16
@@ -92,84 +93,6 @@ class AotArtifact:
         return f"AotArtifact(name={self.name!r}, target={self.target!r}, files={len(self.files)})"
 
 
-# ---- the plan, read in one place ------------------------------------------------------------------
-
-
-def _layout(graph: dict[str, Any], align: int, pool_of: Mapping[int, str]) -> tuple[list[dict[str, Any]],
-                                                                                       dict[int, tuple[int, int]]]:
-    """(pools, storage id -> (pool index, offset)) of a planned graph: the activation and workspace
-    buffers of each piece laid out one after the other, each at a multiple of ``align``, in one pool
-    per piece (``pool_of``: storage id -> its piece). Pools are in the order of their first buffer.
-
-    This is the only function reading the storage plan of :func:`plait.memory.plan.plan_memory`.
-    """
-    pools: list[dict[str, Any]] = []
-    index: dict[str, int] = {}
-    where: dict[int, tuple[int, int]] = {}
-    for sid, s in enumerate(graph["storage"]):
-        if s["kind"] not in ("activation", "workspace"):
-            continue
-        piece = pool_of[sid]
-        if piece not in index:
-            index[piece] = len(pools)
-            pools.append({"name": piece, "piece": piece, "bytes": 0, "align": align,
-                          "algorithm": f"liveness ({graph.get('plan_strategy', 'auto')}), buffers laid out in order"})
-        k = index[piece]
-        offset = _round_up(pools[k]["bytes"], align)
-        where[sid] = (k, offset)
-        pools[k]["bytes"] = offset + int(s["bytes"])
-    for p in pools:
-        p["bytes"] = _round_up(p["bytes"], align)
-    return pools, where
-
-
-def _round_up(n: int, align: int) -> int:
-    return (n + align - 1) // align * align
-
-
-def live_ranges(graph: dict[str, Any]) -> dict[int, tuple[int, int]]:
-    """Entry -> (node that writes it, last node that reads it) for activations and workspaces; graph
-    outputs live to the last node."""
-    last = len(graph["nodes"]) - 1
-    first_use: dict[int, int] = {}
-    last_use: dict[int, int] = {}
-    outputs = set(graph["outputs"])
-    for nid, n in enumerate(graph["nodes"]):
-        if n["op"] not in PRODUCERS:
-            continue
-        for e in (*n["outputs"], *n.get("workspace", ())):
-            first_use[e] = nid
-            last_use[e] = nid
-        for e in n["inputs"]:
-            if e in first_use:
-                last_use[e] = nid
-    return {e: (s, last if e in outputs else last_use[e]) for e, s in first_use.items()}
-
-
-def lower_bound(graph: dict[str, Any], ranges: Mapping[int, tuple[int, int]], home: Mapping[int, str],
-                align: int) -> dict[str, int]:
-    """Per piece: the most bytes live at one time (each value rounded up to ``align``)."""
-    delta: dict[str, list[int]] = {}  # per piece: bytes that become live (+) / dead (-) at each node
-    n = len(graph["nodes"])
-    sizes: dict[tuple[Any, ...], int] = {}  # the workspace params of one call share one buffer: counted once
-    for e, (s, t) in ranges.items():
-        sid = graph["entries"][e]["storage"]
-        key = (home[e], s, t, sid) if graph["storage"][sid]["kind"] == "workspace" else (home[e], s, t, "e", e)
-        sizes[key] = max(sizes.get(key, 0), _round_up(entry_bytes(graph["entries"][e]), align))
-    for (piece, s, t, *_), size in sizes.items():
-        row = delta.setdefault(piece, [0] * (n + 1))
-        row[s] += size
-        row[t + 1] -= size
-    out = {}
-    for p, row in delta.items():
-        live = best = 0
-        for d in row:
-            live += d
-            best = max(best, live)
-        out[p] = best
-    return out
-
-
 # ---- pieces ---------------------------------------------------------------------------------------
 
 
@@ -225,6 +148,8 @@ def add_copies(graph: dict[str, Any], host: str) -> tuple[dict[str, Any], dict[i
         elif n["op"] == "copy":
             for e in n["outputs"]:
                 home[e] = str(n["dst"])
+        elif n["op"] == "view" and n["inputs"][0] in home:  # the same bytes, in its input's memory
+            home[n["outputs"][0]] = home[n["inputs"][0]]
         nodes.append(n)
     g["nodes"] = nodes
     g["inputs"] = [i for i, n in enumerate(nodes) if n["op"] == "input"]
@@ -261,26 +186,19 @@ def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
     used = {str(n.get("piece", host)) for n in graph["nodes"] if n["op"] == "call"}
     check_pieces(mod, composite, used)
     g, home = add_copies(graph, host)
-    plan = plan_memory(g)
-    g["plan_strategy"] = plan.strategy
-    pool_of: dict[int, str] = {}
-    for e, piece in home.items():
-        pool_of.setdefault(g["entries"][e]["storage"], piece)
-    pools, where = _layout(g, align, pool_of)
-    ranges = live_ranges(g)
-    bounds = lower_bound(g, ranges, home, align)
-    for p in pools:
-        p["lower_bound"] = bounds.get(p["piece"], 0)
-    for sid, (k, off) in where.items():
-        g["storage"][sid]["pool"], g["storage"][sid]["offset"] = k, off
-    g["pools"] = pools
+    plan_memory(g, config.get("aot.algorithm", "auto"), align, domains=home)  # one pool per piece
+    pools = [{**p, "name": p["piece"]} for p in g["pools"]]  # the C names a pool by its piece
+    first, last = live_ranges(g)
     buffers = []
-    for e, (s, t) in sorted(ranges.items()):
-        sid = g["entries"][e]["storage"]
-        k, off = where[sid]
-        buffers.append({"entry": e, "pool": pools[k]["name"], "offset": off, "bytes": entry_bytes(g["entries"][e]),
-                        "kind": g["storage"][sid]["kind"], "live": [s, t], "dtype": g["entries"][e]["dtype"],
-                        "shape": g["entries"][e]["shape"]})
+    views = {n["outputs"][0] for n in g["nodes"] if n["op"] == "view"}  # no bytes of their own
+    for e, ent in enumerate(g["entries"]):
+        sid = ent["storage"]
+        st = g["storage"][sid]
+        if st["kind"] not in ("activation", "workspace") or e not in home or e in views:
+            continue
+        buffers.append({"entry": e, "pool": pools[st["pool"]]["name"], "offset": st["offset"],
+                        "bytes": entry_bytes(ent), "kind": st["kind"], "live": [first[sid], last[sid]],
+                        "dtype": ent["dtype"], "shape": ent["shape"]})
     memory = {"align": align, "pools": pools, "buffers": buffers,
               "constant_bytes": sum(int(a.nbytes) for a in params.values())}
     files, metadata = write_files(name, align, g, params, mod, composite, host, functions, memory)
@@ -289,5 +207,4 @@ def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
     return AotArtifact(name, files, g, metadata, memory, params, str(composite), mod, config.get("cc.cache_dir"))
 
 
-__all__ = ["AotArtifact", "AotError", "DEFAULT_ALIGN", "add_copies", "aot_executor_codegen", "check_pieces",
-           "live_ranges", "lower_bound"]
+__all__ = ["AotArtifact", "AotError", "DEFAULT_ALIGN", "add_copies", "aot_executor_codegen", "check_pieces"]

@@ -195,8 +195,13 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
 
     # ---- entry point -----------------------------------------------------------------------------------
     where = {e: (g["storage"][entries[e]["storage"]]) for e in range(len(entries))}
+    root: dict[int, int] = {}  # a view's entry -> the entry whose bytes it is (views allocate nothing)
+    for n in nodes:
+        if n["op"] == "view":
+            root[n["outputs"][0]] = root.get(n["inputs"][0], n["inputs"][0])
 
     def ptr(e: int) -> str:
+        e = root.get(e, e)
         if e in in_field:
             return f"inputs->{in_field[e]}"
         if e in const:
@@ -236,7 +241,7 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
         if nb == 0:
             continue
         body.append(f"  /* output \"{comment_text(n)}\" */")
-        src = home.get(e, host)
+        src = home.get(root.get(e, e), host)
         if src == host:
             body.append(f"  memcpy(outputs->{f}, {ptr(e)}, {nb}u);")
         else:

@@ -85,6 +85,10 @@ def test_composite_target_copies_between_pieces_and_matches_graph(cache):
     for n in nodes:
         if n["op"] == "param":
             continue
+        if n["op"] == "view":  # the same bytes as its input
+            if n["inputs"][0] in home:
+                home[n["outputs"][0]] = home[n["inputs"][0]]
+            continue
         piece = {"input": "host", "call": n.get("piece"), "copy": n.get("dst")}[n["op"]]
         if n["op"] == "call":
             assert all(home.get(e, piece) == piece for e in n["inputs"]), n
