@@ -187,7 +187,7 @@ def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
     check_pieces(mod, composite, used)
     g, home = add_copies(graph, host)
     plan_memory(g, config.get("aot.algorithm", "auto"), align, domains=home)  # one pool per piece
-    pools = [{**p, "name": p["piece"]} for p in g["pools"]]  # the C names a pool by its piece
+    pools = g["pools"]  # "workspace_<piece>": the same names as the Graph executor's pools
     first, last = live_ranges(g)
     buffers = []
     views = {n["outputs"][0] for n in g["nodes"] if n["op"] == "view"}  # no bytes of their own

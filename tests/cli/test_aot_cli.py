@@ -46,7 +46,7 @@ def test_compile_aot_writes_the_directory_and_the_memory_summary(mlp_path, tmp_p
     assert md["name"] == "kws" and md["align"] == mem["align"] == 64
     assert lines == [
         "memory of 'kws' (AOT):",
-        f"  piece 'c': pool 'c' {pool['bytes']:,} B (lower bound {pool['lower_bound']:,} B, align 64, "
+        f"  piece 'c': pool 'workspace_c' {pool['bytes']:,} B (lower bound {pool['lower_bound']:,} B, align 64, "
         f"{pool['algorithm']})",
         f"  constants {mem['constant_bytes']:,} B (read-only: flash / .rodata)",
         f"wrote {out}: Makefile, include/plait_kws.h, memory.json, metadata.json, src/plait_kws.c, "

@@ -96,12 +96,12 @@ def test_composite_target_copies_between_pieces_and_matches_graph(cache):
             home[e] = piece
     assert sorted(p["piece"] for p in aot.memory["pools"]) == ["acc", "host"]
     for b in aot.memory["buffers"]:
-        assert home[b["entry"]] == b["pool"]
+        assert "workspace_" + home[b["entry"]] == b["pool"]
     header = aot.files["include/plait_kws.h"]
     assert "int32_t plait_kws_acc_call(int32_t func, void *const *args);" in header
     assert "int32_t plait_kws_copy(int32_t src_piece, int32_t dst_piece, void *dst, const void *src, size_t bytes);" \
         in header
-    assert "uint8_t *acc;" in header and "uint8_t *host;" in header
+    assert "uint8_t *workspace_acc;" in header and "uint8_t *workspace_host;" in header
     entry = aot.files["src/plait_kws.c"]
     assert "plait_kws_acc_call(PLAIT_KWS_ACC_FUNC_" in entry and "plait_kws_copy(PLAIT_KWS_PIECE_HOST" in entry
     assert {"src/plait_kws_host_ops.c", "src/plait_kws_acc_ops.c"} <= set(aot.files)
@@ -176,9 +176,9 @@ def test_export_writes_the_directory(cache, tmp_path):
     assert md["inputs"] == [{"name": "x", "field": "x", "dtype": "float32", "shape": [1, 8], "bytes": 32}]
     assert md["outputs"] == [{"name": "y", "field": "y", "dtype": "float32", "shape": [1, 4], "bytes": 16}]
     assert all("-fopenmp-simd" in s["flags"] for s in md["sources"])
-    assert "static uint8_t plait_mlp_pool_c[" in (out / "src/plait_mlp.c").read_text()
+    assert "static uint8_t plait_mlp_pool_workspace_c[" in (out / "src/plait_mlp.c").read_text()
     assert "__attribute__((aligned(64)))" in (out / "src/plait_mlp_internal.h").read_text()
     summary = aot.memory_summary()
     pool = aot.memory["pools"][0]
-    assert summary.splitlines()[1] == (f"  piece 'c': pool 'c' {pool['bytes']:,} B (lower bound {pool['lower_bound']:,} B, "
+    assert summary.splitlines()[1] == (f"  piece 'c': pool 'workspace_c' {pool['bytes']:,} B (lower bound {pool['lower_bound']:,} B, "
                                        f"align 64, {pool['algorithm']})")
