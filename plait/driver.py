@@ -391,16 +391,16 @@ def partition_stage(placed: Placed, composite: Any, ctx: PassContext) -> Partiti
     return ctx.run(Partition(composite), placed)
 
 
-def lower_stage(part: Partitioned, composite: Any, ctx: PassContext) -> Lowered:
+def lower_stage(part: Partitioned, composite: Any, ctx: PassContext, check_fit: bool = True) -> Lowered:
     """Partitioned -> Lowered: the ``lower`` pass (each region function now calls PrimFuncs, or is one;
     the regions stay until code generation), then scratch memory lifted into workspace arguments
-    (lift_workspaces) and each piece's share of the memory plan checked against its memories
-    (check_memory_fit)."""
+    (lift_workspaces) and, with ``check_fit``, each piece's share of the memory plan checked against its
+    memories (check_memory_fit; plait explain reports the plan instead)."""
     from plait.memory.workspace import LiftWorkspaces
 
     lowered = ctx.run(Lower(composite), part)
     mod = lowered.mod
-    for p in (LiftWorkspaces(), CheckMemoryFit(composite)):
+    for p in (LiftWorkspaces(), CheckMemoryFit(composite)) if check_fit else (LiftWorkspaces(),):
         mod = ctx.run(p, mod)
     return replace(lowered, mod=mod)
 

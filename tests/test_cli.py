@@ -10,9 +10,11 @@ import numpy as np
 import onnx
 import pytest
 
+import plait
 from plait.cli import main
 from plait.executor.graph import GraphArtifact, GraphModule
 from plait.frontend.onnx import from_onnx, load_onnx
+from plait.memory.plan import pool_lines
 from plait.placement.explain import explain
 from plait.relay import run
 from plait.testing import onnx_models
@@ -108,10 +110,20 @@ def ds_report(ds_path):
     return explain(load_onnx(str(ds_path)), SEED, place="/fc/*=low_power_cpu")
 
 
-def test_explain_prints_the_report(ds_path, ds_report, capsys):
+def test_explain_prints_the_report(ds_path, ds_report, tmp_path, capsys):
     assert main(["explain", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu"]) == 0
     out = capsys.readouterr().out
-    assert out == ds_report.text()
+    # the report, with the memory plan of the same placement before the facts of the pieces: the pools
+    # plait.build plans for it (bytes, lower bound, algorithm) and their share of each piece's RAM
+    head, rest = out.split("memory plan (activations and workspaces, per piece):\n")
+    block, tail = rest.split("\n\n", 1)
+    assert head + tail == ds_report.text()
+    art = plait.build(load_onnx(str(ds_path)), SEED, place="/fc/*=low_power_cpu",
+                      config={"c.host_simulation": True, "c.cross_check": False, "cc.cache_dir": str(tmp_path)})
+    ram = {"inference_cpu": 320 * 1024, "low_power_cpu": 16 * 1024}
+    assert block.splitlines() == [f"{line}; {p['bytes'] / ram[p['piece']]:.0%} of the piece's {ram[p['piece']]:,} B of RAM"
+                                  for line, p in zip(pool_lines(art.graph), art.graph["pools"])]
+    assert [p["piece"] for p in art.graph["pools"]] == ["inference_cpu", "low_power_cpu"]
     for c in ds_report.calls:
         assert f"  {c.label}  " in out
     assert out.count("pinned by --place rule '/fc/*=low_power_cpu'") == 2  # the Gemm's dense and bias add
@@ -120,7 +132,11 @@ def test_explain_prints_the_report(ds_path, ds_report, capsys):
 def test_explain_json(ds_path, ds_report, capsys):
     assert main(["explain", str(ds_path), "--target", SEED, "--place", "/fc/*=low_power_cpu", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
+    memory = d.pop("memory_plan")
     assert d == ds_report.to_dict()
+    assert [(p["piece"], p["ram_bytes"]) for p in memory["pools"]] == [("inference_cpu", 320 * 1024),
+                                                                        ("low_power_cpu", 16 * 1024)]
+    assert all(p["lower_bound"] <= p["bytes"] for p in memory["pools"])
     assert d["rules"] == ["/fc/*=low_power_cpu"] and len(d["calls"]) == 31
     assert {c["piece"] for c in d["calls"] if c["name"] == "/fc/Gemm"} == {"low_power_cpu"}
 

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from plait.errors import PlaitError
 from plait.placement.cost import CostModel, objective_value, type_bytes
@@ -460,10 +460,12 @@ def _estimate_dict(e: Any, objective: str, weight: float) -> dict[str, Any]:
 
 
 def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: Any = None, weight: float = 0.5,
-            cost_model: CostModel | None = None, opt_level: int = 2) -> Report:
+            cost_model: CostModel | None = None, opt_level: int = 2,
+            then: Callable[[Any, CompositeTarget, Any], None] | None = None) -> Report:
     """Place ``mod_or_func`` (an IRModule: its ``main``, folded as build does at ``opt_level``; or a Function) on
     the pieces of ``target`` and report every call's costs on every piece, the choice and its reason, and the
-    totals."""
+    totals. ``then(placed, composite, ctx)``, if given, is called with the ``Placed`` stage while the lowering cache of
+    the pricing is still active (the CLI lowers it further for the memory plan, reusing that lowering)."""
     from plait.ir.transform import PassContext
     from plait.lowering.cache import LoweringCache
     from plait.placement.stages import Imported, place_stage, placement_cost_model
@@ -477,8 +479,11 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
         func = prepare(mod_or_func, opt_level)
         cm = placement_cost_model(ct, cost_model)
         quiet_solver_banner()
-        placed = place_stage(Imported(IRModule({"main": func})), ct, PassContext(opt_level=opt_level), rules,
-                             objective, weight, cm, always_solve=True)
+        ctx = PassContext(opt_level=opt_level)
+        placed = place_stage(Imported(IRModule({"main": func})), ct, ctx, rules, objective, weight, cm,
+                             always_solve=True)
+        if then is not None:
+            then(placed, ct, ctx)
     a = placed.assignment
     return report_of(a, func, ct, cm, weight, rules)
 
