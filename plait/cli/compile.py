@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from plait.cli.common import UsageError, build, build_config, build_flags, executor_flag, int_at_least, \
     memory_limit, placement_flags, placement_options, print_placement, shape_flags
@@ -21,8 +22,8 @@ def compile_args(p: argparse.ArgumentParser) -> None:
     placement_flags(p)
     build_flags(p)
     executor_flag(p)
-    p.add_argument("--name", help="--executor aot: the model's C name (plait_<name>_run; default: the model's "
-                                  "name, else 'model'; sanitized to a C identifier)")
+    p.add_argument("--name", help="--executor aot: the model's C name (plait_<name>_run; default: the model "
+                                  "file's name without its extension; sanitized to a C identifier)")
     p.add_argument("--align", type=int_at_least(1), metavar="N",
                    help="--executor aot: the alignment in bytes of the pools and of every buffer in them, a power "
                         "of two (default 16)")
@@ -42,7 +43,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if executor == "aot":
         if args.align is not None and args.align & (args.align - 1):
             raise UsageError(f"--align: expected a power of two, got {args.align}")
-        config.update({k: v for k, v in (("aot.name", args.name), ("aot.align", args.align)) if v is not None})
+        name = args.name if args.name is not None else Path(args.model).stem  # plait_<file name>_run
+        config.update({k: v for k, v in (("aot.name", name), ("aot.align", args.align)) if v is not None})
     else:
         given = [f for f, v in (("--name", args.name), ("--align", args.align)) if v is not None]
         if given:

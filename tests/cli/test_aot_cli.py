@@ -55,6 +55,18 @@ def test_compile_aot_writes_the_directory_and_the_memory_summary(mlp_path, tmp_p
     assert "#define PLAIT_KWS_POOL_ALIGN 64u" in (out / "include" / "plait_kws.h").read_text()
 
 
+def test_compile_aot_names_the_model_after_its_file(mlp_path, tmp_path, cache, capsys):
+    import shutil
+
+    model = tmp_path / "my-model.v2.onnx"
+    shutil.copy(mlp_path, model)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "--executor", "aot", "--cache-dir", cache, "-o", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "memory of 'my_model_v2' (AOT):"
+    assert json.loads((out / "metadata.json").read_text())["name"] == "my_model_v2"
+    assert "int32_t plait_my_model_v2_run(" in (out / "include" / "plait_my_model_v2.h").read_text()
+
+
 @pytest.mark.parametrize("argv, code, message", [
     (["compile", "{m}", "-o", "{d}", "--name", "kws"], 2, "plait: error: --name needs --executor aot\n"),
     (["compile", "{m}", "-o", "{d}", "--name", "kws", "--align", "8"], 2,
