@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from plait.errors import PlaitError
 from plait.ir.transform import Pass, PassContext, Timing
-from plait.placement.stages import Imported, Place, Placed
+from plait.placement.stages import BuildStage, Imported, Place, Placed
 from plait.target.errors import HookError
 from plait.relay.module import IRModule
 
@@ -52,29 +52,21 @@ class BuildError(PlaitError):
 
 
 @dataclass(frozen=True)
-class Partitioned:
+class Partitioned(BuildStage):
     """Region functions ``<piece>_<k>`` (called from ``main``, which copies between memories) and the
     Assignment they came from."""
 
-    mod: IRModule
     assignment: Any
-
-    def __str__(self) -> str:
-        return str(self.mod)
 
 
 @dataclass(frozen=True)
-class Lowered:
+class Lowered(BuildStage):
     """Every region lowered: ``main`` calls the region functions (and copies between them); each region
     calls PrimFuncs or is one (an external declaration for a region compiled by a ``relay_to_runtime``
     hook, whose runtime modules are in ``external``, by piece name)."""
 
-    mod: IRModule
     assignment: Any
     external: Mapping[str, tuple] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return str(self.mod)
 
 
 @dataclass(frozen=True)

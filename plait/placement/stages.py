@@ -23,8 +23,8 @@ from plait.relay.module import IRModule
 
 
 @dataclass(frozen=True)
-class Imported:
-    """The model typed and folded: what placement sees."""
+class BuildStage:
+    """A build stage: the module, plus what the stage added (fields of a subclass). Prints as its module."""
 
     mod: IRModule
 
@@ -33,15 +33,16 @@ class Imported:
 
 
 @dataclass(frozen=True)
-class Placed:
+class Imported(BuildStage):
+    """The model typed and folded: what placement sees."""
+
+
+@dataclass(frozen=True)
+class Placed(BuildStage):
     """``mod`` (unchanged) and ``assignment``: every call's piece (a
     :class:`~plait.placement.solver.Assignment`; None when the target has one piece)."""
 
-    mod: IRModule
     assignment: Any
-
-    def __str__(self) -> str:
-        return str(self.mod)
 
 
 def import_passes() -> list[Pass]:
@@ -73,15 +74,11 @@ def placement_cost_model(composite: Any, cost_model: Any = None) -> Any:
 
 
 @dataclass(frozen=True)
-class Priced:
+class Priced(BuildStage):
     """``mod`` (unchanged) and ``pricing``: the placement problem in numbers (a
     :class:`~plait.placement.solver.Pricing`; None when the target has one piece)."""
 
-    mod: IRModule
     pricing: Any
-
-    def __str__(self) -> str:
-        return str(self.mod)
 
 
 @dataclass(frozen=True)
@@ -131,5 +128,5 @@ def place_stage(imported: Imported, composite: Any, ctx: PassContext, rules: tup
     return ctx.run(Place(), priced)
 
 
-__all__ = ["Imported", "Place", "Placed", "Price", "Priced", "import_passes", "import_stage", "place_stage",
+__all__ = ["BuildStage", "Imported", "Place", "Placed", "Price", "Priced", "import_passes", "import_stage", "place_stage",
            "placement_cost_model"]
