@@ -105,16 +105,7 @@ def _pack(buffers: Sequence[LiveBuffer], align: int) -> tuple[np.ndarray, np.nda
 def lower_bound(buffers: Sequence[LiveBuffer], align: int = DEFAULT_ALIGN) -> int:
     """No plan is smaller: the maximum over time of the bytes live, each size rounded up to ``align``."""
     u, s, e = _pack(buffers, align)
-    return _lower_bound_units(u, s, e) * align
-
-
-def _lower_bound_units(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> int:
-    if u.size == 0:
-        return 0
-    live = np.zeros(int(e.max()) + 2, dtype=np.int64)
-    np.add.at(live, s, u)
-    np.add.at(live, e + 1, -u)
-    return int(np.cumsum(live).max())
+    return heuristics.live_peak(u, s, e) * align
 
 
 def check_plan(buffers: Sequence[LiveBuffer], offsets: Sequence[int], align: int = DEFAULT_ALIGN) -> None:
@@ -167,7 +158,7 @@ def _run(name: str, u: np.ndarray, s: np.ndarray, e: np.ndarray,
         return heuristics.first_fit(heuristics.size_order(u, s, e), u, s, e), False
     if start is None:
         start = heuristics.first_fit(heuristics.size_order(u, s, e), u, s, e)
-    return ilp.solve(u, s, e, start, _lower_bound_units(u, s, e))
+    return ilp.solve(u, s, e, start, heuristics.live_peak(u, s, e))
 
 
 def _ilp_too_large(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> int | None:
@@ -212,7 +203,7 @@ def plan_pool(buffers: Sequence[LiveBuffer], align: int = DEFAULT_ALIGN, algorit
     if algorithm != "auto" and algorithm not in ALGORITHMS:
         raise _unknown(algorithm, ("auto",) + ALGORITHMS)
     u, s, e = _pack(buffers, align)
-    bound = _lower_bound_units(u, s, e) * align
+    bound = heuristics.live_peak(u, s, e) * align
     if algorithm != "auto":
         offsets, proved = _plan_one(buffers, algorithm, align)
         size = _pool_size(buffers, offsets, align)

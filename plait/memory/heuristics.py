@@ -95,6 +95,16 @@ def _first_fit_from(S: np.ndarray, E: np.ndarray, U: np.ndarray, O: np.ndarray, 
         O[k] = candidates[int(np.argmax(room >= w))]
 
 
+def live_peak(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> int:
+    """The most units live at one step: the lower bound of every plan (no plan can be smaller)."""
+    if u.size == 0:
+        return 0
+    live = np.zeros(int(e.max()) + 2, dtype=np.int64)
+    np.add.at(live, s, u)
+    np.add.at(live, e + 1, -u)
+    return int(np.cumsum(live).max())
+
+
 def hill_climb_iterations(n: int) -> int:
     """The hill climb's iteration budget for ``n`` buffers (a count: the same input, the same plan)."""
     if n == 0:
@@ -103,7 +113,8 @@ def hill_climb_iterations(n: int) -> int:
 
 
 def hill_climb(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """USMP's hill climb over first-fit orders, deterministic (fixed seed, counted iterations)."""
+    """USMP's hill climb over first-fit orders, deterministic (fixed seed, counted iterations; it stops
+    early once its plan reaches the lower bound, which no plan can beat)."""
     order = size_order(u, s, e)
     S, E, U = s[order], e[order], u[order]
     cur = np.zeros(order.size, dtype=np.int64)
@@ -111,7 +122,10 @@ def hill_climb(u: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     cur_size = int((cur + U).max(initial=0))
     best_order, best_placed, best_size = order.copy(), cur, cur_size
     rng = random.Random(HILL_CLIMB_SEED)
+    floor = live_peak(u, s, e)  # a plan at the lower bound cannot be improved: stop there
     for _ in range(hill_climb_iterations(order.size)):
+        if best_size <= floor:
+            break
         tops = np.flatnonzero((cur + U == cur_size) & (U > 0))
         if tops.size == 0:
             break
