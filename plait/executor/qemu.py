@@ -28,7 +28,7 @@ from plait.errors import PlaitError
 from plait.executor.aot import AotArtifact
 from plait.executor.firmware import STATUS_FAULT, add_firmware
 from plait.ir.types import DTYPES
-from plait.target.boards import Board
+from plait.target.boards import Board, bigger_board_hint
 
 DEFAULT_TIMEOUT_S = 60.0
 QEMU = "qemu-system-arm"
@@ -56,10 +56,11 @@ def build_firmware(directory: str | Path, board: Board) -> Path:
         m = _OVERFLOW.search(text)
         if m:
             raise QemuError(f"board '{board.name}' is too small for the firmware: its {m.group(1)} overflowed by "
-                            f"{int(m.group(2)):,} B")
+                            f"{int(m.group(2)):,} B{bigger_board_hint(board)}")
         if "plait: RAM overflowed" in text:
             raise QemuError(f"board '{board.name}' is too small for the firmware: its {board.ram.name} "
-                            f"({board.ram.size:,} B) does not hold data, pools and a {board.stack_bytes:,} B stack")
+                            f"({board.ram.size:,} B) does not hold data, pools and a {board.stack_bytes:,} B stack"
+                            f"{bigger_board_hint(board)}")
         raise QemuError(f"board '{board.name}': building the firmware failed:\n{text.strip()[-4000:]}")
     return d / "firmware" / "fw.elf"
 

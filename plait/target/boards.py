@@ -113,16 +113,20 @@ def board_for(target: Any) -> Board:
     return get_board(name)
 
 
+def bigger_board_hint(board: Board) -> str:
+    """What to do when ``board`` is too small (the microbit: its Cortex-M0 code runs on mps2-an385)."""
+    return " (Cortex-M0 code runs unchanged on mps2-an385: -board=mps2-an385)" if board.name == "microbit" else ""
+
+
 def check_board_fits(board: Board, code_bytes: int, ram_bytes: int, what: str = "the model") -> None:
     """TargetError when ``board`` cannot hold ``what``: ``code_bytes`` (code and constants) in its code
     memory, ``ram_bytes`` (data, pools, buffers and the stack) in its RAM."""
     for mem, need in ((board.code, code_bytes), (board.ram, ram_bytes)):
         if need > mem.size:
-            hint = (" (Cortex-M0 code runs unchanged on mps2-an385: -board=mps2-an385)"
-                    if board.name == "microbit" else "")
+            hint = bigger_board_hint(board)
             raise TargetError(f"board '{board.name}' is too small for {what}: its {mem.name} holds "
                               f"{mem.size:,} B, {need:,} B needed{hint}")
 
 
-__all__ = ["ARCH_ORDER", "BOARDS", "Board", "CORE_ARCH", "DEFAULT_BOARDS", "Memory", "board_for", "check_board",
-           "check_board_fits", "get_board"]
+__all__ = ["ARCH_ORDER", "BOARDS", "Board", "CORE_ARCH", "DEFAULT_BOARDS", "Memory", "bigger_board_hint", "board_for",
+           "check_board", "check_board_fits", "get_board"]

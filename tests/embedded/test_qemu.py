@@ -1,5 +1,5 @@
 """Firmware of the AOT executor on emulated Cortex-M boards (QEMU): models match ONNX Runtime on the
-microbit (M0), mps2-an385 (M0 code on an M3), mps2-an500 (M7F) and mps3-an547 (M55); the firmware
+microbit (M0), mps2-an385 (M0 code on an M3), mps2-an386 (M4F), mps2-an500 (M7F) and mps3-an547 (M55); the firmware
 directory builds with make alone; boards' errors; time-out, hard fault, exit status and missing output."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def ds_cnn_runs(ds_cnn, cache):
     """ds_cnn's outputs on three boards, and ORT's, for one input."""
     x = np.random.default_rng(5).standard_normal((1, 1, 49, 10)).astype(np.float32)
     outs = {}
-    for target in (M0_AN385, "c -mcpu=cortex-m7f", "c -mcpu=cortex-m55"):
+    for target in (M0_AN385, "c -mcpu=cortex-m4f", "c -mcpu=cortex-m7f", "c -mcpu=cortex-m55"):
         m = QemuModule(aot(ds_cnn, target, "kws", cache))
         outs[m.board.name] = m(input=x)[0]
     return outs, ort_run(ds_cnn, x)
@@ -110,6 +110,16 @@ def test_a_board_smaller_than_the_model_is_an_error_naming_the_memory(ds_cnn, ca
         "on mps2-an385: -board=mps2-an385)")
 
 
+@needs_qemu
+def test_code_and_constants_overflowing_the_boards_flash_is_an_error(cache):
+    # 259,972 B of constants pass the check before the build (256 KiB of flash); with the code they do not
+    art = aot(onnx_models.mlp(sizes=(16, 1969, 16)), "c -mcpu=cortex-m0 -flash-kb=512", "big", cache)
+    with pytest.raises(QemuError) as e:
+        QemuModule(art)
+    assert str(e.value) == ("board 'microbit' is too small for the firmware: its FLASH overflowed by 4,056 B "
+                            "(Cortex-M0 code runs unchanged on mps2-an385: -board=mps2-an385)")
+
+
 def test_a_composite_target_has_no_firmware_yet(mlp, cache):
     art = aot(mlp, "a: c -mcpu=cortex-m0; b: c -mcpu=cortex-m7f", "mlp", cache)
     with pytest.raises(FirmwareError) as e:
@@ -133,14 +143,15 @@ def test_mlp_on_the_microbit_matches_ort_and_the_host(mlp, mlp_m0):
 
 
 @needs_qemu
-def test_ds_cnn_on_m0_m7_m55_boards_matches_ort_and_is_bit_identical_across_cores(ds_cnn_runs):
+def test_ds_cnn_on_m0_m4_m7_m55_boards_matches_ort_and_is_bit_identical_across_cores(ds_cnn_runs):
     outs, ref = ds_cnn_runs
-    assert sorted(outs) == ["mps2-an385", "mps2-an500", "mps3-an547"]
+    assert sorted(outs) == ["mps2-an385", "mps2-an386", "mps2-an500", "mps3-an547"]
     for y in outs.values():
         np.testing.assert_allclose(y, ref, atol=1e-4)
     # -ffp-contract=off: soft float (M0), the M7's FPU and the M55's give the same float32 results
     assert np.array_equal(outs["mps2-an385"], outs["mps2-an500"])
     assert np.array_equal(outs["mps2-an385"], outs["mps3-an547"])
+    assert np.array_equal(outs["mps2-an385"], outs["mps2-an386"])
 
 
 @needs_qemu
