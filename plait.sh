@@ -21,7 +21,9 @@ say() { printf 'plait.sh: %s\n' "$*" >&2; }
 
 # The apt packages that are missing, one per line. gcc: the C backend builds host code with it;
 # gcc-arm-none-eabi + libnewlib-arm-none-eabi: the Cortex-M pieces' cross compiler and C library;
-# graphviz: `plait explain --graph`; python3-venv: Debian's python3 cannot make a venv without it.
+# graphviz: `plait explain --graph`; qemu-system-arm + make: firmware runs on emulated Cortex-M boards
+# (`plait run --executor aot --on qemu`, docs/embedded.md); python3-venv: Debian's python3 cannot make a
+# venv without it.
 missing_apt() {
     command -v python3 >/dev/null 2>&1 || echo python3
     command -v gcc >/dev/null 2>&1 || echo gcc
@@ -31,6 +33,8 @@ missing_apt() {
         echo libnewlib-arm-none-eabi
     fi
     command -v dot >/dev/null 2>&1 || echo graphviz
+    command -v qemu-system-arm >/dev/null 2>&1 || echo qemu-system-arm
+    command -v make >/dev/null 2>&1 || echo make
     if ! command -v python3 >/dev/null 2>&1; then
         echo python3-venv
     elif [ ! -x $VENV/bin/python ] && ! python3 -m venv $VENV >/dev/null 2>&1; then

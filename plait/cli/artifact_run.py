@@ -24,7 +24,9 @@ def build_only_flags(args: argparse.Namespace) -> list[str]:
     return [flag for flag, given in (("--target", args.target is not None), ("--objective", args.objective != "latency"),
                                      ("--weight", args.weight != "0.5"), ("--place", args.place is not None),
                                      ("--cache-dir", args.cache_dir is not None),
-                                     ("--executor", getattr(args, "executor", None) is not None)) if given]
+                                     ("--executor", getattr(args, "executor", None) is not None),
+                                     ("--on", getattr(args, "on", "host") != "host"),
+                                     ("--qemu-timeout", getattr(args, "qemu_timeout", None) is not None)) if given]
 
 
 def run_artifact(args: argparse.Namespace) -> int:

@@ -27,6 +27,10 @@ def compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--align", type=int_at_least(1), metavar="N",
                    help="--executor aot: the alignment in bytes of the pools and of every buffer in them, a power "
                         "of two (default 16)")
+    p.add_argument("--firmware", action="store_true",
+                   help="--executor aot: add a bare-metal project for the target's QEMU board (DIR/firmware/: "
+                        "start-up code, linker script, semihosting, a test main; make -C DIR firmware; see "
+                        "docs/embedded.md)")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                    help="directory to write into: graph.json, params.npz and the library (graph executor), or the "
                         "C directory (aot executor)")
@@ -46,12 +50,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
         name = args.name if args.name is not None else Path(args.model).stem  # plait_<file name>_run
         config.update({k: v for k, v in (("aot.name", name), ("aot.align", args.align)) if v is not None})
     else:
-        given = [f for f, v in (("--name", args.name), ("--align", args.align)) if v is not None]
+        given = [f for f, v in (("--name", args.name), ("--align", args.align), ("--firmware", args.firmware or None))
+                 if v is not None]
         if given:
             raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --executor aot")
     mod = load_with_shapes(args.model, shapes)
     check_static(mod, args.model)
     art = build(mod, opts, config=config, opt_level=opt_level, executor=executor)
+    if args.firmware:
+        from plait.executor.firmware import add_firmware
+
+        board = add_firmware(art)
+        say(f"firmware for board '{board.name}' ({board.core}, QEMU -M {board.machine}): make -C "
+            f"{args.output} firmware")
     stage("exporting")
     try:
         out = art.export(args.output)

@@ -35,6 +35,11 @@ def run_args(p: argparse.ArgumentParser) -> None:
     placement_flags(p)
     build_flags(p)
     executor_flag(p)
+    p.add_argument("--on", choices=("host", "qemu"), default="host",
+                   help="--executor aot: run on this machine (host, default) or as firmware on the target's "
+                        "emulated board (qemu: qemu-system-arm; a Cortex-M target, see docs/embedded.md)")
+    p.add_argument("--qemu-timeout", type=float, default=None, metavar="S",
+                   help="--on qemu: the time limit of one QEMU run in seconds (default 60)")
     timing_args(p)
 
 
@@ -51,6 +56,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.executor is not None and not args.target:
         args.target = "c"  # an executor runs compiled code
+    if args.on == "qemu" and args.executor != "aot":
+        raise UsageError("--on qemu needs --executor aot: the firmware is the AOT executor's C")
+    if args.qemu_timeout is not None and (args.on != "qemu" or not args.qemu_timeout > 0):
+        raise UsageError("--qemu-timeout needs --on qemu and a positive number of seconds")
     if args.executor == "aot" and args.profile:
         raise UsageError("--profile needs --executor graph: the AOT entry point runs the whole model in one call")
     opts = placement_options(args) if args.target else no_placement(args)
@@ -72,16 +81,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level,
                     executor=args.executor or "graph")
-        note_simulation(art, opts["target"])
+        if args.on != "qemu":
+            note_simulation(art, opts["target"])
         print_placement(art)
-        stage("running")
-        if args.executor == "aot":
+        if args.on == "qemu":
+            from plait.executor.qemu import DEFAULT_TIMEOUT_S, QemuModule
+
+            stage("building the firmware")
+            gm = QemuModule(art, timeout_s=args.qemu_timeout or DEFAULT_TIMEOUT_S)
+            stage(f"running on board '{gm.board.name}' under QEMU")
+        elif args.executor == "aot":
+            stage("running")
             from plait.executor.aot_run import AotModule
 
             gm = AotModule(art)
         else:
             from plait.executor.graph import GraphModule
 
+            stage("running")
             gm = GraphModule(art, memory_limit=limit)
         note_inputs(input_names(mod), given, args.fill, args.seed)
         run_model = lambda: gm(**inputs)  # noqa: E731

@@ -42,6 +42,7 @@ from plait.backends.c.helpers import ALIGN_MACRO, helper_source, value_type
 from plait.backends.c.units import compile_units, split_units
 from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
 from plait.target.backend import Backend, option
+from plait.target.boards import check_board
 from plait.target.cpus import ARM_M_CPUS, X86_TUNE_CPUS, check_cpu, compiler_cpus
 from plait.target.errors import TargetError
 from plait.target.tags import C_TAGS
@@ -294,6 +295,11 @@ def _validate_c(opts: dict[str, Any]) -> None:
     """``-mcpu`` must be a CPU the compiler that will build it accepts: arm-none-eabi-gcc for a
     Cortex-M name, else gcc (or ``-cc``). Checked against plait's list first, then the compiler's."""
     cpu = opts["mcpu"]
+    if opts.get("board"):
+        if not cpu.startswith("cortex-m"):
+            raise TargetError(f"-board={opts['board']} needs a Cortex-M -mcpu (got {'-mcpu=' + cpu if cpu else 'none'})")
+        check_board(cpu, opts["board"], hard_float=opts.get("mfloat-abi") in ("hard", "softfp") and
+                    opts.get("mfpu") not in ("", "none"))
     if not cpu:
         return
     arm = cpu.startswith("cortex-m")
@@ -375,6 +381,8 @@ class COptions:
                              choices=("", "soft", "softfp", "hard"))
     opt_level: int = option(2, "optimization level passed as -O<n>", choices=(0, 1, 2, 3))
     cc: str = option("", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc")
+    board: str = option("", "QEMU board a Cortex-M piece runs on (microbit, mps2-an385, mps2-an386, mps2-an500, "
+                            "mps3-an547; see docs/embedded.md); empty: the core's default board")
 
 
 class CBackend(Backend):
