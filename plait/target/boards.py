@@ -64,7 +64,7 @@ BOARDS: dict[str, Board] = {b.name: b for b in (
 )}
 
 #: the board each Cortex-M core runs on by default (after -mcpu=<core>f is read as the core + FPU)
-DEFAULT_BOARDS = {"cortex-m0": "microbit", "cortex-m0plus": "microbit", "cortex-m1": "microbit",
+DEFAULT_BOARDS = {"cortex-m0": "microbit", "cortex-m0plus": "mps2-an385", "cortex-m1": "microbit",
                   "cortex-m3": "mps2-an385", "cortex-m4": "mps2-an386", "cortex-m7": "mps2-an500",
                   "cortex-m55": "mps3-an547"}
 

@@ -35,6 +35,23 @@ _CORTEX_M0 = TagDef(
     },
 )
 
+_RP2040 = TagDef(
+    "rp2040", {"mcpu": "cortex-m0plus", "keys": ["arm_cpu"]},
+    doc="Arm Cortex-M0+, soft float, with room for real models: Raspberry Pi RP2040 as on the Raspberry Pi "
+        "Pico (QEMU board: mps2-an385, whose Cortex-M3 runs ARMv6-M code unchanged)",
+    facts={
+        "clock_mhz": Fact(133, MHZ, "RP2040 datasheet: dual Cortex-M0+ at up to 133 MHz"),
+        "fpu": Fact("none", "", "Arm Cortex-M0+ TRM (ARMv6-M, no FPU)"),
+        "simd_bits": Fact(0, BITS, "ARMv6-M has no DSP/SIMD extension (Arm Cortex-M0+ TRM)"),
+        "ram_kb": Fact(264, KB, "RP2040 datasheet: 264 kB of on-chip SRAM in six banks"),
+        "flash_kb": Fact(2048, KB, "Raspberry Pi Pico datasheet: 2 MB QSPI flash (external to the RP2040, "
+                                   "execute in place)"),
+        "power_mw": Fact(66, MW, "RP2040 running one core at 133 MHz: ~20 mA x 3.3 V, order of magnitude",
+                         ESTIMATE),
+        "cores": Fact(2, "", "RP2040 datasheet: two Cortex-M0+ cores", "plait's code runs on one"),
+    },
+)
+
 _CORTEX_M4F = TagDef(
     "cortex-m4f", {"mcpu": "cortex-m4f", "keys": ["arm_cpu"]},
     doc="Arm Cortex-M4 with single-precision FPU: ST STM32F407VG as on the STM32F4DISCOVERY "
@@ -124,5 +141,5 @@ _X86_64_AVX512 = TagDef(
     facts=_host_facts(simd_bits=Fact(512, BITS, "x86-64-v4: AVX-512, 512-bit vectors (x86-64 psABI levels)")),
 )
 
-C_TAGS = (_CORTEX_M0, _CORTEX_M4F, _CORTEX_M7F, _CORTEX_M55, _HOST_C)
+C_TAGS = (_CORTEX_M0, _RP2040, _CORTEX_M4F, _CORTEX_M7F, _CORTEX_M55, _HOST_C)
 LLVM_TAGS = (_HOST, _HOST_LLVM, _X86_64_AVX512)
