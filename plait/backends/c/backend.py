@@ -18,14 +18,18 @@ PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), 
 arrays. Every identifier is sanitized (:mod:`plait.backends.c.names`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
-Flags (every build): ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type;
-TIR's wrapping integers are computed in unsigned arithmetic), ``-fno-math-errno`` (sqrtf etc.
-inline to one instruction), ``-ffp-contract=fast`` (a*b+c may fuse into an FMA: faster on AVX2 and
-Cortex-M4F/M7F, and results stay within 1e-4 of the interpreter; -std=c99 alone would turn
-contraction off), ``-fopenmp-simd``; never ``-ffast-math`` (NaN, inf and signed zeros keep their
-meaning). Host builds add ``-march=native`` unless the target gives ``-mcpu``/``-march``, and use
-``-O3``: the c kind's ``-opt-level`` default (2) is meant for embedded builds, so on the host the
-default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
+Flags (:func:`compiler_and_flags`, the one place they come from; :func:`host_flags` for this machine):
+every build has ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type; TIR's
+wrapping integers are computed in unsigned arithmetic), ``-fno-math-errno`` (sqrtf etc. inline to one
+instruction), ``-fopenmp-simd``, and the contraction of :func:`contract_flag`: ``-ffp-contract=fast``
+for host pieces (a*b+c may fuse into an FMA: faster on AVX2, results within 1e-4 of the interpreter;
+-std=c99 alone would turn contraction off), ``-ffp-contract=off`` for a Cortex-M piece in every build
+of its C (cross, host simulation, the AOT host runner, the firmware), so the host and the core round
+every operation alike and give bit-identical float32 results (libm's transcendental functions aside:
+docs/embedded.md); never ``-ffast-math`` (NaN, inf and signed zeros keep their meaning). A simulated
+Cortex-M piece also leaves out libmvec (scalar libm, as on the device). Host builds add
+``-march=native`` unless the target gives ``-mcpu``/``-march``, and use ``-O3``: the c kind's
+``-opt-level`` default (2) is meant for embedded builds, so on the host the default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
 Cortex-M targets are cross-compiled with ``arm-none-eabi-gcc`` and the target's ``compiler_flags``
 (``-mcpu -mthumb -mfpu -mfloat-abi -O<n>``).
 """
