@@ -18,14 +18,18 @@ PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), 
 arrays. Every identifier is sanitized (:mod:`plait.backends.c.names`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
-Flags (every build): ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type;
-TIR's wrapping integers are computed in unsigned arithmetic), ``-fno-math-errno`` (sqrtf etc.
-inline to one instruction), ``-ffp-contract=fast`` (a*b+c may fuse into an FMA: faster on AVX2 and
-Cortex-M4F/M7F, and results stay within 1e-4 of the interpreter; -std=c99 alone would turn
-contraction off), ``-fopenmp-simd``; never ``-ffast-math`` (NaN, inf and signed zeros keep their
-meaning). Host builds add ``-march=native`` unless the target gives ``-mcpu``/``-march``, and use
-``-O3``: the c kind's ``-opt-level`` default (2) is meant for embedded builds, so on the host the
-default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
+Flags (:func:`compiler_and_flags`, the one place they come from; :func:`host_flags` for this machine):
+every build has ``-std=c99`` (no ``-fwrapv``: the generated C never overflows a signed type; TIR's
+wrapping integers are computed in unsigned arithmetic), ``-fno-math-errno`` (sqrtf etc. inline to one
+instruction), ``-fopenmp-simd``, and the contraction of :func:`contract_flag`: ``-ffp-contract=fast``
+for host pieces (a*b+c may fuse into an FMA: faster on AVX2, results within 1e-4 of the interpreter;
+-std=c99 alone would turn contraction off), ``-ffp-contract=off`` for a Cortex-M piece in every build
+of its C (cross, host simulation, the AOT host runner, the firmware), so the host and the core round
+every operation alike and give bit-identical float32 results (libm's transcendental functions aside:
+docs/embedded.md); never ``-ffast-math`` (NaN, inf and signed zeros keep their meaning). A simulated
+Cortex-M piece also leaves out libmvec (scalar libm, as on the device). Host builds add
+``-march=native`` unless the target gives ``-mcpu``/``-march``, and use ``-O3``: the c kind's
+``-opt-level`` default (2) is meant for embedded builds, so on the host the default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
 Cortex-M targets are cross-compiled with ``arm-none-eabi-gcc`` and the target's ``compiler_flags``
 (``-mcpu -mthumb -mfpu -mfloat-abi -O<n>``).
 """
@@ -52,7 +56,8 @@ from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
-BASE_FLAGS = ("-std=c99", "-fno-math-errno", "-ffp-contract=fast", "-fopenmp-simd")
+BASE_FLAGS = ("-std=c99", "-fno-math-errno", "-fopenmp-simd")  # every build; contraction: contract_flag
+CONTRACT_FAST, CONTRACT_OFF = "-ffp-contract=fast", "-ffp-contract=off"
 CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
 INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 
@@ -191,20 +196,27 @@ def host_opt_level(target: Any) -> int:
     return 3 if level == target.kind.option("opt-level").default else level
 
 
+def contract_flag(target: Any) -> str:
+    """``-ffp-contract=off`` for a Cortex-M piece (every build of its C: cross, host simulation, AOT host
+    runner, firmware), so the host and the core round every float operation alike; else ``=fast`` (FMA)."""
+    return CONTRACT_OFF if is_cross(target) else CONTRACT_FAST
+
+
 def compiler_and_flags(target: Any, host_simulation: bool = False) -> tuple[str, list[str], bool]:
-    """(compiler, flags, cross) for building ``target``'s C."""
+    """(compiler, flags, cross) for building ``target``'s C. The one place a c piece's flags come from."""
     cross = is_cross(target) and not host_simulation
     compiler = getattr(target.backend, "compiler", None)
     cc = "gcc" if compiler is None else compiler(target, host_simulation=host_simulation)
     tflags = _target_flags(target, host_simulation)
+    base = [*BASE_FLAGS, contract_flag(target)]
     if cross:
-        return cc, [*BASE_FLAGS, *tflags, *CROSS_FLAGS], True
+        return cc, [*base, *tflags, *CROSS_FLAGS], True
     tflags = [f for f in tflags if not f.startswith("-O")]
     if not any(f.startswith(("-march=", "-mcpu=")) for f in tflags):
         tflags.append("-march=native")
-    if vector_math_available():
+    if vector_math_available() and not is_cross(target):  # a simulated core calls scalar libm, as on the device
         tflags.append(f"-D{VECTOR_MATH_MACRO}")
-    return cc, [*BASE_FLAGS, f"-O{host_opt_level(target)}", *tflags], False
+    return cc, [*base, f"-O{host_opt_level(target)}", *tflags], False
 
 
 def host_flags(target: Any = None) -> list[str]:
@@ -438,5 +450,5 @@ class CBackend(Backend):
         return lib
 
 
-__all__ = ["BASE_FLAGS", "CBackend", "CodegenError", "CompileError", "build_c", "c_function_names", "codegen_c",
-           "compiler_and_flags", "host_opt_level", "is_cross", "prim_funcs", "simulation_compiler"]
+__all__ = ["BASE_FLAGS", "CONTRACT_FAST", "CONTRACT_OFF", "CBackend", "CodegenError", "CompileError", "build_c",
+           "c_function_names", "codegen_c", "compiler_and_flags", "contract_flag", "host_opt_level", "is_cross", "prim_funcs", "simulation_compiler"]
