@@ -21,7 +21,8 @@ from typing import Any
 
 from plait.errors import PlaitError
 from plait.executor.aot import AotArtifact
-from plait.executor.firmware_composite import composite_board, image_flags, is_composite, makefile_overrides, source_flags
+from plait.executor.firmware_composite import (composite_board, image_flags, is_composite, makefile_overrides,
+                                              source_flags)
 from plait.target.boards import Board, board_for, check_board_fits
 
 FW = "firmware"
@@ -34,7 +35,8 @@ class FirmwareError(PlaitError):
 
 
 def firmware_piece(art: AotArtifact) -> tuple[Any, Board]:
-    """(the target of the artifact's one Cortex-M piece, its board); a composite's: (its host piece's, the image's board)."""
+    """(the target of the artifact's one Cortex-M piece, its board); for a composite target (its host
+    piece's target, the board of the one image)."""
     from plait.target import CompositeTarget
 
     composite = CompositeTarget(art.target)

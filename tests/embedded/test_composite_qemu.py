@@ -34,7 +34,8 @@ def ds_cnn():
 
 
 def build(model, target: str, executor: str, cache: str):
-    return plait.build(from_onnx(model), target=target, executor=executor, place=rules_of(PLACE, CompositeTarget(target)),
+    return plait.build(from_onnx(model), target=target, executor=executor,
+                       place=rules_of(PLACE, CompositeTarget(target)),
                        config={"aot.name": "kws", "cc.cache_dir": cache, "c.host_simulation": True})
 
 
@@ -77,7 +78,8 @@ def test_cli_runs_the_composite_on_qemu(ds_cnn, tmp_path, capsys):
 
 def test_a_piece_for_no_board_is_named(ds_cnn, tmp_path):
     target = "cpu: c; inference_cpu: c -mcpu=cortex-m7f"
-    art = plait.build(from_onnx(ds_cnn), target=target, executor="aot", place=rules_of("/fc/*=cpu", CompositeTarget(target)),
+    art = plait.build(from_onnx(ds_cnn), target=target, executor="aot",
+                      place=rules_of("/fc/*=cpu", CompositeTarget(target)),
                       config={"aot.name": "kws", "cc.cache_dir": str(tmp_path / "cc"), "c.host_simulation": True})
     with pytest.raises(TargetError) as e:
         add_firmware(art)
