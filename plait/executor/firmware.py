@@ -10,7 +10,8 @@ calls ``plait_<name>_run``, writes ``out/<field>.bin``; exit status 0, 1 for a f
 non-zero run status), ``board.ld`` (the board's memory map: code and constants in its code memory,
 data, pools and the stack in its RAM) and a ``Makefile`` building ``fw.elf`` with arm-none-eabi-gcc
 alone. The model's C is compiled with its piece's cross flags with ``-ffp-contract=off`` (no fused
-multiply-add: the same float32 results on every core). Only a target with one Cortex-M piece for now.
+multiply-add: the same float32 results on every core). A composite target is one image on the board of
+its largest core (:mod:`plait.executor.firmware_composite`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 from plait.errors import PlaitError
 from plait.executor.aot import AotArtifact
+from plait.executor.firmware_composite import (composite_board, image_flags, is_composite, makefile_overrides,
+                                              source_flags)
 from plait.target.boards import Board, board_for, check_board_fits
 
 FW = "firmware"
@@ -32,13 +35,13 @@ class FirmwareError(PlaitError):
 
 
 def firmware_piece(art: AotArtifact) -> tuple[Any, Board]:
-    """(the target of the artifact's one Cortex-M piece, its board)."""
+    """(the target of the artifact's one Cortex-M piece, its board); for a composite target (its host
+    piece's target, the board of the one image)."""
     from plait.target import CompositeTarget
 
     composite = CompositeTarget(art.target)
-    if len(composite.pieces) != 1:
-        raise FirmwareError(f"firmware for a composite target ('{art.target}') is not built yet: give one "
-                            "Cortex-M piece, e.g. --target \"c -mcpu=cortex-m7f\"")
+    if len(composite.pieces) != 1:  # one image on the board of the largest core (firmware_composite)
+        return composite.host.target, composite_board(art)
     target = composite.pieces[0].target
     if target.kind.name != "c" or not str(target.options.get("mcpu", "")).startswith("cortex-m"):
         raise FirmwareError(f"firmware needs a Cortex-M target (e.g. \"c -mcpu=cortex-m0\"), got '{art.target}'")
@@ -46,7 +49,10 @@ def firmware_piece(art: AotArtifact) -> tuple[Any, Board]:
 
 
 def firmware_flags(art: AotArtifact) -> list[str]:
-    """The flags every firmware source is compiled with: the piece's cross flags, contraction off."""
+    """The flags every firmware source is compiled with: the piece's cross flags, contraction off (a
+    composite target's: the host piece's, hard float as softfp; each piece's own in ``source_flags``)."""
+    if is_composite(art):
+        return image_flags(art.metadata["sources"][0]["flags"])
     flags = [f for f in art.metadata["sources"][0]["flags"] if not f.startswith("-ffp-contract")]
     return [*flags, "-ffp-contract=off"]
 
@@ -235,6 +241,8 @@ def add_firmware(art: AotArtifact) -> Board:
     art.files.update({f"{FW}/startup.c": _startup(board), f"{FW}/semihost.h": SEMIHOST_H,
                       f"{FW}/semihost.c": SEMIHOST_C, f"{FW}/main.c": _main(art), f"{FW}/board.ld": _linker(board),
                       f"{FW}/Makefile": _makefile(art, flags)})
+    if is_composite(art):
+        art.files[f"{FW}/Makefile"] += makefile_overrides(art, flags)
     if "\nfirmware:" not in art.files["Makefile"]:
         art.files["Makefile"] += ("\n# the bare-metal firmware for QEMU board " + board.name +
                                   " (firmware/fw.elf)\nfirmware:\n\t$(MAKE) -C firmware\n\n.PHONY: firmware\n")
@@ -242,6 +250,8 @@ def add_firmware(art: AotArtifact) -> Board:
                       "flags": flags, "link_flags": [*LINK_FLAGS, "-lm"], "elf": f"{FW}/fw.elf",
                       "inputs": [f"in/{i['field']}.bin" for i in md["inputs"]],
                       "outputs": [f"out/{o['field']}.bin" for o in md["outputs"]]}
+    if is_composite(art):
+        md["firmware"]["source_flags"] = source_flags(art)
     art.files["metadata.json"] = json.dumps(md, indent=1, sort_keys=True) + "\n"
     return board
 

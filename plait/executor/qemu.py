@@ -88,7 +88,8 @@ def run_firmware(elf: str | Path, board: Board, workdir: str | Path, timeout_s: 
 
 
 class QemuModule:
-    """Runs an :class:`AotArtifact` for one Cortex-M piece on its board under QEMU.
+    """Runs an :class:`AotArtifact` for one Cortex-M piece on its board under QEMU (a composite target: one
+    image on the board of its largest core, :mod:`plait.executor.firmware_composite`).
 
     ``m(*inputs, **inputs) -> list[np.ndarray]`` like ``AotModule``; ``timeout_s`` bounds each run.
     The firmware is built once (in ``build_dir``, default a temporary directory) when the module is made.

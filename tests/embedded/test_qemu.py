@@ -16,7 +16,7 @@ import plait
 from plait.cli import main
 from plait.errors import PlaitError
 from plait.executor.aot_run import AotModule
-from plait.executor.firmware import SEMIHOST_C, SEMIHOST_H, FirmwareError, _startup, add_firmware
+from plait.executor.firmware import SEMIHOST_C, SEMIHOST_H, _startup, add_firmware
 from plait.executor.qemu import QemuError, QemuModule, run_firmware
 from plait.frontend.onnx import from_onnx
 from plait.target import Target
@@ -118,15 +118,6 @@ def test_code_and_constants_overflowing_the_boards_flash_is_an_error(cache):
         QemuModule(art)
     assert str(e.value) == ("board 'microbit' is too small for the firmware: its FLASH overflowed by 4,056 B "
                             "(Cortex-M0 code runs unchanged on mps2-an385: -board=mps2-an385)")
-
-
-def test_a_composite_target_has_no_firmware_yet(mlp, cache):
-    art = aot(mlp, "a: c -mcpu=cortex-m0; b: c -mcpu=cortex-m7f", "mlp", cache)
-    with pytest.raises(FirmwareError) as e:
-        add_firmware(art)
-    assert str(e.value) == ("firmware for a composite target ('a: c -mcpu=cortex-m0; b: c -mcpu=cortex-m7 "
-                            "-mfpu=fpv5-sp-d16 -mfloat-abi=hard') is "
-                            "not built yet: give one Cortex-M piece, e.g. --target \"c -mcpu=cortex-m7f\"")
 
 
 # ---- runs -----------------------------------------------------------------------------------------
