@@ -60,7 +60,9 @@ def test_ds_cnn_on_the_design_composite(ds_cnn, tmp_path):
     s = ort.InferenceSession(ds_cnn.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(y, s.run(None, {s.get_inputs()[0].name: x})[0], rtol=0, atol=1e-4)
     (g,) = GraphModule(build(ds_cnn, DESIGN, "graph", str(tmp_path / "cc")))(input=x)
-    np.testing.assert_allclose(y, g, rtol=0, atol=1e-5)
+    # both pieces are Cortex-M: built without contraction everywhere, so the host simulation and the two
+    # emulated cores agree bit for bit (ds_cnn has no transcendental functions)
+    np.testing.assert_array_equal(y, g)
 
 
 @needs_qemu
