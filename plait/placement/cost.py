@@ -96,10 +96,15 @@ def signature(call: Call) -> str:
 
 
 class CostDatabase:
-    """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?}]}``."""
+    """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?, ...}]}``.
 
-    def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None):
+    An entry may carry more fields, kept as they are: ``plait measure`` writes ``instructions``,
+    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``."""
+
+    def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None,
+                 info: Mapping[tuple[str, str], Mapping[str, Any]] | None = None):
         self._entries = dict(entries or {})
+        self._info = {k: dict(v) for k, v in (info or {}).items()}
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CostDatabase":
@@ -114,17 +119,36 @@ class CostDatabase:
     def from_dict(cls, data: Any, where: str = "cost database") -> "CostDatabase":
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             raise CostError(f"{where}: expected an object with a list 'entries'")
-        out = {}
+        out, info = {}, {}
         for k, e in enumerate(data["entries"]):
             if not (isinstance(e, dict) and isinstance(e.get("op"), str) and isinstance(e.get("target"), str)
                     and isinstance(e.get("seconds"), (int, float)) and e["seconds"] >= 0):
                 raise CostError(f"{where}: entry {k} needs 'op' and 'target' strings and 'seconds' >= 0")
             j = e.get("joules")
             out[(e["op"], e["target"])] = (float(e["seconds"]), None if j is None else float(j))
-        return cls(out)
+            info[(e["op"], e["target"])] = {n: v for n, v in e.items() if n not in ("op", "target", "seconds", "joules")}
+        return cls(out, info)
+
+    def add(self, op: str, target: str, seconds: float, joules: float | None = None, **info: Any) -> None:
+        """Record (or replace) the cost of the call signature ``op`` on ``target``; ``info``: more fields."""
+        self._entries[(op, target)] = (float(seconds), None if joules is None else float(joules))
+        self._info[(op, target)] = dict(info)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": [{"op": op, "target": t, "seconds": s, **({} if j is None else {"joules": j}),
+                             **self._info.get((op, t), {})} for (op, t), (s, j) in self._entries.items()]}
+
+    def save(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
 
     def lookup(self, call: Call, target: Any) -> tuple[float, float | None] | None:
         return self._entries.get((signature(call), str(target)))
+
+    def info(self, call: Call, target: Any) -> dict[str, Any]:
+        """The entry's other fields (``instructions``, ``source``...); empty when none or no entry."""
+        return dict(self._info.get((signature(call), str(target)), {}))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -216,7 +240,11 @@ class CostModel:
             got = self.database.lookup(call, piece.target)
             if got is not None:
                 s, j = got
-                return Estimate(s, s * power if j is None else j, "database", "measured")
+                more = self.database.info(call, piece.target)
+                detail = "measured" + (f" ({more['source']}: {more['instructions']:,.0f} instructions on "
+                                       f"{more.get('board', '?')})" if "instructions" in more and "source" in more
+                                       else "")
+                return Estimate(s, s * power if j is None else j, "database", detail)
         from plait.target import call_cost
 
         s = call_cost(piece, call)

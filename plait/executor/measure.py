@@ -1,0 +1,177 @@
+"""Measured costs: instruction counts of every operator call of a model under QEMU, as a cost database.
+
+    art = plait.build(mod, target="c -mcpu=cortex-m7f", executor="aot", config={"c.host_simulation": True})
+    db, rows = measure(mod, art)                      # builds the firmware, one QEMU run with the plugin
+    db.save("costs.json")                             # plait explain/compile/run --costs costs.json
+
+Each graph node of the AOT artifact calls one operator function (a fused group of Relay calls). The
+instruction-counting plugin (:mod:`plait.executor.insn_plugin`) gets one address range per operator
+function (from the ELF's symbol table, ``arm-none-eabi-nm``: address with the Thumb bit cleared, size)
+and marks every entry to one with the instructions executed before it. A node's count is the difference
+between its function's entry and the next node's (the last: the next semihosting call, when ``main``
+writes the outputs): its callees (soft-float routines, ``memcpy``, libm) and the few instructions of
+argument set-up in ``plait_<name>_run`` included. A function shared by several nodes is measured per
+call that way (each entry is one call, in execution order), not divided.
+
+A node's count is shared equally by the Relay calls of its group (as placement shares a fused group's
+estimate) and recorded per call signature (:func:`plait.placement.cost.signature`) and piece target;
+calls with the same signature are averaged. Time = instructions x the core's cycles per instruction
+(:data:`CPI`, estimates) / the piece's clock (``clock_mhz`` fact).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.executor.insn_plugin import plugin_library, read_counts, write_ranges
+
+# Cycles per instruction of each core: ESTIMATES (QEMU has no timing model; it counts instructions).
+# Derived from Arm's published Dhrystone figures relative to a 1-IPC core and the cores' pipelines:
+# M0 (3 stages, 2-cycle loads, 3-cycle taken branches) ~1.4; M3/M4 (2-cycle loads, pipelined LDM) ~1.25;
+# M7 (dual-issue, 6 stages) ~0.8; M55 (dual-issue scalar with MVE beats) ~1.0.
+CPI = {"cortex-m0": 1.4, "cortex-m0plus": 1.3, "cortex-m3": 1.25, "cortex-m4": 1.25, "cortex-m7": 0.8,
+       "cortex-m55": 1.0}
+SOURCE = "measured qemu"
+
+
+class MeasureError(PlaitError):
+    """A model cannot be measured (no Cortex-M piece, an unmatched operator function, no counts)."""
+
+
+@dataclass(frozen=True)
+class CallCount:
+    """One graph node's measured call: its function, the Relay calls it runs and its instructions."""
+
+    node: int
+    func: str
+    signatures: tuple[str, ...]
+    instructions: int
+
+
+def function_ranges(elf: str | Path, names: list[str]) -> dict[str, tuple[int, int]]:
+    """``name -> (lo, hi)`` of the ELF's functions ``names`` (``arm-none-eabi-nm -S``; Thumb bit cleared)."""
+    nm = shutil.which("arm-none-eabi-nm")
+    if nm is None:
+        raise MeasureError("measuring needs arm-none-eabi-nm (apt-get install -y gcc-arm-none-eabi)")
+    out = subprocess.run([nm, "-S", "--defined-only", str(elf)], capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "tT" and f[3] in names:
+            lo = int(f[0], 16) & ~1
+            found[f[3]] = (lo, lo + int(f[1], 16))
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise MeasureError(f"the firmware {elf} has no function {', '.join(missing)}")
+    return found
+
+
+def core_of(target: Any) -> str:
+    """The ``-mcpu`` core of a Cortex-M target without the FPU suffix (``cortex-m7f`` -> ``cortex-m7``)."""
+    cpu = str(target.options.get("mcpu", ""))
+    return cpu[:-1] if cpu.endswith("f") and cpu[:-1] in CPI else cpu
+
+
+def _units(mod: Any, target: str) -> list[tuple[Any, ...]]:
+    """The non-view Relay calls of ``mod``'s main as placement groups them (fused groups, single calls),
+    in execution order: what the AOT graph's nodes call."""
+    from plait.placement.explain import explain
+
+    a = explain(mod, target).assignment
+    group_of = {c: g for g in a.fused for c in g}
+    units, seen = [], set()
+    for p in a.placed:
+        if getattr(p.call.op, "view", False):
+            continue
+        g = group_of.get(p.call, (p.call,))
+        if id(g) not in seen:
+            seen.add(id(g))
+            units.append(g)
+    return units
+
+
+def _matches(func: str, group: tuple[Any, ...]) -> bool:
+    from plait.lowering.lower import c_name
+
+    base = c_name("fused_" + "_".join(c_name(c.op.name) for c in group))
+    return func == base or base.startswith(re.sub(r"_\d+$", "", func))  # a clash suffix, a cut name
+
+
+def check_measurable(target: str) -> None:
+    """MeasureError unless ``target`` is one Cortex-M piece."""
+    from plait.target import CompositeTarget
+
+    ct = CompositeTarget(target)
+    if len(ct.pieces) != 1:
+        raise MeasureError(f"plait measure: composite targets are not measured yet ('{target}'): measure each "
+                           "Cortex-M piece's target alone (the database is keyed by piece target)")
+    if core_of(ct.pieces[0].target) not in CPI:
+        raise MeasureError(f"plait measure needs a Cortex-M target (one of {', '.join(sorted(CPI))}), got '{target}'")
+
+
+def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, timeout_s: float = 120.0,
+            cache_dir: str | None = None) -> tuple[Any, list[CallCount]]:
+    """Run ``art`` (``mod`` built with ``executor="aot"`` for one Cortex-M piece, e.g. by :func:`build_for_measure`)
+    under QEMU with the counting plugin; returns
+    (a :class:`~plait.placement.cost.CostDatabase` of the calls, the per-node counts). ``inputs``: default
+    a fixed-seed standard normal sample of each input (soft-float counts depend a little on the data)."""
+    from plait.executor.qemu import QemuModule
+    from plait.placement.cost import CostDatabase, signature
+    from plait.schedule import machine_for
+    from plait.target import CompositeTarget
+
+    target = art.target
+    check_measurable(target)
+    piece = CompositeTarget(target).pieces[0].target
+    core = core_of(piece)
+    with tempfile.TemporaryDirectory(prefix="plait_measure_") as tmp:
+        m = QemuModule(art, timeout_s=timeout_s, build_dir=Path(tmp) / "fw")
+        nodes = art.metadata["placement"]
+        funcs = sorted({n["func"] for n in nodes})  # C symbol: <name>_<func>
+        syms = function_ranges(m.elf, [*(f"{art.name}_{f}" for f in funcs), "sh_open"])
+        ranges = {n if n == "sh_open" else n[len(art.name) + 1:]: r for n, r in syms.items()}
+        order = sorted(ranges, key=lambda n: ranges[n][0])
+        write_ranges(Path(tmp) / "ranges.txt", [ranges[n] for n in order])
+        so = plugin_library(cache_dir)
+        m.qemu_args = ["-plugin", f"{so},in={Path(tmp) / 'ranges.txt'},out={Path(tmp) / 'counts.txt'}"]
+        if inputs is None:
+            rng = np.random.default_rng(0)
+            inputs = {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in art.metadata["inputs"]}
+        m(**inputs)
+        counts = read_counts(Path(tmp) / "counts.txt", len(order))
+    marks = [(order[r], before) for r, before in counts.marks]
+    calls = [k for k, (n, _) in enumerate(marks) if n != "sh_open"]
+    if [marks[k][0] for k in calls] != [n["func"] for n in nodes]:
+        raise MeasureError(f"the firmware entered {[marks[k][0] for k in calls]}, expected the graph's "
+                           f"{[n['func'] for n in nodes]}")
+    units = _units(mod, target)
+    if len(units) != len(nodes) or not all(_matches(n["func"], g) for n, g in zip(nodes, units)):
+        raise MeasureError("the graph's operator functions do not match placement's groups: "
+                           f"{[n['func'] for n in nodes]}")
+    rows = []
+    for node, g, k in zip(nodes, units, calls):
+        rows.append(CallCount(node["node"], node["func"], tuple(signature(c) for c in g),
+                              marks[k + 1][1] - marks[k][1]))
+    clock = machine_for(piece).clock_mhz * 1e6
+    per_sig: dict[str, list[float]] = {}
+    for r in rows:
+        for s in r.signatures:
+            per_sig.setdefault(s, []).append(r.instructions / len(r.signatures))
+    db = CostDatabase()
+    for s, v in per_sig.items():
+        insns = float(np.mean(v))
+        db.add(s, str(piece), insns * CPI[core] / clock, instructions=insns, source=SOURCE,
+               board=m.board.name, cpi=CPI[core], clock_mhz=clock / 1e6, calls=len(v))
+    return db, rows
+
+
+__all__ = ["CPI", "CallCount", "MeasureError", "SOURCE", "check_measurable", "core_of", "function_ranges", "measure"]
