@@ -27,8 +27,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
     art = build(mod, target=args.target, executor="aot",
                 config={"aot.name": "measure", "cc.cache_dir": args.cache_dir, "c.host_simulation": True})
     db, rows = measure(mod, art, timeout_s=args.qemu_timeout, cache_dir=args.cache_dir)
-    db.save(args.output)
     for r in rows:
         say(f"node {r.node:>4}  {r.func:<40} {r.instructions:>14,} instructions")
+    from plait.executor.measure import fit_calibration, median_error
+
+    factors = fit_calibration(db, str(art.metadata["target"]), rows)
+    say(f"analytic model calibrated x{factors.get('*', 1.0):.3g} (median per op): median error "
+        f"{median_error(rows):.0%} before, {median_error(rows, factors):.0%} after")
+    db.save(args.output)
     say(f"wrote {len(db)} entries ({len(rows)} calls) to {args.output}")
     return 0

@@ -13,8 +13,9 @@ writes the outputs): its callees (soft-float routines, ``memcpy``, libm) and the
 argument set-up in ``plait_<name>_run`` included. A function shared by several nodes is measured per
 call that way (each entry is one call, in execution order), not divided.
 
-A node's count is shared equally by the Relay calls of its group (as placement shares a fused group's
-estimate) and recorded per call signature (:func:`plait.placement.cost.signature`) and piece target;
+A node's count is shared by the Relay calls of its group in proportion to the analytic model's
+single-call estimates (so a ``relu`` fused after a convolution gets its small part) and recorded per
+call signature (:func:`plait.placement.cost.signature`) and piece target;
 calls with the same signature are averaged. Time = instructions x the core's cycles per instruction
 (:data:`CPI`, estimates) / the piece's clock (``clock_mhz`` fact).
 """
@@ -49,12 +50,22 @@ class MeasureError(PlaitError):
 
 @dataclass(frozen=True)
 class CallCount:
-    """One graph node's measured call: its function, the Relay calls it runs and its instructions."""
+    """One graph node's measured call: its function, the Relay calls it runs (signatures, op names, the
+    analytic model's uncalibrated single-call estimates in seconds) and its instructions and seconds."""
 
     node: int
     func: str
     signatures: tuple[str, ...]
+    ops: tuple[str, ...]
+    analytic: tuple[float, ...]
     instructions: int
+    seconds: float
+
+    def shares(self) -> list[float]:
+        """Each Relay call's share of the node's measurement: in proportion to its analytic estimate (the
+        model's view of where the work is; equal shares when it has none)."""
+        total = sum(self.analytic)
+        return [a / total if total > 0 else 1 / len(self.ops) for a in self.analytic]
 
 
 def function_ranges(elf: str | Path, names: list[str]) -> dict[str, tuple[int, int]]:
@@ -125,13 +136,14 @@ def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, tim
     (a :class:`~plait.placement.cost.CostDatabase` of the calls, the per-node counts). ``inputs``: default
     a fixed-seed standard normal sample of each input (soft-float counts depend a little on the data)."""
     from plait.executor.qemu import QemuModule
-    from plait.placement.cost import CostDatabase, signature
+    from plait.placement.cost import CostDatabase, CostModel, signature
     from plait.schedule import machine_for
     from plait.target import CompositeTarget
 
     target = art.target
     check_measurable(target)
-    piece = CompositeTarget(target).pieces[0].target
+    the_piece = CompositeTarget(target).pieces[0]
+    piece = the_piece.target
     core = core_of(piece)
     with tempfile.TemporaryDirectory(prefix="plait_measure_") as tmp:
         m = QemuModule(art, timeout_s=timeout_s, build_dir=Path(tmp) / "fw")
@@ -157,21 +169,55 @@ def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, tim
     if len(units) != len(nodes) or not all(_matches(n["func"], g) for n, g in zip(nodes, units)):
         raise MeasureError("the graph's operator functions do not match placement's groups: "
                            f"{[n['func'] for n in nodes]}")
+    clock = machine_for(piece).clock_mhz * 1e6
+    cm = CostModel(use_schedule=True)
     rows = []
     for node, g, k in zip(nodes, units, calls):
-        rows.append(CallCount(node["node"], node["func"], tuple(signature(c) for c in g),
-                              marks[k + 1][1] - marks[k][1]))
-    clock = machine_for(piece).clock_mhz * 1e6
+        n = marks[k + 1][1] - marks[k][1]
+        rows.append(CallCount(node["node"], node["func"], tuple(signature(c) for c in g), tuple(c.op_name for c in g),
+                              tuple(cm.call_cost(c, the_piece).seconds for c in g), n, n * CPI[core] / clock))
     per_sig: dict[str, list[float]] = {}
     for r in rows:
-        for s in r.signatures:
-            per_sig.setdefault(s, []).append(r.instructions / len(r.signatures))
+        for s, share in zip(r.signatures, r.shares()):
+            per_sig.setdefault(s, []).append(r.instructions * share)
     db = CostDatabase()
     for s, v in per_sig.items():
         insns = float(np.mean(v))
         db.add(s, str(piece), insns * CPI[core] / clock, instructions=insns, source=SOURCE,
                board=m.board.name, cpi=CPI[core], clock_mhz=clock / 1e6, calls=len(v))
+    fit_calibration(db, str(piece), rows)
     return db, rows
 
 
-__all__ = ["CPI", "CallCount", "MeasureError", "SOURCE", "check_measurable", "core_of", "function_ranges", "measure"]
+def calibration_samples(rows: list[CallCount]) -> list[tuple[str, float, float]]:
+    """``(op, measured seconds, analytic seconds)`` of every Relay call of ``rows`` (its share of its node's
+    measurement, :meth:`CallCount.shares`)."""
+    return [(op, r.seconds * sh, a) for r in rows for op, a, sh in zip(r.ops, r.analytic, r.shares()) if a > 0]
+
+
+def fit_calibration(db: Any, target: str, rows: list[CallCount]) -> dict[str, float]:
+    """Fit the analytic model of ``target`` to the measured ``rows`` (of one or more models) and record the
+    factors in ``db``: per op, the median of measured / analytic over its calls; "*" the median over all.
+    Returns the factors."""
+    samples = calibration_samples(rows)
+    by_op: dict[str, list[float]] = {}
+    for op, measured, analytic in samples:
+        by_op.setdefault(op, []).append(measured / analytic)
+    factors = {op: float(np.median(v)) for op, v in by_op.items()}
+    if samples:
+        factors["*"] = float(np.median([m / a for _, m, a in samples]))
+    for op, k in factors.items():
+        db.set_factor(target, op, k)
+    return factors
+
+
+def median_error(rows: list[CallCount], factors: dict[str, float] | None = None) -> float:
+    """The median over the calls of |k x analytic - measured| / measured (k: the op's factor, else "*",
+    else 1: the uncalibrated model)."""
+    f = factors or {}
+    errs = [abs(f.get(op, f.get("*", 1.0)) * a - m) / m for op, m, a in calibration_samples(rows) if m > 0]
+    return float(np.median(errs)) if errs else 0.0
+
+
+__all__ = ["CPI", "CallCount", "MeasureError", "SOURCE", "calibration_samples", "check_measurable", "core_of",
+           "fit_calibration", "function_ranges", "measure", "median_error"]

@@ -99,12 +99,16 @@ class CostDatabase:
     """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?, ...}]}``.
 
     An entry may carry more fields, kept as they are: ``plait measure`` writes ``instructions``,
-    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``."""
+    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``. An optional
+    ``"calibration": [{"target": str, "op": op name or "*", "factor": k}]`` scales the analytic estimates
+    (schedule, roofline) of calls not in the entries on that target: by the factor of their op, else "*"."""
 
     def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None,
-                 info: Mapping[tuple[str, str], Mapping[str, Any]] | None = None):
+                 info: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+                 calibration: Mapping[str, Mapping[str, float]] | None = None):
         self._entries = dict(entries or {})
         self._info = {k: dict(v) for k, v in (info or {}).items()}
+        self._calibration = {t: dict(f) for t, f in (calibration or {}).items()}
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CostDatabase":
@@ -127,16 +131,38 @@ class CostDatabase:
             j = e.get("joules")
             out[(e["op"], e["target"])] = (float(e["seconds"]), None if j is None else float(j))
             info[(e["op"], e["target"])] = {n: v for n, v in e.items() if n not in ("op", "target", "seconds", "joules")}
-        return cls(out, info)
+        cal: dict[str, dict[str, float]] = {}
+        for k, c in enumerate(data.get("calibration", [])):
+            if not (isinstance(c, dict) and isinstance(c.get("target"), str) and isinstance(c.get("op"), str)
+                    and isinstance(c.get("factor"), (int, float)) and c["factor"] > 0):
+                raise CostError(f"{where}: calibration {k} needs 'target' and 'op' strings and 'factor' > 0")
+            cal.setdefault(c["target"], {})[c["op"]] = float(c["factor"])
+        return cls(out, info, cal)
 
     def add(self, op: str, target: str, seconds: float, joules: float | None = None, **info: Any) -> None:
         """Record (or replace) the cost of the call signature ``op`` on ``target``; ``info``: more fields."""
         self._entries[(op, target)] = (float(seconds), None if joules is None else float(joules))
         self._info[(op, target)] = dict(info)
 
+    def set_factor(self, target: str, op: str, factor: float) -> None:
+        """Calibrate the analytic estimates of ``op`` (an op name, or "*" for any) on ``target`` by ``factor``."""
+        self._calibration.setdefault(target, {})[op] = float(factor)
+
+    def factor(self, op: str, target: Any) -> float | None:
+        """The calibration factor of ``op`` on ``target`` (its own, else "*"); None when not calibrated."""
+        f = self._calibration.get(str(target), {})
+        return f.get(op, f.get("*"))
+
+    def calibrates(self, target: Any) -> bool:
+        return bool(self._calibration.get(str(target)))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"entries": [{"op": op, "target": t, "seconds": s, **({} if j is None else {"joules": j}),
-                             **self._info.get((op, t), {})} for (op, t), (s, j) in self._entries.items()]}
+        out: dict[str, Any] = {"entries": [{"op": op, "target": t, "seconds": s, **({} if j is None else {"joules": j}),
+                                            **self._info.get((op, t), {})} for (op, t), (s, j) in self._entries.items()]}
+        if self._calibration:
+            out["calibration"] = [{"target": t, "op": op, "factor": k} for t, f in self._calibration.items()
+                                  for op, k in sorted(f.items())]
+        return out
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "w", encoding="utf-8") as f:
@@ -205,14 +231,21 @@ class CostModel:
         target = piece.target
         key = (signature(call), str(target))
         if key not in self._cache:
-            self._cache[key] = self._analytic(call, target, _power_mw(target) * 1e-3)
+            self._cache[key] = self._calibrated(self._analytic(call, target, _power_mw(target) * 1e-3), call, target)
         return self._cache[key]
+
+    def _calibrated(self, e: Estimate, call: Call, target: Any) -> Estimate:
+        k = None if self.database is None else self.database.factor(call.op_name, target)
+        if k is None:
+            return e
+        return Estimate(e.seconds * k, e.joules * k, e.source, f"{e.detail}; calibrated x{k:.3g} (measured)")
 
     def fused_cost(self, fn: Function, calls: list[Call], piece: Piece | Any) -> Estimate | None:
         """The fusion group ``calls`` (its Primitive function ``fn``, typed) on a piece lowered by default,
         priced as that one function: lowered (through the build's cache, so lowering reuses it), scheduled
         and estimated. None when nothing needs lowering to price the calls (every one has a database or
-        hook cost, or ``use_schedule`` is off), when the function cannot be lowered, and in a subclass that
+        hook cost, or ``use_schedule`` is off, or the database calibrates the piece's target: calls are then
+        priced one by one, calibrated), when the function cannot be lowered, and in a subclass that
         overrides :meth:`call_cost` without overriding this: the calls are then priced and placed one by one
         (lowering still fuses those that share a piece, lowering each once)."""
         if type(self).call_cost is not CostModel.call_cost and type(self).fused_cost is CostModel.fused_cost:
@@ -220,6 +253,8 @@ class CostModel:
         piece = _as_piece(piece)
         if not self.use_schedule or all(self._known(c, piece) is not None for c in calls):
             return None
+        if self.database is not None and self.database.calibrates(piece.target):
+            return None  # calibrated per call: the factors were fitted to single-call estimates
         from plait.lowering.cache import lower_cached
         from plait.schedule import estimate_cost
 

@@ -70,6 +70,10 @@ def test_measure_writes_a_database_and_explain_costs_shows_measured(tmp_path, ca
                          c["costs"]["c"]["detail"].startswith("measured (measured qemu: ") for c in calls)
     sigs = {e["op"] for e in data["entries"]}
     assert len(sigs) == len(data["entries"])
+    # the fitted calibration of the piece's target: one factor per op and "*"
+    cal = {c["op"]: c["factor"] for c in data["calibration"]}
+    assert set(cal) == {"*", "nn.dense", "add", "nn.relu", "nn.softmax"} and all(k > 0 for k in cal.values())
+    assert main(["compile", str(model), "--target", target, "--costs", str(out), "-o", str(tmp_path / "art")]) == 0
 
 
 def test_measure_refuses_a_composite_target(tmp_path, capsys):
