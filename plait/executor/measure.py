@@ -117,31 +117,40 @@ def _matches(func: str, group: tuple[Any, ...]) -> bool:
     return func == base or base.startswith(re.sub(r"_\d+$", "", func))  # a clash suffix, a cut name
 
 
-def check_measurable(target: str) -> None:
-    """MeasureError unless ``target`` is one Cortex-M piece."""
-    from plait.target import CompositeTarget
+def measuring_target(target: Any) -> Any:
+    """The single-piece target a Cortex-M piece ``target`` is measured as: on its board, or on
+    ``mps2-an385`` for the microbit (ARMv6-M code runs unchanged there, same instructions), with the
+    chip's RAM and flash raised to the board's (so that placement and the memory checks admit any model
+    the board holds). The generated code is the piece's; entries are recorded under ``str(target)``."""
+    from plait.target.boards import board_for, get_board
 
-    ct = CompositeTarget(target)
-    if len(ct.pieces) != 1:
-        raise MeasureError(f"plait measure: composite targets are not measured yet ('{target}'): measure each "
-                           "Cortex-M piece's target alone (the database is keyed by piece target)")
-    if core_of(ct.pieces[0].target) not in CPI:
-        raise MeasureError(f"plait measure needs a Cortex-M target (one of {', '.join(sorted(CPI))}), got '{target}'")
+    board = board_for(target)
+    if board.name == "microbit":
+        board = get_board("mps2-an385")
+    o = target.options
+    return target.with_options({"board": board.name,
+                                "ram-kb": max(int(o.get("ram-kb") or 0), board.ram.size // 1024),
+                                "flash-kb": max(int(o.get("flash-kb") or 0), board.code.size // 1024)})
 
 
 def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, timeout_s: float = 120.0,
-            cache_dir: str | None = None) -> tuple[Any, list[CallCount]]:
+            cache_dir: str | None = None, key: str | None = None) -> tuple[Any, list[CallCount]]:
     """Run ``art`` (``mod`` built with ``executor="aot"`` for one Cortex-M piece, e.g. by :func:`build_for_measure`)
     under QEMU with the counting plugin; returns
     (a :class:`~plait.placement.cost.CostDatabase` of the calls, the per-node counts). ``inputs``: default
-    a fixed-seed standard normal sample of each input (soft-float counts depend a little on the data)."""
+    a fixed-seed standard normal sample of each input (soft-float counts depend a little on the data);
+    ``key``: the target string the entries are recorded under (default the artifact's piece target; a
+    composite's piece measured through :func:`measuring_target` gives its own)."""
     from plait.executor.qemu import QemuModule
     from plait.placement.cost import CostDatabase, CostModel, signature
     from plait.schedule import machine_for
     from plait.target import CompositeTarget
 
     target = art.target
-    check_measurable(target)
+    ct = CompositeTarget(target)
+    if len(ct.pieces) != 1 or core_of(ct.pieces[0].target) not in CPI:
+        raise MeasureError(f"measure needs an artifact built for one Cortex-M piece "
+                           f"(one of {', '.join(sorted(CPI))}), got '{target}'")
     the_piece = CompositeTarget(target).pieces[0]
     piece = the_piece.target
     core = core_of(piece)
@@ -181,11 +190,13 @@ def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, tim
         for s, share in zip(r.signatures, r.shares()):
             per_sig.setdefault(s, []).append(r.instructions * share)
     db = CostDatabase()
+    key = str(piece) if key is None else key
+    extra = {} if key == str(piece) else {"measured_as": str(piece)}
     for s, v in per_sig.items():
         insns = float(np.mean(v))
-        db.add(s, str(piece), insns * CPI[core] / clock, instructions=insns, source=SOURCE,
-               board=m.board.name, cpi=CPI[core], clock_mhz=clock / 1e6, calls=len(v))
-    fit_calibration(db, str(piece), rows)
+        db.add(s, key, insns * CPI[core] / clock, instructions=insns, source=SOURCE,
+               board=m.board.name, cpi=CPI[core], clock_mhz=clock / 1e6, calls=len(v), **extra)
+    fit_calibration(db, key, rows)
     return db, rows
 
 
@@ -219,5 +230,5 @@ def median_error(rows: list[CallCount], factors: dict[str, float] | None = None)
     return float(np.median(errs)) if errs else 0.0
 
 
-__all__ = ["CPI", "CallCount", "MeasureError", "SOURCE", "calibration_samples", "check_measurable", "core_of",
-           "fit_calibration", "function_ranges", "measure", "median_error"]
+__all__ = ["CPI", "CallCount", "MeasureError", "SOURCE", "calibration_samples", "core_of",
+           "fit_calibration", "function_ranges", "measure", "measuring_target", "median_error"]

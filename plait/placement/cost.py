@@ -2,7 +2,7 @@
 
 Sources, in order (every :class:`Estimate` says which one it came from):
 
-1. ``database``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
+1. ``measured``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
    signature (:func:`signature`) and the target string;
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
 3. ``schedule``: the call lowered as its own function (its single-call function), scheduled by the
@@ -55,7 +55,7 @@ class CostError(PlaitError):
 class Estimate:
     seconds: float
     joules: float
-    source: str  # "database" | "hook" | "schedule" | "roofline" | "transfer" | "view"
+    source: str  # "measured" | "hook" | "schedule" | "roofline" | "transfer" | "view"
     detail: str = ""
 
     def value(self, objective: str, weight: float = 0.5) -> float:
@@ -143,6 +143,13 @@ class CostDatabase:
         """Record (or replace) the cost of the call signature ``op`` on ``target``; ``info``: more fields."""
         self._entries[(op, target)] = (float(seconds), None if joules is None else float(joules))
         self._info[(op, target)] = dict(info)
+
+    def merge(self, other: "CostDatabase") -> None:
+        """Add ``other``'s entries and calibration (replacing those with the same keys)."""
+        self._entries.update(other._entries)
+        self._info.update({k: dict(v) for k, v in other._info.items()})
+        for t, f in other._calibration.items():
+            self._calibration.setdefault(t, {}).update(f)
 
     def set_factor(self, target: str, op: str, factor: float) -> None:
         """Calibrate the analytic estimates of ``op`` (an op name, or "*" for any) on ``target`` by ``factor``."""
@@ -276,10 +283,9 @@ class CostModel:
             if got is not None:
                 s, j = got
                 more = self.database.info(call, piece.target)
-                detail = "measured" + (f" ({more['source']}: {more['instructions']:,.0f} instructions on "
-                                       f"{more.get('board', '?')})" if "instructions" in more and "source" in more
-                                       else "")
-                return Estimate(s, s * power if j is None else j, "database", detail)
+                detail = (f"{more['source']}: {more['instructions']:,.0f} instructions on {more.get('board', '?')}"
+                          if "instructions" in more and "source" in more else "the cost database")
+                return Estimate(s, s * power if j is None else j, "measured", detail)
         from plait.target import call_cost
 
         s = call_cost(piece, call)

@@ -66,8 +66,8 @@ def test_measure_writes_a_database_and_explain_costs_shows_measured(tmp_path, ca
     assert main(["explain", str(model), "--target", target, "--costs", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     calls = [c for c in report["calls"] if c["op"] not in ("reshape", "flatten")]
-    assert calls and all(c["costs"]["c"]["source"] == "database" and
-                         c["costs"]["c"]["detail"].startswith("measured (measured qemu: ") for c in calls)
+    assert calls and all(c["costs"]["c"]["source"] == "measured" and
+                         c["costs"]["c"]["detail"].startswith("measured qemu: ") for c in calls)
     sigs = {e["op"] for e in data["entries"]}
     assert len(sigs) == len(data["entries"])
     # the fitted calibration of the piece's target: one factor per op and "*"
@@ -76,9 +76,41 @@ def test_measure_writes_a_database_and_explain_costs_shows_measured(tmp_path, ca
     assert main(["compile", str(model), "--target", target, "--costs", str(out), "-o", str(tmp_path / "art")]) == 0
 
 
-def test_measure_refuses_a_composite_target(tmp_path, capsys):
+def test_measure_composite_measures_every_cortex_m_piece(tmp_path, capsys):
     model = tmp_path / "mlp.onnx"
     onnx.save(onnx_models.mlp(sizes=(16, 32, 4)), model)
-    assert main(["measure", str(model), "--target", "a: c -mcpu=cortex-m0; b: c -mcpu=cortex-m7f",
-                 "-o", str(tmp_path / "c.json")]) == 1
-    assert "composite targets are not measured yet" in capsys.readouterr().err
+    ct = "small: c -mcpu=cortex-m0; big: c -mcpu=cortex-m7f; host: c"
+    out = tmp_path / "costs.json"
+    assert main(["measure", str(model), "--target", ct, "-o", str(out), "--cache-dir", str(tmp_path / "cc")]) == 0
+    said = capsys.readouterr().out
+    assert "piece 'small' (c -mcpu=cortex-m0) on board mps2-an385:" in said
+    assert "piece 'host' (c): not a Cortex-M core, not measured" in said
+    data = json.loads(out.read_text())
+    by_target = {}
+    for e in data["entries"]:
+        by_target.setdefault(e["target"], []).append(e)
+    m0 = [e for e in by_target["c -mcpu=cortex-m0"]]
+    assert m0 and all(e["board"] == "mps2-an385" and "-board=mps2-an385" in e["measured_as"] for e in m0)
+    assert len(by_target) == 2
+    # soft float: the M0 runs many more instructions for the same call
+    m7 = {e["op"]: e["instructions"] for e in by_target["c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard"]}
+    dense = [e for e in m0 if e["op"].startswith("nn.dense")][0]
+    assert dense["instructions"] > 5 * m7[dense["op"]]
+    capsys.readouterr()
+    assert main(["explain", str(model), "--target", ct, "--costs", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for c in report["calls"]:
+        if c["op"] not in ("reshape", "flatten"):
+            assert c["costs"]["small"]["source"] == c["costs"]["big"]["source"] == "measured"
+
+
+@pytest.mark.parametrize("target,msg", [
+    ("c", "plait measure needs a Cortex-M target (one of cortex-m0, cortex-m0plus, cortex-m3, cortex-m4, "
+          "cortex-m55, cortex-m7), got 'c'"),
+    ("a: c; b: c -opt-level=3", "plait measure: no piece of 'a: c; b: c -opt-level=3' is a Cortex-M core"),
+])
+def test_measure_needs_a_cortex_m_piece(tmp_path, capsys, target, msg):
+    model = tmp_path / "mlp.onnx"
+    onnx.save(onnx_models.mlp(sizes=(16, 32, 4)), model)
+    assert main(["measure", str(model), "--target", target, "-o", str(tmp_path / "c.json")]) == 1
+    assert capsys.readouterr().err.strip() == f"plait: error: {msg}"

@@ -45,7 +45,7 @@ def test_database_overrides_and_is_keyed_by_target(tmp_path):
     p.write_text(json.dumps({"entries": [
         {"op": signature(c), "target": str(CT["inference_cpu"]), "seconds": 1e-3, "joules": 2e-4}]}))
     cm = CostModel(CostDatabase.load(p))
-    assert cm.call_cost(c, CT.piece("inference_cpu")) == Estimate(1e-3, 2e-4, "database", "measured")
+    assert cm.call_cost(c, CT.piece("inference_cpu")) == Estimate(1e-3, 2e-4, "measured", "the cost database")
     assert cm.call_cost(c, CT.piece("low_power_cpu")).source == "schedule"
 
 
@@ -69,7 +69,7 @@ def test_database_extra_fields_and_calibration_round_trip(tmp_path):
     # an entry with instructions says so
     db.add(signature(c), m7, 1e-3, instructions=1234.0, source="measured qemu", board="mps2-an500")
     assert CostModel(db).call_cost(c, CT.piece("inference_cpu")).detail == \
-        "measured (measured qemu: 1,234 instructions on mps2-an500)"
+        "measured qemu: 1,234 instructions on mps2-an500"
 
 
 @pytest.mark.parametrize("data,msg", [
