@@ -62,7 +62,7 @@ def placement_flags(p: argparse.ArgumentParser) -> None:
                         'types and plait op names; PIECE? only prefers), e.g. "Conv=inference_cpu,/fc/*=low_power_cpu?"')
     p.add_argument("--costs", metavar="FILE",
                    help="a cost database (JSON, e.g. written by plait measure): calls found in it are priced by "
-                        "it (source 'database', detail 'measured')")
+                        "it (source 'measured')")
 
 
 def placement_options(args: argparse.Namespace) -> dict:

@@ -159,7 +159,7 @@ int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_info_t *info, int
 """
 
 
-class PluginError(PlaitError):
+class InsnPluginError(PlaitError):
     """The instruction-counting plugin cannot be built or its counts cannot be read."""
 
 
@@ -175,7 +175,7 @@ def plugin_library(cache_dir: str | os.PathLike | None = None) -> Path:
         return so
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
-        raise PluginError("building the QEMU instruction-counting plugin needs gcc (apt-get install -y gcc)")
+        raise InsnPluginError("building the QEMU instruction-counting plugin needs gcc (apt-get install -y gcc)")
     d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="plait_plugin_", dir=d) as tmp:
         src = Path(tmp) / "insn.c"
@@ -184,7 +184,7 @@ def plugin_library(cache_dir: str | os.PathLike | None = None) -> Path:
         r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(tmp_so), str(src)],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            raise PluginError(f"building the QEMU instruction-counting plugin failed:\n{r.stderr.strip()[-2000:]}")
+            raise InsnPluginError(f"building the QEMU instruction-counting plugin failed:\n{r.stderr.strip()[-2000:]}")
         os.replace(tmp_so, so)  # atomic: a concurrent build writes the same bytes
     return so
 
@@ -215,8 +215,8 @@ def read_counts(path: str | os.PathLike, n: int) -> Counts:
             raise ValueError(f"incomplete marks: {' '.join(head)}")
         marks = [tuple(int(v) for v in line.split()) for line in lines[2 + n:2 + n + int(head[1])]]
     except (OSError, IndexError, ValueError) as exc:
-        raise PluginError(f"the instruction-counting plugin wrote no readable counts ({path}): {exc}") from None
+        raise InsnPluginError(f"the instruction-counting plugin wrote no readable counts ({path}): {exc}") from None
     return Counts(total, [(a, b) for a, b in rows], [(a, b) for a, b in marks])
 
 
-__all__ = ["Counts", "PLUGIN_C", "PluginError", "plugin_library", "read_counts", "write_ranges"]
+__all__ = ["Counts", "PLUGIN_C", "InsnPluginError", "plugin_library", "read_counts", "write_ranges"]
