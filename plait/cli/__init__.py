@@ -6,12 +6,15 @@
                                           build and export graph.json, params.npz and the library
     plait explain model.onnx --target TARGET [placement flags] [--graph out.svg] [--json]
                                           where every call goes, why, and what the alternatives cost
+    plait measure model.onnx --target T -o costs.json
+                                          per-call instruction counts under QEMU, as a cost database
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
 Global flags (before or after the command): --version, -v/--verbose (stage times, compile-cache hits),
 -q/--quiet (results and errors only); see docs/cli.md, "Version, verbosity and progress".
-Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES.
+Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES,
+--costs FILE (a cost database).
 Model flags (run, compile, explain): --input-shapes "x:1,3,224,224 y:1,10" (fix symbolic dims), --opt-level N
 (the pass pipeline's; run needs --target for it).
 Build flags (run with --target, compile): --cache-dir DIR (the C compile cache), --max-memory SIZE
@@ -36,6 +39,7 @@ from typing import Callable, Sequence
 from plait.cli import compile as _compile
 from plait.cli import explain as _explain
 from plait.cli import info as _info
+from plait.cli import measure as _measure
 from plait.cli import progress
 from plait.cli import run as _run
 from plait.cli.common import UsageError
@@ -56,6 +60,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
     "explain": (_explain.explain_args, _explain.cmd_explain,
                 "show where every call of a model would run on a composite target, why, and what the "
                 "alternatives cost"),
+    "measure": (_measure.measure_args, _measure.cmd_measure,
+                "count every call's instructions under QEMU on a Cortex-M board and write a cost database"),
     "ops": (_info.ops_args, _info.cmd_ops, "list the registered operators"),
     "targets": (_info.targets_args, _info.cmd_targets,
                 "list target kinds (options, hooks), tags and hooks; or explain a target string"),

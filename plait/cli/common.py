@@ -60,6 +60,9 @@ def placement_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", metavar="RULES",
                    help='placement by hand: "PATTERN=PIECE,..." (PATTERN: a glob over ONNX node names, ONNX op '
                         'types and plait op names; PIECE? only prefers), e.g. "Conv=inference_cpu,/fc/*=low_power_cpu?"')
+    p.add_argument("--costs", metavar="FILE",
+                   help="a cost database (JSON, e.g. written by plait measure): calls found in it are priced by "
+                        "it (source 'measured')")
 
 
 def placement_options(args: argparse.Namespace) -> dict:
@@ -74,7 +77,12 @@ def placement_options(args: argparse.Namespace) -> dict:
         rules = rules_of(args.place, ct) if args.place is not None else None
     except PlaitError as exc:
         raise UsageError(str(exc)) from None
-    return {"target": ct, "objective": objective, "weight": weight, "place": rules}
+    cost_model = None
+    if getattr(args, "costs", None) is not None:
+        from plait.placement.cost import CostDatabase, CostModel
+
+        cost_model = CostModel.for_target(ct, CostDatabase.load(args.costs))
+    return {"target": ct, "objective": objective, "weight": weight, "place": rules, "cost_model": cost_model}
 
 
 def number(text: str):
@@ -118,7 +126,8 @@ def build_config(args: argparse.Namespace, limit: int) -> dict:
 
 def no_placement(args: argparse.Namespace) -> dict:
     given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
-                            ("--place", args.place is not None), ("--cache-dir", args.cache_dir is not None))
+                            ("--place", args.place is not None), ("--costs", getattr(args, "costs", None) is not None),
+                            ("--cache-dir", args.cache_dir is not None))
              if v]
     if given:
         why = ("placement chooses among the pieces of a compiled target" if given[0] != "--cache-dir"
@@ -145,7 +154,8 @@ def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2, execu
     with build_details() as instruments:
         return build(mod, target=opts["target"], executor=executor, opt_level=opt_level, config=config,
                      place=opts["place"],
-                     objective=opts["objective"], weight=opts["weight"], instruments=instruments)
+                     objective=opts["objective"], weight=opts["weight"], instruments=instruments,
+                     cost_model=opts.get("cost_model"))
 
 
 def print_placement(art) -> None:

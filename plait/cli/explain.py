@@ -80,6 +80,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     mod = load_with_shapes(args.model, shapes)
     memory: dict = {}
     report = explain(mod, opts["target"], opts["objective"], opts["place"], opts["weight"], opt_level=opt_level,
+                     cost_model=opts["cost_model"],
                      then=lambda placed, ct, ctx: memory.update(memory_plan(placed, ct, ctx)))
     if args.json:
         print(json.dumps({**json.loads(report.to_json()),

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -65,12 +65,14 @@ def build_firmware(directory: str | Path, board: Board) -> Path:
     return d / "firmware" / "fw.elf"
 
 
-def run_firmware(elf: str | Path, board: Board, workdir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+def run_firmware(elf: str | Path, board: Board, workdir: str | Path, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 extra: Sequence[str] = ()) -> str:
     """Run ``elf`` on ``board`` under QEMU in ``workdir`` (its semihosting files are relative to it);
-    returns what it printed. QemuError on a time-out, a hard fault or a non-zero exit status."""
+    returns what it printed. ``extra``: more QEMU arguments (e.g. ``-plugin``). QemuError on a time-out,
+    a hard fault or a non-zero exit status."""
     _need(QEMU, "qemu-system-arm", board)
     cmd = [QEMU, "-M", board.machine, "-nographic", "-monitor", "none", "-serial", "none",
-           "-semihosting-config", "enable=on,target=native", "-kernel", str(Path(elf).resolve())]
+           "-semihosting-config", "enable=on,target=native", "-kernel", str(Path(elf).resolve()), *extra]
     try:
         r = subprocess.run(cmd, cwd=str(workdir), capture_output=True, text=True, timeout=timeout_s,
                            stdin=subprocess.DEVNULL)
@@ -110,6 +112,7 @@ class QemuModule:
         self.input_names = [i["name"] for i in md["inputs"]]
         self.output_names = [o["name"] for o in md["outputs"]]
         self.printed = ""
+        self.qemu_args: list[str] = []  # more QEMU arguments for every run (plait.executor.measure: -plugin)
 
     def _given(self, args: tuple, inputs: dict[str, Any]) -> list[np.ndarray]:
         md = self.art.metadata
@@ -145,7 +148,7 @@ class QemuModule:
             for info, a in zip(md["inputs"], values):
                 np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tofile(
                     os.path.join(work, "in", f"{info['field']}.bin"))
-            self.printed = run_firmware(self.elf, self.board, work, self.timeout_s)
+            self.printed = run_firmware(self.elf, self.board, work, self.timeout_s, self.qemu_args)
             outs = []
             for info in md["outputs"]:
                 path = os.path.join(work, "out", f"{info['field']}.bin")

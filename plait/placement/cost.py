@@ -2,7 +2,7 @@
 
 Sources, in order (every :class:`Estimate` says which one it came from):
 
-1. ``database``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
+1. ``measured``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
    signature (:func:`signature`) and the target string;
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
 3. ``schedule``: the call lowered as its own function (its single-call function), scheduled by the
@@ -55,7 +55,7 @@ class CostError(PlaitError):
 class Estimate:
     seconds: float
     joules: float
-    source: str  # "database" | "hook" | "schedule" | "roofline" | "transfer" | "view"
+    source: str  # "measured" | "hook" | "schedule" | "roofline" | "transfer" | "view"
     detail: str = ""
 
     def value(self, objective: str, weight: float = 0.5) -> float:
@@ -96,10 +96,19 @@ def signature(call: Call) -> str:
 
 
 class CostDatabase:
-    """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?}]}``."""
+    """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?, ...}]}``.
 
-    def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None):
+    An entry may carry more fields, kept as they are: ``plait measure`` writes ``instructions``,
+    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``. An optional
+    ``"calibration": [{"target": str, "op": op name or "*", "factor": k}]`` scales the analytic estimates
+    (schedule, roofline) of calls not in the entries on that target: by the factor of their op, else "*"."""
+
+    def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None,
+                 info: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+                 calibration: Mapping[str, Mapping[str, float]] | None = None):
         self._entries = dict(entries or {})
+        self._info = {k: dict(v) for k, v in (info or {}).items()}
+        self._calibration = {t: dict(f) for t, f in (calibration or {}).items()}
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CostDatabase":
@@ -114,17 +123,65 @@ class CostDatabase:
     def from_dict(cls, data: Any, where: str = "cost database") -> "CostDatabase":
         if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
             raise CostError(f"{where}: expected an object with a list 'entries'")
-        out = {}
+        out, info = {}, {}
         for k, e in enumerate(data["entries"]):
             if not (isinstance(e, dict) and isinstance(e.get("op"), str) and isinstance(e.get("target"), str)
                     and isinstance(e.get("seconds"), (int, float)) and e["seconds"] >= 0):
                 raise CostError(f"{where}: entry {k} needs 'op' and 'target' strings and 'seconds' >= 0")
             j = e.get("joules")
             out[(e["op"], e["target"])] = (float(e["seconds"]), None if j is None else float(j))
-        return cls(out)
+            info[(e["op"], e["target"])] = {n: v for n, v in e.items() if n not in ("op", "target", "seconds", "joules")}
+        cal: dict[str, dict[str, float]] = {}
+        for k, c in enumerate(data.get("calibration", [])):
+            if not (isinstance(c, dict) and isinstance(c.get("target"), str) and isinstance(c.get("op"), str)
+                    and isinstance(c.get("factor"), (int, float)) and c["factor"] > 0):
+                raise CostError(f"{where}: calibration {k} needs 'target' and 'op' strings and 'factor' > 0")
+            cal.setdefault(c["target"], {})[c["op"]] = float(c["factor"])
+        return cls(out, info, cal)
+
+    def add(self, op: str, target: str, seconds: float, joules: float | None = None, **info: Any) -> None:
+        """Record (or replace) the cost of the call signature ``op`` on ``target``; ``info``: more fields."""
+        self._entries[(op, target)] = (float(seconds), None if joules is None else float(joules))
+        self._info[(op, target)] = dict(info)
+
+    def merge(self, other: "CostDatabase") -> None:
+        """Add ``other``'s entries and calibration (replacing those with the same keys)."""
+        self._entries.update(other._entries)
+        self._info.update({k: dict(v) for k, v in other._info.items()})
+        for t, f in other._calibration.items():
+            self._calibration.setdefault(t, {}).update(f)
+
+    def set_factor(self, target: str, op: str, factor: float) -> None:
+        """Calibrate the analytic estimates of ``op`` (an op name, or "*" for any) on ``target`` by ``factor``."""
+        self._calibration.setdefault(target, {})[op] = float(factor)
+
+    def factor(self, op: str, target: Any) -> float | None:
+        """The calibration factor of ``op`` on ``target`` (its own, else "*"); None when not calibrated."""
+        f = self._calibration.get(str(target), {})
+        return f.get(op, f.get("*"))
+
+    def calibrates(self, target: Any) -> bool:
+        return bool(self._calibration.get(str(target)))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"entries": [{"op": op, "target": t, "seconds": s, **({} if j is None else {"joules": j}),
+                                            **self._info.get((op, t), {})} for (op, t), (s, j) in self._entries.items()]}
+        if self._calibration:
+            out["calibration"] = [{"target": t, "op": op, "factor": k} for t, f in self._calibration.items()
+                                  for op, k in sorted(f.items())]
+        return out
+
+    def save(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
 
     def lookup(self, call: Call, target: Any) -> tuple[float, float | None] | None:
         return self._entries.get((signature(call), str(target)))
+
+    def info(self, call: Call, target: Any) -> dict[str, Any]:
+        """The entry's other fields (``instructions``, ``source``...); empty when none or no entry."""
+        return dict(self._info.get((signature(call), str(target)), {}))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -181,14 +238,21 @@ class CostModel:
         target = piece.target
         key = (signature(call), str(target))
         if key not in self._cache:
-            self._cache[key] = self._analytic(call, target, _power_mw(target) * 1e-3)
+            self._cache[key] = self._calibrated(self._analytic(call, target, _power_mw(target) * 1e-3), call, target)
         return self._cache[key]
+
+    def _calibrated(self, e: Estimate, call: Call, target: Any) -> Estimate:
+        k = None if self.database is None else self.database.factor(call.op_name, target)
+        if k is None:
+            return e
+        return Estimate(e.seconds * k, e.joules * k, e.source, f"{e.detail}; calibrated x{k:.3g} (measured)")
 
     def fused_cost(self, fn: Function, calls: list[Call], piece: Piece | Any) -> Estimate | None:
         """The fusion group ``calls`` (its Primitive function ``fn``, typed) on a piece lowered by default,
         priced as that one function: lowered (through the build's cache, so lowering reuses it), scheduled
         and estimated. None when nothing needs lowering to price the calls (every one has a database or
-        hook cost, or ``use_schedule`` is off), when the function cannot be lowered, and in a subclass that
+        hook cost, or ``use_schedule`` is off, or the database calibrates the piece's target: calls are then
+        priced one by one, calibrated), when the function cannot be lowered, and in a subclass that
         overrides :meth:`call_cost` without overriding this: the calls are then priced and placed one by one
         (lowering still fuses those that share a piece, lowering each once)."""
         if type(self).call_cost is not CostModel.call_cost and type(self).fused_cost is CostModel.fused_cost:
@@ -196,6 +260,8 @@ class CostModel:
         piece = _as_piece(piece)
         if not self.use_schedule or all(self._known(c, piece) is not None for c in calls):
             return None
+        if self.database is not None and self.database.calibrates(piece.target):
+            return None  # calibrated per call: the factors were fitted to single-call estimates
         from plait.lowering.cache import lower_cached
         from plait.schedule import estimate_cost
 
@@ -216,7 +282,10 @@ class CostModel:
             got = self.database.lookup(call, piece.target)
             if got is not None:
                 s, j = got
-                return Estimate(s, s * power if j is None else j, "database", "measured")
+                more = self.database.info(call, piece.target)
+                detail = (f"{more['source']}: {more['instructions']:,.0f} instructions on {more.get('board', '?')}"
+                          if "instructions" in more and "source" in more else "the cost database")
+                return Estimate(s, s * power if j is None else j, "measured", detail)
         from plait.target import call_cost
 
         s = call_cost(piece, call)

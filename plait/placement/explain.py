@@ -9,7 +9,7 @@
 An IRModule is typed and folded (FoldConstant, FoldBatchNorm) as ``plait.build`` does before placing,
 so the report describes the calls build places. A Function is placed as it is (typed if it is not).
 The numbers are the placement cost model's estimates (:mod:`plait.placement.cost`), each with its
-source (database, hook, schedule, roofline); the choice is :func:`plait.placement.place`'s.
+source (measured, hook, schedule, roofline); the choice is :func:`plait.placement.place`'s.
 """
 
 from __future__ import annotations

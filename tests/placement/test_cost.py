@@ -45,12 +45,37 @@ def test_database_overrides_and_is_keyed_by_target(tmp_path):
     p.write_text(json.dumps({"entries": [
         {"op": signature(c), "target": str(CT["inference_cpu"]), "seconds": 1e-3, "joules": 2e-4}]}))
     cm = CostModel(CostDatabase.load(p))
-    assert cm.call_cost(c, CT.piece("inference_cpu")) == Estimate(1e-3, 2e-4, "database", "measured")
+    assert cm.call_cost(c, CT.piece("inference_cpu")) == Estimate(1e-3, 2e-4, "measured", "the cost database")
     assert cm.call_cost(c, CT.piece("low_power_cpu")).source == "schedule"
+
+
+def test_database_extra_fields_and_calibration_round_trip(tmp_path):
+    c = _dense()
+    m7, m0 = str(CT["inference_cpu"]), str(CT["low_power_cpu"])
+    db = CostDatabase()
+    db.add("other(op)", m7, 2e-3, instructions=1000.0, source="measured qemu", board="mps2-an500")
+    db.set_factor(m0, "nn.dense", 0.5)
+    db.set_factor(m0, "*", 3.0)
+    db.save(tmp_path / "db.json")
+    again = CostDatabase.load(tmp_path / "db.json")
+    assert again.to_dict() == db.to_dict() == {
+        "entries": [{"op": "other(op)", "target": m7, "seconds": 2e-3, "instructions": 1000.0,
+                     "source": "measured qemu", "board": "mps2-an500"}],
+        "calibration": [{"target": m0, "op": "*", "factor": 3.0}, {"target": m0, "op": "nn.dense", "factor": 0.5}]}
+    plain, cal = CostModel().call_cost(c, CT.piece("low_power_cpu")), CostModel(again).call_cost(c, CT.piece("low_power_cpu"))
+    assert cal.seconds == pytest.approx(0.5 * plain.seconds) and cal.joules == pytest.approx(0.5 * plain.joules)
+    assert cal.source == plain.source and cal.detail == plain.detail + "; calibrated x0.5 (measured)"
+    assert CostModel(again).call_cost(c, CT.piece("inference_cpu")) == CostModel().call_cost(c, CT.piece("inference_cpu"))
+    # an entry with instructions says so
+    db.add(signature(c), m7, 1e-3, instructions=1234.0, source="measured qemu", board="mps2-an500")
+    assert CostModel(db).call_cost(c, CT.piece("inference_cpu")).detail == \
+        "measured qemu: 1,234 instructions on mps2-an500"
 
 
 @pytest.mark.parametrize("data,msg", [
     ([], "cost database: expected an object with a list 'entries'"),
+    ({"entries": [], "calibration": [{"target": "c", "op": "*", "factor": 0}]},
+     "cost database: calibration 0 needs 'target' and 'op' strings and 'factor' > 0"),
     ({"entries": [{"op": "x", "target": "c"}]},
      "cost database: entry 0 needs 'op' and 'target' strings and 'seconds' >= 0"),
     ({"entries": [{"op": "x", "target": "c", "seconds": -1}]},

@@ -76,7 +76,7 @@ def test_chosen_piece_is_cheapest_unless_the_reason_says_otherwise(reports):
                 if c.op == "flatten":  # a view: executors alias it, nothing runs
                     assert (v["source"], v["seconds"], v["joules"]) == ("view", 0.0, 0.0)
                 else:
-                    assert v["source"] in ("database", "hook", "schedule", "roofline")
+                    assert v["source"] in ("measured", "hook", "schedule", "roofline")
                 assert v["value"] == pytest.approx(objective_value(v["seconds"], v["joules"], r.objective, r.weight))
             best = min(v["value"] for v in capable.values())
             assert not c.reason.startswith(("region ", "with region ")) and c.region is None  # no patterns here
