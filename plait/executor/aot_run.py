@@ -128,16 +128,9 @@ class AotModule:
 
     def __call__(self, *args: Any, **inputs: Any) -> list[np.ndarray]:
         """Set every input (positionally or by name), run, return copies of the outputs."""
-        if len(args) > len(self._inputs):
-            raise AotRunError(f"expected at most {len(self._inputs)} inputs, got {len(args)}")
-        given = {self.input_names[k]: v for k, v in enumerate(args)}
-        for k, v in inputs.items():
-            if k in given:
-                raise AotRunError(f"input '{k}' given twice")
-            given[k] = v
-        missing = [n for n in self.input_names if n not in given]
-        if missing:
-            raise AotRunError(f"missing input(s): {', '.join(missing)}")
+        from plait.executor.inputs import bind_inputs
+
+        given = bind_inputs(self.input_names, args, inputs, AotRunError)
         with self.lock:
             for k, v in given.items():
                 self.set_input(k, v)

@@ -27,6 +27,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.executor.aot import AotArtifact
 from plait.executor.firmware import STATUS_FAULT, add_firmware
+from plait.executor.inputs import bind_inputs
 from plait.ir.types import DTYPES
 from plait.target.boards import Board, bigger_board_hint
 
@@ -116,18 +117,7 @@ class QemuModule:
 
     def _given(self, args: tuple, inputs: dict[str, Any]) -> list[np.ndarray]:
         md = self.art.metadata
-        if len(args) > len(self.input_names):
-            raise QemuError(f"expected at most {len(self.input_names)} inputs, got {len(args)}")
-        given = {self.input_names[k]: v for k, v in enumerate(args)}
-        for k, v in inputs.items():
-            if k in given:
-                raise QemuError(f"input '{k}' given twice")
-            if k not in self.input_names:
-                raise QemuError(f"the model has no input {k!r} (inputs: {', '.join(self.input_names) or 'none'})")
-            given[k] = v
-        missing = [n for n in self.input_names if n not in given]
-        if missing:
-            raise QemuError(f"missing input(s): {', '.join(missing)}")
+        given = bind_inputs(self.input_names, args, inputs, QemuError)
         out = []
         for info in md["inputs"]:
             a = np.asarray(given[info["name"]])
