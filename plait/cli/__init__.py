@@ -56,7 +56,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
     "run": (_run.run_args, _run.cmd_run,
             "run a model (reference interpreter, or compiled with --target) and print or save its outputs"),
     "compile": (_compile.compile_args, _compile.cmd_compile,
-                "compile a model for a target and export it (graph.json, params.npz, library)"),
+                "compile a model for a target and export it (graph.json, params.npz, library; with "
+                "--executor aot: plain C, and --firmware for a board)"),
     "explain": (_explain.explain_args, _explain.cmd_explain,
                 "show where every call of a model would run on a composite target, why, and what the "
                 "alternatives cost"),
