@@ -40,6 +40,8 @@ class VirtualMachine:
     or name; copies of the outputs), like :class:`~plait.executor.graph.GraphModule`; one run at a
     time per instance (``vm.lock``)."""
 
+    executor = "vm"
+
     def __init__(self, exe: VMExecutable, *, memory_limit: int | str | None = None):
         if not isinstance(exe, VMExecutable):
             raise ExecutorError(f"VirtualMachine needs a VMExecutable (from plait.build(..., executor='vm')), "
