@@ -43,6 +43,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     executor = args.executor or "graph"
+    if executor == "vm":
+        raise UsageError("--executor vm: a VM executable cannot be exported yet; run it with plait run --executor vm")
     config = build_config(args, limit)
     if executor == "aot":
         if args.align is not None and args.align & (args.align - 1):

@@ -60,6 +60,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--on qemu needs --executor aot: the firmware is the AOT executor's C")
     if args.qemu_timeout is not None and (args.on != "qemu" or not args.qemu_timeout > 0):
         raise UsageError("--qemu-timeout needs --on qemu and a positive number of seconds")
+    if args.executor == "vm" and args.profile:
+        raise UsageError("--profile needs --executor graph")
     if args.executor == "aot" and args.profile:
         raise UsageError("--profile needs --executor graph: the AOT entry point runs the whole model in one call")
     opts = placement_options(args) if args.target else no_placement(args)
@@ -95,6 +97,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             from plait.executor.aot_run import AotModule
 
             gm = AotModule(art)
+        elif args.executor == "vm":
+            stage("running")
+            from plait.executor.vm import VirtualMachine
+
+            gm = VirtualMachine(art, memory_limit=limit)
         else:
             from plait.executor.graph import GraphModule
 

@@ -1,5 +1,6 @@
-"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library) and ``aot`` (plain C
-with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``).
+"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library), ``aot`` (plain C
+with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``) and ``vm`` (bytecode interpreted in Python:
+``vm_codegen``, ``vm``; static shapes for now).
 
 Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
@@ -32,8 +33,15 @@ def _aot(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
     return aot_executor_codegen(mod, lib, target or "c", config)
 
 
+def _vm(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
+    from plait.executor.vm_codegen import vm_codegen
+
+    return vm_codegen(mod, lib, target)
+
+
 EXECUTORS.register("graph", _graph)
 EXECUTORS.register("aot", _aot)
+EXECUTORS.register("vm", _vm)
 
 
 def __getattr__(name: str) -> Any:
@@ -49,6 +57,14 @@ def __getattr__(name: str) -> Any:
         from plait.executor import aot_run
 
         return getattr(aot_run, name)
+    if name == "VirtualMachine":
+        from plait.executor import vm
+
+        return vm.VirtualMachine
+    if name in ("VMExecutable", "VMCodegenError"):
+        from plait.executor import vm_codegen
+
+        return getattr(vm_codegen, name)
     if name in ("check_graph", "check_params"):
         from plait.executor import graph_check
 
@@ -61,4 +77,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
-           "check_graph", "check_params", "plan_memory"]
+           "VMCodegenError", "VMExecutable", "VirtualMachine", "check_graph", "check_params", "plan_memory"]
