@@ -83,8 +83,8 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
 def test_build_errors():
     mod = relu_add_model()
     with pytest.raises(PlaitError) as e:
-        build(mod, executor="vm")
-    assert str(e.value) == "unknown executor 'vm'"
+        build(mod, executor="bytecode")
+    assert str(e.value) == "unknown executor 'bytecode'"
     with pytest.raises(PlaitError) as e:
         build(mod.main)
     assert str(e.value) == ("plait.build expects an IRModule, got Function; import a model with "

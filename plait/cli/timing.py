@@ -3,8 +3,9 @@
 Without these flags ``plait run`` runs the model once and prints nothing more. With any of them:
 
 - compiled (``--target``): the run whose outputs are printed is the warm-up (untimed), then ``N``
-  timed runs of the graph executor, end to end (inputs in, outputs out: ``gm(**inputs)``);
-  ``--profile`` then times each call over ``N`` more runs (:meth:`GraphModule.profile`).
+  timed runs of the executor (``--executor graph``, ``aot``, ``vm``; ``--on qemu``: whole QEMU runs),
+  end to end (inputs in, outputs out: ``gm(**inputs)``); ``--profile`` (graph executor) then times
+  each call over ``N`` more runs (:meth:`GraphModule.profile`).
 - reference interpreter: ``N`` timed runs (nothing to warm up), the outputs of the first are printed;
   ``--profile`` is refused (a usage error: the interpreter has no per-call times).
 
