@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from plait.errors import PlaitError
+from plait.executor.artifact import BuildRecord
 from plait.executor.graph_codegen import graph_codegen_full
 from plait.memory.plan import entry_bytes, live_ranges, plan_memory
 from plait.relay.module import IRModule
@@ -43,7 +44,7 @@ class AotError(PlaitError):
 
 
 @dataclass
-class AotArtifact:
+class AotArtifact(BuildRecord):
     """What ``plait.build(..., executor="aot")`` returns.
 
     ``name``: the C name of the model (``plait_<name>_run``); ``files``: relative path -> text of the
@@ -62,10 +63,6 @@ class AotArtifact:
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
     cache_dir: str | None = field(default=None, repr=False)
-    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
-    placement: Any = field(default=None, repr=False)
-    piece_modules: dict[str, Any] = field(default_factory=dict, repr=False)
-    cross_modules: dict[str, Any] = field(default_factory=dict, repr=False)
     executor = "aot"
 
     def export(self, path: str | Path) -> Path:

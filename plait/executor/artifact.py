@@ -35,15 +35,26 @@ from plait.runtime.module import CrossModule, CSourceModule, DSOModule, Module, 
 OLD_MODULES_FILE = "modules.json"  # the module list of artifacts exported before manifest.json
 
 
+@dataclass(kw_only=True)
+class BuildRecord:
+    """What ``plait.build`` records on every executor's artifact (not exported): ``timings`` (pass name,
+    seconds), ``placement`` (the Assignment; None for one piece), ``piece_modules`` (piece name -> its
+    runtime module) and ``cross_modules`` (compile checks of pieces on another device)."""
+
+    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
+    placement: Any = field(default=None, repr=False)
+    piece_modules: dict[str, Any] = field(default_factory=dict, repr=False)
+    cross_modules: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 @dataclass
-class GraphArtifact:
+class GraphArtifact(BuildRecord):
     """What ``plait.build(..., executor="graph")`` returns: the graph, its params and the library.
 
     ``manifest``: the signature of every function the graph calls (``{"functions": ...}``, made by
     codegen; a loaded artifact has the whole manifest read from ``manifest.json``). ``ir`` is the
-    lowered module (not exported); ``target`` the canonical target string; ``timings`` (pass name,
-    seconds) of the build; ``placement`` and ``piece_modules`` (set by the driver for a composite
-    target; not exported).
+    lowered module (not exported); ``target`` the canonical target string; the build's record
+    (:class:`BuildRecord`: timings, placement, piece modules; set by the driver, not exported).
     """
 
     graph_json: str
@@ -51,9 +62,6 @@ class GraphArtifact:
     lib: Module
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
-    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
-    placement: Any = field(default=None, repr=False)  # a plait.placement.Assignment (None: one piece)
-    piece_modules: dict[str, Module] = field(default_factory=dict, repr=False)  # piece name -> its module
     manifest: dict[str, Any] | None = field(default=None, repr=False)
     executor = "graph"
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
+from plait.executor.artifact import BuildRecord
 from plait.executor.graph_codegen import graph_codegen_full
 from plait.relay.expr import Function, If
 from plait.relay.module import IRModule
@@ -77,7 +78,7 @@ def _regs(ids: tuple[int, ...]) -> str:
 
 
 @dataclass
-class VMExecutable:
+class VMExecutable(BuildRecord):
     """What ``plait.build(..., executor="vm")`` returns: ``instructions`` (setup, then run),
     ``registers`` (``{"shape", "dtype"}`` per register), ``constants`` (name -> array), ``pools``
     (``{"name", "bytes", "align"}`` each), ``lib`` (the runtime module with the lowered functions),
@@ -95,10 +96,6 @@ class VMExecutable:
     functions: dict[str, Any] = field(default_factory=dict, repr=False)
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
-    timings: list[tuple[str, float]] = field(default_factory=list, repr=False)
-    placement: Any = field(default=None, repr=False)
-    piece_modules: dict[str, Any] = field(default_factory=dict, repr=False)
-    cross_modules: dict[str, Any] = field(default_factory=dict, repr=False)
     executor = "vm"
 
     def text(self) -> str:

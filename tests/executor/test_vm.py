@@ -14,11 +14,7 @@ from plait.frontend.onnx import from_onnx
 from plait.relay.module import IRModule
 from plait.testing import onnx_models
 
-
-def feeds_for(model, seed):
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
+from tests.executor.test_models import feeds_for
 
 
 @pytest.fixture(scope="module")
