@@ -33,10 +33,10 @@ from typing import Any, Mapping
 from plait.errors import PlaitError
 from plait.executor.artifact import BuildRecord
 from plait.executor.graph_codegen import graph_codegen_full
+from plait.memory.algorithms import DEFAULT_ALIGN
 from plait.memory.plan import entry_bytes, live_ranges, plan_memory
 from plait.relay.module import IRModule
 
-DEFAULT_ALIGN = 16
 
 
 class AotError(PlaitError):

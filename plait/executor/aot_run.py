@@ -22,21 +22,15 @@ import numpy as np
 
 from plait.errors import PlaitError
 from plait.executor.aot import AotArtifact
+from plait.executor.graph import aligned_buffer
 from plait.ir.types import DTYPES
 from plait.runtime.cc import compile_source
 
 _INCLUDE = re.compile(r'^#include "([^"]+)"$', re.M)
-_ALIGN = 64
 
 
 class AotRunError(PlaitError):
     """Running an AOT artifact on this machine failed (bad input, a non-zero status)."""
-
-
-def _aligned(nbytes: int) -> np.ndarray:
-    raw = np.zeros(max(nbytes, 1) + _ALIGN, np.uint8)
-    off = (-raw.ctypes.data) % _ALIGN
-    return raw[off:off + max(nbytes, 1)]
 
 
 def _inline(text: str, files: dict[str, str]) -> str:
@@ -93,7 +87,7 @@ class AotModule:
 
     @staticmethod
     def _buffer(info: dict[str, Any]) -> np.ndarray:
-        return _aligned(info["bytes"])[:info["bytes"]].view(DTYPES[info["dtype"]]).reshape(info["shape"])
+        return aligned_buffer(max(info["bytes"], 1))[:info["bytes"]].view(DTYPES[info["dtype"]]).reshape(info["shape"])
 
     def _index(self, key: str | int) -> int:
         if isinstance(key, int) and 0 <= key < len(self._inputs):

@@ -39,7 +39,7 @@ from plait.limits import check_bytes
 from plait.relay.module import IRModule
 from plait.runtime.module import Module, RuntimeError_
 
-_ALIGN = 64
+BUFFER_ALIGN = 64
 
 
 # ---- inputs and outputs, as ONNX Runtime describes them -------------------------------------
@@ -84,7 +84,8 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> int:
     return 0
 
 
-def _aligned(nbytes: int, align: int = _ALIGN) -> np.ndarray:
+def aligned_buffer(nbytes: int, align: int = BUFFER_ALIGN) -> np.ndarray:
+    """A zeroed byte buffer of ``nbytes`` whose address is a multiple of ``align`` (the executors' buffers)."""
     raw = np.zeros(nbytes + align, np.uint8)
     off = (-raw.ctypes.data) % align
     return raw[off:off + nbytes]
@@ -127,7 +128,7 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
     graph = artifact.check()
     nodes, entries = graph["nodes"], graph["entries"]
     sizes = tuple(int(s["bytes"]) for s in graph["storage"])
-    pools = tuple((int(p["bytes"]), max(_ALIGN, int(p["align"]))) for p in graph["pools"])
+    pools = tuple((int(p["bytes"]), max(BUFFER_ALIGN, int(p["align"]))) for p in graph["pools"])
     params_bytes = sum(int(s["bytes"]) for s in graph["storage"] if s["kind"] == "param")
     check_bytes(_own_bytes(graph) + params_bytes, "the graph's buffers", memory_limit)
     calls: list[tuple[Callable, bool, tuple[int, ...], dict[str, Any]]] = []
@@ -141,7 +142,7 @@ def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Progra
     params: dict[int, np.ndarray] = {}
     for i in graph["params"]:
         e = entries[nodes[i]["outputs"][0]]
-        buf = _aligned(sizes[e["storage"]])
+        buf = aligned_buffer(sizes[e["storage"]])
         np.copyto(_view(buf, e), artifact.params[nodes[i]["name"]])
         buf.setflags(write=False)
         params[e["storage"]] = buf
@@ -200,9 +201,9 @@ class GraphModule:
         self.graph = prog.graph
         self._lock = threading.RLock()
         nodes, entries = prog.graph["nodes"], prog.graph["entries"]
-        pools = [_aligned(b, a) for b, a in prog.pool_bytes]
+        pools = [aligned_buffer(b, a) for b, a in prog.pool_bytes]
         storage = [prog.param_storage[sid] if sid in prog.param_storage else
-                   pools[st["pool"]][st["offset"]:st["offset"] + st["bytes"]] if "pool" in st else _aligned(st["bytes"])
+                   pools[st["pool"]][st["offset"]:st["offset"] + st["bytes"]] if "pool" in st else aligned_buffer(st["bytes"])
                    for sid, st in enumerate(prog.graph["storage"])]
         self._views = [_view(storage[e["storage"]], e) for e in entries]
         self.input_names: list[str] = [nodes[i]["name"] for i in prog.graph["inputs"]]

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from plait.executor.errors import ExecutorError
-from plait.executor.graph import _ALIGN, _aligned, _find_function, _view
+from plait.executor.graph import BUFFER_ALIGN, _find_function, _view, aligned_buffer
 from plait.executor.inputs import bind_inputs
 from plait.executor.vm_codegen import VMExecutable
 from plait.ir.status import describe as describe_status
@@ -52,7 +52,7 @@ class VirtualMachine:
         own = sum(p["bytes"] for p in exe.pools) + sum(
             entry_bytes(regs[i.dst[0]]) for i in exe.instructions if i.op in ("input", "const"))
         check_bytes(own, "the VM's buffers", memory_limit)
-        pools = [_aligned(p["bytes"], max(_ALIGN, p["align"])) for p in exe.pools]
+        pools = [aligned_buffer(p["bytes"], max(BUFFER_ALIGN, p["align"])) for p in exe.pools]
         storage: dict[int, np.ndarray] = {}
         r: list[np.ndarray | None] = [None] * len(regs)
         self._inputs: dict[str, np.ndarray] = {}
@@ -60,10 +60,10 @@ class VirtualMachine:
         for ins in exe.instructions:
             op = ins.op
             if op == "input":
-                r[ins.dst[0]] = _view(_aligned(entry_bytes(regs[ins.dst[0]])), regs[ins.dst[0]])
+                r[ins.dst[0]] = _view(aligned_buffer(entry_bytes(regs[ins.dst[0]])), regs[ins.dst[0]])
                 self._inputs[ins.func] = r[ins.dst[0]]
             elif op == "const":
-                buf = _view(_aligned(entry_bytes(regs[ins.dst[0]])), regs[ins.dst[0]])
+                buf = _view(aligned_buffer(entry_bytes(regs[ins.dst[0]])), regs[ins.dst[0]])
                 np.copyto(buf, exe.constants[ins.func])
                 buf.setflags(write=False)
                 r[ins.dst[0]] = buf

@@ -247,3 +247,10 @@ def test_qemu_missing_is_an_error_with_the_apt_line(tmp_path, monkeypatch):
         run_firmware(tmp_path / "fw.elf", BOARDS["mps2-an500"], tmp_path)
     assert str(e.value) == ("board 'mps2-an500': qemu-system-arm is not installed (Debian/Ubuntu: apt-get install -y "
                             "--no-install-recommends qemu-system-arm)")
+
+
+def test_firmware_for_a_host_target_is_refused_by_the_board_lookup(mlp, cache):
+    art = aot(mlp, "c", "mlp", cache)
+    with pytest.raises(TargetError) as e:
+        add_firmware(art)
+    assert str(e.value) == "target 'c' is not for a Cortex-M core: no board runs it under QEMU"
