@@ -94,17 +94,14 @@ class AotArtifact(BuildRecord):
 
 
 def check_pieces(mod: IRModule, composite: Any, used: set[str]) -> None:
-    """Every piece with calls must be built by the c code generator."""
-    from plait.backends.c.backend import CBackend
-
+    """Every piece with calls must be compiled as portable C (:meth:`plait.target.Backend.generates_c`)."""
     for piece in composite.pieces:
         if piece.name not in used:
             continue
         kind = piece.target.kind
         external = [k for k, f in mod.items() if getattr(f, "attrs", {}).get("piece") == piece.name
                     and getattr(f, "attrs", {}).get("external")]
-        own = kind.hooks.get("tir_to_runtime") is not None and \
-            type(kind.backend).tir_to_runtime is not CBackend.tir_to_runtime
+        own = not type(kind.backend).generates_c()
         why = ("runs its calls in an external runtime (relay_to_runtime)" if external else
                "generates its own code (tir_to_runtime)" if own else None)
         if why:

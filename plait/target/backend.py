@@ -98,6 +98,9 @@ class Backend:
     #: the kind whose ``tir_to_runtime`` builds this kind's PrimFuncs when the class does not override
     #: it (called with this kind's target): ``c``, the host C compiler, by default; None: no code generation
     default_codegen: ClassVar[str | None] = "c"
+    #: does this kind's own ``tir_to_runtime`` write portable C from the PrimFuncs (so that executors that
+    #: compile the C themselves, AOT and firmware, can build its calls)? See :meth:`generates_c`.
+    emits_c: ClassVar[bool] = False
 
     # ---- options ---------------------------------------------------------------------------------
 
@@ -158,6 +161,12 @@ class Backend:
     def overrides(cls, method: str) -> bool:
         """Does this kind override ``method`` (has it the hook)?"""
         return getattr(cls, method) is not getattr(Backend, method)
+
+    @classmethod
+    def generates_c(cls) -> bool:
+        """Are this kind's PrimFuncs compiled as portable C: it says so (:attr:`emits_c`), or it has no
+        ``tir_to_runtime`` of its own and its :attr:`default_codegen` is ``c``?"""
+        return cls.emits_c or (not cls.overrides("tir_to_runtime") and cls.default_codegen == "c")
 
     @classmethod
     def summary(cls) -> str:

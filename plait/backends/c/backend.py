@@ -409,6 +409,7 @@ class CBackend(Backend):
     name = "c"
     Options = COptions
     device_type = "cpu"
+    emits_c = True
     doc = "C source compiled by a C compiler (gcc on the host, arm-none-eabi-gcc for Cortex-M)"
     default_keys = ("cpu",)
     identity = ("mcpu", "march", "mfpu")
