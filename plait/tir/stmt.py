@@ -347,9 +347,11 @@ class PrimFunc(TIRNode, BaseFunc):
         """The Relay ``FuncType`` (inputs -> output or tuple of outputs), or None if unknown.
 
         Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
-        entries are immediates or variables (which become symbolic dimensions). One output is a
+        entries are immediates, variables (which become symbolic dimensions) or other integer
+        expressions of variables (which become ``"?"``). One output is a
         tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
-        position ``attrs["workspace_param"]`` on (workspace arenas) are not part of the type.
+        position ``attrs["workspace_param"]`` on (workspace arenas) and the size variables after the
+        buffers are not part of the type.
         """
         from plait.ir.types import FuncType, TensorType, TupleType
 
@@ -358,6 +360,8 @@ class PrimFunc(TIRNode, BaseFunc):
         ws = self.attrs.get("workspace_param")  # trailing workspace arenas (plait.memory.workspace) are not outputs
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 <= ws <= len(params):
             params = params[:ws]
+        while params and isinstance(params[-1], Var):  # trailing size variables (symbolic extents)
+            params = params[:-1]
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(params):
             return None
         types = []
@@ -370,6 +374,8 @@ class PrimFunc(TIRNode, BaseFunc):
                     dims.append(d.value)
                 elif isinstance(d, Var) and d.name.isidentifier():
                     dims.append(d.name)
+                elif isinstance(d, PrimExpr):
+                    dims.append("?")  # an expression of size variables (reshape of a symbolic batch...)
                 else:
                     return None
             types.append(TensorType(tuple(dims), p.dtype))
