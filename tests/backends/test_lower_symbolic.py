@@ -10,6 +10,7 @@ import pytest
 
 from plait import relay, tir
 from plait.driver import CodegenPieces, lowered_module
+from plait.errors import PlaitError
 from plait.frontend import from_onnx
 from plait.ir.transform import PassContext
 from plait.lowering.cache import LoweringCache
@@ -154,3 +155,37 @@ def test_static_inner_loops_keep_their_schedule():
 @pytest.mark.parametrize("name", ["mlp", "transformer_encoder"])
 def test_llvm_target_runs_a_symbolic_batch(name):
     _check_batches(DYNAMIC_MODELS[name](), "llvm")
+
+
+# ---- import: Resize over (H, W) of an input with a symbolic batch ------------------------------------------
+
+def _resize_model(mode: str, opset: int = 17, sizes: bool = False, batch_scale: float = 1.0):
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array([], np.float32), "roi")]
+    if sizes:  # opset 18: sizes of the given axes only
+        inits.append(numpy_helper.from_array(np.array([16, 12], np.int64), "sizes"))
+        node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["r"], name="/Resize", mode=mode, axes=[2, 3])
+    else:
+        inits.append(numpy_helper.from_array(np.array([batch_scale, 1, 2, 2], np.float32), "scales"))
+        node = helper.make_node("Resize", ["x", "roi", "scales"], ["r"], name="/Resize", mode=mode)
+    g = helper.make_graph([node, helper.make_node("Relu", ["r"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 16, 12])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("mode, opset, sizes", [("linear", 17, False), ("nearest", 17, False), ("cubic", 18, True)])
+def test_resize_of_a_symbolic_batch_imports_lowers_and_matches_onnxruntime(mode, opset, sizes):
+    model = _resize_model(mode, opset, sizes)
+    assert str(relay.infer_type(from_onnx(model)).main.checked_type) == \
+        "fn (Tensor[(N, 3, 8, 6), float32]) -> Tensor[(N, 3, 16, 12), float32]"
+    _check_batches(model, "c", batches=(1, 3))
+
+
+def test_resizing_the_symbolic_axis_is_still_refused():
+    with pytest.raises(PlaitError) as e:
+        from_onnx(_resize_model("nearest", batch_scale=2.0))
+    assert str(e.value) == ("model uses 1 unsupported node(s):\n  node '/Resize' (Resize, opset 17): input with a "
+                            "scale other than 1 on a symbolic axis must have a static shape, got "
+                            "Tensor[(N, 3, 8, 6), float32]")
