@@ -189,3 +189,37 @@ def test_resizing_the_symbolic_axis_is_still_refused():
     assert str(e.value) == ("model uses 1 unsupported node(s):\n  node '/Resize' (Resize, opset 17): input with a "
                             "scale other than 1 on a symbolic axis must have a static shape, got "
                             "Tensor[(N, 3, 8, 6), float32]")
+
+
+def _unet_like():
+    """A tiny U-Net step with a symbolic batch: Conv (SAME), MaxPool, ConvTranspose (output_shape),
+    skip Concat, Resize, Conv."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="/down/Conv", auto_pad="SAME_UPPER", kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="/down/Relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="/down/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["p1", "w2"], ["u1"], name="/up/ConvTranspose", kernel_shape=[3, 3],
+                         strides=[2, 2], output_shape=[8, 8]),
+        helper.make_node("Concat", ["u1", "x"], ["cat"], name="/up/Concat", axis=1),
+        helper.make_node("Resize", ["cat", "", "scales"], ["big"], name="/Resize", mode="linear"),
+        helper.make_node("Conv", ["big", "w3"], ["y"], name="/head/Conv", kernel_shape=[1, 1]),
+    ]
+    inits = [w("w1", 4, 3, 3, 3), w("w2", 4, 2, 3, 3), w("w3", 1, 5, 1, 1),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    g = helper.make_graph(nodes, "unet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 16, 16])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_unet_like_model_with_a_symbolic_batch_imports_and_matches_onnxruntime():
+    model = _unet_like()
+    assert str(relay.infer_type(from_onnx(model)).main.checked_type) == \
+        "fn (Tensor[(N, 3, 8, 8), float32]) -> Tensor[(N, 1, 16, 16), float32]"
+    _check_batches(model, "c", batches=(1, 3, 8))
