@@ -29,9 +29,9 @@ size variables as ``int64_t`` by value, so through :mod:`plait.runtime`::
 needs besides its outputs: ``f.attrs.get("workspace_bytes", 0)`` (static) plus
 :func:`workspace_bytes` (the symbolic workspaces).
 
-**Data-dependent output shapes** (NonZero): the PrimFunc's attribute ``data_dependent`` is a dict
-``{"output": i, "count": j, "rows": r}``: output ``i`` is an upper bound buffer of shape
-``(r, numel)``, written compactly with a row stride of ``count`` (element ``[a, b]`` at flat position
+**Data-dependent output shapes** (NonZero, :func:`plait.lowering.data_dependent.nonzero_func`): the
+PrimFunc's attribute ``data_dependent`` is a triple ``(i, j, r)``: output ``i`` is an upper bound
+buffer of shape ``(r, numel)``, written compactly with a row stride of ``count`` (element ``[a, b]`` at flat position
 ``a * count + b``), and output ``j`` is an int64 buffer of shape ``(1,)`` holding ``count``.
 :func:`trim_outputs` replaces output ``i`` by the ``(r, count)`` view of its first ``r * count``
 elements and drops output ``j``: what remains are the Relay-level results.
@@ -208,7 +208,7 @@ def trim_outputs(func: PrimFunc, outputs: Sequence[np.ndarray]) -> list[np.ndarr
     outs = list(outputs)
     if not dd:
         return outs
-    i, j, rows = int(dd["output"]), int(dd["count"]), int(dd["rows"])
+    i, j, rows = (int(v) for v in dd)
     if not (0 <= i < len(outs) and 0 <= j < len(outs)):
         raise ShapeError(f"PrimFunc '{_name(func)}': data_dependent names output {i} and count {j}, but there "
                          f"are {len(outs)} outputs")

@@ -348,8 +348,9 @@ class PrimFunc(TIRNode, BaseFunc):
 
         Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
         entries are immediates, variables (which become symbolic dimensions) or other integer
-        expressions of variables (which become ``"?"``). One output is a
-        tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
+        expressions of variables (which become ``"?"``). With ``attrs["data_dependent"]`` ``(output,
+        count, rows)`` (:mod:`plait.lowering.shape_func`), the count output is left out and the
+        trimmed output's last dim is ``"?"``. One output is a tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
         position ``attrs["workspace_param"]`` on (workspace arenas) and the size variables after the
         buffers are not part of the type.
         """
@@ -380,6 +381,12 @@ class PrimFunc(TIRNode, BaseFunc):
                     return None
             types.append(TensorType(tuple(dims), p.dtype))
         outs = types[n:]
+        dd = self.attrs.get("data_dependent")  # plait.lowering.shape_func: an upper bound and its count
+        if isinstance(dd, tuple) and len(dd) == 3 and all(isinstance(v, int) for v in dd):
+            i, c = dd[0], dd[1]
+            if 0 <= i < len(outs) and 0 <= c < len(outs) and i != c:
+                trimmed = TensorType((outs[i].shape[0], "?"), outs[i].dtype)
+                outs = [trimmed if k == i else t for k, t in enumerate(outs) if k != c]
         single = len(outs) == 1 and not self.attrs.get("tuple_output", False)
         return FuncType(tuple(types[:n]), outs[0] if single else TupleType(tuple(outs)))
 

@@ -223,3 +223,49 @@ def test_a_unet_like_model_with_a_symbolic_batch_imports_and_matches_onnxruntime
     assert str(relay.infer_type(from_onnx(model)).main.checked_type) == \
         "fn (Tensor[(N, 3, 8, 8), float32]) -> Tensor[(N, 1, 16, 16), float32]"
     _check_batches(model, "c", batches=(1, 3, 8))
+
+
+# ---- data-dependent output shapes: NonZero -------------------------------------------------------------
+
+def _nonzero_inputs(n: int, dtype: str) -> np.ndarray:
+    x = np.random.default_rng(n).standard_normal((n, 3, 4))
+    x[np.abs(x) < 0.7] = 0
+    if dtype == "float32":
+        x[0, 0, 0] = np.nan  # numpy counts NaN as non-zero
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_nonzero_compiled_writes_compactly_and_trims(dtype):
+    from plait.backends.c.backend import build_c, c_function_names
+    from plait.lowering.data_dependent import nonzero_func
+    from plait.lowering.shape_func import trim_outputs
+
+    f = nonzero_func(("N", 3, 4), dtype)
+    assert f.attrs["data_dependent"] == (0, 1, 3)
+    assert str(f.relay_type) == f"fn (Tensor[(N, 3, 4), {dtype}]) -> Tensor[(3, ?), int64]"
+    assert output_shapes(f, [(5, 3, 4)]) == [(3, 60), (1,)]
+    lib = build_c([f])
+    fn = lib[c_function_names([f])[0]]
+    for n in (1, 3, 8, 0):
+        x = _nonzero_inputs(n, dtype) if n else np.zeros((2, 3, 4), dtype)
+        args, outs = prepare_call(f, [x])
+        fn(*args)
+        (got,) = trim_outputs(f, outs)
+        want = np.array(np.nonzero(x), dtype=np.int64).reshape(3, -1)
+        assert got.shape == want.shape and np.array_equal(got, want)
+        assert int(outs[1][0]) == want.shape[1]
+
+
+def test_trim_outputs_checks_the_count():
+    from plait.lowering.data_dependent import nonzero_func
+    from plait.lowering.shape_func import trim_outputs
+
+    f = nonzero_func((4,), "float32")
+    assert trim_outputs(f, [np.arange(4, dtype=np.int64), np.array([2])])[0].tolist() == [[0, 1]]
+    with pytest.raises(ShapeError) as e:
+        trim_outputs(f, [np.zeros((1, 4), np.int64), np.array([5])])
+    assert str(e.value) == "PrimFunc 'nonzero': data-dependent count 5 does not fit output 0 of 4 elements"
+    with pytest.raises(PlaitError) as e:
+        nonzero_func((), "float32")
+    assert str(e.value) == "nonzero: NonZero of a scalar (rank 0) is not supported"
