@@ -154,6 +154,7 @@ def test_static_inner_loops_keep_their_schedule():
 
 @pytest.mark.parametrize("name", ["mlp", "transformer_encoder"])
 def test_llvm_target_runs_a_symbolic_batch(name):
+    pytest.importorskip("llvmlite")  # the llvm kind's optional dependency (as in test_llvm.py)
     _check_batches(DYNAMIC_MODELS[name](), "llvm")
 
 
@@ -235,8 +236,8 @@ def _nonzero_inputs(n: int, dtype: str) -> np.ndarray:
     return x.astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
-def test_nonzero_compiled_writes_compactly_and_trims(dtype):
+@pytest.mark.parametrize("dtype, backend", [("float32", "c"), ("int32", "c"), ("bool", "c"), ("float32", "llvm")])
+def test_nonzero_compiled_writes_compactly_and_trims(dtype, backend):
     from plait.backends.c.backend import build_c, c_function_names
     from plait.lowering.data_dependent import nonzero_func
     from plait.lowering.shape_func import trim_outputs
@@ -245,8 +246,13 @@ def test_nonzero_compiled_writes_compactly_and_trims(dtype):
     assert f.attrs["data_dependent"] == (0, 1, 3)
     assert str(f.relay_type) == f"fn (Tensor[(N, 3, 4), {dtype}]) -> Tensor[(3, ?), int64]"
     assert output_shapes(f, [(5, 3, 4)]) == [(3, 60), (1,)]
-    lib = build_c([f])
-    fn = lib[c_function_names([f])[0]]
+    if backend == "llvm":
+        pytest.importorskip("llvmlite")
+        from plait.backends.llvm.backend import build_llvm_funcs
+
+        fn = build_llvm_funcs([f])["nonzero"]
+    else:
+        fn = build_c([f])[c_function_names([f])[0]]
     for n in (1, 3, 8, 0):
         x = _nonzero_inputs(n, dtype) if n else np.zeros((2, 3, 4), dtype)
         args, outs = prepare_call(f, [x])
