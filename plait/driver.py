@@ -281,10 +281,13 @@ class CheckMemoryFit(Pass):
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         from plait.executor.graph_codegen import graph_codegen
         from plait.memory.plan import piece_bytes
+        from plait.relay.io import symbolic_inputs
         from plait.placement.fit import check_fit, piece_memory
 
         mems = [piece_memory(p.target) for p in self.composite.pieces]
         if all(m.ram_bytes is None and m.weights_bytes is None for m in mems):
+            return mod
+        if symbolic_inputs(mod):  # no static memory plan: buffers are sized at run time (the VM)
             return mod
         graph, _ = graph_codegen(mod)
         check_fit(self.composite, piece_bytes(graph))
@@ -451,8 +454,8 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
                          "with plait.from_onnx(...) or use plait.driver.build_onnx")
     if "main" not in mod:
         raise BuildError("plait.build: the module has no 'main' function")
-    _check_static_inputs(mod)
     EXECUTORS.get(executor)  # unknown names fail before any work
+    _check_static_inputs(mod, executor)
     ct = _composite(target)
     rules = _rules(place, ct)
     objective_value(0.0, 0.0, objective, weight)  # unknown objective / bad weight fail early
@@ -481,13 +484,18 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     return art
 
 
-def _check_static_inputs(mod: IRModule) -> None:
-    """A LowerError naming the first input with a symbolic dim, and the shape_overrides that fix it."""
+def _check_static_inputs(mod: IRModule, executor: str) -> None:
+    """For an executor that needs static shapes: a LowerError naming the first input with a symbolic dim,
+    the shape_overrides that fix it, and the executor that takes it as it is (the VM)."""
+    from plait.executor import SYMBOLIC_SHAPE_EXECUTORS
     from plait.lowering.lower import LowerError
     from plait.relay.io import symbolic_dim_error
 
+    if executor in SYMBOLIC_SHAPE_EXECUTORS:
+        return
     msg = symbolic_dim_error(mod, lambda ex: f"import the model with shape_overrides={ex!r} "
-                                             "(plait.load_onnx or plait.from_onnx)")
+                                             "(plait.load_onnx or plait.from_onnx), or build with executor='vm'",
+                             need=f"the {executor} executor needs static shapes")
     if msg is not None:
         raise LowerError(msg)
 

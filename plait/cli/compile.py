@@ -57,7 +57,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --executor aot")
     mod = load_with_shapes(args.model, shapes)
-    check_static(mod, args.model)
+    check_static(mod, args.model, executor=executor)
     art = build(mod, opts, config=config, opt_level=opt_level, executor=executor)
     if args.firmware:
         from plait.executor.firmware import add_firmware

@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_output_file(args.output)
     mod = load_with_shapes(args.model, shapes)
     if args.target:
-        check_static(mod, args.model)
+        check_static(mod, args.model, executor=args.executor or "graph")
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
     if not args.target:
         check_static(mod, args.model, missing=[n for n in input_names(mod) if n not in given])

@@ -91,11 +91,15 @@ def load_with_shapes(path: str, shapes: Mapping[str, tuple[int, ...]]):
         raise PlaitError(f"--input-shapes: {exc.detail}") from None
 
 
-def check_static(mod: Any, path: str, missing: Sequence[str] | None = None) -> None:
-    """Before a build (``missing`` None), or before making random inputs for the inputs named in ``missing``:
-    a PlaitError naming the first input with a symbolic dim and the --input-shapes that fix it."""
+def check_static(mod: Any, path: str, missing: Sequence[str] | None = None, executor: str = "graph") -> None:
+    """Before a build for ``executor`` (``missing`` None), or before making random inputs for the inputs named
+    in ``missing``: a PlaitError naming the first input with a symbolic dim and the --input-shapes that fix it
+    (and, before a build, ``--executor vm``, which takes symbolic dims: nothing to check for it)."""
+    from plait.executor import SYMBOLIC_SHAPE_EXECUTORS
     from plait.relay.io import symbolic_dim_error
 
+    if missing is None and executor in SYMBOLIC_SHAPE_EXECUTORS:
+        return
     relay = path.endswith(".relay")
 
     def how(examples: Mapping[str, tuple]) -> str:
@@ -105,7 +109,8 @@ def check_static(mod: Any, path: str, missing: Sequence[str] | None = None) -> N
         return f'{"give them" if missing is None else "the shape"} with --input-shapes "{format_shapes(examples)}"'
 
     if missing is None:
-        msg = symbolic_dim_error(mod, how)
+        msg = symbolic_dim_error(mod, lambda ex: f"{how(ex)}, or use --executor vm",
+                                 need=f"the {executor} executor needs static shapes")
     else:
         msg = symbolic_dim_error(mod, lambda ex: f"give the input in --inputs, or {how(ex)}", names=missing,
                                  need="random inputs need static shapes")

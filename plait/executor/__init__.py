@@ -43,6 +43,10 @@ EXECUTORS.register("graph", _graph)
 EXECUTORS.register("aot", _aot)
 EXECUTORS.register("vm", _vm)
 
+SYMBOLIC_SHAPE_EXECUTORS = frozenset({"vm"})
+"""Executors that take a module with symbolic input dims (lowered with symbolic extents: the shapes of a
+call are known at run time, plait.lowering.shape_func); the others need static shapes."""
+
 
 def __getattr__(name: str) -> Any:
     if name in ("GraphArtifact", "GraphModule", "ExecutorError", "GraphCodegenError"):
@@ -76,5 +80,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 
-__all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
+__all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "EXECUTORS", "SYMBOLIC_SHAPE_EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
            "VMCodegenError", "VMExecutable", "VirtualMachine", "check_graph", "check_params", "plan_memory"]

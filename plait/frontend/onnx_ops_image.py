@@ -2,7 +2,8 @@
 
 ``image.resize2d`` resizes the last two axes of an NCHW tensor. Any other layout works as long as
 at most two axes change: those axes are moved last (transpose), the others flattened into C
-(reshape), and everything is put back after the resize. Shapes must be static.
+(reshape), and everything is put back after the resize. The resized axes must be static; another axis may
+be symbolic (a dynamic batch) when the input is NCHW resized over (H, W), which needs no reshape.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ _MODES = ("nearest", "linear", "cubic")
 def _resize(cx: NodeContext, out_shape: list[int], scales: list[float] | None, roi: list[float] | None,
             **attrs: object) -> Expr:
     """Resize input 0 to ``out_shape`` (full rank); ``scales``/``roi`` are per axis (full rank)."""
-    in_shape = list(cx.static_shape(0, "input"))
+    in_shape = list(cx.shape(0))
     nd = len(in_shape)
     full_roi = roi if roi is not None else [0.0] * nd + [1.0] * nd
     changed = [a for a in range(nd) if out_shape[a] != in_shape[a] or (scales is not None and scales[a] != 1.0)
@@ -35,6 +36,12 @@ def _resize(cx: NodeContext, out_shape: list[int], scales: list[float] | None, r
     rs = changed  # the resized axes, in order: they become (H, W), or W alone
     others = [a for a in range(nd) if a not in rs]
     x = cx.expr(0)
+    if nd == 4 and rs == [2, 3]:  # NCHW over (H, W): image.resize2d as it is (N and C may be symbolic)
+        return cx.call("image.resize2d", x, size=tuple(out_shape[2:]),
+                       scales=None if scales is None else tuple(float(s) for s in scales[2:]),
+                       roi=None if attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize"
+                       else tuple(full_roi[2:4] + full_roi[6:8]), **attrs)
+    in_shape = list(cx.static_shape(0, "input"))
     perm = others + rs
     if perm != list(range(nd)):
         x = cx.call("transpose", x, axes=tuple(perm))
@@ -92,7 +99,7 @@ def resize(cx: NodeContext) -> object:
     mode = cx.attr("mode", "nearest")
     if mode not in _MODES:
         raise Unsupported(f"mode '{mode}' not supported")
-    in_shape = cx.static_shape(0, "input")
+    in_shape = cx.shape(0)
     nd = len(in_shape)
     if cx.version < 11:
         ctm, nearest_mode = "asymmetric", "floor"
@@ -116,6 +123,7 @@ def resize(cx: NodeContext) -> object:
             for a, s in zip(axes, sizes):
                 out[a] = s
         elif policy in ("not_larger", "not_smaller"):
+            in_shape = cx.static_shape(0, "input")
             ratios = [s / in_shape[a] for a, s in zip(axes, sizes)]
             r = min(ratios) if policy == "not_larger" else max(ratios)
             full_scales = [1.0] * nd
@@ -128,6 +136,10 @@ def resize(cx: NodeContext) -> object:
         full_scales = [1.0] * nd
         for a, s in zip(axes, scales):
             full_scales[a] = s
+            if not isinstance(in_shape[a], int):
+                if s != 1.0:
+                    cx.static_shape(0, "input with a scale other than 1 on a symbolic axis")
+                continue
             out[a] = _scaled(in_shape[a], s)
     else:
         raise Unsupported("needs scales or sizes")

@@ -187,7 +187,9 @@ def conv_transpose(cx: NodeContext) -> object:
     if auto != "NOTSET" and "pads" in cx.attrs:
         raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if "output_shape" in cx.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
-        in_sp = cx.static_shape(0, "input")[2:]
+        in_sp = cx.shape(0)[2:]  # a symbolic batch or channel dim is fine: only the spatial dims are used
+        if not all(isinstance(d, int) for d in in_sp):
+            cx.static_shape(0, "input")
         if "output_shape" in cx.attrs:
             given = list(cx.attr("output_shape"))
             target = given[-nsp:]

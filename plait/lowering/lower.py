@@ -31,13 +31,14 @@ from plait.errors import PlaitError
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
-from plait.ir.types import FuncType, TensorType, TupleType, Type, tuple_fields
+from plait.ir.types import ANY_DIM, FuncType, TensorType, TupleType, Type, tuple_fields
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import describe_call, infer_expr, infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import NOT_FUSED, fusion_pattern
 from plait.relay.visitor import ExprMutator, post_order
+from plait.tir.expr import Var as TirVar
 from plait.tir.expr import const as tir_const
 from plait.tir.simplify import simplify
 from plait.tir.stmt import PrimFunc
@@ -56,11 +57,9 @@ def _where(target: Any, piece: Any) -> str:
     return f"target '{target}'"
 
 
-def _static(t: Type, what: str) -> TensorType:
+def _tensor(t: Type, what: str) -> TensorType:
     if not isinstance(t, TensorType):
         raise LowerError(f"{what}: expected a tensor type, got {t}")
-    if not t.is_static:
-        raise LowerError(f"{what}: type {t} has a symbolic dimension; lowering needs static shapes")
     return t
 
 
@@ -69,8 +68,38 @@ def _leaves(t: Type, what: str) -> list[TensorType]:
     for f in tuple_fields(t):
         if isinstance(f, TupleType):
             raise LowerError(f"{what}: nested tuple results are not supported, got {t}")
-        out.append(_static(f, what))
+        out.append(_tensor(f, what))
     return out
+
+
+def param_shape(t: TensorType, k: int) -> tuple[Any, ...]:
+    """The placeholder shape of parameter ``k`` of type ``t``: static dims as ints, a symbolic dim as its
+    name (the size variable ``te.size_var(name)``), an unknown dim ``"?"`` (dim ``j``) as the fresh size
+    variable ``p<k>_d<j>``."""
+    from plait.te import size_var
+
+    return tuple(d if isinstance(d, int) else size_var(f"p{k}_d{j}" if d == ANY_DIM else d)
+                 for j, d in enumerate(t.shape))
+
+
+def _dim_fits(got: Any, want: Any) -> bool:
+    """Does a compute's result dim (int or int64 expression) fit the type's dim (int, name or "?")?"""
+    if isinstance(want, int):
+        return isinstance(got, int) and got == want
+    if want == ANY_DIM:
+        return not isinstance(got, int) or got >= 0
+    return isinstance(got, TirVar) and got.name == want
+
+
+def _type_fits(got: Type | None, want: Type) -> bool:
+    if isinstance(got, TensorType) and isinstance(want, TensorType):
+        return got.dtype == want.dtype and got.ndim == want.ndim and all(
+            g == w or w == ANY_DIM for g, w in zip(got.shape, want.shape))
+    if isinstance(got, TupleType) and isinstance(want, TupleType):
+        return len(got.fields) == len(want.fields) and all(map(_type_fits, got.fields, want.fields))
+    if isinstance(got, FuncType) and isinstance(want, FuncType):
+        return _type_fits(TupleType((*got.arg_types, got.ret_type)), TupleType((*want.arg_types, want.ret_type)))
+    return False
 
 
 def _constant_stage(c: Constant) -> Any:
@@ -103,8 +132,8 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     inputs = []
     values: dict[Expr, Any] = {}
     for k, p in enumerate(fn.params):
-        t = _static(p.checked_type, f"lowering '{name}' for {where}: parameter {k} ('{p.name_hint}')")
-        ph = te.placeholder(t.shape, t.dtype, f"p{k}")
+        t = _tensor(p.checked_type, f"lowering '{name}' for {where}: parameter {k} ('{p.name_hint}')")
+        ph = te.placeholder(param_shape(t, k), t.dtype, f"p{k}")
         inputs.append(ph)
         values[p] = ph
     for node in post_order(fn.body):
@@ -140,7 +169,7 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     func = func.with_attrs(attrs)
     verify(func, name)
     want = FuncType(tuple(p.checked_type for p in fn.params), fn.body.checked_type)
-    if func.relay_type != want:  # pragma: no cover - create_prim_func keeps the placeholders' shapes
+    if not _type_fits(func.relay_type, want):  # pragma: no cover - create_prim_func keeps the placeholders' shapes
         raise LowerError(f"lowering '{name}' for {where}: the PrimFunc's type {func.relay_type} is not {want}")
     return func
 
@@ -167,7 +196,9 @@ def _lower_call(call: Call, args: list[Any], where: str) -> Any:
     outs = list(res) if isinstance(res, (list, tuple)) else [res]
     want = _leaves(call.checked_type, f"cannot lower {describe_call(call)} for {where}")
     got = [(tuple(t.shape), t.dtype) for t in outs if isinstance(t, te.Tensor)]
-    if got != [(tuple(w.shape), w.dtype) for w in want]:
+    if len(got) != len(want) or not all(
+            g[1] == w.dtype and len(g[0]) == w.ndim and all(map(_dim_fits, g[0], w.shape))
+            for g, w in zip(got, want)):
         raise LowerError(f"cannot lower {describe_call(call)} for {where}: the compute of '{op.name}' returned "
                          f"{got}, expected {[(tuple(w.shape), w.dtype) for w in want]}")
     te.annotate(outs, args, op.name, fusion_pattern(call).name.lower())

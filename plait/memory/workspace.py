@@ -24,9 +24,13 @@ extra buffer parameter, the function's **workspace arena**, appended after every
   arena parameter of a function covers the whole arena (``workspace_bytes / itemsize``
   elements) and the caller passes the **same** memory to each; buffers of different dtypes never
   share bytes (so each byte is only ever accessed through one ``restrict`` pointer).
-  ``attrs["workspace_param"]`` is the first of them; they are the last parameters.
-- Allocations with a symbolic size and ``local`` ones are left as they are. The Relay type of the
-  function (:attr:`PrimFunc.relay_type`) does not include the arena parameters.
+  ``attrs["workspace_param"]`` is the first of them; they are the last buffer parameters.
+- An allocation with a symbolic size (a stage over a symbolic batch) becomes a buffer parameter of
+  its own, of the same (symbolic) shape, after the arena parameters; ``attrs["dynamic_workspaces"]``
+  counts them. The caller allocates each one (its shape evaluated with the size variables bound:
+  :func:`plait.lowering.shape_func.workspace_shapes`). Size variables (scalar parameters) stay the
+  last parameters: arenas and these buffers are inserted before them. ``local`` allocations are left
+  as they are. The Relay type of the function (:attr:`PrimFunc.relay_type`) includes none of them.
 
 :class:`LiftWorkspaces` applies it to every PrimFunc of an IRModule that is not an external
 declaration (``attrs["external"]``). Run it after lowering and before code generation; the graph
@@ -172,9 +176,10 @@ def flat_index(buf: Buffer, indices: tuple[PrimExpr, ...], offset: int) -> PrimE
 
 
 class _Lift(StmtExprMutator):
-    def __init__(self, where: dict[Buffer, tuple[Buffer, int]]):
+    def __init__(self, where: dict[Buffer, tuple[Buffer, int]], dynamic: set[Buffer]):
         super().__init__()
         self.where = where  # lifted buffer -> (arena param, element offset)
+        self.dynamic = dynamic  # symbolic workspaces: their allocation goes (they become parameters)
 
     def _access(self, pre: Any, post: Any) -> Any:
         hit = self.where.get(pre.buffer)
@@ -191,16 +196,30 @@ class _Lift(StmtExprMutator):
     rewrite_buffer_store = _access
 
     def rewrite_allocate(self, pre: Allocate, post: Allocate) -> Stmt:
-        return post.body if pre.buffer in self.where else post
+        return post.body if pre.buffer in self.where or pre.buffer in self.dynamic else post
+
+
+class _Rebind(StmtExprMutator):
+    """Accesses of each symbolic workspace buffer -> the parameter buffer replacing it (global scope)."""
+
+    def __init__(self, old: list[Buffer], new: list[Buffer]):
+        super().__init__()
+        self.map = dict(zip(old, new))
+
+    def rewrite_buffer(self, buffer: Buffer) -> Buffer:
+        return self.map.get(buffer, buffer)
 
 
 def lift_workspaces(func: PrimFunc, share: bool = True) -> PrimFunc:
     """``func`` with its static ``global.workspace`` allocations turned into slices of workspace
-    arena parameters (see the module docstring). Returns ``func`` itself when it has none."""
+    arena parameters and its symbolic ones into buffer parameters of their own (see the module
+    docstring). Returns ``func`` itself when it has none."""
     if not isinstance(func, PrimFunc):
         raise TIRError(f"lift_workspaces expects a PrimFunc, got {type(func).__name__}")
     slices, total = plan_slices(func, share)
-    if not slices:
+    dynamic = [n.buffer for n in pre_order(func.body, unique=True)
+               if isinstance(n, Allocate) and n.buffer.scope == WORKSPACE_SCOPE and n.buffer.static_shape is None]
+    if not slices and not dynamic:
         return func
     name = func.name or "<anonymous>"
     if "workspace_param" in func.attrs:
@@ -210,19 +229,27 @@ def lift_workspaces(func: PrimFunc, share: bool = True) -> PrimFunc:
     arenas = {d: Buffer("workspace" if len(dtypes) == 1 else f"workspace_{d}", (total // DTYPES[d].itemsize,), d)
               for d in dtypes}
     where = {s.buffer: (arenas[s.buffer.dtype], s.offset // DTYPES[s.buffer.dtype].itemsize) for s in slices}
-    body = _Lift(where).visit(func.body)
-    params = (*func.params, *arenas.values())
+    body = _Lift(where, set(dynamic)).visit(func.body)
+    k = len(func.params)
+    while k and isinstance(func.params[k - 1], Var):  # size variables stay the last parameters
+        k -= 1
+    own = [Buffer(b.name, b.shape, b.dtype) for b in dynamic]  # global scope: the caller allocates them
+    params = (*func.params[:k], *arenas.values(), *own, *func.params[k:])
     attrs = dict(func.attrs)
-    attrs.update(workspace_bytes=total, workspace_param=len(func.params))
-    return PrimFunc(params, body, attrs)
+    attrs.update(workspace_bytes=total, workspace_param=k)
+    if dynamic:
+        attrs["dynamic_workspaces"] = len(dynamic)
+    return PrimFunc(params, _Rebind(dynamic, own).visit(body), attrs)
 
 
 def workspace_params(func: PrimFunc) -> list[Buffer]:
-    """The workspace arena parameters of a lifted ``func`` (empty if it has none)."""
+    """The workspace arena parameters of a lifted ``func`` (empty if it has none; not its symbolic
+    workspaces)."""
     k = func.attrs.get("workspace_param")
     if not isinstance(k, int) or isinstance(k, bool) or not func.attrs.get("workspace_bytes"):
         return []
-    return [p for p in func.params[k:] if isinstance(p, Buffer)]
+    bufs = [p for p in func.params[k:] if isinstance(p, Buffer)]
+    return bufs[:len(bufs) - int(func.attrs.get("dynamic_workspaces", 0))]
 
 
 def workspace_arrays(func: PrimFunc, arena: np.ndarray | None = None) -> list[np.ndarray]:

@@ -2,8 +2,13 @@
 
 Conventions every compute follows:
 
-- shapes are static (lowering runs after shapes are known); a symbolic dimension raises a
-  :class:`ComputeError` naming the operator;
+- shapes may be symbolic: :func:`shape_of` and :func:`out_tensor_type` give each dimension as an
+  ``int`` (static) or an int64 TIR expression (a symbolic dimension ``"N"`` is the size variable
+  ``te.size_var("N")``); computes use them as loop extents and in index arithmetic, and test a
+  dimension with :func:`is_one` or ``isinstance(d, int)`` (never ``==`` on an expression). An operator
+  that truly needs a static value calls :func:`static_shape`, which raises a :class:`ComputeError`
+  naming the operator. A result dimension ``"?"`` (nobody can name it) cannot be built from the type:
+  such a compute derives it from its inputs' shapes, or :func:`out_tensor_type` refuses it;
 - float16 formulas are evaluated in float32 and rounded once at the end (as the numpy references
   do): :func:`up` widens a value to the compute dtype, :func:`down` rounds the result back;
 - stages are named ``T_<op>`` (``T_nn_conv2d``) and tagged with the operator name, so that the
@@ -17,8 +22,8 @@ from typing import Any, Callable, Sequence
 
 from plait import tir
 from plait.ir.numeric import cast_array
-from plait.ir.types import TensorType, TupleType, Type
-from plait.te.tensor import TEError, Tensor, compute, comm_reducer
+from plait.ir.types import ANY_DIM, TensorType, TupleType, Type
+from plait.te.tensor import TEError, Tensor, compute, comm_reducer, size_var
 from plait.tir.dtype import int_range, is_float, is_int, is_uint
 from plait.tir.expr import PrimExpr
 
@@ -28,34 +33,98 @@ class ComputeError(TEError):
 
 
 __all__ = [
-    "ComputeError", "bcast_dims", "bcast_index", "cdtype", "clamp", "down", "elementwise", "highest", "is_float",
-    "is_int", "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max", "nan_min", "out_tensor_type",
-    "scalar_const", "shape_of", "stage", "static_shape", "tir", "up",
+    "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "cdtype", "clamp", "down",
+    "elementwise", "highest", "is_float", "is_int", "is_one", "is_uint", "lowest", "make", "max_reducer",
+    "min_reducer", "nan_max", "nan_min", "out_tensor_type", "relay_shape", "reshaped_type", "scalar_const",
+    "shape_of", "stage", "static_shape", "tir", "up",
 ]
 
 
 def static_shape(shape: Sequence[Any], op: str, what: str = "shape") -> tuple[int, ...]:
-    """``shape`` as ints; raises for symbolic dimensions."""
+    """``shape`` as ints; raises for symbolic dimensions (for operators that need static values)."""
     out = []
     for d in shape:
         if not isinstance(d, int):
-            dims = "(" + ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
-            raise ComputeError(f"{op}: {what} {dims} has a symbolic dimension "
-                               f"'{d}': lowering needs static shapes")
+            raise ComputeError(f"{op}: {what} {_dims(shape)} has a symbolic dimension "
+                               f"'{d}': this operator needs static shapes")
         out.append(d)
     return tuple(out)
 
 
-def out_tensor_type(out_type: Type, op: str, index: int | None = None) -> tuple[tuple[int, ...], str]:
-    """(static shape, dtype) of the result type (field ``index`` of a tuple result)."""
+Shape = tuple  # of int | PrimExpr: a static dimension or an int64 expression of size variables
+
+
+def _dims(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def out_tensor_type(out_type: Type, op: str, index: int | None = None) -> tuple[Shape, str]:
+    """(shape, dtype) of the result type (field ``index`` of a tuple result): static dims as ints, a
+    symbolic dim ``"N"`` as the size variable ``N``; an unknown dim ``"?"`` raises (the compute must
+    derive that shape from its inputs)."""
     t = out_type.fields[index] if isinstance(out_type, TupleType) and index is not None else out_type
     if not isinstance(t, TensorType):
         raise ComputeError(f"{op}: expected a tensor result type, got {t}")
-    return static_shape(t.shape, op, "result shape"), t.dtype
+    for d in t.shape:
+        if d == ANY_DIM:
+            raise ComputeError(f"{op}: result shape {_dims(t.shape)} has an unknown dimension '?' that the "
+                               "inputs' shapes do not give")
+    return tuple(d if isinstance(d, int) else size_var(d) for d in t.shape), t.dtype
 
 
-def shape_of(t: Tensor, op: str) -> tuple[int, ...]:
-    return static_shape(t.shape, op, f"input '{t.name}' shape")
+def shape_of(t: Tensor, op: str) -> Shape:
+    """The shape of the tensor ``t`` (ints and int64 expressions; ``op`` is kept for symmetry with
+    :func:`static_shape`)."""
+    del op
+    return tuple(t.shape)
+
+
+def relay_shape(shape: Shape) -> tuple[int | str, ...]:
+    """A TE shape as Relay dims (a size variable -> its name, another expression -> ``"?"``), for the
+    helpers shared with type relations (axes normalization, slicing plans...)."""
+    from plait.tir.expr import Var
+
+    return tuple(d if isinstance(d, int) else d.name if isinstance(d, Var) else ANY_DIM for d in shape)
+
+
+def reshaped_type(out_type: Any, in_shape: Sequence[Any], op: str) -> tuple[tuple[Any, ...], str]:
+    """The result (shape, dtype) of a reshape of ``in_shape``: one unknown result dim ``"?"`` (a -1 or
+    a flatten over a symbolic batch) is the input's element count over the other result dims'."""
+    if not isinstance(out_type, TensorType) or list(out_type.shape).count(ANY_DIM) != 1:
+        return out_tensor_type(out_type, op)
+    k = list(out_type.shape).index(ANY_DIM)
+    known, dtype = out_tensor_type(TensorType(tuple(1 if j == k else d for j, d in enumerate(out_type.shape)),
+                                              out_type.dtype), op)
+    static, rest = 1, 1
+    syms = [d for d in in_shape if not isinstance(d, int)]
+    rest_syms = []
+    for d in in_shape:
+        static *= d if isinstance(d, int) else 1
+    for j, d in enumerate(known):
+        if j == k:
+            continue
+        if isinstance(d, int):
+            rest *= d
+        elif any(s is d for s in syms):  # a dim kept (N -> N): cancels out
+            syms.remove(next(s for s in syms if s is d))
+        else:
+            rest_syms.append(d)
+    symbolic: Any = None
+    for d in syms:
+        symbolic = d if symbolic is None else symbolic * d
+    if rest_syms or symbolic is None or static % rest:  # the general case: divide at run time
+        total: Any = static if symbolic is None else symbolic * static
+        for d in rest_syms:
+            rest = rest * d
+        dim: Any = total // rest
+    else:  # (static / rest) * N: no division at run time
+        dim = symbolic if static == rest else symbolic * (static // rest)
+    return tuple(dim if j == k else d for j, d in enumerate(known)), dtype
+
+
+def is_one(d: Any) -> bool:
+    """Is the dimension ``d`` statically 1 (a symbolic dimension never counts as 1)?"""
+    return isinstance(d, int) and d == 1
 
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9_]")
@@ -78,10 +147,22 @@ def bcast_index(t: Tensor, idx: Sequence[PrimExpr], op: str = "") -> tuple[Any, 
     return bcast_dims(shape_of(t, op), idx)
 
 
-def bcast_dims(shape: Sequence[int], idx: Sequence[PrimExpr]) -> tuple[Any, ...]:
-    """The index into an array of ``shape`` (aligned right) broadcast to index ``idx``."""
+def bcast_shape(shapes: Sequence[Shape]) -> Shape:
+    """The numpy broadcast of ``shapes`` (right-aligned; a dim that is not statically 1 wins)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[Any] = [1] * rank
+    for s in shapes:
+        for k, d in enumerate(s):
+            if not is_one(d):
+                out[rank - len(s) + k] = d
+    return tuple(out)
+
+
+def bcast_dims(shape: Sequence[Any], idx: Sequence[PrimExpr]) -> tuple[Any, ...]:
+    """The index into an array of ``shape`` (aligned right) broadcast to index ``idx`` (a symbolic
+    dimension is not broadcast: type inference unified it with the result's)."""
     off = len(idx) - len(shape)
-    return tuple(0 if d == 1 else idx[off + k] for k, d in enumerate(shape))
+    return tuple(0 if is_one(d) else idx[off + k] for k, d in enumerate(shape))
 
 
 # ---- dtypes --------------------------------------------------------------------------------------
@@ -144,8 +225,14 @@ def clamp(e: PrimExpr, lo: Any, hi: Any) -> PrimExpr:
 
 def elementwise(op: str, inputs: Sequence[Tensor], out_type: Type,
                 fn: Callable[..., PrimExpr]) -> Tensor:
-    """A broadcasting elementwise stage: ``fn(*loaded values)`` at every output index."""
-    shape, dtype = out_tensor_type(out_type, op)
+    """A broadcasting elementwise stage: ``fn(*loaded values)`` at every output index (an unknown result
+    dim ``"?"`` is the inputs' broadcast dim: an expression of their size variables)."""
+    if isinstance(out_type, TensorType) and ANY_DIM in out_type.shape:
+        shape, dtype = bcast_shape([x.shape for x in inputs]), out_type.dtype
+        if len(shape) != out_type.ndim:  # pragma: no cover - type inference gave this rank
+            raise ComputeError(f"{op}: the inputs broadcast to rank {len(shape)}, the result has rank {out_type.ndim}")
+    else:
+        shape, dtype = out_tensor_type(out_type, op)
 
     def body(*i: PrimExpr) -> PrimExpr:
         vals = [x[bcast_index(x, i, op)] for x in inputs]

@@ -17,7 +17,6 @@ section.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,7 +28,9 @@ from plait.op._common import (
     ANY_DIM, AttrSpec, Cost, Family, OnnxMap, Op, OpPattern, RelError, TupleType, Type, as_tensor, broadcast_shapes,
     norm_axis, tensor_bytes,
 )
-from plait.op._compute import bcast_index, down, make, out_tensor_type, scalar_const, shape_of, tir, up
+from plait.op._compute import (
+    bcast_index, down, make, out_tensor_type, relay_shape, reshaped_type, scalar_const, shape_of, tir, up,
+)
 from plait.te.tensor import Tensor
 from plait.tir.expr import PrimExpr
 
@@ -385,10 +386,13 @@ def ravel(idx: Sequence[PrimExpr], shape: Sequence[int]) -> PrimExpr | int:
 def unravel(flat: Any, shape: Sequence[int]) -> tuple[Any, ...]:
     """The index of row-major linear offset ``flat`` in ``shape`` (every dimension > 0)."""
     out: list[Any] = []
-    stride = math.prod(shape)
-    for k, d in enumerate(shape):
-        stride //= d
-        v = flat if stride == 1 else flat // stride
+    strides: list[Any] = []
+    stride: Any = 1
+    for d in reversed(shape):  # suffix products: static unless a later dimension is symbolic
+        strides.append(stride)
+        stride = stride * d
+    for k, (d, st) in enumerate(zip(shape, reversed(strides))):
+        v = flat if isinstance(st, int) and st == 1 else flat // st
         out.append(v if k == 0 else v % d)
     return tuple(out)
 
@@ -400,8 +404,8 @@ def empty_tensor(op: str, shape: Sequence[int], dtype: str) -> Tensor:
 
 def _copy_reshaped(op: str, x: Tensor, out_type: Any) -> Tensor:
     """``x``'s elements in row-major order, in the result's shape (reshape, flatten, ...)."""
-    shape, dtype = out_tensor_type(out_type, op)
     in_shape = shape_of(x, op)
+    shape, dtype = reshaped_type(out_type, in_shape, op)
     if 0 in shape or 0 in in_shape:
         return empty_tensor(op, shape, dtype)
     if tuple(shape) == tuple(in_shape):
@@ -417,7 +421,7 @@ for _name in ("reshape", "flatten"):
 def _squeeze(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "squeeze")
-    drop = set(_squeeze_axes(TensorType(in_shape), attrs["axes"]))
+    drop = set(_squeeze_axes(TensorType(relay_shape(in_shape)), attrs["axes"]))
     shape, _ = out_tensor_type(out_type, "squeeze")
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -439,7 +443,7 @@ def _expand_dims(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "transpose")
-    perm = _perm(TensorType(in_shape), attrs["axes"])
+    perm = _perm(TensorType(relay_shape(in_shape)), attrs["axes"])
     shape, _ = out_tensor_type(out_type, "transpose")
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -474,15 +478,18 @@ def _concatenate(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     shape, dtype = out_tensor_type(out_type, "concatenate")
     axis = norm_axis(attrs["axis"], len(shape))
     parts = [(x, shape_of(x, "concatenate")[axis]) for x in inputs]
-    parts = [(x, n) for x, n in parts if n > 0]
+    parts = [(x, n) for x, n in parts if not (isinstance(n, int) and n == 0)]
     if not parts or 0 in shape:
         return empty_tensor("concatenate", shape, dtype)
 
     def body(*i: PrimExpr) -> PrimExpr:
-        def at(x: Tensor, offset: int) -> PrimExpr:
-            return x[tuple(i[:axis]) + (i[axis] - offset if offset else i[axis],) + tuple(i[axis + 1:])]
+        def at(x: Tensor, offset: Any) -> PrimExpr:
+            first = isinstance(offset, int) and offset == 0
+            return x[tuple(i[:axis]) + (i[axis] if first else i[axis] - offset,) + tuple(i[axis + 1:])]
 
-        offsets = np.cumsum([0] + [n for _, n in parts]).tolist()
+        offsets: list[Any] = [0]
+        for _, n in parts:  # symbolic sizes along the axis give expressions
+            offsets.append(offsets[-1] + n)
         value = at(parts[-1][0], offsets[-2])
         for k in range(len(parts) - 2, -1, -1):
             value = tir.select(i[axis] < offsets[k + 1], at(parts[k][0], offsets[k]), value)

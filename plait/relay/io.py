@@ -102,8 +102,8 @@ def symbolic_inputs(mod: IRModule, func: str = "main") -> dict[str, tuple]:
 
 
 def symbolic_dim_error(mod: IRModule, how: Any, names: Collection[str] | None = None,
-                       need: str = "lowering needs static shapes") -> str | None:
-    """The error for a module that cannot be lowered (or given random inputs: ``need``) because an input (of
+                       need: str = "the graph executor needs static shapes") -> str | None:
+    """The error for a module that an executor cannot run (or given random inputs: ``need``) because an input (of
     ``names``, default all) has a symbolic dim, naming the first such input and dim; None when they are all
     static. ``how(examples)`` ends the message with how to give the shapes, from ``examples`` (name -> the
     shape with every symbolic dim set to 1)."""

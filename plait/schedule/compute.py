@@ -236,10 +236,9 @@ def _conjuncts(c: PrimExpr) -> list[PrimExpr]:
 
 
 def _guard(cond: PrimExpr, load: BufferLoad) -> dict[int, list[str]] | None:
-    """Which bounds of which index components ``cond`` checks (it must check exactly in-bounds), or None."""
-    shape = load.buffer.static_shape
-    if shape is None:
-        return None
+    """Which bounds of which index components ``cond`` checks (it must check exactly in-bounds), or None.
+    A symbolic dimension (a batch) cannot be checked against a constant: it is never a guarded one."""
+    shape = [const_int(d) for d in load.buffer.shape]
     found: dict[int, list[str]] = {}
     for c in _conjuncts(cond):
         if not isinstance(c, (LT, LE, GT, GE)):
@@ -254,7 +253,7 @@ def _guard(cond: PrimExpr, load: BufferLoad) -> dict[int, list[str]] | None:
                 op = {LT: GT, LE: GE, GT: LT, GE: LE}[op]
             d = dims[0]
             lower = (op is GE and kv == 0) or (op is GT and kv == -1)
-            upper = (op is LT and kv == shape[d]) or (op is LE and kv == shape[d] - 1)
+            upper = shape[d] is not None and ((op is LT and kv == shape[d]) or (op is LE and kv == shape[d] - 1))
             if not (lower or upper):
                 return None
             found.setdefault(d, []).append("lo" if lower else "hi")
@@ -291,7 +290,7 @@ def pad_input(func: PrimFunc, buffer: str) -> PrimFunc:
         raise ScheduleError(f"{where}: the guarded loads pad with different values")
     if any(isinstance(st, BufferStore) and st.buffer is b for st, _ in walk(root)):
         raise ScheduleError(f"{where}: the stage writes '{buffer}'")
-    shape = b.static_shape
+    shape = [const_int(d) for d in b.shape]  # None: a symbolic dim (never guarded, so never padded)
     lo_pad, hi_pad = [0] * b.ndim, [0] * b.ndim
     for sel, load, guard, st, parents in hits:
         ranges = {}
@@ -306,17 +305,18 @@ def pad_input(func: PrimFunc, buffer: str) -> PrimFunc:
                 raise ScheduleError(f"{where}: cannot bound index `{load.indices[d]}` of '{buffer}'")
             lo_pad[d] = max(lo_pad[d], -bd[0])
             hi_pad[d] = max(hi_pad[d], bd[1] - (shape[d] - 1))
-    padded = Buffer(f"{b.name}_pad", tuple(n + lo + hi for n, lo, hi in zip(shape, lo_pad, hi_pad)), b.dtype,
+    padded = Buffer(f"{b.name}_pad", tuple(d if n is None else n + lo + hi
+                                           for d, n, lo, hi in zip(b.shape, shape, lo_pad, hi_pad)), b.dtype,
                     "global.workspace")
     fill_vars = [Var(f"{b.name}_pad_{k}") for k in range(b.ndim)]
     copy_vars = [Var(f"{b.name}_copy_{k}") for k in range(b.ndim)]
     check_new_names(func, [v.name for v in fill_vars + copy_vars], where)
     fill: Stmt = BufferStore(padded, pad_value, tuple(fill_vars))
-    for v, n in reversed(list(zip(fill_vars, padded.static_shape))):
+    for v, n in reversed(list(zip(fill_vars, padded.shape))):
         fill = For(v, 0, n, "serial", fill)
     copy: Stmt = BufferStore(padded, BufferLoad(b, tuple(copy_vars)),
                              tuple(simplify(v + lo) if lo else v for v, lo in zip(copy_vars, lo_pad)))
-    for v, n in reversed(list(zip(copy_vars, shape))):
+    for v, n in reversed(list(zip(copy_vars, b.shape))):
         copy = For(v, 0, n, "serial", copy)
     sel_map = {id(h[0]): h for h in hits}
 

@@ -347,9 +347,12 @@ class PrimFunc(TIRNode, BaseFunc):
         """The Relay ``FuncType`` (inputs -> output or tuple of outputs), or None if unknown.
 
         Known when ``attrs["num_inputs"]`` is set and every parameter is a buffer whose shape
-        entries are immediates or variables (which become symbolic dimensions). One output is a
-        tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
-        position ``attrs["workspace_param"]`` on (workspace arenas) are not part of the type.
+        entries are immediates, variables (which become symbolic dimensions) or other integer
+        expressions of variables (which become ``"?"``). With ``attrs["data_dependent"]`` ``(output,
+        count, rows)`` (:mod:`plait.lowering.shape_func`), the count output is left out and the
+        trimmed output's last dim is ``"?"``. One output is a tensor unless ``attrs["tuple_output"]`` says the function returns a 1-tuple. Parameters from
+        position ``attrs["workspace_param"]`` on (workspace arenas) and the size variables after the
+        buffers are not part of the type.
         """
         from plait.ir.types import FuncType, TensorType, TupleType
 
@@ -358,6 +361,8 @@ class PrimFunc(TIRNode, BaseFunc):
         ws = self.attrs.get("workspace_param")  # trailing workspace arenas (plait.memory.workspace) are not outputs
         if isinstance(ws, int) and not isinstance(ws, bool) and 0 <= ws <= len(params):
             params = params[:ws]
+        while params and isinstance(params[-1], Var):  # trailing size variables (symbolic extents)
+            params = params[:-1]
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(params):
             return None
         types = []
@@ -370,10 +375,18 @@ class PrimFunc(TIRNode, BaseFunc):
                     dims.append(d.value)
                 elif isinstance(d, Var) and d.name.isidentifier():
                     dims.append(d.name)
+                elif isinstance(d, PrimExpr):
+                    dims.append("?")  # an expression of size variables (reshape of a symbolic batch...)
                 else:
                     return None
             types.append(TensorType(tuple(dims), p.dtype))
         outs = types[n:]
+        dd = self.attrs.get("data_dependent")  # plait.lowering.shape_func: an upper bound and its count
+        if isinstance(dd, tuple) and len(dd) == 3 and all(isinstance(v, int) for v in dd):
+            i, c = dd[0], dd[1]
+            if 0 <= i < len(outs) and 0 <= c < len(outs) and i != c:
+                trimmed = TensorType((outs[i].shape[0], "?"), outs[i].dtype)
+                outs = [trimmed if k == i else t for k, t in enumerate(outs) if k != c]
         single = len(outs) == 1 and not self.attrs.get("tuple_output", False)
         return FuncType(tuple(types[:n]), outs[0] if single else TupleType(tuple(outs)))
 

@@ -250,14 +250,6 @@ def test_compute_errors_get_the_call_context(monkeypatch):
         assert str(exc.value) == f"cannot lower call 'e' (operator 'exp') for target 'c': {msg}"
 
 
-def test_symbolic_shapes_are_rejected():
-    x = var("x", ("n", 2))
-    mod = FuseOps()(_mod(call("exp", x)))
-    with pytest.raises(LowerError, match=r"^lowering 'fused_exp' for target 'c': parameter 0 \('p0'\): type "
-                                         r"Tensor\[\(n, 2\), float32\] has a symbolic dimension"):
-        LowerToTIR("c")(mod)
-
-
 # ---- reference models -----------------------------------------------------------------------------------
 
 MODELS = {

@@ -97,8 +97,8 @@ def test_compile_and_explain_take_input_shapes(dyn_path, tmp_path, capsys):
 
 # ---- the symbolic-dimension error ----------------------------------------------------------------------
 
-NEEDS_SHAPES = ("input 'x' has a symbolic dimension 'N' (dim 0); lowering needs static shapes: give them with "
-                '--input-shapes "x:1,3,8,8"')
+NEEDS_SHAPES = ("input 'x' has a symbolic dimension 'N' (dim 0); the graph executor needs static shapes: give them "
+                'with --input-shapes "x:1,3,8,8", or use --executor vm')
 
 
 @pytest.mark.parametrize("argv", [["run", "--target", "c"], ["compile", "-o", "OUT"]])
@@ -119,19 +119,24 @@ def test_the_suggestion_covers_every_symbolic_input_and_unknown_dims(tmp_path, c
     m = small_model([helper.make_node("Add", ["a", "b"], ["y"])], [("a", ["N", 4]), ("b", [None, 4])], [("y", None)])
     path = save(m, tmp_path / "two.onnx")
     assert main(["compile", path, "-o", str(tmp_path / "o")]) == 1
-    assert _err(capsys) == ("plait: error: input 'a' has a symbolic dimension 'N' (dim 0); lowering needs static "
-                            'shapes: give them with --input-shapes "a:1,4 b:1,4"\n')
+    assert _err(capsys) == ("plait: error: input 'a' has a symbolic dimension 'N' (dim 0); the graph executor needs "
+                            'static shapes: give them with --input-shapes "a:1,4 b:1,4", or use --executor vm\n')
     assert main(["compile", path, "--input-shapes", "a:3,4", "-o", str(tmp_path / "o")]) == 1
-    assert _err(capsys) == ("plait: error: input 'b' has an unknown dimension (dim 0); lowering needs static "
-                            'shapes: give them with --input-shapes "b:1,4"\n')
+    assert _err(capsys) == ("plait: error: input 'b' has an unknown dimension (dim 0); the graph executor needs "
+                            'static shapes: give them with --input-shapes "b:1,4", or use --executor vm\n')
     assert main(["run", path, "--input-shapes", "a:3,4 b:3,4", "--target", "c"]) == 0
 
 
 def test_plait_build_names_the_input_and_suggests_shape_overrides(dyn_path):
     with pytest.raises(LowerError) as e:
         plait.build(plait.load_onnx(dyn_path))
-    assert str(e.value) == ("input 'x' has a symbolic dimension 'N' (dim 0); lowering needs static shapes: import the "
-                            "model with shape_overrides={'x': (1, 3, 8, 8)} (plait.load_onnx or plait.from_onnx)")
+    assert str(e.value) == ("input 'x' has a symbolic dimension 'N' (dim 0); the graph executor needs static shapes: "
+                            "import the model with shape_overrides={'x': (1, 3, 8, 8)} (plait.load_onnx or "
+                            "plait.from_onnx), or build with executor='vm'")
+    with pytest.raises(LowerError) as e:
+        plait.build(plait.load_onnx(dyn_path), executor="aot")
+    assert str(e.value).startswith("input 'x' has a symbolic dimension 'N' (dim 0); the aot executor needs static "
+                                   "shapes: import the model with shape_overrides=")
     art = plait.build(plait.load_onnx(dyn_path, shape_overrides={"x": (1, 3, 8, 8)}))
     assert art.lib is not None
 
@@ -204,8 +209,9 @@ def test_relay_files_do_not_take_input_shapes(tmp_path, capsys):
     assert _err(capsys) == (f"plait: error: --input-shapes: not supported for a Relay text file ('{path}'): write the "
                             "shapes in the types of its @main parameters\n")
     assert main(["compile", str(path), "-o", str(tmp_path / "o")]) == 1
-    assert _err(capsys) == ("plait: error: input 'x' has a symbolic dimension 'n' (dim 0); lowering needs static "
-                            f"shapes: write them in the types of the @main parameters of '{path}'\n")
+    assert _err(capsys) == ("plait: error: input 'x' has a symbolic dimension 'n' (dim 0); the graph executor needs "
+                            f"static shapes: write them in the types of the @main parameters of '{path}', or use "
+                            "--executor vm\n")
     assert main(["run", str(path)]) == 1
     assert _err(capsys) == ("plait: error: input 'x' has a symbolic dimension 'n' (dim 0); random inputs need static "
                             "shapes: give the input in --inputs, or write the shape in the types of the @main "

@@ -51,7 +51,7 @@ def _relu_case(dims: list, expected_shift: float = 0.0) -> Case:
 
 
 def test_compiled_mode_classifies_build_refusals_and_compares_numbers():
-    sym = run_case(_relu_case(["N", 3]), compiled=True)  # lowering needs static shapes: documented
+    sym = run_case(_relu_case(["N", 3]), compiled=True)  # the graph executor needs static shapes: documented
     assert (sym.status, sym.message.split(": ")[:2]) == ("unsupported", ["compile", "LowerError"])
     assert "has a symbolic dimension" in sym.message
     assert run_case(_relu_case(["N", 3])).status == "passed"  # the interpreter runs it

@@ -8,12 +8,12 @@ import pytest
 from computes_cases import CASES, case_ids
 from computes_util import assert_same, lower, reference, run
 
-from plait import te
+from plait import te, tir
 from plait.backends.c.backend import build_c, c_function_names
 from plait.errors import PlaitError
 from plait.ir import TensorType
 from plait.op import get_op, list_ops
-from plait.op._compute import ComputeError
+from plait.op._compute import ComputeError, static_shape
 
 # Operators without a compute, each with the reason. Empty: every operator lowers.
 NO_COMPUTE: dict[str, str] = {}
@@ -64,12 +64,24 @@ def test_case_c(case):
     assert_same(outs, reference(op, inputs, **attrs), rtol=1e-4, atol=1e-5)
 
 
-def test_symbolic_shapes_are_a_clear_error():
+def test_symbolic_shapes_lower_and_static_only_ops_say_so():
     op = get_op("add")
     x = te.placeholder(("n", 3), "float32", "x")
-    with pytest.raises(ComputeError, match=r"^add: result shape \(n, 3\) has a symbolic dimension 'n': "
-                                           r"lowering needs static shapes$"):
-        get_op("add").compute([x, x], op.make_attrs({}), TensorType(("n", 3)))
-    with pytest.raises(ComputeError, match=r"^nn.dense: input 'x' shape \(n, 3\) has a symbolic dimension 'n'"):
-        get_op("nn.dense").compute([x, te.placeholder((2, 3))], op.make_attrs({}), TensorType((4, 2)))
+    y = get_op("add").compute([x, x], op.make_attrs({}), TensorType(("n", 3)))
+    assert y.shape == (te.size_var("n"), 3)
+    w = te.placeholder((2, 3), "float32", "w")
+    d = get_op("nn.dense").compute([x, w], get_op("nn.dense").make_attrs({}), TensorType(("n", 2)))
+    f = te.create_prim_func([x, w, y, d], "sym")
+    xs, ws = np.arange(12, dtype=np.float32).reshape(4, 3), np.ones((2, 3), np.float32)
+    ys, ds = np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    tir.evaluate(f, xs, ws, ys, ds, 4)
+    assert np.array_equal(ys, xs + xs) and np.array_equal(ds, xs @ ws.T)
+    z = get_op("add").compute([x, x], op.make_attrs({}), TensorType(("?", 3)))  # elementwise: from the inputs
+    assert z.shape == (te.size_var("n"), 3)
+    with pytest.raises(ComputeError, match=r"^nn.dense: result shape \(\?, 2\) has an unknown dimension '\?' that "
+                                           r"the inputs' shapes do not give$"):
+        get_op("nn.dense").compute([x, w], get_op("nn.dense").make_attrs({}), TensorType(("?", 2)))
+    with pytest.raises(ComputeError, match=r"^nn.conv2d: shape \(n, 3\) has a symbolic dimension 'n': this "
+                                           r"operator needs static shapes$"):
+        static_shape(x.shape, "nn.conv2d")
     assert issubclass(ComputeError, PlaitError)

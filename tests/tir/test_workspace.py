@@ -174,8 +174,18 @@ def test_what_is_not_lifted():
     body = Allocate(dyn, Allocate(loc, For(i, 0, n, "serial", seq(
         loc.store(0, x[i]), dyn.store(i, loc[0]), y.store(i, dyn[i])))))
     f = PrimFunc((x, y, n), body, {"global_symbol": "dyn", "num_inputs": 1})
-    assert lift_workspaces(f) is f
-    assert workspace_params(f) == [] and workspace_arrays(f) == []
+    g = lift_workspaces(f)  # the symbolic workspace becomes a parameter before the size variable
+    assert [getattr(p, "name", None) for p in g.params] == ["x", "y", "dyn", "n"] and g.params[3] is n
+    assert g.params[2].shape == (n,) and g.params[2].scope == "global"
+    assert g.attrs["workspace_param"] == 2 and g.attrs["dynamic_workspaces"] == 1 and g.attrs["workspace_bytes"] == 0
+    assert isinstance(g.body, Allocate) and g.body.buffer is loc  # the local accumulator stays
+    assert str(g.relay_type) == "fn (Tensor[(n,), float32]) -> Tensor[(n,), float32]"
+    assert workspace_params(g) == [] and workspace_arrays(g) == []
+    xs = np.arange(5, dtype=np.float32)
+    ys, ws = np.zeros(5, np.float32), np.zeros(5, np.float32)
+    tir.evaluate(g, xs, ys, ws, 5)
+    assert np.array_equal(ys, xs) and np.array_equal(ws, xs)
+    assert lift_workspaces(g) is g
 
 
 def test_pass_over_a_module_skips_external_and_is_idempotent():
