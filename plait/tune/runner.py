@@ -102,7 +102,7 @@ def tune(mod: Any, target: Any, trials: int = 32, seed: int = 0, measure: str = 
     except KeyboardInterrupt:
         info.interrupted = True
     finally:
-        ex.close()
+        ex.close(stop=info.interrupted or len(info.results) < len(all_jobs))
     db = CostDatabase()
     for k in sorted(info.results):
         res = info.results[k]
@@ -153,7 +153,8 @@ def _search(ex: "_Executor", jobs: list[Job], measure: str) -> Iterator[tuple[in
 
 class _Executor:
     """Where tasks run: ``submit(fn, *args)`` -> a handle; ``wait(handles)`` -> those finished (at least
-    one); ``result(handle)`` (raises the task's error); ``close()``."""
+    one); ``result(handle)`` (raises the task's error); ``close(stop)`` (``stop``: tasks may still run,
+    end them)."""
 
     def submit(self, fn: Callable, *args: Any) -> Any:
         raise NotImplementedError
@@ -164,7 +165,7 @@ class _Executor:
     def result(self, handle: Any) -> Any:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self, stop: bool) -> None:
         pass
 
 
@@ -203,7 +204,10 @@ class _Pool(_Executor):
     def result(self, handle: Any) -> Any:
         return handle.result()
 
-    def close(self) -> None:
+    def close(self, stop: bool) -> None:
+        if not stop:
+            self.pool.shutdown()
+            return
         procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:  # Ctrl-C: do not wait for running tasks
@@ -248,7 +252,7 @@ class _Ray(_Executor):
                 raise TuneError(str(cause).splitlines()[-1]) from None
             raise TuneError(f"a Ray task failed: {str(exc).splitlines()[-1]}") from None
 
-    def close(self) -> None:
+    def close(self, stop: bool) -> None:
         for ref in self.live:
             self.ray.cancel(ref, force=True)
 
