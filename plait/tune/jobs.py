@@ -1,16 +1,18 @@
 """One tuning job: a workload's candidates enumerated, built and measured, in a worker process or a Ray task.
 
-:func:`run_job` is a plain function of a picklable :class:`Job` (the unscheduled PrimFunc travels with
-it), so the local process pool and Ray run exactly the same code. Measurements:
+The tasks (:func:`enumerate_job`, :func:`chunk_job`) are plain functions of a picklable :class:`Job`
+(the unscheduled PrimFunc travels with it), so this process, the local process pool and Ray run exactly
+the same code. Measurements:
 
 - ``analytic``: :func:`plait.schedule.estimate_cost` of each candidate (deterministic: any number of
   jobs may run at once, anywhere);
 - ``wall``: each candidate compiled by its piece's code generation (``tir_to_runtime``: the C compiler
   for ``c``) and called on fixed random inputs; the candidates of the job are timed in alternation (one
   timing of each per round, ``repeat`` rounds, each timing ``number`` calls sized to about 2 ms), the
-  median kept. A candidate whose outputs differ from the default schedule's is rejected. Timings on one
-  machine disturb each other, so the local pool passes a lock that the measuring phase holds
-  (compilation still overlaps); a Ray worker measures on its own machine.
+  median kept (:func:`measure_libraries`). A candidate whose outputs differ from the default schedule's
+  is rejected. Timings on one machine disturb each other: with a local pool the tuning process times
+  one workload at a time while the pool compiles (:mod:`plait.tune.runner`); a Ray worker compiles and
+  times its chunk on its own machine.
 """
 
 from __future__ import annotations
@@ -28,17 +30,10 @@ from plait.tune.space import Config, candidates
 
 MEASURES = ("wall", "analytic")
 SOURCES = {"wall": "measured wall", "analytic": "analytic estimate"}
-_LOCK: Any = None  # the local pool's measuring lock (set in each worker by init_worker)
 
 
 class TuneError(PlaitError):
     """``plait tune`` cannot run: bad arguments, no Ray, a workload that cannot be built."""
-
-
-def init_worker(lock: Any) -> None:
-    """Process pool initializer: the lock wall-time measurements hold."""
-    global _LOCK
-    _LOCK = lock
 
 
 @dataclass(frozen=True)
@@ -183,49 +178,45 @@ def _caller(path: str, args: list[np.ndarray]) -> Any:
 
 def measure_libraries(job: Job, paths: list[str | None]) -> tuple[list[float | None], dict[int, str]]:
     """Wall time of each compiled candidate (None: not built or rejected, with its reason): alternating
-    rounds under the measuring lock, medians (see the module docstring)."""
+    rounds, medians (see the module docstring)."""
     args = _arguments(job.func)
     n_in = int(job.func.attrs.get("num_inputs", len(args)))
     errors: dict[int, str] = {}
     callers: dict[int, Any] = {}
     want: list[np.ndarray] | None = None
-    lock = _LOCK
-    if lock is not None:
-        lock.acquire()
-    try:
-        for k, path in enumerate(paths):  # warm up; outputs checked against the first that runs
-            if path is None:
-                continue
-            work = [a.copy() for a in args]
-            _caller(path, work)()
-            if want is None:
-                want = work[n_in:]
-            elif not all(np.allclose(g, w, rtol=1e-3, atol=1e-3 * (float(np.abs(w).max()) if w.size else 1.0))
-                         for g, w in zip(work[n_in:], want)):
-                errors[k] = "its outputs differ from the default schedule's"
-                continue
-            callers[k] = _caller(path, args)
-        secs: list[float | None] = [None] * len(paths)
-        if not callers:
-            return secs, errors
-        first = next(iter(callers.values()))
-        t0 = time.perf_counter()
-        first()
-        number = max(1, min(10_000, int(2e-3 / max(time.perf_counter() - t0, 1e-7))))
-        times: dict[int, list[float]] = {k: [] for k in callers}
-        for _ in range(job.repeat):
-            for k, call in callers.items():
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    call()
-                times[k].append((time.perf_counter() - t0) / number)
-        for k, ts in times.items():
-            secs[k] = statistics.median(ts)
+    for k, path in enumerate(paths):  # warm up; outputs checked against the first that runs
+        if path is None:
+            continue
+        work = [a.copy() for a in args]
+        status = _caller(path, work)()
+        if status:
+            errors[k] = f"it returned status {status}"
+            continue
+        if want is None:
+            want = work[n_in:]
+        elif not all(np.allclose(g, w, rtol=1e-3, atol=1e-3 * (float(np.abs(w).max()) if w.size else 1.0))
+                     for g, w in zip(work[n_in:], want)):
+            errors[k] = "its outputs differ from the default schedule's"
+            continue
+        callers[k] = _caller(path, args)
+    secs: list[float | None] = [None] * len(paths)
+    if not callers:
         return secs, errors
-    finally:
-        if lock is not None:
-            lock.release()
+    first = next(iter(callers.values()))
+    t0 = time.perf_counter()
+    first()
+    number = max(1, min(10_000, int(2e-3 / max(time.perf_counter() - t0, 1e-7))))
+    times: dict[int, list[float]] = {k: [] for k in callers}
+    for _ in range(job.repeat):
+        for k, call in callers.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call()
+            times[k].append((time.perf_counter() - t0) / number)
+    for k, ts in times.items():
+        secs[k] = statistics.median(ts)
+    return secs, errors
 
 
-__all__ = ["Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "enumerate_job", "init_worker",
+__all__ = ["Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "enumerate_job",
            "measure_libraries", "run_job", "scheduled"]

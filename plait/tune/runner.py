@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from plait.errors import PlaitError
 from plait.tune.jobs import (
-    MEASURES, SOURCES, Job, JobResult, TuneError, chunk_job, enumerate_job, init_worker, measure_libraries,
+    MEASURES, SOURCES, Job, JobResult, TuneError, chunk_job, enumerate_job, measure_libraries,
 )
 
 
@@ -193,7 +193,7 @@ class _Pool(_Executor):
 
     def __init__(self, workers: int):
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker, initargs=(None,))
+        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
     def submit(self, fn: Callable, *args: Any) -> Any:
         return self.pool.submit(fn, *args)
