@@ -202,8 +202,13 @@ def test_ray_and_the_local_pool_choose_the_same(mod, analytic):
     ray.init(num_cpus=2, runtime_env={"env_vars": env}, include_dashboard=False, log_to_driver=False)
     try:
         db2, info2 = tune(mod, "c", trials=6, seed=3, measure="analytic", ray="auto")
+        # wall time: each Ray worker compiles and times its chunks itself
+        walled, winfo = tune(from_onnx(ds_cnn(channels=4, blocks=1)), "c", trials=2, measure="wall", repeat=2,
+                             ray="auto")
     finally:
         ray.shutdown()
+    assert len(walled.tuning()) == len(winfo.jobs) and not any(r.errors for r in winfo.results.values())
+    assert all(r.info["source"] == "measured wall" and r.seconds > 0 for r in walled.tuning())
     assert [info2.results[k].configs for k in sorted(info2.results)] == \
         [info.results[k].configs for k in sorted(info.results)]
     assert db2.to_dict() == db.to_dict()
