@@ -266,3 +266,15 @@ def test_cli_tune_flags_are_checked(tmp_path, capsys, model):
     assert e.value.code == 2 and "argument --jobs: expected a positive integer, got 0" in capsys.readouterr().err
     assert main(["run", path, "--tuning", "t.json"]) == 2
     assert capsys.readouterr().err == "plait: error: --tuning needs --target: only a compiled run builds code\n"
+
+
+def test_the_microcontroller_rules_unroll_knob(mod):
+    jobs = make_jobs(mod, "c -mcpu=cortex-m7f", trials=4, measure="analytic")
+    spaces = {j.name: schedule_with(j.func, j.target, None)[1] for j in jobs}
+    knob = next(k for s in spaces.values() for k in s.values() if k.name.endswith(".unroll"))
+    job = next(j for j in jobs if knob.name in spaces[j.name])
+    assert knob.choices == (False, True)
+    unrolled = print_prim_func(schedule_with(job.func, job.target, {knob.name: True})[0])
+    rolled = print_prim_func(schedule_with(job.func, job.target, {knob.name: False})[0])
+    assert "unrolled(" in unrolled and "unrolled(" not in rolled
+    assert print_prim_func(schedule_with(job.func, job.target, None)[0]) == (unrolled if knob.default else rolled)
