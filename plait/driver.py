@@ -444,10 +444,12 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     "c.host_simulation": True}``); ``instruments`` are added to it. The artifact has ``timings``
     (stage, seconds), ``placement`` (the Assignment; None for one piece), ``piece_modules`` and
     ``cross_modules`` (compile checks of pieces on other devices when simulating on the host).
+    ``cost_model``: a :class:`~plait.placement.cost.CostModel`; its database's tuning records (``plait
+    tune``) give lowering each workload's knob config (:mod:`plait.lowering.tuning`).
     """
     from plait.executor import EXECUTORS
     from plait.lowering.cache import LoweringCache
-    from plait.placement.cost import objective_value
+    from plait.placement.cost import applying_tuning, objective_value
 
     if not isinstance(mod, IRModule):
         raise BuildError(f"plait.build expects an IRModule, got {type(mod).__name__}; import a model "
@@ -466,7 +468,8 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
         ctx.instruments = [*ctx.instruments, *instruments, timing]
     start = time.perf_counter()
     try:
-        with LoweringCache().active():  # per build: placement's pricing and lowering share it
+        # per build: placement's pricing and lowering share the cache; a tuning file's configs are applied
+        with LoweringCache().active(), applying_tuning(cost_model):
             lowered = lowered_module(mod, ct, ctx, rules=rules, objective=objective, weight=weight,
                                      cost_model=cost_model)
             built = ctx.run(CodegenPieces(ct), lowered)

@@ -8,13 +8,15 @@
                                           where every call goes, why, and what the alternatives cost
     plait measure model.onnx --target T -o costs.json
                                           per-call instruction counts under QEMU, as a cost database
+    plait tune model.onnx --target T -o tuning.json [--trials N] [--seed S] [--jobs N] [--ray ADDRESS]
+               [--measure wall|analytic]  search every function's schedule knobs; tuning records
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
 
 Global flags (before or after the command): --version, -v/--verbose (stage times, compile-cache hits),
 -q/--quiet (results and errors only); see docs/cli.md, "Version, verbosity and progress".
 Placement flags (for a composite target): --objective latency|energy|weighted, --weight W, --place RULES,
---costs FILE (a cost database).
+--costs FILE (a cost database), --tuning FILE (tuning records of plait tune: schedules and measured costs).
 Model flags (run, compile, explain): --input-shapes "x:1,3,224,224 y:1,10" (fix symbolic dims), --opt-level N
 (the pass pipeline's; run needs --target for it).
 Build flags (run with --target, compile): --cache-dir DIR (the C compile cache), --max-memory SIZE
@@ -42,6 +44,7 @@ from plait.cli import info as _info
 from plait.cli import measure as _measure
 from plait.cli import progress
 from plait.cli import run as _run
+from plait.cli import tune as _tune
 from plait.cli.common import UsageError
 from plait.cli.messages import (
     MAX_MESSAGE, NORMAL, error, one_line, os_message, set_verbosity, shorten, show_warning, silence_stdout,
@@ -63,6 +66,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
                 "alternatives cost"),
     "measure": (_measure.measure_args, _measure.cmd_measure,
                 "count every call's instructions under QEMU on a Cortex-M board and write a cost database"),
+    "tune": (_tune.tune_args, _tune.cmd_tune,
+             "search every function's schedule knobs by measuring candidates and write tuning records"),
     "ops": (_info.ops_args, _info.cmd_ops, "list the registered operators"),
     "targets": (_info.targets_args, _info.cmd_targets,
                 "list target kinds (options, hooks), tags and hooks; or explain a target string"),

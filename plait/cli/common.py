@@ -63,6 +63,9 @@ def placement_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", metavar="FILE",
                    help="a cost database (JSON, e.g. written by plait measure): calls found in it are priced by "
                         "it (source 'measured')")
+    p.add_argument("--tuning", metavar="FILE",
+                   help="tuning records (JSON, written by plait tune): lowering schedules each tuned function with "
+                        "its best knob config, and placement prices it by its measured cost (source 'measured')")
 
 
 def placement_options(args: argparse.Namespace) -> dict:
@@ -78,10 +81,14 @@ def placement_options(args: argparse.Namespace) -> dict:
     except PlaitError as exc:
         raise UsageError(str(exc)) from None
     cost_model = None
-    if getattr(args, "costs", None) is not None:
+    files = [f for f in (getattr(args, "costs", None), getattr(args, "tuning", None)) if f is not None]
+    if files:
         from plait.placement.cost import CostDatabase, CostModel
 
-        cost_model = CostModel.for_target(ct, CostDatabase.load(args.costs))
+        db = CostDatabase()
+        for f in files:
+            db.merge(CostDatabase.load(f))
+        cost_model = CostModel.for_target(ct, db)
     return {"target": ct, "objective": objective, "weight": weight, "place": rules, "cost_model": cost_model}
 
 
@@ -127,10 +134,11 @@ def build_config(args: argparse.Namespace, limit: int) -> dict:
 def no_placement(args: argparse.Namespace) -> dict:
     given = [f for f, v in (("--objective", args.objective != "latency"), ("--weight", args.weight != "0.5"),
                             ("--place", args.place is not None), ("--costs", getattr(args, "costs", None) is not None),
+                            ("--tuning", getattr(args, "tuning", None) is not None),
                             ("--cache-dir", args.cache_dir is not None))
              if v]
     if given:
-        why = ("placement chooses among the pieces of a compiled target" if given[0] != "--cache-dir"
+        why = ("placement chooses among the pieces of a compiled target" if given[0] not in ("--cache-dir", "--tuning")
                else "only a compiled run builds code")
         raise UsageError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --target: {why}")
     return {}

@@ -53,10 +53,12 @@ def lowering_key(fn: Function) -> Function:
 
 
 class LoweringCache:
-    """Scheduled PrimFuncs by (:func:`lowering_key`, target string, schedule?)."""
+    """Scheduled PrimFuncs by (:func:`lowering_key`, target string, schedule?, the active tuning configs'
+    :func:`~plait.lowering.tuning.fingerprint`: a function lowered under one tuning config is never served
+    under another)."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[int, str, bool], list[tuple[Function, PrimFunc]]] = {}
+        self._entries: dict[tuple[int, str, bool, str], list[tuple[Function, PrimFunc]]] = {}
         self.stats = CacheStats()
 
     def __len__(self) -> int:
@@ -81,8 +83,10 @@ class LoweringCache:
         cached one renamed after that."""
         from plait.lowering.lower import lower_function
 
+        from plait.lowering.tuning import fingerprint
+
         key_fn = lowering_key(fn)
-        key = (structural_hash(key_fn), str(target), schedule)
+        key = (structural_hash(key_fn), str(target), schedule, fingerprint())
         bucket = self._entries.setdefault(key, [])
         for other, func in bucket:
             if structural_equal(other, key_fn):

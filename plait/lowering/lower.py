@@ -6,8 +6,9 @@ For every call of a Primitive function in the module's (non-Primitive) Relay fun
    (``op.compute``), its stages annotated with the operator and its pattern;
    constants of one element become constant stages; tuples and tuple items are followed;
 2. ``te.create_prim_func(placeholders + outputs)`` (outputs: the leaves of the result);
-3. the target's default schedule, ``plait.schedule.default_schedule(func, target)`` (skipped while
-   that function does not exist), then ``tir.simplify`` and ``tir.verify``;
+3. the target's default schedule, ``plait.schedule.default_schedule(func, target)`` (under the knob
+   config of the function's tuning record, if a tuning file is applied: :mod:`plait.lowering.tuning`),
+   then ``tir.simplify`` and ``tir.verify``;
 4. the PrimFunc gets attrs ``global_symbol`` (= its name in the module), ``target`` (the canonical
    target string) and ``num_inputs``; the call becomes ``Call(GlobalVar(name), args)``.
 
@@ -112,13 +113,9 @@ def _constant_stage(c: Constant) -> Any:
 
 
 def _schedule(func: PrimFunc, target: Any) -> PrimFunc:
-    try:
-        from plait.schedule import default_schedule  # written in parallel: optional until it exists
-    except ImportError as exc:
-        if exc.name in ("plait.schedule", None) or "default_schedule" in str(exc):
-            return func
-        raise
-    return default_schedule(func, target)
+    from plait.lowering.tuning import schedule  # the default schedule, under a tuning record's config if any
+
+    return schedule(func, target)
 
 
 def lower_function(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:

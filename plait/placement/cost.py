@@ -3,7 +3,9 @@
 Sources, in order (every :class:`Estimate` says which one it came from):
 
 1. ``measured``: a measured cost database (:class:`CostDatabase`, a JSON file) keyed by the call's
-   signature (:func:`signature`) and the target string;
+   signature (:func:`signature`) and the target string; or the database's tuning record of the function
+   lowering makes of the call (or fusion group), keyed by its workload (:mod:`plait.lowering.tuning`,
+   written by ``plait tune``);
 2. ``hook``: the kind's ``cost`` hook (seconds; None means "no estimate" and falls through);
 3. ``schedule``: the call lowered as its own function (its single-call function), scheduled by the
    target's default rules and priced by :func:`plait.schedule.estimate_cost` (what the piece would really
@@ -38,6 +40,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
+from plait.lowering.tuning import TuningError
 from plait.relay.expr import Call, Function
 from plait.target.composite import Piece
 
@@ -101,7 +104,10 @@ class CostDatabase:
     An entry may carry more fields, kept as they are: ``plait measure`` writes ``instructions``,
     ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``. An optional
     ``"calibration": [{"target": str, "op": op name or "*", "factor": k}]`` scales the analytic estimates
-    (schedule, roofline) of calls not in the entries on that target: by the factor of their op, else "*"."""
+    (schedule, roofline) of calls not in the entries on that target: by the factor of their op, else "*".
+    An optional ``"tuning": [{"workload": key, "target": str, "config": {knob: value}, "seconds": s,
+    "source": ..., ...}]`` (``plait tune``) gives each workload's best knob config (lowering applies it,
+    :func:`plait.lowering.tuning.applying`) and its measured cost (placement's source "measured")."""
 
     def __init__(self, entries: Mapping[tuple[str, str], tuple[float, float | None]] | None = None,
                  info: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
@@ -109,6 +115,7 @@ class CostDatabase:
         self._entries = dict(entries or {})
         self._info = {k: dict(v) for k, v in (info or {}).items()}
         self._calibration = {t: dict(f) for t, f in (calibration or {}).items()}
+        self._tuning: dict[tuple[str, str], TuningRecord] = {}
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "CostDatabase":
@@ -137,7 +144,37 @@ class CostDatabase:
                     and isinstance(c.get("factor"), (int, float)) and c["factor"] > 0):
                 raise CostError(f"{where}: calibration {k} needs 'target' and 'op' strings and 'factor' > 0")
             cal.setdefault(c["target"], {})[c["op"]] = float(c["factor"])
-        return cls(out, info, cal)
+        db = cls(out, info, cal)
+        tuning = data.get("tuning", [])
+        if not isinstance(tuning, list):
+            raise CostError(f"{where}: 'tuning' must be a list of records")
+        for k, r in enumerate(tuning):
+            if not (isinstance(r, dict) and isinstance(r.get("workload"), str) and isinstance(r.get("target"), str)
+                    and isinstance(r.get("config"), dict) and isinstance(r.get("seconds"), (int, float))
+                    and r["seconds"] >= 0
+                    and all(isinstance(v, (bool, int, float, str)) for v in r["config"].values())):
+                raise CostError(f"{where}: tuning record {k} needs 'workload' and 'target' strings, a 'config' object "
+                                "of knob values and 'seconds' >= 0")
+            db.add_tuning(r["workload"], r["target"], r["config"], r["seconds"],
+                          **{n: v for n, v in r.items() if n not in ("workload", "target", "config", "seconds")})
+        return db
+
+    def add_tuning(self, workload: str, target: str, config: Mapping[str, Any], seconds: float, **info: Any) -> None:
+        """Record (or replace) the best knob ``config`` of ``workload`` on ``target`` and its cost."""
+        self._tuning[(workload, str(target))] = TuningRecord(workload, str(target), dict(config), float(seconds),
+                                                             dict(info))
+
+    def tuned(self, workload: str, target: Any) -> "TuningRecord | None":
+        """The tuning record of ``workload`` on ``target``, if any."""
+        return self._tuning.get((workload, str(target)))
+
+    def tuning(self) -> list["TuningRecord"]:
+        """Every tuning record, in the order added."""
+        return list(self._tuning.values())
+
+    def tuning_configs(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """``(workload, target) -> config`` of every tuning record (what lowering applies)."""
+        return {k: dict(r.config) for k, r in self._tuning.items()}
 
     def add(self, op: str, target: str, seconds: float, joules: float | None = None, **info: Any) -> None:
         """Record (or replace) the cost of the call signature ``op`` on ``target``; ``info``: more fields."""
@@ -150,6 +187,7 @@ class CostDatabase:
         self._info.update({k: dict(v) for k, v in other._info.items()})
         for t, f in other._calibration.items():
             self._calibration.setdefault(t, {}).update(f)
+        self._tuning.update(other._tuning)
 
     def set_factor(self, target: str, op: str, factor: float) -> None:
         """Calibrate the analytic estimates of ``op`` (an op name, or "*" for any) on ``target`` by ``factor``."""
@@ -169,6 +207,9 @@ class CostDatabase:
         if self._calibration:
             out["calibration"] = [{"target": t, "op": op, "factor": k} for t, f in self._calibration.items()
                                   for op, k in sorted(f.items())]
+        if self._tuning:
+            out["tuning"] = [{"workload": r.workload, "target": r.target, "config": r.config, "seconds": r.seconds,
+                              **r.info} for r in self._tuning.values()]
         return out
 
     def save(self, path: str | os.PathLike) -> None:
@@ -185,6 +226,29 @@ class CostDatabase:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    """A workload's best knob ``config`` on ``target`` and its cost (``info``: ``source``, ``name``...)."""
+
+    workload: str
+    target: str
+    config: dict
+    seconds: float
+    info: dict
+
+    def describe(self) -> str:
+        knobs = ", ".join(f"{k}={v}" for k, v in sorted(self.config.items())) or "the default schedule"
+        return f"tuning record ({self.info.get('source', 'measured')}) of workload {self.workload}: {knobs}"
+
+
+def applying_tuning(cost_model: "CostModel | None") -> Any:
+    """The context in which lowering applies the tuning records of ``cost_model``'s database (none: a no-op)."""
+    from plait.lowering.tuning import applying
+
+    db = getattr(cost_model, "database", None)
+    return applying(db.tuning_configs() if db is not None else {})
 
 
 def _power_mw(target: Any) -> float:
@@ -238,7 +302,8 @@ class CostModel:
         target = piece.target
         key = (signature(call), str(target))
         if key not in self._cache:
-            self._cache[key] = self._calibrated(self._analytic(call, target, _power_mw(target) * 1e-3), call, target)
+            e = self._analytic(call, target, _power_mw(target) * 1e-3)
+            self._cache[key] = e if e.source == "measured" else self._calibrated(e, call, target)
         return self._cache[key]
 
     def _calibrated(self, e: Estimate, call: Call, target: Any) -> Estimate:
@@ -267,7 +332,13 @@ class CostModel:
 
         target = piece.target
         try:
-            c = estimate_cost(lower_cached(fn, "placement_cost", target), target)
+            func = lower_cached(fn, "placement_cost", target)
+            tuned = self._tuned(func, target, _power_mw(target) * 1e-3)
+            if tuned is not None:
+                return tuned
+            c = estimate_cost(func, target)
+        except TuningError:
+            raise  # a stale tuning file: say so, do not price around it
         except PlaitError:
             return None
         if c is None:
@@ -324,28 +395,37 @@ class CostModel:
 
     def _analytic(self, call: Call, target: Any, power: float) -> Estimate:
         if self.use_schedule:
+            from plait.lowering.cache import lower_cached
+            from plait.lowering.lower import single_call_function
+            from plait.schedule import estimate_cost
+
             try:
-                c = _schedule_cost(call, target)
+                # the function default lowering makes of a call alone, through the build's cache: lowering reuses it
+                func = lower_cached(single_call_function(call), "placement_cost", target)
+                tuned = self._tuned(func, target, power)
+                if tuned is not None:
+                    return tuned
+                c = estimate_cost(func, target)
+            except TuningError:
+                raise
             except PlaitError:
                 c = None
             if c is not None:
                 return Estimate(c.seconds, c.seconds * power, "schedule", str(c))
         return _roofline(call, target, power)
 
+    def _tuned(self, func: Any, target: Any, power: float) -> Estimate | None:
+        """The measured cost of the lowered ``func`` from its workload's tuning record, if the database has one."""
+        from plait.lowering.tuning import WORKLOAD_ATTR
+
+        key = func.attrs.get(WORKLOAD_ATTR)
+        r = self.database.tuned(key, target) if self.database is not None and key else None
+        return None if r is None else Estimate(r.seconds, r.seconds * power, "measured", r.describe())
+
 
 def _sum(ests: list[Estimate], detail: str) -> Estimate:
     srcs = sorted({e.source for e in ests})
     return Estimate(sum(e.seconds for e in ests), sum(e.joules for e in ests), "+".join(srcs), detail)
-
-
-def _schedule_cost(call: Call, target: Any) -> Any:
-    from plait.lowering.cache import lower_cached
-    from plait.lowering.lower import single_call_function
-    from plait.schedule import estimate_cost
-
-    # the function default lowering makes of a call alone, through the build's cache: lowering reuses it
-    func = lower_cached(single_call_function(call), "placement_cost", target)
-    return estimate_cost(func, target)
 
 
 def _roofline(call: Call, target: Any, power: float) -> Estimate:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from plait.errors import PlaitError
-from plait.placement.cost import CostModel, objective_value, type_bytes
+from plait.placement.cost import CostModel, applying_tuning, objective_value, type_bytes
 from plait.placement.fit import facts_lines, facts_table, memory_line
 from plait.placement.partition import edge_copies
 from plait.placement.rules import PlacementError, Rule, parse_place
@@ -475,7 +475,7 @@ def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: An
     objective = check_objective(objective)
     weight = check_weight(weight)
     rules = rules_of(place, ct)
-    with LoweringCache().active():  # as plait.build: each call lowered once for pricing
+    with LoweringCache().active(), applying_tuning(cost_model):  # as plait.build: each call lowered once
         func = prepare(mod_or_func, opt_level)
         cm = placement_cost_model(ct, cost_model)
         quiet_solver_banner()

@@ -21,6 +21,7 @@ from plait.errors import PlaitError
 from plait.registry import Registry
 from plait.tir import verify
 from plait.tir.stmt import For, PrimFunc, Stmt
+from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
@@ -173,10 +174,16 @@ def cpu_machine(target: Any) -> Machine:
 
 
 def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
+    """One stage by the cpu rules. Knobs (:mod:`plait.schedule.knobs`, named ``<root>.<knob>``; the
+    defaults are the rules' own choices): ``vectorize`` (an elementwise stage), ``lanes`` (the vector
+    width a reduction is tiled for), ``fuse_rows``, ``vector_block`` and ``reuse_block`` (the register
+    tile), ``rfactor`` and ``rfactor_block`` (a reduction vectorized along its reduce loop), ``unroll``
+    (a scalar reduction's innermost reduce loop)."""
+    knob = root
     st = _stage(func, root)
     lanes = m.lanes(_out_dtype(st))
     if not st.is_reduction:
-        return _elementwise(func, st, lanes) if lanes > 1 else func
+        return _elementwise(func, st, lanes, knob) if lanes > 1 else func
     sch = Schedule(func)
     for b in buffers_with_guards(st):
         if _try(sch, "pad_input", b.name):
@@ -187,25 +194,26 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
             _try(sch, "remove_unit_loop", _name(lp))
     st = _stage(sch.func, root)
     if lanes < 2:
-        return _scalar_reduction(sch, st)
+        return _scalar_reduction(sch, st, knob)
+    lanes = knobs.choose(f"{knob}.lanes", [w for w in (2, 4, 8, 16, 32, 64) if w <= lanes] or [lanes], lanes)
     budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
     if v is not None and len(st.spatial) > 1:
-        st, v, root = _fuse_short_rows(sch, st, v, root, lanes, budget)
+        st, v, root = _fuse_short_rows(sch, st, v, root, lanes, budget, knob)
     if v is not None:
         assert st.update is not None
         if st.update.buffer.scope != "local":  # accumulate in registers, store once
             if _try(sch, "cache_write", _name(st.spatial[-1]), st.update.buffer.name):
                 st = _stage(sch.func, root)
-        _tile(sch, st, v, lanes, budget)
+        _tile(sch, st, v, lanes, budget, knob)
         return sch.func
     r = _rfactor_axis(st, lanes) if _out_dtype(st) != "float16" else None  # fp16 sums: keep their order
-    if r is not None:
-        _rfactor(sch, st, r, lanes)
+    if r is not None and knobs.choose(f"{knob}.rfactor", (True, False), True):
+        _rfactor(sch, st, r, lanes, knob)
     return sch.func
 
 
-def _elementwise(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc:
+def _elementwise(func: PrimFunc, st: Stage, lanes: int, knob: str) -> PrimFunc:
     """Vectorize the innermost loop when every store and load is contiguous in it (or does not use it)."""
     inner = st.spatial[-1]
     n = const_int(inner.extent)
@@ -214,6 +222,8 @@ def _elementwise(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc:
         return func
     if any(_contig(ld, v) is False for ld in st.loads()):
         return func  # a transposing load: scalar code is as good as gathers
+    if not knobs.choose(f"{knob}.vectorize", (True, False), True):
+        return func
     sch = Schedule(func)
     sch.vectorize(_name(inner))
     return sch.func
@@ -241,7 +251,7 @@ def _tile_score(st: Stage, v: For, lanes: int, budget: int) -> float:
 
 
 def _fuse_short_rows(sch: Schedule, st: Stage, v: For, root: str, lanes: int,
-                     budget: int) -> tuple[Stage, For, str]:
+                     budget: int, knob: str) -> tuple[Stage, For, str]:
     """Rows shorter than a few vectors (a 1x1 convolution over 25x5 pixels): fuse the vector loop with
     the loop above it when every access stays contiguous in the fused loop (the C backend prints a
     fused loop's ``x / n, x % n`` as ``x``) and the register tile gets better."""
@@ -257,7 +267,10 @@ def _fuse_short_rows(sch: Schedule, st: Stage, v: For, root: str, lanes: int,
     new_root = fused if outer is st.root else root
     st2 = _stage(trial.func, new_root)
     v2 = _vector_axis(st2, lanes)
-    if v2 is None or _name(v2) != fused or _tile_score(st2, v2, lanes, budget) <= _tile_score(st, v, lanes, budget):
+    if v2 is None or _name(v2) != fused:
+        return st, v, root
+    better = _tile_score(st2, v2, lanes, budget) > _tile_score(st, v, lanes, budget)
+    if not knobs.choose(f"{knob}.fuse_rows", (False, True), better):
         return st, v, root
     sch.func, sch.trace = trial.func, sch.trace + trial.trace
     return st2, v2, new_root
@@ -286,13 +299,17 @@ def tile_sizes(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int]:
     return _best_tile(ev, eu, lanes, budget)[:2]
 
 
-def _best_tile(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int, float]:
+def _vector_blocks(ev: int, lanes: int) -> list[int]:
+    """The register tile widths over a vector axis of extent ``ev``."""
     if ev % lanes == 0:
-        vbs = [d for d in _divisors(ev) if d % lanes == 0 and d <= 8 * lanes]
-    elif ev <= 8 * lanes:
-        vbs = [ev]
-    else:
-        vbs = [d for d in _divisors(ev) if lanes <= d <= 8 * lanes] or [ev]
+        return [d for d in _divisors(ev) if d % lanes == 0 and d <= 8 * lanes]
+    if ev <= 8 * lanes:
+        return [ev]
+    return [d for d in _divisors(ev) if lanes <= d <= 8 * lanes] or [ev]
+
+
+def _best_tile(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int, float]:
+    vbs = _vector_blocks(ev, lanes)
     best = (-1.0, 0, 0, 0)
     for vb in vbs:
         nvec = math.ceil(vb / lanes)
@@ -306,11 +323,15 @@ def _best_tile(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int, flo
     return best[2], best[3], best[0]
 
 
-def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int) -> None:
+def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) -> None:
     """Register tile: the vector axis and the reuse axis innermost, below the reduce loops."""
     u = _reuse_axis(st, v)
     ev, eu = const_int(v.extent), (const_int(u.extent) if u is not None else 1)
     vb, ub = tile_sizes(ev, eu, lanes, budget)  # type: ignore[arg-type]
+    vb = knobs.choose(f"{knob}.vector_block", _vector_blocks(ev, lanes), vb)  # type: ignore[arg-type]
+    if u is not None:
+        ubs = [d for d in _divisors(eu) if d <= budget or d == ub]  # type: ignore[arg-type]
+        ub = knobs.choose(f"{knob}.reuse_block", ubs, ub)
     vn = _name(v)
     order = [_name(lp) for lp in st.spatial]
     if vb < ev:  # type: ignore[operator]
@@ -353,7 +374,7 @@ def _rfactor_axis(st: Stage, lanes: int) -> For | None:
     return None
 
 
-def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int) -> None:
+def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int, knob: str) -> None:
     """Vectorize a reduction along its contiguous reduce loop with lane-wise partial accumulators,
     over a small block of outputs that share some of the loads (dense: 4 rows of the weight)."""
     rn = _name(r)
@@ -372,6 +393,7 @@ def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int) -> None:
     if u is not None:
         eu = const_int(u.extent)
         ub = max(d for d in _divisors(eu) if d <= 4)  # type: ignore[arg-type]
+        ub = knobs.choose(f"{knob}.rfactor_block", [d for d in _divisors(eu) if d <= 8], ub)  # type: ignore[arg-type]
         if ub > 1:
             un = _name(u)
             order = [_name(lp) for lp in st.spatial]
@@ -391,12 +413,13 @@ def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int) -> None:
     _try(sch, "vectorize", ri)
 
 
-def _scalar_reduction(sch: Schedule, st: Stage) -> PrimFunc:
-    """No SIMD: unroll a short innermost reduce loop (a 3-tap kernel row), nothing else."""
+def _scalar_reduction(sch: Schedule, st: Stage, knob: str) -> PrimFunc:
+    """No SIMD: unroll a short innermost reduce loop (a 3-tap kernel row), nothing else (knob
+    ``<root>.unroll``: any innermost reduce loop of 2 to 16 iterations)."""
     if st.reduce:
         lp = st.reduce[-1]
         n = const_int(lp.extent)
-        if n is not None and 2 <= n <= 4:
+        if n is not None and 2 <= n <= 16 and knobs.choose(f"{knob}.unroll", (False, True), n <= 4):
             _try(sch, "unroll", _name(lp))
     return sch.func
 
@@ -419,11 +442,12 @@ def mcu_machine(target: Any) -> Machine:
 
 
 def mcu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
-    """Keep code small: no vectorization, no padded copies (RAM is scarce); unroll 3-tap loops."""
+    """Keep code small: no vectorization, no padded copies (RAM is scarce); unroll 3-tap loops (knob
+    ``<root>.unroll``)."""
     st = _stage(func, root)
     if not st.is_reduction:
         return func
-    return _scalar_reduction(Schedule(func), st)
+    return _scalar_reduction(Schedule(func), st, root)
 
 
 register_rules(RuleSet("microcontroller", mcu_machine, mcu_stage,

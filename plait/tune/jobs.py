@@ -1,0 +1,222 @@
+"""One tuning job: a workload's candidates enumerated, built and measured, in a worker process or a Ray task.
+
+The tasks (:func:`enumerate_job`, :func:`chunk_job`) are plain functions of a picklable :class:`Job`
+(the unscheduled PrimFunc travels with it), so this process, the local process pool and Ray run exactly
+the same code. Measurements:
+
+- ``analytic``: :func:`plait.schedule.estimate_cost` of each candidate (deterministic: any number of
+  jobs may run at once, anywhere);
+- ``wall``: each candidate compiled by its piece's code generation (``tir_to_runtime``: the C compiler
+  for ``c``) and called on fixed random inputs; the candidates of the job are timed in alternation (one
+  timing of each per round, ``repeat`` rounds, each timing ``number`` calls sized to about 2 ms), the
+  median kept (:func:`measure_libraries`). A candidate whose outputs differ from the default schedule's
+  is rejected. Timings on one machine disturb each other: with a local pool the tuning process times
+  one workload at a time while the pool compiles (:mod:`plait.tune.runner`); a Ray worker compiles and
+  times its chunk on its own machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from plait.errors import PlaitError
+from plait.tir.stmt import PrimFunc
+from plait.tune.space import Config, candidates
+
+MEASURES = ("wall", "analytic")
+SOURCES = {"wall": "measured wall", "analytic": "analytic estimate"}
+
+
+class TuneError(PlaitError):
+    """``plait tune`` cannot run: bad arguments, no Ray, a workload that cannot be built."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A workload to tune: its unscheduled ``func`` on ``target`` (canonical string), ``name`` for display."""
+
+    workload: str
+    target: str
+    name: str
+    func: PrimFunc
+    trials: int
+    seed: int
+    measure: str = "wall"
+    repeat: int = 5
+    cache_dir: str | None = None
+
+
+@dataclass
+class JobResult:
+    """Every candidate's config and seconds (None: rejected, with ``errors``), in enumeration order."""
+
+    workload: str
+    target: str
+    name: str
+    source: str
+    configs: list[Config] = field(default_factory=list)
+    seconds: list[float | None] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+
+    def best(self) -> int:
+        """The index of the fastest candidate (the first of equals: the default wins ties)."""
+        ok = [k for k, s in enumerate(self.seconds) if s is not None]
+        if not ok:
+            raise TuneError(f"workload {self.workload} ('{self.name}') on '{self.target}': no candidate could be "
+                            f"measured ({'; '.join(self.errors.values())})")
+        return min(ok, key=lambda k: (self.seconds[k], k))
+
+
+def scheduled(job: Job, config: Config) -> PrimFunc:
+    """The job's function scheduled under ``config``, simplified and verified as lowering does."""
+    from plait.lowering.tuning import misfit, schedule_with
+    from plait.tir.simplify import simplify
+    from plait.tir.verify import verify
+
+    func, space = schedule_with(job.func, job.target, config)
+    why = misfit(config, space)
+    if why is not None:
+        raise TuneError(f"candidate {config}: {why}")
+    func = simplify(func).with_attrs(global_symbol="plait_tune_candidate", target=job.target)
+    verify(func, job.name)
+    return func
+
+
+def enumerate_job(job: Job) -> list[Config]:
+    """The job's candidate configs (:func:`plait.tune.space.candidates`), the default first."""
+    if job.measure not in MEASURES:
+        raise TuneError(f"unknown measurement '{job.measure}': expected one of {', '.join(MEASURES)}")
+    return candidates(job.func, job.target, job.trials, job.seed, job.workload)
+
+
+def chunk_job(job: Job, configs: list[Config], mode: str) -> list[tuple[Any, str | None]]:
+    """Candidates of one job: ``(value, error)`` for each config. ``mode``: ``estimate`` (value: seconds,
+    analytic), ``compile`` (value: the path of the compiled library, for a measurement elsewhere on this
+    machine) or ``time`` (compiled and timed here: seconds)."""
+    out: list[tuple[Any, str | None]] = []
+    for c in configs:
+        try:
+            if mode == "estimate":
+                out.append((_estimate(job, c), None))
+            else:
+                out.append((str(_compile(job, c).path), None))
+        except PlaitError as exc:
+            out.append((None, str(exc)))
+    if mode == "time":
+        secs, errors = measure_libraries(job, [p for p, _ in out])
+        out = [(s, e or errors.get(k)) for k, ((_, e), s) in enumerate(zip(out, secs))]
+    return out
+
+
+def run_job(job: Job) -> JobResult:
+    """The whole job in this process: enumerate, build and measure every candidate."""
+    res = JobResult(job.workload, job.target, job.name, SOURCES[job.measure])
+    res.configs = enumerate_job(job)
+    got = chunk_job(job, res.configs, "estimate" if job.measure == "analytic" else "time")
+    res.seconds = [v for v, _ in got]
+    res.errors = {k: e for k, (_, e) in enumerate(got) if e is not None}
+    return res
+
+
+def _estimate(job: Job, config: Config) -> float:
+    from plait.schedule import estimate_cost
+
+    cost = estimate_cost(scheduled(job, config), job.target)
+    if cost is None:
+        raise TuneError(f"candidate {config}: no estimate")
+    return float(cost.seconds)
+
+
+def _compile(job: Job, config: Config) -> Any:
+    """The candidate's compiled library (a module with a ``path``)."""
+    from plait.ir.transform import PassContext
+    from plait.relay.module import IRModule
+    from plait.target import Piece, Target, run_tir_to_runtime
+
+    func = scheduled(job, config)
+    ctx = PassContext(config={"cc.cache_dir": job.cache_dir} if job.cache_dir else {})
+    lib = run_tir_to_runtime(Piece("tune", Target(job.target)), IRModule({func.name: func}), ctx)
+    if getattr(lib, "path", None) is None:
+        raise TuneError(f"target '{job.target}' does not build a host library: its candidates cannot be timed "
+                        "(use --measure analytic)")
+    return lib
+
+
+def _arguments(func: PrimFunc) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = []
+    for p in func.params:
+        shape = tuple(int(getattr(d, "value", d)) for d in p.shape)
+        dt = np.dtype(p.dtype)
+        if dt.kind == "f":
+            out.append(rng.standard_normal(shape).astype(dt))
+        else:
+            out.append(rng.integers(0, 2 if dt.kind == "b" else 3, shape).astype(dt))
+    return out
+
+
+def _caller(path: str, args: list[np.ndarray]) -> Any:
+    """A no-argument function calling the candidate of library ``path`` on ``args`` (bound once)."""
+    import ctypes
+
+    from plait.runtime.module import load_module
+
+    lib = load_module(path)
+    name = "plait_tune_candidate"
+    if all(k == "ptr" for k in getattr(lib, "signatures", {}).get(name, ("?",))):
+        raw = lib.raw(name)  # type: ignore[attr-defined]
+        ptrs = [ctypes.c_void_p(a.ctypes.data) for a in args]
+        return lambda: raw(*ptrs)
+    fn = lib[name]
+    return lambda: fn(*args)
+
+
+def measure_libraries(job: Job, paths: list[str | None]) -> tuple[list[float | None], dict[int, str]]:
+    """Wall time of each compiled candidate (None: not built or rejected, with its reason): alternating
+    rounds, medians (see the module docstring)."""
+    args = _arguments(job.func)
+    n_in = int(job.func.attrs.get("num_inputs", len(args)))
+    errors: dict[int, str] = {}
+    callers: dict[int, Any] = {}
+    want: list[np.ndarray] | None = None
+    for k, path in enumerate(paths):  # warm up; outputs checked against the first that runs
+        if path is None:
+            continue
+        work = [a.copy() for a in args]
+        status = _caller(path, work)()
+        if status:
+            errors[k] = f"it returned status {status}"
+            continue
+        if want is None:
+            want = work[n_in:]
+        elif not all(np.allclose(g, w, rtol=1e-3, atol=1e-3 * (float(np.abs(w).max()) if w.size else 1.0))
+                     for g, w in zip(work[n_in:], want)):
+            errors[k] = "its outputs differ from the default schedule's"
+            continue
+        callers[k] = _caller(path, args)
+    secs: list[float | None] = [None] * len(paths)
+    if not callers:
+        return secs, errors
+    first = next(iter(callers.values()))
+    t0 = time.perf_counter()
+    first()
+    number = max(1, min(10_000, int(2e-3 / max(time.perf_counter() - t0, 1e-7))))
+    times: dict[int, list[float]] = {k: [] for k in callers}
+    for _ in range(job.repeat):
+        for k, call in callers.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call()
+            times[k].append((time.perf_counter() - t0) / number)
+    for k, ts in times.items():
+        secs[k] = statistics.median(ts)
+    return secs, errors
+
+
+__all__ = ["Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "enumerate_job",
+           "measure_libraries", "run_job", "scheduled"]
