@@ -7,7 +7,7 @@ The pipeline goes forward through typed stages (frozen dataclasses), each step a
 :class:`~plait.ir.transform.PassContext` (so its instruments, e.g. ``Timing`` or ``PrintAfter``, see
 every step):
 
-    IRModule --import_stage--> Imported      infer_type, fold_constant, fold_batch_norm
+    IRModule --import_stage--> Imported      infer_type, qdq_to_integer, fold_constant, fold_batch_norm
                                               (plait.placement.stages; plait explain runs the same)
       --Price-->       Priced       every call (or fusion group) priced on the pieces that may run it
       --Place-->       Placed       + the Assignment: every operator call -> a piece (None for one piece)

@@ -33,7 +33,7 @@ ConvertFn = Callable[[NodeContext], object]
 MODULES: tuple[str, ...] = (
     "plait.frontend.onnx_ops", "plait.frontend.onnx_ops_image", "plait.frontend.onnx_ops_index",
     "plait.frontend.onnx_ops_loop", "plait.frontend.onnx_ops_misc", "plait.frontend.onnx_ops_nn",
-    "plait.frontend.onnx_ops_rnn", "plait.frontend.onnx_ops_shape",
+    "plait.frontend.onnx_ops_quant", "plait.frontend.onnx_ops_rnn", "plait.frontend.onnx_ops_shape",
 )
 
 

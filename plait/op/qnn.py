@@ -28,7 +28,7 @@ import numpy as np
 
 from plait.ir.attrs import Attrs
 from plait.op._common import (
-    AttrSpec, Cost, Family, OnnxMap, RelError, TensorType, Type, as_tensor, numel, norm_axis, tensor_bytes,
+    AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, numel, norm_axis, tensor_bytes,
 )
 from plait.op._compute import make, out_tensor_type, shape_of, tir, up
 from plait.tir.dtype import int_range
@@ -142,10 +142,11 @@ def _qdq_onnx(op_type: str, dtype_arg: int) -> Any:
     return export
 
 
-defop("qnn.quantize", rel=_quantize_rel, ref=_quantize_ref, cost=_qcost(4.0), num_inputs=3, attrs=(AXIS,),
+defop("qnn.quantize", rel=_quantize_rel, ref=_quantize_ref, cost=_qcost(4.0), pattern=OpPattern.BROADCAST, num_inputs=3, attrs=(AXIS,),
       doc="x / scale rounded half to even, plus zero_point, saturated (ONNX QuantizeLinear as ONNX Runtime computes it)",
       onnx=(OnnxMap("QuantizeLinear", convert=False, export=_qdq_onnx("QuantizeLinear", 2)),))
-defop("qnn.dequantize", rel=_dequantize_rel, ref=_dequantize_ref, cost=_qcost(2.0), num_inputs=3, attrs=(AXIS,),
+defop("qnn.dequantize", rel=_dequantize_rel, ref=_dequantize_ref, cost=_qcost(2.0), pattern=OpPattern.BROADCAST,
+      num_inputs=3, attrs=(AXIS,),
       doc="(x - zero_point) * scale in float32 (ONNX DequantizeLinear)",
       onnx=(OnnxMap("DequantizeLinear", convert=False, export=_qdq_onnx("DequantizeLinear", 0)),))
 
@@ -241,7 +242,8 @@ def _requantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     return np.clip(q + zp, lo, hi).astype(out)
 
 
-defop("qnn.requantize", rel=_requantize_rel, ref=_requantize_ref, cost=_qcost(6.0), num_inputs=(2, 3), attrs=(
+defop("qnn.requantize", rel=_requantize_rel, ref=_requantize_ref, cost=_qcost(6.0), pattern=OpPattern.BROADCAST,
+      num_inputs=(2, 3), attrs=(
     AttrSpec("zero_point", "int", 0, "the output's zero point"),
     AttrSpec("out_dtype", "dtype", "int8", "int8, uint8, int16 or uint16"),
     AXIS,
