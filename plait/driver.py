@@ -262,11 +262,18 @@ def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, 
 
 def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     """Fusion and lowering to TIR for ``piece`` (given to LowerToTIR explicitly): what every kind without a
-    ``relay_to_tir`` hook runs."""
+    ``relay_to_tir`` hook runs. A piece whose kind has a ``requantize`` option answering ``fixed``
+    (docs/quantization.md) first gets fixed-point requantizations."""
     from plait.lowering.lower import LowerToTIR
-    from plait.relay.passes import FuseOps
+    from plait.relay.passes import FixedPointRequantize, FuseOps
 
-    return [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
+    passes: list[Pass] = [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
+    if "requantize" in piece.target.options:
+        from plait.backends.c.backend import requantize_mode
+
+        if requantize_mode(piece.target) == "fixed":
+            passes.insert(0, FixedPointRequantize())
+    return passes
 
 
 @dataclass(frozen=True)

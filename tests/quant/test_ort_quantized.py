@@ -180,3 +180,43 @@ def test_fixed_requantization_stays_within_a_few_steps_of_onnx_runtime(tmp):
     steps = np.concatenate([_steps(GraphModule(art)(x=x)[0], _ort(model, x), scale).ravel() for x in _inputs()])
     print(f"fixed requantization: largest difference {steps.max()} steps, {float((steps > 0).mean()):.2%} differ")
     assert steps.max() <= 3
+
+
+@pytest.mark.parametrize("target,mode", [("c", "float"), ("c -mcpu=cortex-m0", "fixed"), ("c -mcpu=cortex-m4f", "float"),
+                                         ("c -mcpu=cortex-m0 -requantize=float", "float"),
+                                         ("c -requantize=fixed", "fixed")])
+def test_the_requantization_follows_the_piece(target, mode):
+    from plait.backends.c.backend import requantize_mode
+    from plait.target import Target
+
+    assert requantize_mode(Target(target)) == mode
+
+
+def test_a_fixed_point_piece_runs_tflite_arithmetic(tmp):
+    """A piece with -requantize=fixed lowers every requantization to the fixed-point one: its outputs
+    are exactly those of the QDQ pass run with mode="fixed"; the float piece's are ONNX Runtime's."""
+    from plait.ir.transform import PassContext
+    from plait.relay.infer import infer_type
+    from plait.relay.passes import QDQToInteger
+
+    model = quantized(tmp, "qdq", True, "uint8")
+    fixed_art = plait.build(from_onnx(model), target="c -requantize=fixed")
+    want = plait.build(PassContext().run(QDQToInteger(mode="fixed"), infer_type(from_onnx(model))), target="c")
+    # a Cortex-M0 has no FPU: fixed by default (its C built for this machine to run it here)
+    m0_art = plait.build(from_onnx(model), target="c -mcpu=cortex-m0",
+                         config={"c.host_simulation": True, "c.cross_check": False})
+    x = _inputs(1)[0]
+    np.testing.assert_array_equal(GraphModule(fixed_art)(x=x)[0], GraphModule(want)(x=x)[0])
+    np.testing.assert_array_equal(GraphModule(m0_art)(x=x)[0], GraphModule(want)(x=x)[0])
+    from plait.relay.passes import FixedPointRequantize
+
+    fixed = PassContext().run(FixedPointRequantize(), import_stage_mod(from_onnx(model)))
+    modes = [n.attrs["mode"] for n in post_order(fixed["main"]) if isinstance(n, Call) and n.op.name == "qnn.requantize"]
+    assert modes == ["fixed"] * 4
+
+
+def import_stage_mod(mod):
+    from plait.ir.transform import PassContext
+    from plait.placement.stages import import_stage
+
+    return import_stage(mod, PassContext()).mod

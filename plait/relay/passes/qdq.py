@@ -225,3 +225,34 @@ class QDQToInteger(Pass):
                 assert isinstance(new, Function)
                 changed[gname] = new
         return infer_type(mod.with_functions(changed)) if changed else mod
+
+
+class _ToFixed(ExprMutator):
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if not _op(post, "qnn.requantize") or post.attrs["mode"] != "float":  # type: ignore[union-attr]
+            return post
+        assert isinstance(post, Call)
+        scale = _const(post.args[1])
+        if scale is None:
+            return post
+        mult, shift = fixed_point_multiplier(scale)
+        attrs = {**post.attrs, "mode": "fixed"}
+        return call("qnn.requantize", post.args[0], Constant(mult), Constant(shift), meta=post.meta, **attrs)
+
+
+@dataclass(frozen=True)
+class FixedPointRequantize(Pass):
+    """Every ``qnn.requantize`` with a constant float scale becomes the fixed-point one (TensorFlow
+    Lite's multiplier and shift): default lowering runs it for a piece whose requantization is
+    ``fixed`` (a Cortex-M core without an FPU, or ``-requantize=fixed``)."""
+
+    name: ClassVar[str] = "fixed_point_requantize"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        changed = {}
+        for gname, fn in mod.relay_functions().items():
+            new = _ToFixed().visit(fn)
+            if new is not fn:
+                assert isinstance(new, Function)
+                changed[gname] = new
+        return infer_type(mod.with_functions(changed)) if changed else mod
