@@ -140,6 +140,14 @@ def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(tmp, fmt, 
     scales = by_dtype.get("float32", 0)
     assert scales <= 4 * (8 + 8 + 16 + 10) + 16  # per-channel requantization scales and a few scalars
     assert sum(by_dtype.values()) < 0.3 * float_bytes
+    # plait explain's weight bytes say the same
+    from plait.placement.explain import explain
+
+    weights = explain(from_onnx(model), "c").memory["c"]["used"]
+    float_weights = explain(from_onnx(float_cnn()), "c").memory["c"]["used"]
+    print(f"explain's weight bytes: {weights} (float model: {float_weights})")
+    # (explain also counts the scalar scales and zero points the compiled code holds as immediates)
+    assert 0 <= weights - sum(by_dtype.values()) <= 16 and weights < 0.3 * float_weights
 
 
 def _c_source(mod) -> str:
