@@ -15,8 +15,8 @@ clip(Q(v), Q(a), Q(b))``). The int32 bias is added as it is, as ONNX Runtime's Q
 With ``mode="fixed"`` the requantization takes TensorFlow Lite multipliers and shifts
 (:func:`plait.op.qnn.fixed_point_multiplier`) instead of the float scale.
 
-``Q(reshape(DQ(x)))`` (or flatten, squeeze, expand_dims, transpose) with the same scale and zero
-point becomes ``reshape(x)``.
+``Q(reshape(DQ(x)))`` (or flatten, squeeze, expand_dims, transpose, strided_slice, max pooling, a
+concatenate of such dequantizes) with the same scale and zero point becomes ``reshape(x)``.
 
 Every intermediate value must have no other use (otherwise the float computation stays). What
 does not match keeps its float operator between a run-time dequantize and quantize (the int8
@@ -42,7 +42,10 @@ from plait.relay.passes.fold_batch_norm import _use_counts
 from plait.relay.visitor import ExprMutator
 
 INT8 = ("int8", "uint8")
-MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose")
+# operators that commute with a quantization of equal parameters: they move or select values (max
+# pooling is monotone), so Q(op(DQ(x))) = op(x)
+MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_slice", "nn.max_pool2d",
+         "nn.global_max_pool2d", "concatenate")
 
 
 def _op(e: Expr, *names: str) -> bool:
@@ -161,11 +164,14 @@ class _Rewriter(ExprMutator):
         squeeze, expand_dims or transpose moves values without changing them; Q(DQ(q)) = q)."""
         if not _op(y, *MOVES) or not self._single(y):
             return None
-        q = _dq(y.args[0])  # type: ignore[union-attr]
-        if q is None or not q.per_tensor or q.scale[0] != scale or q.zero_point() != int(zero) \
-                or q.zero.dtype != zero.dtype or not self._single(y.args[0]):  # type: ignore[union-attr]
-            return None
-        return Call(y.op, (self._new(q.value),), y.attrs, y.meta)  # type: ignore[union-attr]
+        args = []
+        for a in y.args:  # type: ignore[union-attr]
+            q = _dq(a)
+            if q is None or not q.per_tensor or q.scale[0] != scale or q.zero_point() != int(zero) \
+                    or q.zero.dtype != zero.dtype or not self._single(a):
+                return None
+            args.append(self._new(q.value))
+        return Call(y.op, tuple(args), y.attrs, y.meta)  # type: ignore[union-attr]
 
     def _bias(self, b: Expr) -> np.ndarray | None:
         """The int32 values of a (reshaped) constant bias dequantized with zero point 0."""
