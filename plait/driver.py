@@ -7,7 +7,7 @@ The pipeline goes forward through typed stages (frozen dataclasses), each step a
 :class:`~plait.ir.transform.PassContext` (so its instruments, e.g. ``Timing`` or ``PrintAfter``, see
 every step):
 
-    IRModule --import_stage--> Imported      infer_type, fold_constant, fold_batch_norm
+    IRModule --import_stage--> Imported      infer_type, qdq_to_integer, fold_constant, fold_batch_norm
                                               (plait.placement.stages; plait explain runs the same)
       --Price-->       Priced       every call (or fusion group) priced on the pieces that may run it
       --Place-->       Placed       + the Assignment: every operator call -> a piece (None for one piece)
@@ -262,11 +262,18 @@ def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, 
 
 def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     """Fusion and lowering to TIR for ``piece`` (given to LowerToTIR explicitly): what every kind without a
-    ``relay_to_tir`` hook runs."""
+    ``relay_to_tir`` hook runs. A piece whose kind has a ``requantize`` option answering ``fixed``
+    (docs/quantization.md) first gets fixed-point requantizations."""
     from plait.lowering.lower import LowerToTIR
-    from plait.relay.passes import FuseOps
+    from plait.relay.passes import FixedPointRequantize, FuseOps
 
-    return [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
+    passes: list[Pass] = [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
+    if "requantize" in piece.target.options:
+        from plait.backends.c.backend import requantize_mode
+
+        if requantize_mode(piece.target) == "fixed":
+            passes.insert(0, FixedPointRequantize())
+    return passes
 
 
 @dataclass(frozen=True)

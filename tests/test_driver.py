@@ -67,7 +67,7 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     assert hand_kind == {"target": "handwritten", "funcs": ["add", "relu"]}
     assert art.target == "handwritten"
     names = [n for n, _ in timing.times]
-    assert names == ["infer_type", "fold_constant", "fold_batch_norm", "price", "place", "partition",
+    assert names == ["infer_type", "qdq_to_integer", "fold_constant", "fold_batch_norm", "price", "place", "partition",
                      "handwritten.relay_to_tir", "lower", "lift_workspaces",
                      "check_memory_fit", "codegen", "codegen_pieces",
                      "graph_executor_codegen"]
@@ -158,7 +158,7 @@ def test_cortex_m_build_is_a_cross_module_unless_host_simulated(tmp_path):
 def test_build_for_c_runs_and_instruments_see_default_lowering(tmp_path):
     timing = Timing()
     art = build(relu_add_model(), target="c", config={"cc.cache_dir": str(tmp_path)}, instruments=[timing])
-    assert [n for n, _ in timing.times] == ["infer_type", "fold_constant", "fold_batch_norm", "price",
+    assert [n for n, _ in timing.times] == ["infer_type", "qdq_to_integer", "fold_constant", "fold_batch_norm", "price",
                                             "place", "partition", "fuse_ops", "lower_to_tir", "lower",
                                             "lift_workspaces", "check_memory_fit", "codegen", "codegen_pieces", "graph_executor_codegen"]
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)

@@ -187,7 +187,7 @@ def test_build_stages_go_forward(tmp_path):
     kinds = dict(seen)
     assert (kinds["price"], kinds["place"], kinds["partition"], kinds["lower"], kinds["codegen_pieces"]) == (
         Priced.__name__, Placed.__name__, Partitioned.__name__, Lowered.__name__, Built.__name__)
-    assert [n for n, _ in seen[:3]] == ["infer_type", "fold_constant", "fold_batch_norm"]
+    assert [n for n, _ in seen[:4]] == ["infer_type", "qdq_to_integer", "fold_constant", "fold_batch_norm"]
     assert set(built.modules) <= {"host", "blas"} and built.lib is not None
     assert Imported.__name__ == "Imported"
 

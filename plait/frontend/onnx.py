@@ -32,7 +32,7 @@ from plait.frontend.onnx_external import load_external_data
 from plait.frontend.onnx_node import (
     NodeContext, SymTensor, Unsupported, parse_attribute, plait_dtype, tensor_to_array,
 )
-from plait.frontend.onnx_registry import load_converters
+from plait.frontend.onnx_registry import converter_key, load_converters
 from plait.frontend.shape_overrides import ShapeOverrideError, check_override
 from plait.ir.attrs import Attrs
 from plait.limits import MemoryLimitError
@@ -307,9 +307,9 @@ class _Importer:
 
     def _static_reason(self, node: onnx.NodeProto, domain: str, opset: int) -> str | None:
         """Why a node is unsupported, judged without its inputs (None if it may be fine)."""
-        if domain != "":
+        conv = self.converters.get(converter_key(domain, node.op_type))
+        if domain != "" and conv is None:
             return None if (node.domain, node.op_type) in self.functions else f"operator domain '{domain}' not supported"
-        conv = self.converters.get(node.op_type)
         if conv is None:
             schema = _schema(node.op_type, opset, domain)
             expandable = schema is not None and (schema.has_function or schema.has_context_dependent_function)
@@ -321,7 +321,7 @@ class _Importer:
                      meta: Attrs, depth: int, env: dict[str, Any]) -> list[Any]:
         opset = opsets.get(domain, 0)
         local = self.functions.get((node.domain, node.op_type))
-        conv = self.converters.get(node.op_type) if domain == "" else None
+        conv = self.converters.get(converter_key(domain, node.op_type))
         schema = _schema(node.op_type, opset, domain) if local is None else None
         if schema is not None:
             onnx_check.check_input_types(node, schema, [_dtype_of(v) for v in inputs])

@@ -23,11 +23,13 @@ from plait.ir.types import ANY_DIM
 from plait.relay.expr import Call, Constant, Expr, Tuple, TupleGetItem
 from plait.relay.interpreter import Interpreter
 from plait.relay.module import IRModule
+from plait.relay.passes.fold_constant import NOT_FOLDED
 from plait.relay.visitor import post_order
 
 
 def fold_outputs(outs: list[Any], budget: ImportBudget | None = None) -> list[Any]:
-    """Evaluate the Relay expressions among ``outs`` (built from constants only) to arrays.
+    """Evaluate the Relay expressions among ``outs`` (built from constants only) to arrays
+    (except those calling an operator in ``FoldConstant``'s ``NOT_FOLDED``).
 
     An output is left an expression (computed at run time) when what evaluating it allocates (every
     call and tuple item in it) does not fit ``budget``."""
@@ -39,6 +41,8 @@ def fold_outputs(outs: list[Any], budget: ImportBudget | None = None) -> list[An
     for i in todo:
         if isinstance(outs[i], Constant):
             folded[i] = outs[i].data
+        elif _never_folded(outs[i]):
+            continue
         elif budget is None or budget.fold(_eval_bytes(outs[i])):
             pending.append(i)
     if pending:
@@ -46,6 +50,11 @@ def fold_outputs(outs: list[Any], budget: ImportBudget | None = None) -> list[An
         for i, v in zip(pending, values):
             folded[i] = np.asarray(v)
     return folded
+
+
+def _never_folded(e: Expr) -> bool:
+    """Does ``e`` call an operator FoldConstant never folds (``qnn.dequantize`` of an int8 weight)?"""
+    return any(isinstance(n, Call) and getattr(n.op, "name", None) in NOT_FOLDED for n in post_order(e))
 
 
 def _eval_bytes(e: Expr) -> int | None:

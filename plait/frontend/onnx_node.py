@@ -30,6 +30,7 @@ from plait.op import get_op
 from plait.frontend.onnx_budget import ImportBudget, type_bytes
 from plait.ir.types import DTYPES, TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, TupleGetItem
+from plait.relay.passes.fold_constant import NOT_FOLDED
 
 # ONNX element type -> plait dtype (every other element type is unsupported)
 ONNX_DTYPES: dict[int, str] = {
@@ -286,7 +287,8 @@ class NodeContext:
         """Build ``op_name(*args, **attrs)`` carrying this node's meta; its type is inferred now.
 
         A call on constants only is evaluated at once (with the operator's reference) and
-        returned as a ``Constant``, unless its result does not fit the import's folding budget.
+        returned as a ``Constant``, unless its result does not fit the import's folding budget or
+        its operator is never folded (``FoldConstant``'s ``NOT_FOLDED``: an int8 weight's dequantize).
         An operator's ``check_constant_args`` (e.g. an index out of range) runs on the constant
         arguments here, so a model that would fail on every input fails at import."""
         self.budget.tick()
@@ -312,7 +314,7 @@ class NodeContext:
         check = op.check_constant_args
         if check is not None and any(isinstance(e, Constant) for e in exprs):
             check([e.data if isinstance(e, Constant) else None for e in exprs], arg_types, call.attrs)
-        if (isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs)
+        if (isinstance(t, TensorType) and all(isinstance(e, Constant) for e in exprs) and op_name not in NOT_FOLDED
                 and self.budget.fold(type_bytes(t))):  # fold at once: constants stay constants
             return self._constant(_evaluate(call))
         return call

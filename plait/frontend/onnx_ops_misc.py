@@ -1,4 +1,5 @@
-"""ONNX converters: Einsum (onto transpose/reshape/matmul), quantization, LpNormalization, If."""
+"""ONNX converters: Einsum (onto transpose/reshape/matmul), LpNormalization, If (the quantization
+converters are in :mod:`plait.frontend.onnx_ops_quant`)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ import math
 import re
 import string
 
-import numpy as np
-
-from plait.frontend.onnx_node import NodeContext, Unsupported, plait_dtype, value_type
+from plait.frontend.onnx_node import NodeContext, Unsupported, value_type
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import Converter, converters
-from plait.ir.types import DTYPES, TupleType
+from plait.ir.types import TupleType
 from plait.relay.expr import Expr, If, Tuple
 
 # ---- Einsum -----------------------------------------------------------------------------------
@@ -94,106 +93,6 @@ def einsum(cx: NodeContext) -> object:
     return _permute(cx, x, sx, out)
 
 
-# ---- quantization -----------------------------------------------------------------------------
-
-
-def _per_axis(cx: NodeContext, v: Expr, ndim: int, axis: int) -> Expr:
-    """A 1-D per-axis scale/zero point reshaped to broadcast along ``axis`` of a rank-``ndim`` tensor."""
-    shape = value_type(v).shape
-    if len(shape) != 1 or ndim <= 1:
-        return v
-    axis = cx.axis(axis, ndim)
-    return cx.reshape(v, (-1,) + (1,) * (ndim - 1 - axis))
-
-
-def _check_block(cx: NodeContext) -> None:
-    if cx.attr("block_size", 0):
-        raise Unsupported("blocked quantization (block_size) not supported")
-
-
-def dequantize(cx: NodeContext, x: Expr, scale: Expr, zp: Expr | None, axis: int, out_dtype: str) -> Expr:
-    nd = value_type(x).ndim
-    xf = cx.cast(x, "float32")
-    if zp is not None:
-        xf = cx.call("subtract", xf, _per_axis(cx, cx.cast(zp, "float32"), nd, axis))
-    y = cx.call("multiply", xf, _per_axis(cx, cx.cast(scale, "float32"), nd, axis))
-    return cx.cast(y, out_dtype)
-
-
-def quantize(cx: NodeContext, x: Expr, scale: Expr, zp: Expr | None, axis: int, out_dtype: str) -> Expr:
-    nd = value_type(x).ndim
-    q = cx.call("round", cx.call("divide", cx.cast(x, "float32"), _per_axis(cx, cx.cast(scale, "float32"), nd, axis)))
-    if zp is not None:
-        q = cx.call("add", q, _per_axis(cx, cx.cast(zp, "float32"), nd, axis))
-    info = np.iinfo(DTYPES[out_dtype])
-    return cx.cast(cx.call("clip", q, a_min=float(info.min), a_max=float(info.max)), out_dtype)
-
-
-def dequantize_linear(cx: NodeContext) -> object:
-    _check_block(cx)
-    out = plait_dtype(cx.attr("output_dtype")) if cx.attr("output_dtype", 0) else cx.dtype(1)
-    zp = cx.expr(2) if cx.has(2) else None
-    return dequantize(cx, cx.expr(0), cx.expr(1), zp, cx.attr("axis", 1), out)
-
-
-def quantize_linear(cx: NodeContext) -> object:
-    _check_block(cx)
-    if cx.has(2):
-        out = cx.dtype(2)
-    else:
-        out = plait_dtype(cx.attr("output_dtype")) if cx.attr("output_dtype", 0) else "uint8"
-    if out not in ("int8", "uint8", "int16", "uint16", "int32", "uint32"):
-        raise Unsupported(f"quantizing to {out} not supported")
-    zp = cx.expr(2) if cx.has(2) else None
-    return quantize(cx, cx.expr(0), cx.expr(1), zp, cx.attr("axis", 1), out)
-
-
-def qlinear_matmul(cx: NodeContext) -> object:
-    a = dequantize(cx, cx.expr(0), cx.expr(1), cx.expr(2), 0, "float32")
-    b = dequantize(cx, cx.expr(3), cx.expr(4), cx.expr(5), -1, "float32")
-    y = cx.call("nn.matmul", a, b)
-    return quantize(cx, y, cx.expr(6), cx.expr(7), 1, cx.dtype(7))
-
-
-def matmul_integer(cx: NodeContext) -> object:
-    a, b = cx.cast(cx.expr(0), "int32"), cx.cast(cx.expr(1), "int32")
-    if cx.has(2):
-        a = cx.call("subtract", a, _per_axis(cx, cx.cast(cx.expr(2), "int32"), cx.ndim(0), -2))
-    if cx.has(3):
-        b = cx.call("subtract", b, cx.cast(cx.expr(3), "int32"))
-    return cx.call("nn.matmul", a, b)
-
-
-def _conv_like(cx: NodeContext, x: Expr, w: Expr, bias: Expr | None) -> Expr:
-    """Run the Conv converter on other operands (same attributes)."""
-    from plait.frontend.onnx_ops_nn import conv
-
-    inner = NodeContext(cx.node, [x, w, bias], cx.attrs, cx.version, cx.opset, cx.meta, cx._constant,
-                        budget=cx.budget)
-    return conv(inner)
-
-
-def conv_integer(cx: NodeContext) -> object:
-    # exact in float64: products of 8-bit values summed far below 2**53
-    x, w = cx.cast(cx.expr(0), "float64"), cx.cast(cx.expr(1), "float64")
-    if cx.has(2):
-        x = cx.call("subtract", x, cx.cast(cx.expr(2), "float64"))
-    if cx.has(3):
-        w = cx.call("subtract", w, _per_axis(cx, cx.cast(cx.expr(3), "float64"), cx.ndim(1), 0))
-    return cx.cast(_conv_like(cx, x, w, None), "int32")
-
-
-def qlinear_conv(cx: NodeContext) -> object:
-    x = dequantize(cx, cx.expr(0), cx.expr(1), cx.expr(2), 1, "float32")
-    w = dequantize(cx, cx.expr(3), cx.expr(4), cx.expr(5), 0, "float32")
-    bias = None
-    if cx.has(8):
-        bias = cx.call("multiply", cx.cast(cx.expr(8), "float32"),
-                       cx.call("multiply", cx.cast(cx.expr(1), "float32"), cx.cast(cx.expr(4), "float32")))
-    y = _conv_like(cx, x, w, bias)
-    return quantize(cx, y, cx.expr(6), cx.expr(7), 1, cx.dtype(7))
-
-
 # ---- LpNormalization --------------------------------------------------------------------------
 
 
@@ -242,20 +141,6 @@ def if_(cx: NodeContext) -> object:
 
 CONVERTERS: list[Converter] = [
     *converters(["Einsum"], einsum, attrs=("equation",), ops=("sum", "transpose", "nn.matmul", "reshape")),
-    *converters(["DequantizeLinear"], dequantize_linear, attrs=("axis", "block_size", "output_dtype"),
-                ops=("multiply", "subtract", "cast", "reshape")),
-    *converters(["QuantizeLinear"], quantize_linear,
-                attrs=("axis", "block_size", "output_dtype", "saturate", "precision"),
-                ops=("round", "divide", "add", "clip", "cast", "reshape")),
-    *converters(["QLinearMatMul"], qlinear_matmul,
-                ops=("nn.matmul", "multiply", "subtract", "cast", "reshape", "round", "divide", "add", "clip")),
-    *converters(["MatMulInteger"], matmul_integer, ops=("nn.matmul", "subtract", "cast", "reshape")),
-    *converters(["ConvInteger"], conv_integer,
-                attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
-                ops=("subtract", "cast", "reshape")),
-    *converters(["QLinearConv"], qlinear_conv,
-                attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
-                ops=("multiply", "subtract", "cast", "reshape", "round", "divide", "add", "clip")),
     *converters(["LpNormalization"], lp_normalization, attrs=("axis", "p"),
                 ops=("where", "divide", "l1_norm", "l2_norm", "equal")),
     *converters(["If"], if_, attrs=("then_branch", "else_branch"), ops=()),

@@ -9,7 +9,8 @@ One table, built explicitly on first use by :func:`load_converters` from two sou
   and control-flow operators): each module of :data:`MODULES` lists its :class:`Converter` entries
   in ``CONVERTERS``.
 
-An ONNX ``op_type`` has exactly one entry (a duplicate is a bug and raises). A converter names the
+An ONNX ``op_type`` has exactly one entry (a duplicate is a bug and raises); operators of another
+domain (the ``com.microsoft`` ones ONNX Runtime's quantizer writes) are keyed ``domain.op_type``. A converter names the
 attributes it understands; a node carrying any other attribute is reported as unsupported without
 calling it. Converters dispatch on ``cx.version`` (the version of the ONNX operator schema in
 effect for the model's opset).
@@ -33,7 +34,7 @@ ConvertFn = Callable[[NodeContext], object]
 MODULES: tuple[str, ...] = (
     "plait.frontend.onnx_ops", "plait.frontend.onnx_ops_image", "plait.frontend.onnx_ops_index",
     "plait.frontend.onnx_ops_loop", "plait.frontend.onnx_ops_misc", "plait.frontend.onnx_ops_nn",
-    "plait.frontend.onnx_ops_rnn", "plait.frontend.onnx_ops_shape",
+    "plait.frontend.onnx_ops_quant", "plait.frontend.onnx_ops_quant_ms", "plait.frontend.onnx_ops_rnn", "plait.frontend.onnx_ops_shape",
 )
 
 
@@ -47,13 +48,24 @@ class Converter:
     attrs: frozenset[str] = frozenset()
     min_version: int = 1
     ops: tuple[str, ...] = ()
+    domain: str = ""  # "" is ONNX's default domain; else e.g. "com.microsoft"
+
+    @property
+    def key(self) -> str:
+        return converter_key(self.domain, self.op_type)
+
+
+def converter_key(domain: str, op_type: str) -> str:
+    """The converter table's key: ``op_type`` in the default domain, else ``domain.op_type``
+    (``com.microsoft.QGemm``)."""
+    return f"{domain}.{op_type}" if domain else op_type
 
 
 def converters(op_types: Iterable[str], fn: ConvertFn, attrs: Iterable[str] = (), min_version: int = 1,
-               ops: Callable[[str], tuple[str, ...]] | tuple[str, ...] = ()) -> list[Converter]:
+               ops: Callable[[str], tuple[str, ...]] | tuple[str, ...] = (), domain: str = "") -> list[Converter]:
     """One :class:`Converter` per ONNX type of ``op_types`` sharing ``fn`` (``ops`` may be a function
-    of the type)."""
-    return [Converter(t, fn, frozenset(attrs), min_version, ops(t) if callable(ops) else tuple(ops))
+    of the type), in ``domain`` (default: ONNX's)."""
+    return [Converter(t, fn, frozenset(attrs), min_version, ops(t) if callable(ops) else tuple(ops), domain)
             for t in op_types]
 
 
@@ -116,12 +128,13 @@ def load_converters() -> dict[str, Converter]:
         table.extend(importlib.import_module(module).CONVERTERS)
     built: dict[str, Converter] = {}
     for c in table:
-        assert c.op_type not in built, f"two converters for ONNX {c.op_type}"
-        built[c.op_type] = c
+        assert c.key not in built, f"two converters for ONNX {c.key}"
+        built[c.key] = c
     CONVERTERS.update(built)
     return CONVERTERS
 
 
 def declared_ops(op_type: str) -> tuple[str, ...]:
-    """The plait operators ONNX ``op_type`` imports to (declared by its converter), main one first."""
+    """The plait operators ONNX ``op_type`` (``domain.op_type`` outside the default domain) imports to
+    (declared by its converter), main one first."""
     return load_converters()[op_type].ops

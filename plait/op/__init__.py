@@ -26,6 +26,8 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.nn.conv",
     "plait.op.nn.pool",
     "plait.op.nn.norm",
+    "plait.op.qnn",
+    "plait.op.qnn_nn",
 )
 
 OPS: Registry[Op] = Registry("operator")

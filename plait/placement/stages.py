@@ -46,11 +46,12 @@ class Placed(BuildStage):
 
 
 def import_passes() -> list[Pass]:
-    """Type inference and the folds that run before placement (each pass keeps the module typed)."""
+    """Type inference, the quantized patterns made integer (QDQToInteger) and the folds that run
+    before placement (each pass keeps the module typed)."""
     from plait.relay.infer import InferType
-    from plait.relay.passes import FoldBatchNorm, FoldConstant
+    from plait.relay.passes import FoldBatchNorm, FoldConstant, QDQToInteger
 
-    return [InferType(), FoldConstant(), FoldBatchNorm()]
+    return [InferType(), QDQToInteger(), FoldConstant(), FoldBatchNorm()]
 
 
 def import_stage(mod: IRModule, ctx: PassContext) -> Imported:

@@ -180,6 +180,15 @@ def test_supports():
     assert sorted(kind.hooks) == ["cost", "relay_to_tir", "supports", "tir_to_runtime"] and not kind.can_host
 
 
+def test_int8_products_are_declined_with_the_reason():
+    sup = get_kind("blas").backend.supports
+    for op, shapes in [("qnn.dense", [(4, 8), (5, 8)]), ("qnn.matmul", [(4, 8), (8, 5)]),
+                       ("qnn.conv2d", [(1, 3, 7, 6), (5, 3, 3, 3)])]:
+        assert sup(_typed(op, shapes, dtype="int8"), PIECE.target) == (
+            False, f"'{op}' is an 8-bit integer product: OpenBLAS's cblas_sgemm computes in float32 only "
+                   "(run it on a 'c' piece)")
+
+
 def test_cost_hook_is_monotone_and_charges_im2col():
     cost = get_kind("blas").backend.cost
     t = PIECE.target

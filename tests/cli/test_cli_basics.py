@@ -144,7 +144,7 @@ def test_ops_onnx_name_shows_what_it_imports_to(capsys):
 
 @pytest.mark.parametrize("name, message", [
     ("Cnv", "unknown operator 'Cnv'; did you mean 'Conv'?"),
-    ("nn.conv", "unknown operator 'nn.conv'; did you mean 'nn.conv2d' or 'nn.lrn'?"),
+    ("nn.conv", "unknown operator 'nn.conv'; did you mean 'nn.conv2d' or 'qnn.conv2d' or 'nn.lrn'?"),
     ("Sofmax", "unknown operator 'Sofmax'; did you mean 'Softmax' or 'LogSoftmax' or 'max'?"),
     ("xyzzy", "unknown operator 'xyzzy': neither a plait nor an ONNX operator name"),
 ])
@@ -175,7 +175,8 @@ def test_progress_stages_follow_the_build_passes(mlp_path, tmp_path):
     with Progress("compile", console=console, delay=0) as progress:
         plait.build(load_onnx(mlp_path), "c", config={"cc.cache_dir": str(tmp_path)}, instruments=[progress, record])
     assert progress.stages == [f"building: {n}" for n in record.names]
-    assert progress.stages[:3] == ["building: infer_type", "building: fold_constant", "building: fold_batch_norm"]
+    assert progress.stages[:4] == ["building: infer_type", "building: qdq_to_integer", "building: fold_constant",
+                                   "building: fold_batch_norm"]
     text = buf.getvalue()
     assert "plait compile: building: " in text
     assert text.endswith("\x1b[2K")  # transient: the line is erased at the end

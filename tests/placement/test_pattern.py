@@ -118,7 +118,7 @@ def test_repr_reads_like_the_expression():
     (lambda: is_op(), "is_op: expected at least one operator name or glob"),
     (lambda: is_op(""), "is_op: empty operator name"),
     (lambda: is_op(3), "is_op: expected operator names or globs (str), got 3 (int)"),
-    (lambda: is_op("nn.conv"), "is_op: unknown operator 'nn.conv'; did you mean 'nn.conv2d' or 'nn.lrn'?"),
+    (lambda: is_op("nn.conv"), "is_op: unknown operator 'nn.conv'; did you mean 'nn.conv2d' or 'qnn.conv2d' or 'nn.lrn'?"),
     (lambda: is_op("nn.foo*"), "is_op: the glob 'nn.foo*' matches no operator"),
     (lambda: is_op("nn.relu")(wildcard(), wildcard()),
      "is_op('nn.relu') applied to 2 arguments: operator 'nn.relu' takes 1"),

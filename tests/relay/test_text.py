@@ -470,7 +470,7 @@ HEAD = 'def @main(%x: Tensor[(2,), float32], %w: Tensor[(4, 3, 3, 3), float32]) 
 ERRORS = [
     (HEAD + "  %0 = add(%x, %x;\n  %0\n}", "2:18: expected ',' or ')' but found ';'"),
     (HEAD + "  %0 = nn.conv3x(%x, %w);\n  %0\n}",
-     "2:8: unknown operator 'nn.conv3x'; did you mean 'nn.conv2d'?"),
+     "2:8: unknown operator 'nn.conv3x'; did you mean 'nn.conv2d' or 'qnn.conv2d'?"),
     (HEAD + "  %0 = add(%x, %y);\n  %0\n}", "2:16: undefined variable %y"),
     (HEAD + "  %0 = add(%x, %1);\n  %0\n}", "2:16: undefined temporary %1"),
     (HEAD + "  %0 = nn.relu(%x);\n  %0 = nn.relu(%x);\n  %0\n}", "3:3: %0 is already defined"),

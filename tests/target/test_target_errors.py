@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from plait.target import option
 from plait.target.testing import isolated_registry, make_backend, register_test_backend
 
-C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -simd-bits"
+C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits"
 
 
 def message(exc_type, fn, *args, **kwargs) -> str:

@@ -25,7 +25,8 @@ def test_string_form_resolves_every_option():
     t = Target("c -mcpu=cortex-m0 -keys=arm_cpu")
     assert t.kind_name == "c" and t.kind.device_type == "cpu"
     assert dict(t.options) == {"mcpu": "cortex-m0", "march": "", "mfpu": "", "mfloat-abi": "",
-                               "opt-level": 2, "cc": "", "board": "", "keys": ("arm_cpu", "cpu"), "ram-kb": None,
+                               "opt-level": 2, "cc": "", "board": "", "requantize": "", "keys": ("arm_cpu", "cpu"),
+                               "ram-kb": None,
                                "flash-kb": None, "clock-mhz": None, "simd-bits": None}
     assert t.keys == ("arm_cpu", "cpu")
     assert str(t) == "c -mcpu=cortex-m0"  # the keys are the matching cortex-m0 tag's anyway

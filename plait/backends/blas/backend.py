@@ -45,6 +45,7 @@ NEEDS = "target kind 'blas' needs scipy-openblas32: pip install 'plait[blas]'"
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
 INT32_MAX = 2**31 - 1
 OPS = ("nn.dense", "nn.matmul", "nn.conv2d")
+INT_OPS = ("qnn.dense", "qnn.matmul", "qnn.conv2d")  # declined with a reason (no integer GEMM here)
 
 
 class BlasError(PlaitError):
@@ -151,9 +152,13 @@ def plan(call: Call) -> Plan | None:
     return p
 
 
-def supports(call: Call, target: Any) -> bool:
-    """The ``supports`` hook: float32 dense / matmul / conv2d (groups 1) of static, non-empty shapes."""
+def supports(call: Call, target: Any) -> bool | tuple[bool, str]:
+    """The ``supports`` hook: float32 dense / matmul / conv2d (groups 1) of static, non-empty shapes;
+    the integer products of quantized models are declined with the reason."""
     openblas()  # placing on blas without OpenBLAS: the clear message, now
+    if call.op_name in INT_OPS:
+        return False, (f"'{call.op_name}' is an 8-bit integer product: OpenBLAS's cblas_sgemm computes in "
+                       "float32 only (run it on a 'c' piece)")
     return plan(call) is not None
 
 
@@ -465,7 +470,7 @@ class BlasBackend(Backend):
                               f"got {options['threads']}")
         return options, []
 
-    def supports(self, call: Any, target: Any) -> bool:
+    def supports(self, call: Any, target: Any) -> bool | tuple[bool, str]:
         return supports(call, target)
 
     def cost(self, call: Any, target: Any) -> float | None:

@@ -325,6 +325,17 @@ def is_cortex_m(target: Any) -> bool:
     return target.options["mcpu"].startswith("cortex-m")
 
 
+def requantize_mode(target: Any) -> str:
+    """The ``qnn.requantize`` arithmetic of a c piece: its ``-requantize``, else ``fixed`` on a
+    Cortex-M core without a hardware FPU (``-mfpu`` empty or none, or ``-mfloat-abi=soft``: every
+    float multiply would be a soft-float call), else ``float``."""
+    o = target.options
+    if o["requantize"]:
+        return o["requantize"]
+    soft = o["mfpu"] in ("", "none") or o["mfloat-abi"] == "soft"
+    return "fixed" if is_cortex_m(target) and soft else "float"
+
+
 def _compiler(target: Any, host_simulation: bool = False) -> str:
     """The C compiler command: ``-cc`` if given, else arm-none-eabi-gcc for Cortex-M, else gcc.
     ``host_simulation`` compiles the piece's C for this machine: see :func:`simulation_compiler`."""
@@ -395,6 +406,9 @@ class COptions:
     cc: str = option("", "C compiler command; empty: arm-none-eabi-gcc for Cortex-M CPUs, else gcc")
     board: str = option("", "QEMU board a Cortex-M piece runs on (microbit, mps2-an385, mps2-an386, mps2-an500, "
                             "mps3-an547; see docs/embedded.md); empty: the core's default board")
+    requantize: str = option("", "arithmetic of int8 requantization (docs/quantization.md): float (ONNX Runtime's) "
+                                 "or fixed (TensorFlow Lite's integer multiply and shift); empty: fixed on a "
+                                 "Cortex-M core without an FPU, else float", choices=("", "float", "fixed"))
 
 
 class CBackend(Backend):

@@ -2,7 +2,9 @@
 numpy references, i.e. exactly what the reference interpreter computes) and replace them by
 constants; tuple items of constant tuples are folded too.
 
-Not folded: ``device_copy`` (placement inserted it on purpose), calls inside Primitive functions,
+Not folded (:data:`NOT_FOLDED`): ``device_copy`` (placement inserted it on purpose) and
+``qnn.dequantize`` (an int8 weight stays int8: the QDQ pass makes the operator it feeds an integer
+one, and otherwise it is dequantized at run time), calls inside Primitive functions,
 and results with more than ``max_elements`` elements (folding ``broadcast_to`` of a scalar into a
 huge constant would only make the model bigger); the size is judged from the call's type before
 anything is evaluated, so a huge result is never materialized.
@@ -31,7 +33,8 @@ from plait.relay.infer import describe_call, infer_type
 from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, post_order
 
-NOT_FOLDED = frozenset({"device_copy"})
+# operators whose calls on constants stay calls (the importer's folding honours this too)
+NOT_FOLDED = frozenset({"device_copy", "qnn.dequantize"})
 
 
 def _matches(value: object, t: Type) -> bool:

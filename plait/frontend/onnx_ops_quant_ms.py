@@ -1,0 +1,135 @@
+"""ONNX converters of the ``com.microsoft`` operators ONNX Runtime's quantizer writes (QOperator form).
+
+- ``QGemm`` (quantized output, ``alpha`` 1, no ``transA``) -> ``qnn.dense`` / ``qnn.matmul`` + int32
+  bias + ``qnn.requantize`` (the scale ``a_scale * b_scale / y_scale`` in float32, as QLinearConv's);
+- ``QLinearAdd``, ``QLinearMul``, ``QLinearSigmoid``, ``QLinearLeakyRelu``, ``QLinearSoftmax``,
+  ``QLinearConcat``, ``QLinearAveragePool``, ``QLinearGlobalAveragePool``: ONNX Runtime computes
+  these in float between a dequantize and a quantize (lookup tables of float results, or float
+  sums); so does plait: ``qnn.dequantize``, the float operator, ``qnn.quantize``. Results may differ
+  from ONNX Runtime's by one step where a float result lands on a rounding tie.
+
+Only these operators of the ``com.microsoft`` domain are accepted; ``channels_last`` layouts are not.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from plait.frontend.onnx_node import NodeContext, Unsupported, value_type
+from plait.frontend.onnx_ops_nn import avg_pool
+from plait.frontend.onnx_ops_quant import _requantize, _scalar_zp
+from plait.frontend.onnx_registry import Converter, converters
+from plait.relay.expr import Expr
+
+MS = "com.microsoft"
+
+
+def _dq(cx: NodeContext, x: int, s: int, z: int) -> Expr:
+    """Input ``x`` dequantized with scale input ``s`` and zero point input ``z`` (optional)."""
+    zp = cx.expr(z) if cx.has(z) else cx.constant(0, cx.dtype(x))
+    return cx.call("qnn.dequantize", cx.expr(x), cx.expr(s), zp, axis=1)
+
+
+def _q(cx: NodeContext, y: Expr, s: int, z: int, out: str) -> Expr:
+    zp = cx.expr(z) if cx.has(z) else cx.constant(0, out)
+    return cx.call("qnn.quantize", y, cx.expr(s), zp, axis=1)
+
+
+def _no_channels_last(cx: NodeContext) -> None:
+    if cx.attr("channels_last", 0):
+        raise Unsupported("channels_last not supported")
+
+
+def _binary(op: str) -> Callable[[NodeContext], object]:
+    def convert(cx: NodeContext) -> object:
+        y = cx.call(op, _dq(cx, 0, 1, 2), _dq(cx, 3, 4, 5))
+        return _q(cx, y, 6, 7, cx.dtype(0))
+
+    return convert
+
+
+def _unary(fn: Callable[[NodeContext, Expr], Expr]) -> Callable[[NodeContext], object]:
+    """X, X_scale, X_zero_point, Y_scale, Y_zero_point: ``Q(fn(DQ(X)))``."""
+
+    def convert(cx: NodeContext) -> object:
+        _no_channels_last(cx)
+        return _q(cx, fn(cx, _dq(cx, 0, 1, 2)), 3, 4, cx.dtype(0))
+
+    return convert
+
+
+def _softmax(cx: NodeContext, x: Expr) -> Expr:
+    nd = value_type(x).ndim
+    axis = cx.axis(cx.attr("axis", -1), nd)
+    if cx.attr("opset", 13) < 13 and axis != nd - 1:
+        raise Unsupported("QLinearSoftmax with opset < 13 semantics on an axis other than the last not supported")
+    return cx.call("nn.softmax", x, axis=axis)
+
+
+def _avg_pool(cx: NodeContext, x: Expr) -> Expr:
+    attrs = {k: v for k, v in cx.attrs.items() if k != "channels_last"}
+    inner = NodeContext(cx.node, [x], attrs, cx.version, cx.opset, cx.meta, cx._constant, budget=cx.budget)
+    return avg_pool(inner)  # type: ignore[return-value]
+
+
+def _global_avg_pool(cx: NodeContext, x: Expr) -> Expr:
+    if value_type(x).ndim != 4:
+        raise Unsupported(f"QLinearGlobalAveragePool of a rank-{value_type(x).ndim} input not supported")
+    return cx.call("nn.global_avg_pool2d", x)
+
+
+def qlinear_concat(cx: NodeContext) -> object:
+    """Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input."""
+    n = len(cx.inputs) - 2
+    if n < 3 or n % 3:
+        raise Unsupported(f"expected Y_scale, Y_zero_point and triples (X, X_scale, X_zero_point), got {len(cx.inputs)} "
+                          "inputs")
+    xs = [_dq(cx, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k) for k in range(n // 3)]
+    y = cx.call("concatenate", *xs, axis=cx.axis(cx.attr("axis"), value_type(xs[0]).ndim))
+    return _q(cx, y, 0, 1, cx.dtype(2))
+
+
+def qgemm(cx: NodeContext) -> object:
+    """A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp."""
+    if not cx.has(7):
+        raise Unsupported("QGemm with a float output (no y_scale) not supported")
+    if cx.attr("transA", 0) or cx.attr("alpha", 1.0) != 1.0:
+        raise Unsupported("QGemm with transA or alpha != 1 not supported")
+    za, zb, zy = _scalar_zp(cx, 2, "a_zero_point"), _scalar_zp(cx, 5, "b_zero_point"), _scalar_zp(cx, 8, "y_zero_point")
+    if None in (za, zb, zy) or any(cx.dtype(i) != "float32" for i in (1, 4, 7)):
+        raise Unsupported("QGemm needs constant zero points (one per tensor) and float32 scales")
+    op = "qnn.dense" if cx.attr("transB", 0) else "qnn.matmul"
+    names = ("input_zero_point", "kernel_zero_point") if op == "qnn.dense" else ("a_zero_point", "b_zero_point")
+    acc = cx.call(op, cx.expr(0), cx.expr(3), **{names[0]: za, names[1]: zb})
+    if cx.has(6):
+        acc = cx.call("add", acc, cx.expr(6))
+    b_scale = cx.expr(4) if value_type(cx.expr(4)).ndim else cx.reshape(cx.expr(4), (1,))
+    a_scale, y_scale = (cx.reshape(cx.expr(i), ()) if cx.ndim(i) else cx.expr(i) for i in (1, 7))
+    scale = cx.call("divide", cx.call("multiply", a_scale, b_scale), y_scale)
+    out = cx.dtype(8) if cx.has(8) else "uint8"
+    return _requantize(cx, acc, scale, int(zy), out, 1)
+
+
+_POOL = ("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides", "channels_last")
+
+
+def _ms(op_types: list[str], fn: Callable[[NodeContext], object], **kw: object) -> list[Converter]:
+    return converters(op_types, fn, domain=MS, **kw)  # type: ignore[arg-type]
+
+
+_FLOAT = ("qnn.dequantize", "qnn.quantize")
+
+CONVERTERS: list[Converter] = [
+    *_ms(["QGemm"], qgemm, attrs=("alpha", "transA", "transB"),
+         ops=("qnn.dense", "qnn.requantize", "qnn.matmul", "add", "multiply", "divide", "reshape")),
+    *_ms(["QLinearAdd"], _binary("add"), ops=("add",) + _FLOAT),
+    *_ms(["QLinearMul"], _binary("multiply"), ops=("multiply",) + _FLOAT),
+    *_ms(["QLinearSigmoid"], _unary(lambda cx, x: cx.call("sigmoid", x)), ops=("sigmoid",) + _FLOAT),
+    *_ms(["QLinearLeakyRelu"], _unary(lambda cx, x: cx.call("nn.leaky_relu", x, alpha=cx.attr("alpha", 0.01))),
+         attrs=("alpha",), ops=("nn.leaky_relu",) + _FLOAT),
+    *_ms(["QLinearSoftmax"], _unary(_softmax), attrs=("axis", "opset"), ops=("nn.softmax",) + _FLOAT),
+    *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate",) + _FLOAT),
+    *_ms(["QLinearAveragePool"], _unary(_avg_pool), attrs=_POOL, ops=("nn.avg_pool2d", "squeeze") + _FLOAT),
+    *_ms(["QLinearGlobalAveragePool"], _unary(_global_avg_pool), attrs=("channels_last",),
+         ops=("nn.global_avg_pool2d",) + _FLOAT),
+]

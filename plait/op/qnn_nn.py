@@ -1,0 +1,197 @@
+"""Integer convolution and matrix products: ``qnn.conv2d``, ``qnn.dense``, ``qnn.matmul``.
+
+Each takes int8 / uint8 data and weights with per-tensor zero points (attributes) and returns the
+exact int32 sum of ``(x - x_zero_point) * (w - w_zero_point)`` (ONNX ConvInteger / MatMulInteger);
+a bias is an int32 ``add`` and the scaling back to 8 bits a ``qnn.requantize``. Shapes and window
+attributes are those of ``nn.conv2d`` / ``nn.dense`` / ``nn.matmul`` (their type relations are
+reused); padding pads with the input zero point, i.e. contributes nothing.
+
+TE computes accumulate int32 products of int32-widened loads (a multiply-accumulate of 16-bit
+values, which gcc can map to SMLAD-style instructions on cores with the DSP extension).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from plait import te
+from plait.ir.attrs import Attrs
+from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor
+from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir
+from plait.op.nn import conv as fconv
+from plait.op.nn._window import WINDOW_ATTRS, padded
+from plait.tir.dtype import int_range
+from plait.tir.expr import PrimExpr
+
+defop = Family()
+
+INT8_DTYPES = ("int8", "uint8")
+
+
+def _int8_pair(args: tuple[Type, ...], what: str, names: tuple[str, str], attrs: Attrs,
+               zps: tuple[str, str]) -> tuple[Type, ...]:
+    """The arguments as float32 types of the same shapes (for the float operator's relation), after
+    checking their dtypes and zero points."""
+    out = []
+    for t, nm, zp in zip(args, names, zps):
+        x = as_tensor(t, f"{what}: {nm}")
+        if x.dtype not in INT8_DTYPES:
+            raise RelError(f"{what}: {nm}: expected int8 or uint8, got {x}")
+        lo, hi = int_range(x.dtype)
+        if not lo <= attrs[zp] <= hi:
+            raise RelError(f"{what}: {zp}: expected a value in [{lo}, {hi}] ({x.dtype}), got {attrs[zp]}")
+        out.append(TensorType(x.shape, "float32"))
+    return tuple(out)
+
+
+def _int_rel(float_op: str, names: tuple[str, str], zps: tuple[str, str]) -> Callable[[tuple[Type, ...], Attrs], Type]:
+    rel = fconv.defop.get(float_op).rel
+
+    def relation(args: tuple[Type, ...], attrs: Attrs) -> Type:
+        what = float_op.split(".")[-1]
+        t = rel(_int8_pair(args, what, names, attrs, zps), attrs)
+        assert isinstance(t, TensorType)
+        return TensorType(t.shape, "int32")
+
+    return relation
+
+
+def _int_ref(float_op: str, zps: tuple[str, str]) -> Callable[[list, Attrs], np.ndarray]:
+    """The float operator's reference on the zero-point-shifted values in float64 (exact: every
+    partial sum of 8-bit products stays far below 2**53)."""
+    ref = fconv.defop.get(float_op).ref
+
+    def reference(args: list, attrs: Attrs) -> np.ndarray:
+        shifted = [(np.asarray(a).astype(np.int64) - attrs[z]).astype(np.float64) for a, z in zip(args, zps)]
+        return np.rint(ref(shifted, attrs)).astype(np.int64).astype(np.int32)
+
+    return reference
+
+
+def _int_cost(float_op: str) -> Callable[[tuple[Type, ...], Type, Attrs], Cost]:
+    """The float operator's cost (as many multiply-adds; the bytes follow the 8-bit types)."""
+    return fconv.defop.get(float_op).cost
+
+
+def _zp(name: str, doc: str) -> AttrSpec:
+    return AttrSpec(name, "int", 0, doc)
+
+
+CONV_ZPS = ("input_zero_point", "kernel_zero_point")
+MM_ZPS = ("a_zero_point", "b_zero_point")
+
+defop("qnn.conv2d", rel=_int_rel("nn.conv2d", ("data", "weight"), CONV_ZPS), ref=_int_ref("nn.conv2d", CONV_ZPS),
+      cost=_int_cost("nn.conv2d"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
+      attrs=WINDOW_ATTRS + (
+          AttrSpec("groups", "int", 1, "number of channel groups (C for depthwise)"),
+          _zp("input_zero_point", "the data's zero point"),
+          _zp("kernel_zero_point", "the weight's zero point (one for every output channel)"),
+      ), doc="int8/uint8 2-D convolution -> exact int32 sums (ONNX ConvInteger); data [N, C, H, W], "
+             "weight [O, C/groups, KH, KW]")
+defop("qnn.dense", rel=_int_rel("nn.dense", ("data", "weight"), ("input_zero_point", "kernel_zero_point")),
+      ref=_int_ref("nn.dense", ("input_zero_point", "kernel_zero_point")), cost=_int_cost("nn.dense"),
+      pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
+      attrs=(_zp("input_zero_point", "the data's zero point"), _zp("kernel_zero_point", "the weight's zero point")),
+      doc="int8/uint8 data [..., K] @ weight [N, K].T -> exact int32 [..., N]")
+defop("qnn.matmul", rel=_int_rel("nn.matmul", ("a", "b"), MM_ZPS), ref=_int_ref("nn.matmul", MM_ZPS),
+      cost=_int_cost("nn.matmul"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
+      attrs=(_zp("a_zero_point", "a's zero point"), _zp("b_zero_point", "b's zero point")),
+      doc="int8/uint8 matrix product (numpy matmul semantics) -> exact int32 (ONNX MatMulInteger)")
+
+
+# ---- TE computes ----------------------------------------------------------------------------------
+
+
+def _widened(v: PrimExpr, zp: int) -> PrimExpr:
+    """A loaded 8-bit value as int32 minus its zero point."""
+    w = tir.cast("int32", v)
+    return w - zp if zp else w
+
+
+@defop.compute("qnn.conv2d")
+def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.conv2d"
+    x, wt = inputs
+    o, cg, kh, kw = shape_of(wt, op)
+    out_shape, _ = out_tensor_type(out_type, op)
+    s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    og = o // g
+    xp, _, _ = padded(op, x, attrs["padding"], zx)
+
+    def body(n: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
+        rc = te.reduce_axis((0, cg), "rc")
+        ry = te.reduce_axis((0, kh), "ry")
+        rx = te.reduce_axis((0, kw), "rx")
+        c = rc if g == 1 else oc // og * cg + rc
+        v = _widened(xp[n, c, y * s[0] + ry * d[0], z * s[1] + rx * d[1]], zx) * _widened(wt[oc, rc, ry, rx], zw)
+        return te.sum(v, axis=[rc, ry, rx])
+
+    return make(op, out_shape, body)
+
+
+@defop.compute("qnn.dense")
+def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.dense"
+    x, wt = inputs
+    k_len = shape_of(x, op)[-1]
+    out_shape, _ = out_tensor_type(out_type, op)
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+
+    def body(*i: PrimExpr) -> Any:
+        k = te.reduce_axis((0, k_len), "k")
+        return te.sum(_widened(x[tuple(i[:-1]) + (k,)], zx) * _widened(wt[i[-1], k], zw), axis=[k])
+
+    return make(op, out_shape, body)
+
+
+@defop.compute("qnn.matmul")
+def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.matmul"
+    a, b = inputs
+    sa, sb = shape_of(a, op), shape_of(b, op)
+    out_shape, _ = out_tensor_type(out_type, op)
+    za, zb = attrs["a_zero_point"], attrs["b_zero_point"]
+    nb = len(out_shape) - (len(sa) >= 2) - (len(sb) >= 2)
+
+    def body(*i: PrimExpr) -> Any:
+        k = te.reduce_axis((0, sa[-1]), "k")
+        batch, rest = i[:nb], list(i[nb:])
+        row = [rest.pop(0)] if len(sa) >= 2 else []
+        col = [rest.pop(0)] if len(sb) >= 2 else []
+        ia = bcast_dims(sa[:-2], batch) + tuple(row) + (k,)
+        ib = bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
+        return te.sum(_widened(a[ia], za) * _widened(b[ib], zb), axis=[k])
+
+    return make(op, out_shape, body)
+
+
+# ---- ONNX export ----------------------------------------------------------------------------------
+
+
+def _zero_points(ex: Any, names: tuple[str, str]) -> list[str]:
+    return [ex.const(np.array(ex.attrs[z], dtype=ex.arg_type(i).dtype), hint=z) for i, z in enumerate(names)]
+
+
+def _conv_onnx(ex: Any) -> str:
+    a = ex.attrs
+    ks = [int(k) for k in ex.arg_type(1).shape[2:]]
+    return ex.node("ConvInteger", ex.ins + _zero_points(ex, CONV_ZPS), kernel_shape=ks, strides=list(a["strides"]),
+                   pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"])
+
+
+def _dense_onnx(ex: Any) -> str:
+    w = ex.node("Transpose", [ex.ins[1]], perm=[1, 0])
+    return ex.node("MatMulInteger", [ex.ins[0], w] + _zero_points(ex, ("input_zero_point", "kernel_zero_point")))
+
+
+def _matmul_onnx(ex: Any) -> str:
+    return ex.node("MatMulInteger", ex.ins + _zero_points(ex, MM_ZPS))
+
+
+# imported by the frontend's converters (plait.frontend.onnx_ops_quant: zero points must be constants)
+defop.onnx("qnn.conv2d", OnnxMap("ConvInteger", convert=False, export=_conv_onnx))
+defop.onnx("qnn.dense", OnnxMap("MatMulInteger", convert=False, export=_dense_onnx))
+defop.onnx("qnn.matmul", OnnxMap("MatMulInteger", convert=False, export=_matmul_onnx))

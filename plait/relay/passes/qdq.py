@@ -1,0 +1,264 @@
+"""QDQToInteger: ``DQ -> float operator -> Q`` patterns (what ONNX Runtime's QDQ quantizer writes)
+become integer operators with an explicit requantization.
+
+Matched, with ``DQ`` = ``qnn.dequantize`` and ``Q`` = ``qnn.quantize`` to int8/uint8 whose scales and
+zero points are constants (per tensor for the data and the result; the weight's scale may be per
+output channel, its zero points must be equal)::
+
+    Q( [relu | clip]( [add(core, [reshape] DQ(bias int32, zero point 0))] ) )
+    core = nn.conv2d(DQ(x), DQ(w const)) | nn.dense(DQ(x), DQ(w const)) | nn.matmul(DQ(a), DQ(b))
+
+becomes ``qnn.requantize([add](qnn.<op>(x, w), bias), scale)`` with ``scale = x_scale * w_scale /
+y_scale`` in float32 (QLinearConv's computation), the result's zero point, and the activation as a
+clamp of the quantized result (exact: quantization is monotone, so ``Q(clip(v, a, b)) =
+clip(Q(v), Q(a), Q(b))``). The int32 bias is added as it is, as ONNX Runtime's QDQ fusion does.
+With ``mode="fixed"`` the requantization takes TensorFlow Lite multipliers and shifts
+(:func:`plait.op.qnn.fixed_point_multiplier`) instead of the float scale.
+
+``Q(reshape(DQ(x)))`` (or flatten, squeeze, expand_dims, transpose, strided_slice, max pooling, a
+concatenate of such dequantizes) with the same scale and zero point becomes ``reshape(x)``.
+
+Every intermediate value must have no other use (otherwise the float computation stays). What
+does not match keeps its float operator between a run-time dequantize and quantize (the int8
+weights stay int8 either way: ``FoldConstant`` never folds ``qnn.dequantize``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from plait.ir.op import Op
+from plait.ir.transform import Pass, PassContext
+from plait.ir.types import TensorType
+from plait.op import get_op
+from plait.op.qnn import fixed_point_multiplier
+from plait.relay.expr import Call, Constant, Expr, Function, call
+from plait.relay.infer import infer_type
+from plait.relay.module import IRModule
+from plait.relay.passes.fold_batch_norm import _use_counts
+from plait.relay.visitor import ExprMutator
+
+INT8 = ("int8", "uint8")
+# operators that commute with a quantization of equal parameters: they move or select values (max
+# pooling is monotone), so Q(op(DQ(x))) = op(x)
+MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_slice", "nn.max_pool2d",
+         "nn.global_max_pool2d", "concatenate")
+
+
+def _op(e: Expr, *names: str) -> bool:
+    return isinstance(e, Call) and isinstance(e.op, Op) and e.op.name in names
+
+
+def _const(e: Expr) -> np.ndarray | None:
+    return e.data if isinstance(e, Constant) else None
+
+
+@dataclass
+class _QParams:
+    """A dequantize's input and its constant scale (float32, flattened) and zero points."""
+
+    value: Expr
+    scale: np.ndarray
+    zero: np.ndarray
+    axis: int
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.size == 1
+
+    def zero_point(self) -> int | None:
+        """The zero point when every channel has the same one."""
+        z = np.unique(self.zero)
+        return int(z[0]) if z.size == 1 else None
+
+
+def _dq(e: Expr, dtypes: tuple[str, ...] = INT8) -> _QParams | None:
+    if not _op(e, "qnn.dequantize"):
+        return None
+    x, s, z = e.args  # type: ignore[union-attr]
+    sv, zv = _const(s), _const(z)
+    if sv is None or zv is None or sv.dtype != np.float32 or zv.dtype.name not in dtypes:
+        return None
+    return _QParams(x, sv.reshape(-1), zv.reshape(-1), e.attrs["axis"])  # type: ignore[union-attr]
+
+
+def _quantized_clip(act: Call, scale: np.float32, zero: np.ndarray) -> tuple[int | None, int | None]:
+    """The clamp of the quantized result an activation between the operator and Q amounts to."""
+    quantize = get_op("qnn.quantize")
+
+    def q(v: float) -> int:
+        return int(quantize.ref([np.array(v, np.float32), np.array(scale, np.float32), zero], quantize.make_attrs({})))
+
+    if act.op.name == "nn.relu":  # type: ignore[union-attr]
+        return q(0.0), None
+    lo, hi = act.attrs["a_min"], act.attrs["a_max"]
+    return (None if lo is None else q(lo)), (None if hi is None else q(hi))
+
+
+class _Rewriter(ExprMutator):
+    """Matches on the original (typed) nodes, whose use counts are known, and builds on their
+    rewritten forms (``self.memo``)."""
+
+    def __init__(self, uses: dict[Expr, int], mode: str):
+        super().__init__()
+        self.uses = uses
+        self.mode = mode
+
+    def _single(self, e: Expr) -> bool:
+        return self.uses.get(e, 0) == 1
+
+    def _new(self, e: Expr) -> Expr:
+        return self.memo.get(e, e)
+
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if not _op(pre, "qnn.quantize"):
+            return post
+        y, s, z = pre.args
+        sv, zv = _const(s), _const(z)
+        if sv is None or zv is None or sv.size != 1 or zv.dtype.name not in INT8 or sv.dtype != np.float32:
+            return post
+        ys, zero = np.float32(sv.reshape(())), zv.reshape(())
+        moved = self._moved(y, ys, zero)
+        if moved is not None:
+            return moved
+        clamp: tuple[int | None, int | None] = (None, None)
+        if _op(y, "nn.relu", "clip") and self._single(y):
+            clamp = _quantized_clip(y, ys, zero)  # type: ignore[arg-type]
+            y = y.args[0]  # type: ignore[union-attr]
+        bias = None
+        if _op(y, "add") and self._single(y):
+            core, b = y.args  # type: ignore[union-attr]
+            bias = self._bias(b)
+            if bias is None:
+                return post
+            y = core
+        if not self._single(y):
+            return post
+        built = self._core(y)
+        if built is None:
+            return post
+        acc, scale, axis = built
+        yt = y.checked_type
+        assert isinstance(yt, TensorType)
+        if bias is not None:
+            b = bias.reshape(-1)
+            if b.size not in (1, scale.size if scale.size > 1 else yt.shape[axis]):
+                return post
+            shape = (-1,) + (1,) * (yt.ndim - 1 - axis) if b.size > 1 else (1,)
+            acc = call("add", acc, Constant(b.reshape(shape)), meta=y.meta)
+        out_scale = (scale / ys).astype(np.float32)  # float32 arithmetic, QLinearConv's order
+        attrs = dict(zero_point=int(zero), out_dtype=zv.dtype.name, axis=axis if out_scale.size > 1 else 1,
+                     mode=self.mode, clamp_min=clamp[0], clamp_max=clamp[1])
+        if self.mode == "float":
+            params: tuple[Expr, ...] = (Constant(out_scale),)
+        else:
+            mult, shift = fixed_point_multiplier(out_scale)
+            params = (Constant(mult), Constant(shift))
+        return call("qnn.requantize", acc, *params, meta=pre.meta, **attrs)
+
+    def _moved(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(move(DQ(x)))`` with the same scale and zero point is ``move(x)`` (a reshape, flatten,
+        squeeze, expand_dims or transpose moves values without changing them; Q(DQ(q)) = q)."""
+        if not _op(y, *MOVES) or not self._single(y):
+            return None
+        args = []
+        for a in y.args:  # type: ignore[union-attr]
+            q = _dq(a)
+            if q is None or not q.per_tensor or q.scale[0] != scale or q.zero_point() != int(zero) \
+                    or q.zero.dtype != zero.dtype or not self._single(a):
+                return None
+            args.append(self._new(q.value))
+        return Call(y.op, tuple(args), y.attrs, y.meta)  # type: ignore[union-attr]
+
+    def _bias(self, b: Expr) -> np.ndarray | None:
+        """The int32 values of a (reshaped) constant bias dequantized with zero point 0."""
+        if _op(b, "reshape") and self._single(b):
+            b = b.args[0]  # type: ignore[union-attr]
+        q = _dq(b, ("int32",))
+        if q is None or not self._single(b) or np.any(q.zero != 0):
+            return None
+        return _const(q.value)
+
+    def _core(self, y: Expr) -> tuple[Call, np.ndarray, int] | None:
+        """(the integer call, the float32 scale x_scale * w_scale (one or one per channel), the
+        channel axis of the result) of a float conv / dense / matmul of two dequantized values."""
+        if not _op(y, "nn.conv2d", "nn.dense", "nn.matmul"):
+            return None
+        name = y.op.name  # type: ignore[union-attr]
+        a_e, b_e = y.args  # type: ignore[union-attr]
+        a, b = _dq(a_e), _dq(b_e)
+        if a is None or b is None or not a.per_tensor or not self._single(a_e) or not self._single(b_e):
+            return None
+        za, zb = a.zero_point(), b.zero_point()
+        if za is None or zb is None:
+            return None
+        yt, bt = y.checked_type, b.value.checked_type
+        assert isinstance(yt, TensorType) and isinstance(bt, TensorType)
+        # the weight axis its per-channel scale must run along, and the result axis that is
+        w_axis = {"nn.conv2d": 0, "nn.dense": 0}.get(name, bt.ndim - 1)
+        axis = 1 if name == "nn.conv2d" else yt.ndim - 1
+        if not b.per_tensor and (bt.ndim < 2 or b.axis % bt.ndim != w_axis):
+            return None
+        scale = (np.float32(a.scale[0]) * b.scale).astype(np.float32)
+        x, w = self._new(a.value), self._new(b.value)
+        if name == "nn.conv2d":
+            attrs = {k: y.attrs[k] for k in ("strides", "padding", "dilation", "groups")}  # type: ignore[union-attr]
+            acc = call("qnn.conv2d", x, w, input_zero_point=za, kernel_zero_point=zb, meta=y.meta, **attrs)
+        elif name == "nn.dense":
+            acc = call("qnn.dense", x, w, input_zero_point=za, kernel_zero_point=zb, meta=y.meta)
+        else:
+            acc = call("qnn.matmul", x, w, a_zero_point=za, b_zero_point=zb, meta=y.meta)
+        return acc, scale, axis
+
+
+@dataclass(frozen=True)
+class QDQToInteger(Pass):
+    """Rewrite ``DQ -> conv2d / dense / matmul -> Q`` into integer operators (module docstring).
+    ``mode``: the requantization (``float``: ONNX Runtime's arithmetic; ``fixed``: TensorFlow Lite's)."""
+
+    mode: str = "float"
+    name: ClassVar[str] = "qdq_to_integer"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        mod = infer_type(mod)
+        changed = {}
+        for gname, fn in mod.relay_functions().items():
+            new = _Rewriter(_use_counts(fn), self.mode).visit(fn)
+            if new is not fn:
+                assert isinstance(new, Function)
+                changed[gname] = new
+        return infer_type(mod.with_functions(changed)) if changed else mod
+
+
+class _ToFixed(ExprMutator):
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if not _op(post, "qnn.requantize") or post.attrs["mode"] != "float":  # type: ignore[union-attr]
+            return post
+        assert isinstance(post, Call)
+        scale = _const(post.args[1])
+        if scale is None:
+            return post
+        mult, shift = fixed_point_multiplier(scale)
+        attrs = {**post.attrs, "mode": "fixed"}
+        return call("qnn.requantize", post.args[0], Constant(mult), Constant(shift), meta=post.meta, **attrs)
+
+
+@dataclass(frozen=True)
+class FixedPointRequantize(Pass):
+    """Every ``qnn.requantize`` with a constant float scale becomes the fixed-point one (TensorFlow
+    Lite's multiplier and shift): default lowering runs it for a piece whose requantization is
+    ``fixed`` (a Cortex-M core without an FPU, or ``-requantize=fixed``)."""
+
+    name: ClassVar[str] = "fixed_point_requantize"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        changed = {}
+        for gname, fn in mod.relay_functions().items():
+            new = _ToFixed().visit(fn)
+            if new is not fn:
+                assert isinstance(new, Function)
+                changed[gname] = new
+        return infer_type(mod.with_functions(changed)) if changed else mod
