@@ -190,8 +190,11 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
         return _scalar_reduction(sch, st)
     budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
-    if v is not None and len(st.spatial) > 1:
-        st, v, root = _fuse_short_rows(sch, st, v, root, lanes, budget)
+    if len(st.spatial) > 1:  # rows shorter than half a vector count too when fusing them gives a vector axis
+        short = v or _vector_axis(st, lanes, min_extent=2)
+        if short is not None:
+            st, v2, root = _fuse_short_rows(sch, st, short, root, lanes, budget)
+            v = v2 if v2 is not short else v
     if v is not None:
         assert st.update is not None
         if st.update.buffer.scope != "local":  # accumulate in registers, store once
@@ -219,13 +222,14 @@ def _elementwise(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc:
     return sch.func
 
 
-def _vector_axis(st: Stage, lanes: int) -> For | None:
-    """The innermost spatial loop contiguous in the output and in every load that uses it."""
+def _vector_axis(st: Stage, lanes: int, min_extent: int = 0) -> For | None:
+    """The innermost spatial loop contiguous in the output and in every load that uses it, of at least
+    ``min_extent`` iterations (default: half a vector)."""
     out = st.output
     assert out is not None and st.update is not None
     for lp in reversed(st.spatial):
         n, v = const_int(lp.extent), lp.loop_var
-        if n is None or n < max(2, lanes // 2) or not _contig(out, v):
+        if n is None or n < (min_extent or max(2, lanes // 2)) or not _contig(out, v):
             continue
         if _contig(st.update, v) is False:
             continue

@@ -116,6 +116,18 @@ def test_host_conv_is_padded_tiled_and_vectorized():
     close(f, g)
 
 
+@pytest.mark.parametrize("target,lanes", [(HOST, 8), ("x86-64-avx512", 16)])
+def test_pointwise_conv_rows_shorter_than_half_a_vector_are_fused(target, lanes):
+    # DS-CNN / MobileNet pointwise convs over 25x5 and 6x6 pixels: rows of 5 and 6 are below half of
+    # 16 lanes, yet fusing them with the row loop gives 125- and 36-long contiguous rows to vectorize
+    for shape in ((1, 16, 25, 5), (1, 16, 6, 6)):
+        f = lower("nn.conv2d", [shape, (8, 16, 1, 1)])
+        g = default_schedule(f, target)
+        vec = [n for n, (kind, _) in loop_kinds(g).items() if kind == "vectorized"]
+        assert vec and all("_y_" in n and "_z" in n for n in vec), (shape, vec)
+        close(f, g)
+
+
 def test_host_dense_uses_lane_partial_sums():
     f = lower("nn.dense", [(1, 64), (24, 64)])
     g = default_schedule(f, HOST)
@@ -143,6 +155,9 @@ CASES = [
     ("nn.conv2d", [(1, 8, 6, 9), (8, 1, 3, 3)], dict(padding=(1, 1, 1, 1), groups=8)),
     ("nn.conv2d", [(1, 4, 5, 12), (6, 4, 1, 1)], {}),
     ("nn.conv2d", [(1, 2, 13, 13), (3, 2, 3, 3)], dict(padding=(2, 2, 2, 2), dilation=(2, 2))),
+    ("nn.conv2d", [(1, 6, 5, 5), (4, 6, 1, 1)], {}),
+    ("nn.conv2d_transpose", [(1, 6, 4, 8), (6, 4, 2, 2)], dict(strides=(2, 2))),
+    ("nn.conv2d_transpose", [(1, 3, 5, 4), (3, 2, 3, 3)], dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ("nn.dense", [(3, 32), (12, 32)], {}),
     ("nn.dense", [(1, 20), (6, 20)], {}),
     ("nn.matmul", [(5, 7), (7, 16)], {}),
