@@ -88,11 +88,27 @@ def test_a_kind_can_name_its_own_rule_set():
 
 
 def test_tile_sizes():
+    # enough accumulators to hide the FMA latency (8), then one vector per tile row, then work per load
     assert tile_sizes(56, 64, 8, 8) == (8, 8)  # ResNet conv: 8 output channels x one vector of 8 columns
-    assert tile_sizes(256, 128, 8, 8) == (32, 2)  # ties (16, 4): 8 accumulators, 6 loads; the longer row wins
+    assert tile_sizes(256, 128, 8, 8) == (8, 8)
     assert tile_sizes(5, 64, 8, 8) == (5, 8)  # a short row: one (partial) vector, 8 channels
     assert tile_sizes(56, 1, 8, 8) == (56, 1)  # no reuse axis: the whole row
-    assert tile_sizes(64, 64, 16, 16) == (64, 4)  # AVX-512: 16 accumulators, 4 broadcasts + 4 vector loads
+    assert tile_sizes(24, 1, 16, 16) == (24, 1)  # a depthwise row of 1.5 AVX-512 vectors
+    assert tile_sizes(64, 64, 16, 16) == (16, 16)  # AVX-512: 16 accumulators of one vector
+    assert tile_sizes(64, 64, 16, 16, max_ub=8) == (16, 8)  # ... at most 8 broadcasts (reuse_block_limit)
+    assert tile_sizes(24, 16, 16, 16, max_ub=8) == (24, 8)  # rows of 1.5 vectors: 2 vectors x 8 channels
+    assert tile_sizes(56, 64, 16, 16, max_ub=8) == (8, 8)  # rows of 3.5 vectors: 8-wide vectors instead
+
+
+def test_reuse_block_limit_keeps_the_weights_of_a_tile_in_l1():
+    from plait.schedule.rules import MAX_REUSE_BLOCK, _reuse_axis, _stage, _vector_axis, reuse_block_limit
+
+    for cin, want in ((8, MAX_REUSE_BLOCK), (256, 3)):  # 256 * 9 * 4 bytes per output channel: 3 fit in 32 KiB
+        f = lower("nn.conv2d", [(1, cin, 8, 16), (16, cin, 3, 3)])
+        root = next(n.loop_var.name for n in tir.functor.pre_order(f.body) if isinstance(n, tir.For))
+        st = _stage(f, root)
+        v = _vector_axis(st, 16)
+        assert reuse_block_limit(st, _reuse_axis(st, v), v) == want
 
 
 # ---- loop structure on the host ------------------------------------------------------------------
@@ -105,12 +121,13 @@ def test_host_conv_is_padded_tiled_and_vectorized():
     assert trace == ["T_nn_conv2d_n: cpu"]
     k = loop_kinds(g)
     c = "T_nn_conv2d_"
-    assert [n for n in k if k[n][0] == "vectorized"] == ["in0_pad_3", "in0_copy_3", c + "z_init", c + "z", c + "z_epi"]
-    # the register tile: 4 output channels x 16 columns (2 vectors), below the reduce loops
-    assert list(k)[-8:] == [c + x for x in ("z_init", "rc", "ry", "rx", "oc_1", "z", "oc_1_epi", "z_epi")]
-    assert k[c + "oc_1"] == ("serial", 4) and k[c + "z"] == ("vectorized", 16)
+    assert [n for n in k if k[n][0] == "vectorized"] == ["in0_pad_3", "in0_copy_3", c + "z_1_init", c + "z_1",
+                                                          c + "z_1_epi"]
+    # the register tile: 8 output channels x 8 columns (one vector), below the reduce loops
+    assert list(k)[-8:] == [c + x for x in ("z_1_init", "rc", "ry", "rx", "oc_1", "z_1", "oc_1_epi", "z_1_epi")]
+    assert k[c + "oc_1"] == ("serial", 8) and k[c + "z_1"] == ("vectorized", 8) and k[c + "z_0"] == ("serial", 2)
     assert allocs(g)["in0_pad"] == ((1, 16, 12, 18), "global.workspace")
-    assert allocs(g)[c[:-1] + "_local"] == ((4, 16, 1, 1, 1, 1), "local")  # accumulated in registers
+    assert allocs(g)[c[:-1] + "_local"] == ((8, 8, 1, 1, 1, 1), "local")  # accumulated in registers
     text = tir.print_prim_func(tir.simplify(g))
     assert "select" not in text.split("in0_copy_3")[-1]  # padding moved out of the inner loops
     close(f, g)
@@ -156,6 +173,8 @@ CASES = [
     ("nn.conv2d", [(1, 4, 5, 12), (6, 4, 1, 1)], {}),
     ("nn.conv2d", [(1, 2, 13, 13), (3, 2, 3, 3)], dict(padding=(2, 2, 2, 2), dilation=(2, 2))),
     ("nn.conv2d", [(1, 6, 5, 5), (4, 6, 1, 1)], {}),
+    ("nn.conv2d", [(1, 4, 8, 10), (6, 4, 1, 1)], dict(strides=(2, 2))),
+    ("nn.conv2d", [(1, 3, 11, 12), (4, 3, 3, 3)], dict(strides=(3, 3), padding=(1, 1, 1, 1))),
     ("nn.conv2d_transpose", [(1, 6, 4, 8), (6, 4, 2, 2)], dict(strides=(2, 2))),
     ("nn.conv2d_transpose", [(1, 3, 5, 4), (3, 2, 3, 3)], dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ("nn.dense", [(3, 32), (12, 32)], {}),

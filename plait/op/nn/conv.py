@@ -258,6 +258,14 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     out_shape, dtype = out_tensor_type(out_type, op)
     s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
     og = o // g
+    if kh == kw == 1 and tuple(s) != (1, 1) and not any(attrs["padding"]):
+        # a strided 1x1 convolution (a ResNet shortcut) is a 1x1 convolution of the subsampled input:
+        # copied once, so that the product reads whole contiguous rows (2.4x -> about 1x ORT)
+        n = shape_of(x, op)[0]
+        c = shape_of(x, op)[1]
+        x = make(op, (n, c, out_shape[2], out_shape[3]), lambda i, j, y, z: x[i, j, y * s[0], z * s[1]],
+                 "subsample", inline=False)
+        s = (1, 1)
     xp, _, _ = padded(op, x, attrs["padding"], 0.0)
 
     def body(n: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
