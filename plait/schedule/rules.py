@@ -269,8 +269,11 @@ def _fuse_short_rows(sch: Schedule, st: Stage, v: For, root: str, lanes: int,
     new_root = fused if outer is st.root else root
     st2 = _stage(trial.func, new_root)
     v2 = _vector_axis(st2, lanes)
-    if v2 is None or _name(v2) != fused or _tile_score(st2, v2, lanes, budget) <= _tile_score(st, v, lanes, budget):
+    if v2 is None or _name(v2) != fused:
         return st, v, root
+    whole = const_int(v2.extent) % lanes == 0 and const_int(v.extent) % lanes != 0  # type: ignore[operator]
+    if not whole and _tile_score(st2, v2, lanes, budget) <= _tile_score(st, v, lanes, budget):
+        return st, v, root  # (fused rows of whole vectors always win: LLVM runs partial vectors 10x slower)
     sch.func, sch.trace = trial.func, sch.trace + trial.trace
     return st2, v2, new_root
 
@@ -317,8 +320,8 @@ def reuse_block_limit(st: Stage, u: For, v: For) -> int:
     """The largest block of the reuse axis ``u``: :data:`MAX_REUSE_BLOCK`, and small enough that its
     broadcast operands stay in the L1 cache while the reduce loops run: the loads that use ``u`` and
     not ``v`` (a convolution's weights) read ``prod(reduce extents they use)`` elements per ``u``
-    index, re-read for every tile (a 64 -> 64 3x3 convolution has 2.3 KiB of weights per output
-    channel: blocks of 16 channels, 36 KiB, ran 2.3x slower than blocks of 8 on AVX-512)."""
+    index, re-read for every tile (a 256-channel 3x3 kernel: 9 KiB per output channel, blocks of 3).
+    The L1 bound is a guard for wide layers, not measured on the bench models (docs/schedules.md)."""
     per_u = 0
     for ld in st.loads():
         if not uses(ld.indices, u.loop_var) or uses(ld.indices, v.loop_var):

@@ -143,6 +143,10 @@ def test_pointwise_conv_rows_shorter_than_half_a_vector_are_fused(target, lanes)
         vec = [n for n, (kind, _) in loop_kinds(g).items() if kind == "vectorized"]
         assert vec and all("_y_" in n and "_z" in n for n in vec), (shape, vec)
         close(f, g)
+    if lanes == 16:  # rows of 24 (1.5 AVX-512 vectors) fuse into rows of whole vectors (576) even where
+        # the tile score prefers 2 vectors x 8 channels: LLVM runs partial-vector tiles 10x slower
+        g = default_schedule(lower("nn.conv2d", [(1, 16, 24, 24), (96, 16, 1, 1)]), target)
+        assert any(n.endswith("_fused_1") and k == ("vectorized", lanes) for n, k in loop_kinds(g).items())
 
 
 def test_host_dense_uses_lane_partial_sums():
