@@ -6,10 +6,12 @@
   and the register tile vectorizes along it without gathers. ResNet-8's stride-2 3x3 convolution
   (16 -> 32 channels, 32x32) went from 3.7x to 1.0x ONNX Runtime on AVX-512, MobileNet's stem
   (3 -> 16, 96x96) from 3.3x to 1.2x, its stride-2 depthwise convolutions from 1.4-1.7x to 1.3x.
+  Knob ``<stage root>.deinterleave`` (False, True; default True: :mod:`plait.schedule.knobs`).
 """
 
 from __future__ import annotations
 
+from plait.schedule import knobs
 from plait.schedule.analysis import linear
 from plait.schedule.errors import ScheduleError
 from plait.schedule.schedule import Schedule
@@ -27,6 +29,8 @@ def deinterleave_strided_inputs(sch: Schedule, st: Stage, padded: list[str]) -> 
         return False
     z = st.spatial[-1].loop_var
     if not contiguous(st.output.indices, z):
+        return False
+    if not knobs.choose(f"{st.root.loop_var.name}.deinterleave", (False, True), default=True):
         return False
     done = False
     for name in padded:

@@ -56,3 +56,16 @@ def test_strided_conv_reads_a_deinterleaved_input_and_vectorizes_along_the_row(t
     vec = [n for n, (kind, _) in kinds(g).items() if kind == "vectorized" and n.startswith("T_nn_conv2d_z")]
     assert vec and all(kinds(g)[n][1] in (lanes, 16) for n in vec)
     close(f, g, rtol=0, atol=0)  # the same sums in the same order
+
+
+def test_the_deinterleave_is_a_knob():
+    from plait.schedule import knobs
+
+    f = lower("nn.conv2d", [(1, 4, 16, 16), (8, 4, 3, 3)], strides=(2, 2), padding=(1, 1, 1, 1))
+    with knobs.using({}) as space:
+        g = default_schedule(f, HOST)
+    assert space.knobs["T_nn_conv2d_n.deinterleave"].choices == (False, True) and "in0_pad_ph" in allocs(g)
+    with knobs.using({"T_nn_conv2d_n.deinterleave": False}):
+        g = default_schedule(f, HOST)
+    assert "in0_pad_ph" not in allocs(g) and "in0_pad" in allocs(g)
+    close(f, g, rtol=0, atol=0)
