@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from plait.errors import PlaitError
 from plait.registry import Registry
 from plait.tir import verify
@@ -185,10 +187,16 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     if not st.is_reduction:
         return _elementwise(func, st, lanes, knob) if lanes > 1 else func
     sch = Schedule(func)
+    padded = []
     for b in buffers_with_guards(st):
         if _try(sch, "pad_input", b.name):
+            padded.append(f"{b.name}_pad")
             for loop in (f"{b.name}_pad_{b.ndim - 1}", f"{b.name}_copy_{b.ndim - 1}"):
                 _try(sch, "vectorize", loop)
+    if padded:
+        from plait.schedule.conv_rules import deinterleave_strided_inputs
+
+        deinterleave_strided_inputs(sch, _stage(sch.func, root), padded)
     for lp in _stage(sch.func, root).reduce:  # a 1x1 kernel's reduce loops
         if const_int(lp.extent) == 1:
             _try(sch, "remove_unit_loop", _name(lp))
@@ -198,8 +206,11 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     lanes = knobs.choose(f"{knob}.lanes", [w for w in (2, 4, 8, 16, 32, 64) if w <= lanes] or [lanes], lanes)
     budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
-    if v is not None and len(st.spatial) > 1:
-        st, v, root = _fuse_short_rows(sch, st, v, root, lanes, budget, knob)
+    if len(st.spatial) > 1:  # rows shorter than half a vector count too when fusing them gives a vector axis
+        short = v or _vector_axis(st, lanes, min_extent=2)
+        if short is not None:
+            st, v2, root = _fuse_short_rows(sch, st, short, root, lanes, budget, knob)
+            v = v2 if v2 is not short else v or (short if const_int(short.extent) >= 4 else None)  # type: ignore[operator]
     if v is not None:
         assert st.update is not None
         if st.update.buffer.scope != "local":  # accumulate in registers, store once
@@ -229,13 +240,14 @@ def _elementwise(func: PrimFunc, st: Stage, lanes: int, knob: str) -> PrimFunc:
     return sch.func
 
 
-def _vector_axis(st: Stage, lanes: int) -> For | None:
-    """The innermost spatial loop contiguous in the output and in every load that uses it."""
+def _vector_axis(st: Stage, lanes: int, min_extent: int = 0) -> For | None:
+    """The innermost spatial loop contiguous in the output and in every load that uses it, of at least
+    ``min_extent`` iterations (default: half a vector)."""
     out = st.output
     assert out is not None and st.update is not None
     for lp in reversed(st.spatial):
         n, v = const_int(lp.extent), lp.loop_var
-        if n is None or n < max(2, lanes // 2) or not _contig(out, v):
+        if n is None or n < (min_extent or max(2, lanes // 2)) or not _contig(out, v):
             continue
         if _contig(st.update, v) is False:
             continue
@@ -269,7 +281,9 @@ def _fuse_short_rows(sch: Schedule, st: Stage, v: For, root: str, lanes: int,
     v2 = _vector_axis(st2, lanes)
     if v2 is None or _name(v2) != fused:
         return st, v, root
-    better = _tile_score(st2, v2, lanes, budget) > _tile_score(st, v, lanes, budget)
+    whole = const_int(v2.extent) % lanes == 0 and const_int(v.extent) % lanes != 0  # type: ignore[operator]
+    # (fused rows of whole vectors always win: LLVM runs partial vectors 10x slower)
+    better = whole or _tile_score(st2, v2, lanes, budget) > _tile_score(st, v, lanes, budget)
     if not knobs.choose(f"{knob}.fuse_rows", (False, True), better):
         return st, v, root
     sch.func, sch.trace = trial.func, sch.trace + trial.trace
@@ -292,42 +306,85 @@ def _reuse_axis(st: Stage, v: For) -> For | None:
     return best
 
 
-def tile_sizes(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int]:
+ACCUMULATORS = 8
+"""Independent vector accumulators a register tile aims for (FMA latency x FMA pipes: 4 x 2)."""
+
+
+def tile_sizes(ev: int, eu: int, lanes: int, budget: int, max_ub: int = 0) -> tuple[int, int]:
     """(VB, UB): the register tile over the vector axis (extent ``ev``) and the reuse axis (``eu``)
-    with at most ``budget`` vector accumulators that does the most vector work per load
-    (``UB * VB / lanes`` multiply-adds for ``UB`` broadcasts and ``ceil(VB / lanes)`` vector loads)."""
-    return _best_tile(ev, eu, lanes, budget)[:2]
+    with at most ``budget`` vector accumulators (``UB <= max_ub`` when given: :func:`reuse_block_limit`):
+    enough accumulators to hide the FMA latency (:data:`ACCUMULATORS`), then as few vectors per
+    row as possible (gcc keeps a tile of one vector per row in registers; 2 or 4 vectors per row
+    ran 1.3-1.6x slower on AVX-512 convolutions), then the most vector work per load (``UB * VB /
+    lanes`` multiply-adds for ``UB`` broadcasts and ``ceil(VB / lanes)`` vector loads)."""
+    return _best_tile(ev, eu, lanes, budget, max_ub)[:2]
+
+
+def _vector_width(ev: int, lanes: int) -> int:
+    """The vector width a register tile over a vector axis of extent ``ev`` uses."""
+    if ev % lanes and ev > 2 * lanes and lanes >= 16 and ev % (lanes // 2) == 0:
+        # rows of 56 on AVX-512: 8-wide vectors (1.2x ORT) beat 3.5 16-wide ones (1.8x); rows of 24 do not
+        return lanes // 2
+    return lanes
 
 
 def _vector_blocks(ev: int, lanes: int) -> list[int]:
-    """The register tile widths over a vector axis of extent ``ev``."""
-    if ev % lanes == 0:
-        return [d for d in _divisors(ev) if d % lanes == 0 and d <= 8 * lanes]
-    if ev <= 8 * lanes:
-        return [ev]
+    """The register tile widths over a vector axis of extent ``ev`` (vectors of :func:`_vector_width`)."""
+    width = _vector_width(ev, lanes)
+    if ev % width == 0:
+        return [d for d in _divisors(ev) if d % width == 0 and d <= 8 * width]
+    if ev <= 8 * lanes:  # a fused 25x5 row: tiles of 25 (2 vectors x 8 channels: 1.1x ORT) beat 125 x 2 (1.3x)
+        return sorted({d for d in _divisors(ev) if lanes <= d} | {ev})
     return [d for d in _divisors(ev) if lanes <= d <= 8 * lanes] or [ev]
 
 
-def _best_tile(ev: int, eu: int, lanes: int, budget: int) -> tuple[int, int, float]:
+L1_BYTES = 32 << 10
+"""First-level data cache of the x86 hosts the cpu rules target (32 KiB on Zen 2-4 and Skylake-X)."""
+
+MAX_REUSE_BLOCK = 8
+"""At most this many broadcasts per register tile: with 16 (16 output channels x one AVX-512 vector)
+gcc no longer keeps the tile in registers, 2.6x slower than 8 x 1 (32 x 8, also 16 accumulators, is fine)."""
+
+
+def reuse_block_limit(st: Stage, u: For, v: For) -> int:
+    """The largest block of the reuse axis ``u``: :data:`MAX_REUSE_BLOCK`, and small enough that its
+    broadcast operands stay in the L1 cache while the reduce loops run: the loads that use ``u`` and
+    not ``v`` (a convolution's weights) read ``prod(reduce extents they use)`` elements per ``u``
+    index, re-read for every tile (a 256-channel 3x3 kernel: 9 KiB per output channel, blocks of 3).
+    The L1 bound is a guard for wide layers, not measured on the bench models (docs/schedules.md)."""
+    per_u = 0
+    for ld in st.loads():
+        if not uses(ld.indices, u.loop_var) or uses(ld.indices, v.loop_var):
+            continue
+        n = 1
+        for lp in st.reduce:
+            if uses(ld.indices, lp.loop_var):
+                n *= const_int(lp.extent) or 16
+        per_u += n * (np.dtype(ld.buffer.dtype).itemsize if ld.buffer.dtype != "bool" else 1)
+    return min(MAX_REUSE_BLOCK, max(1, L1_BYTES // per_u)) if per_u else MAX_REUSE_BLOCK
+
+
+def _best_tile(ev: int, eu: int, lanes: int, budget: int, max_ub: int = 0) -> tuple[int, int, float]:
+    width = _vector_width(ev, lanes)
     vbs = _vector_blocks(ev, lanes)
-    best = (-1.0, 0, 0, 0)
+    best: tuple = (-1.0, -1, 0, 0.0, 0, 0, 0)
     for vb in vbs:
-        nvec = math.ceil(vb / lanes)
+        nvec = math.ceil(vb / width)
         for ub in _divisors(eu):
-            if ub * nvec > budget and not (ub == 1 and nvec > budget):
+            if ub * nvec > budget and not (ub == 1 and nvec > budget) or max_ub and 1 < ub > max_ub:
                 continue
-            score = (ub * vb / lanes) / (ub + nvec)
-            key = (round(score, 9), ub * vb, vb, ub)
-            if key > best:
-                best = key
-    return best[2], best[3], best[0]
+            score = (ub * vb / width) / (ub + nvec)
+            key = (min(ub * nvec, ACCUMULATORS), -nvec, round(score, 9), ub * vb, vb, ub)
+            if key > best[1:]:
+                best = (score, *key)
+    return best[5], best[6], best[0]
 
 
 def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) -> None:
     """Register tile: the vector axis and the reuse axis innermost, below the reduce loops."""
     u = _reuse_axis(st, v)
     ev, eu = const_int(v.extent), (const_int(u.extent) if u is not None else 1)
-    vb, ub = tile_sizes(ev, eu, lanes, budget)  # type: ignore[arg-type]
+    vb, ub = tile_sizes(ev, eu, lanes, budget, reuse_block_limit(st, u, v) if u is not None else 0)  # type: ignore[arg-type]
     vb = knobs.choose(f"{knob}.vector_block", _vector_blocks(ev, lanes), vb)  # type: ignore[arg-type]
     if u is not None:
         ubs = [d for d in _divisors(eu) if d <= budget or d == ub]  # type: ignore[arg-type]

@@ -7,7 +7,7 @@
     func = sch.func
 
 Each method applies the pure function of the same name (:mod:`plait.schedule.loops`,
-:mod:`plait.schedule.reduction`, :mod:`plait.schedule.compute`) to ``sch.func`` and appends a line to
+:mod:`plait.schedule.reduction`, :mod:`plait.schedule.compute`, :mod:`plait.schedule.layout`) to ``sch.func`` and appends a line to
 ``sch.trace``. A failing primitive raises :class:`ScheduleError` and leaves ``sch.func`` unchanged.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from plait.tir.stmt import Allocate, For, PrimFunc
-from plait.schedule import compute, loops, reduction
+from plait.schedule import compute, layout, loops, reduction
 from plait.schedule.analysis import get_loop, loop_names, walk
 from plait.schedule.errors import ScheduleError
 
@@ -100,6 +100,10 @@ class Schedule:
     def pad_input(self, buffer: str) -> str:
         self._apply(compute.pad_input, buffer)
         return f"{buffer}_pad"
+
+    def split_phases(self, buffer: str, stride: int) -> str:
+        self._apply(layout.split_phases, buffer, stride)
+        return f"{buffer}_ph"
 
 
 def _alloc_names(func: PrimFunc) -> set[str]:

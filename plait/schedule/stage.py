@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from plait.tir.expr import BufferLoad, PrimExpr, Select, Var
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, For, PrimFunc, Stmt
-from plait.schedule.analysis import chain, const_int, flat_linear, linear, same_indices, walk
+from plait.schedule.analysis import _linear, chain, const_int, flat_linear, linear, same_indices, walk
 from plait.schedule.isolate import roots_and_allocations
 
 
@@ -79,11 +79,14 @@ def _is_update(s: BufferStore) -> bool:
 
 
 def coefficient(comp: PrimExpr, v: Var) -> int | None:
-    """The coefficient of ``v`` in ``comp`` (0 if absent), or None if ``comp`` is not affine in it."""
+    """The coefficient of ``v`` in ``comp`` (0 if absent), or None if ``comp`` is not affine in it
+    (terms ``x // c`` and ``x % c`` of other variables are constants for ``v``: a deinterleaved
+    input's ``z + rx // 2``)."""
     if not any(n is v for n in pre_order(comp)):
         return 0
-    form = linear(comp)
-    if form is None:
+    atoms: dict = {}
+    form = _linear(comp, atoms)
+    if form is None or any(n is v for a in atoms.values() for n in pre_order(a)):
         return None
     return form[0].get(v, 0)
 

@@ -174,11 +174,134 @@ def transformer_encoder(d_model: int = 64, heads: int = 4, d_ff: int = 256, seq:
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
 
 
+def _conv(g: _Graph, x: str, cin: int, cout: int, k: int, name: str, stride: int = 1, group: int = 1,
+          bias: bool = True) -> str:
+    """A Conv with 'same' padding (k // 2) and, when ``bias``, a seeded bias."""
+    ins = [x, g.weight((cout, cin // group, k, k), prefix=f"{name}_w")]
+    if bias:
+        ins.append(g.init((0.05 * g.rng.standard_normal(cout)).astype(np.float32), f"{name}_b"))
+    p = k // 2
+    return g.node("Conv", ins, name=f"{name}/Conv", kernel_shape=[k, k], strides=[stride, stride],
+                  pads=[p, p, p, p], group=group)
+
+
+def _relu6(g: _Graph, x: str, name: str) -> str:
+    return g.node("Clip", [x, g.init(np.array(0.0, np.float32), "zero"), g.init(np.array(6.0, np.float32), "six")],
+                  name=f"{name}/Clip")
+
+
+def mobilenet_v2(size: int = 96, classes: int = 2, seed: int = 4) -> onnx.ModelProto:
+    """MobileNetV2-style depthwise-separable network at 96x96 (visual wake words shape, width 0.35):
+    a 3x3 stride-2 stem, inverted residual blocks (1x1 expand, 3x3 depthwise, both with Clip(0, 6),
+    1x1 linear projection, residual add when the shape is kept) in stride-2 stages, a 1x1 head,
+    global average pool and a classifier."""
+    g = _Graph(seed)
+    x = _relu6(g, _conv(g, "input", 3, 16, 3, "/stem", stride=2), "/stem")
+    cin = 16
+    # (expansion t, output channels c, repeats n, first stride s), as in the paper's table
+    for i, (t, c, n, s) in enumerate(((1, 8, 1, 1), (6, 16, 2, 2), (6, 24, 2, 2), (6, 32, 2, 2))):
+        for j in range(n):
+            name, hid = f"/block{i}_{j}", cin * t
+            h = x if t == 1 else _relu6(g, _conv(g, x, cin, hid, 1, f"{name}/expand"), f"{name}/expand")
+            h = _relu6(g, _conv(g, h, hid, hid, 3, f"{name}/dw", stride=s if j == 0 else 1, group=hid), f"{name}/dw")
+            h = _conv(g, h, hid, c, 1, f"{name}/project")
+            x = g.node("Add", [x, h], name=f"{name}/Add") if j > 0 else h
+            cin = c
+    x = _relu6(g, _conv(g, x, cin, 128, 1, "/head"), "/head")
+    x = g.node("Flatten", [g.node("GlobalAveragePool", [x], name="/pool/GlobalAveragePool")], name="/Flatten")
+    g.node("Gemm", [x, g.weight((classes, 128), prefix="fc_w"), g.init(np.zeros(classes, np.float32), "fc_b")],
+           name="/fc/Gemm", transB=1)
+    g.nodes[-1].output[0] = "logits"
+    return g.model("mobilenet_v2", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])])
+
+
+def resnet8(size: int = 32, classes: int = 10, seed: int = 5) -> onnx.ModelProto:
+    """ResNet-8 of MLPerf Tiny image classification (CIFAR-10, 32x32): a 3x3 conv to 16 channels, three
+    residual stages of 16, 32, 64 channels (the last two stride 2 with a 1x1 stride-2 shortcut), BatchNorm
+    and ReLU after each conv, 8x8 average pool, a dense classifier and softmax."""
+    g = _Graph(seed)
+    x = g.node("Relu", [g.batch_norm(_conv(g, "input", 3, 16, 3, "/conv0", bias=False), 16)], name="/conv0/Relu")
+    cin = 16
+    for i, c in enumerate((16, 32, 64)):
+        s = 1 if i == 0 else 2
+        name = f"/stage{i}"
+        h = g.node("Relu", [g.batch_norm(_conv(g, x, cin, c, 3, f"{name}/conv1", stride=s, bias=False), c)],
+                   name=f"{name}/conv1/Relu")
+        h = g.batch_norm(_conv(g, h, c, c, 3, f"{name}/conv2", bias=False), c)
+        short = x if s == 1 else _conv(g, x, cin, c, 1, f"{name}/shortcut", stride=s)
+        x = g.node("Relu", [g.node("Add", [short, h], name=f"{name}/Add")], name=f"{name}/Relu")
+        cin = c
+    x = g.node("AveragePool", [x], name="/pool/AveragePool", kernel_shape=[size // 4, size // 4])
+    x = g.node("Flatten", [x], name="/Flatten")
+    x = g.node("Gemm", [x, g.weight((classes, 64), prefix="fc_w"), g.init(np.zeros(classes, np.float32), "fc_b")],
+               name="/fc/Gemm", transB=1)
+    g.node("Softmax", [x], name="/softmax/Softmax", axis=-1)
+    g.nodes[-1].output[0] = "y"
+    return g.model("resnet8", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])])
+
+
+def unet(size: int = 64, classes: int = 2, seed: int = 6) -> onnx.ModelProto:
+    """A small U-Net for segmentation: two down levels (two 3x3 conv + ReLU, 2x2 max pool), a bottleneck,
+    two up levels (ConvTranspose 2x2 stride 2, Concat with the skip, two 3x3 conv + ReLU) and a 1x1 head;
+    deep supervision adds the bottleneck's and the first up level's 1x1 predictions, upsampled with
+    Resize nearest (x4) and linear (x2)."""
+    g = _Graph(seed)
+
+    def double(x: str, cin: int, cout: int, name: str) -> str:
+        x = g.node("Relu", [_conv(g, x, cin, cout, 3, f"{name}/conv1")], name=f"{name}/conv1/Relu")
+        return g.node("Relu", [_conv(g, x, cout, cout, 3, f"{name}/conv2")], name=f"{name}/conv2/Relu")
+
+    def up(x: str, cin: int, cout: int, name: str) -> str:
+        w = g.weight((cin, cout, 2, 2), prefix=f"{name}_w")
+        b = g.init((0.05 * g.rng.standard_normal(cout)).astype(np.float32), f"{name}_b")
+        return g.node("ConvTranspose", [x, w, b], name=f"{name}/ConvTranspose", kernel_shape=[2, 2], strides=[2, 2])
+
+    def resize(x: str, scale: float, mode: str, name: str) -> str:
+        scales = g.init(np.array([1, 1, scale, scale], np.float32), "scales")
+        return g.node("Resize", [x, "", scales], name=f"{name}/Resize", mode=mode)
+
+    e1 = double("input", 3, 16, "/enc1")
+    e2 = double(g.node("MaxPool", [e1], name="/pool1/MaxPool", kernel_shape=[2, 2], strides=[2, 2]), 16, 32, "/enc2")
+    b = double(g.node("MaxPool", [e2], name="/pool2/MaxPool", kernel_shape=[2, 2], strides=[2, 2]), 32, 64, "/bottom")
+    d1 = double(g.node("Concat", [up(b, 64, 32, "/up1"), e2], name="/up1/Concat", axis=1), 64, 32, "/dec1")
+    d2 = double(g.node("Concat", [up(d1, 32, 16, "/up2"), e1], name="/up2/Concat", axis=1), 32, 16, "/dec2")
+    y = _conv(g, d2, 16, classes, 1, "/head")
+    aux_b = resize(_conv(g, b, 64, classes, 1, "/aux_bottom"), 4.0, "nearest", "/aux_bottom")
+    aux_d = resize(_conv(g, d1, 32, classes, 1, "/aux_dec1"), 2.0, "linear", "/aux_dec1")
+    y = g.node("Add", [g.node("Add", [y, aux_b], name="/aux/Add"), aux_d], name="/aux/Add_1")
+    g.nodes[-1].output[0] = "y"
+    return g.model("unet", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes, size, size])])
+
+
+def autoencoder(dims: int = 640, hidden: int = 128, code: int = 8, seed: int = 7) -> onnx.ModelProto:
+    """MLPerf Tiny anomaly detection (ToyADMOS): dense 640 -> 128 x4 -> 8 -> 128 x4 -> 640, each hidden
+    layer followed by BatchNorm and ReLU."""
+    g = _Graph(seed)
+    sizes = [dims] + [hidden] * 4 + [code] + [hidden] * 4 + [dims]
+    x = "x"
+    for i, (k, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        w = g.weight((n, k), prefix=f"fc{i}_w")
+        x = g.node("Gemm", [x, w, g.init((0.05 * g.rng.standard_normal(n)).astype(np.float32), f"fc{i}_b")],
+                   name=f"/fc{i}/Gemm", transB=1)
+        if i < len(sizes) - 2:
+            x = g.node("Relu", [g.batch_norm(x, n)], name=f"/fc{i}/Relu")
+    g.nodes[-1].output[0] = "y"
+    return g.model("autoencoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, dims])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, dims])])
+
+
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "mlp": mlp,
     "ds_cnn": ds_cnn,
     "resnet_block": resnet_block,
     "transformer_encoder": transformer_encoder,
+    "mobilenet_v2": mobilenet_v2,
+    "resnet8": resnet8,
+    "unet": unet,
+    "autoencoder": autoencoder,
 }
 
 

@@ -309,14 +309,17 @@ def test_the_im2col_workspace_is_in_the_memory_plan_and_the_artifact_reloads(tmp
 
 
 def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_dir):
-    # measured (bench/blas_speed.py --calls): DS-CNN's first and pointwise convolutions run 2-3x
-    # faster on OpenBLAS than plait's C; a matrix-vector product (the MLP) is a tie, kept on c
+    # measured (bench/run.py, docs/performance.md): DS-CNN's first convolution (one input channel, a
+    # 10x4 kernel, stride 2) runs 1.4x faster on OpenBLAS than plait's C; its pointwise convolutions,
+    # vectorized over fused rows of 125 pixels, are within 10-20% of OpenBLAS and stay on c (the host
+    # estimate of those is low: docs/performance.md); a matrix-vector product (the MLP) is a tie, kept on c
     import plait
     from plait.frontend.onnx import from_onnx
     from plait.testing.onnx_models import ds_cnn, mlp
 
     art = plait.build(from_onnx(ds_cnn()), "host: c; blas: blas", config={"cc.cache_dir": str(cache_dir)})
-    assert _on_blas(art) == ["nn.conv2d"] * 5
+    first = next(p for p in art.placement.placed if p.call.op_name == "nn.conv2d")
+    assert first.piece == "blas" and _on_blas(art) == ["nn.conv2d"]
     assert all(p.estimate.source == "hook" for p in art.placement.placed if p.piece == "blas")
     art = plait.build(from_onnx(mlp()), "host: c; blas: blas", config={"cc.cache_dir": str(cache_dir)})
     assert _on_blas(art) == []

@@ -193,7 +193,9 @@ def test_bench_measures_an_onnx_file(mlp_path, tmp_path):
 
 
 def test_bench_refuses_a_missing_or_bad_file(tmp_path):
-    bundled = "(bundled models: mlp, ds_cnn, resnet_block, transformer_encoder)"
+    from plait.testing.onnx_models import MODELS
+
+    bundled = f"(bundled models: {', '.join(MODELS)})"
     missing = tmp_path / "nope.onnx"
     r = bench(str(missing))
     assert r.returncode == 2 and r.stdout == ""
@@ -206,5 +208,5 @@ def test_bench_refuses_a_missing_or_bad_file(tmp_path):
     assert last.startswith(f"run.py: error: '{bad}' is not a valid ONNX model: ") and last.endswith(bundled)
     r = bench("--models", "foo")
     assert r.returncode == 2
-    assert r.stderr.endswith("run.py: error: unknown model 'foo' (models: mlp, ds_cnn, resnet_block, "
-                             "transformer_encoder; or give an ONNX file as an argument)\n")
+    assert r.stderr.endswith(f"run.py: error: unknown model 'foo' (models: {', '.join(MODELS)}; "
+                             "or give an ONNX file as an argument)\n")

@@ -88,11 +88,27 @@ def test_a_kind_can_name_its_own_rule_set():
 
 
 def test_tile_sizes():
+    # enough accumulators to hide the FMA latency (8), then one vector per tile row, then work per load
     assert tile_sizes(56, 64, 8, 8) == (8, 8)  # ResNet conv: 8 output channels x one vector of 8 columns
-    assert tile_sizes(256, 128, 8, 8) == (32, 2)  # ties (16, 4): 8 accumulators, 6 loads; the longer row wins
+    assert tile_sizes(256, 128, 8, 8) == (8, 8)
     assert tile_sizes(5, 64, 8, 8) == (5, 8)  # a short row: one (partial) vector, 8 channels
     assert tile_sizes(56, 1, 8, 8) == (56, 1)  # no reuse axis: the whole row
-    assert tile_sizes(64, 64, 16, 16) == (64, 4)  # AVX-512: 16 accumulators, 4 broadcasts + 4 vector loads
+    assert tile_sizes(24, 1, 16, 16) == (24, 1)  # a depthwise row of 1.5 AVX-512 vectors
+    assert tile_sizes(64, 64, 16, 16) == (16, 16)  # AVX-512: 16 accumulators of one vector
+    assert tile_sizes(64, 64, 16, 16, max_ub=8) == (16, 8)  # ... at most 8 broadcasts (reuse_block_limit)
+    assert tile_sizes(24, 16, 16, 16, max_ub=8) == (24, 8)  # rows of 1.5 vectors: 2 vectors x 8 channels
+    assert tile_sizes(56, 64, 16, 16, max_ub=8) == (8, 8)  # rows of 3.5 vectors: 8-wide vectors instead
+
+
+def test_reuse_block_limit_keeps_the_weights_of_a_tile_in_l1():
+    from plait.schedule.rules import MAX_REUSE_BLOCK, _reuse_axis, _stage, _vector_axis, reuse_block_limit
+
+    for cin, want in ((8, MAX_REUSE_BLOCK), (256, 3)):  # 256 * 9 * 4 bytes per output channel: 3 fit in 32 KiB
+        f = lower("nn.conv2d", [(1, cin, 8, 16), (16, cin, 3, 3)])
+        root = next(n.loop_var.name for n in tir.functor.pre_order(f.body) if isinstance(n, tir.For))
+        st = _stage(f, root)
+        v = _vector_axis(st, 16)
+        assert reuse_block_limit(st, _reuse_axis(st, v), v) == want
 
 
 # ---- loop structure on the host ------------------------------------------------------------------
@@ -105,15 +121,32 @@ def test_host_conv_is_padded_tiled_and_vectorized():
     assert trace == ["T_nn_conv2d_n: cpu"]
     k = loop_kinds(g)
     c = "T_nn_conv2d_"
-    assert [n for n in k if k[n][0] == "vectorized"] == ["in0_pad_3", "in0_copy_3", c + "z_init", c + "z", c + "z_epi"]
-    # the register tile: 4 output channels x 16 columns (2 vectors), below the reduce loops
-    assert list(k)[-8:] == [c + x for x in ("z_init", "rc", "ry", "rx", "oc_1", "z", "oc_1_epi", "z_epi")]
-    assert k[c + "oc_1"] == ("serial", 4) and k[c + "z"] == ("vectorized", 16)
+    assert [n for n in k if k[n][0] == "vectorized"] == ["in0_pad_3", "in0_copy_3", c + "z_1_init", c + "z_1",
+                                                          c + "z_1_epi"]
+    # the register tile: 8 output channels x 8 columns (one vector), below the reduce loops
+    assert list(k)[-8:] == [c + x for x in ("z_1_init", "rc", "ry", "rx", "oc_1", "z_1", "oc_1_epi", "z_1_epi")]
+    assert k[c + "oc_1"] == ("serial", 8) and k[c + "z_1"] == ("vectorized", 8) and k[c + "z_0"] == ("serial", 2)
     assert allocs(g)["in0_pad"] == ((1, 16, 12, 18), "global.workspace")
-    assert allocs(g)[c[:-1] + "_local"] == ((4, 16, 1, 1, 1, 1), "local")  # accumulated in registers
+    assert allocs(g)[c[:-1] + "_local"] == ((8, 8, 1, 1, 1, 1), "local")  # accumulated in registers
     text = tir.print_prim_func(tir.simplify(g))
     assert "select" not in text.split("in0_copy_3")[-1]  # padding moved out of the inner loops
     close(f, g)
+
+
+@pytest.mark.parametrize("target,lanes", [(HOST, 8), ("x86-64-avx512", 16)])
+def test_pointwise_conv_rows_shorter_than_half_a_vector_are_fused(target, lanes):
+    # DS-CNN / MobileNet pointwise convs over 25x5 and 6x6 pixels: rows of 5 and 6 are below half of
+    # 16 lanes, yet fusing them with the row loop gives 125- and 36-long contiguous rows to vectorize
+    for shape in ((1, 16, 25, 5), (1, 16, 6, 6)):
+        f = lower("nn.conv2d", [shape, (8, 16, 1, 1)])
+        g = default_schedule(f, target)
+        vec = [n for n, (kind, _) in loop_kinds(g).items() if kind == "vectorized"]
+        assert vec and all("_y_" in n and "_z" in n for n in vec), (shape, vec)
+        close(f, g)
+    if lanes == 16:  # rows of 24 (1.5 AVX-512 vectors) fuse into rows of whole vectors (576) even where
+        # the tile score prefers 2 vectors x 8 channels: LLVM runs partial-vector tiles 10x slower
+        g = default_schedule(lower("nn.conv2d", [(1, 16, 24, 24), (96, 16, 1, 1)]), target)
+        assert any(n.endswith("_fused_1") and k == ("vectorized", lanes) for n, k in loop_kinds(g).items())
 
 
 def test_host_dense_uses_lane_partial_sums():
@@ -143,6 +176,11 @@ CASES = [
     ("nn.conv2d", [(1, 8, 6, 9), (8, 1, 3, 3)], dict(padding=(1, 1, 1, 1), groups=8)),
     ("nn.conv2d", [(1, 4, 5, 12), (6, 4, 1, 1)], {}),
     ("nn.conv2d", [(1, 2, 13, 13), (3, 2, 3, 3)], dict(padding=(2, 2, 2, 2), dilation=(2, 2))),
+    ("nn.conv2d", [(1, 6, 5, 5), (4, 6, 1, 1)], {}),
+    ("nn.conv2d", [(1, 4, 8, 10), (6, 4, 1, 1)], dict(strides=(2, 2))),
+    ("nn.conv2d", [(1, 3, 11, 12), (4, 3, 3, 3)], dict(strides=(3, 3), padding=(1, 1, 1, 1))),
+    ("nn.conv2d_transpose", [(1, 6, 4, 8), (6, 4, 2, 2)], dict(strides=(2, 2))),
+    ("nn.conv2d_transpose", [(1, 3, 5, 4), (3, 2, 3, 3)], dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ("nn.dense", [(3, 32), (12, 32)], {}),
     ("nn.dense", [(1, 20), (6, 20)], {}),
     ("nn.matmul", [(5, 7), (7, 16)], {}),

@@ -117,6 +117,7 @@ add("nn.conv2d", [data((1, 4, 6, 7)), data((6, 2, 3, 2))], strides=(2, 1), paddi
 add("nn.conv2d", [data((1, 3, 5, 5), "float16"), data((2, 3, 3, 3), "float16")], padding=(1, 1, 1, 1))
 add("nn.conv2d_transpose", [data((1, 4, 3, 3)), data((4, 1, 2, 3))], strides=(2, 3), padding=(0, 1, 1, 0),
     groups=2, output_padding=(1, 2))
+add("nn.conv2d_transpose", [data((1, 4, 3, 5)), data((4, 3, 2, 2))], strides=(2, 2))
 add("nn.matmul", [data((2, 1, 3, 4)), data((3, 4, 2))])
 add("nn.matmul", [data((4,)), data((4, 3))])
 add("nn.matmul", [data((3, 4), "int32", -9, 9), data((4,), "int32", -9, 9)])

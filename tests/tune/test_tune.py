@@ -26,6 +26,7 @@ from plait.tune import candidates, default_config, make_jobs, tune
 from plait.tune.jobs import scheduled
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+TARGET = "c -clock-mhz=2445 -simd-bits=256"  # host facts pinned: the same knob spaces on AVX2 and AVX-512 machines
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def mod(model):
 @pytest.fixture(scope="module")
 def analytic(mod):
     """The model tuned on one piece with the analytic measurement, inline."""
-    return tune(mod, "c", trials=6, seed=3, measure="analytic")
+    return tune(mod, TARGET, trials=6, seed=3, measure="analytic")
 
 
 def _ort(model, feeds):
@@ -53,37 +54,39 @@ def _ort(model, feeds):
 
 
 def _conv_job(mod):
-    """The pointwise convolution's job (its default schedule is scalar: rows of 5 are too short for 16 lanes)."""
-    jobs = make_jobs(mod, "c", trials=64, measure="analytic")
+    """The pointwise convolution's job (rows of 5 pixels: the rules fuse them with the row loop)."""
+    jobs = make_jobs(mod, TARGET, trials=64, measure="analytic")
     return next(j for j in jobs if j.name == "nn_conv2d 1x8x25x5" and "fuse_rows" in str(candidates(
         j.func, j.target, 64, 0, j.workload)))
 
 
 def test_rules_declare_knobs_whose_defaults_are_the_untuned_schedule(mod):
     job = _conv_job(mod)
-    untuned, space = schedule_with(job.func, "c", None)
-    assert list(space) == ["T_nn_conv2d_n.lanes"]
-    assert space["T_nn_conv2d_n.lanes"].choices == (2, 4, 8, 16) and space["T_nn_conv2d_n.lanes"].default == 16
+    untuned, space = schedule_with(job.func, TARGET, None)
+    assert list(space) == ["T_nn_conv2d_n.lanes", "T_nn_conv2d_n.fuse_rows", "T_nn_conv2d_n.vector_block",
+                           "T_nn_conv2d_n.reuse_block"]
+    assert space["T_nn_conv2d_n.lanes"].choices == (2, 4, 8) and space["T_nn_conv2d_n.lanes"].default == 8
+    assert space["T_nn_conv2d_n.fuse_rows"].default is True and space["T_nn_conv2d_n.vector_block"].choices == (25,)
     from plait.schedule import default_schedule
 
-    assert print_prim_func(untuned) == print_prim_func(default_schedule(job.func, "c"))  # no config: the rules' own
-    # a narrower vector width makes the rows of 5 vectorizable: the register tile's knobs appear
-    narrow, space4 = schedule_with(job.func, "c", {"T_nn_conv2d_n.lanes": 4})
-    assert list(space4) == ["T_nn_conv2d_n.lanes", "T_nn_conv2d_n.fuse_rows", "T_nn_conv2d_n.vector_block",
-                            "T_nn_conv2d_n.reuse_block"]
-    assert "vectorized(" in print_prim_func(narrow) and "vectorized" not in print_prim_func(untuned)
+    assert print_prim_func(untuned) == print_prim_func(default_schedule(job.func, TARGET))  # no config: the rules' own
+    # rows left unfused: the register tile runs along the row of 5, and its own knobs follow that choice
+    unfused, space2 = schedule_with(job.func, TARGET, {"T_nn_conv2d_n.fuse_rows": False})
+    assert space2["T_nn_conv2d_n.vector_block"].choices == (5,)
+    assert print_prim_func(unfused) != print_prim_func(untuned) and "vectorized(" in print_prim_func(unfused)
 
 
 def test_candidates_are_the_knob_tree_grid_or_a_seeded_sample_default_first(mod):
     job = _conv_job(mod)
-    grid = candidates(job.func, "c", 1000, 0, job.workload)
-    assert grid[0] == default_config(job.func, "c") == {"T_nn_conv2d_n.lanes": 16}
+    grid = candidates(job.func, TARGET, 1000, 0, job.workload)
+    assert grid[0] == default_config(job.func, TARGET) == {"T_nn_conv2d_n.lanes": 8, "T_nn_conv2d_n.fuse_rows": True,
+                                                        "T_nn_conv2d_n.vector_block": 25, "T_nn_conv2d_n.reuse_block": 2}
     assert len(grid) == len({json.dumps(c, sort_keys=True) for c in grid}) > 8
     for c in grid:  # complete: exactly the knobs declared under it
-        assert set(schedule_with(job.func, "c", c)[1]) == set(c)
-    sample = candidates(job.func, "c", 5, 7, job.workload)
+        assert set(schedule_with(job.func, TARGET, c)[1]) == set(c)
+    sample = candidates(job.func, TARGET, 5, 7, job.workload)
     assert len(sample) == 5 and sample[0] == grid[0] and all(c in grid for c in sample)
-    assert candidates(job.func, "c", 5, 7, job.workload) == sample  # the seed fixes the draw
+    assert candidates(job.func, TARGET, 5, 7, job.workload) == sample  # the seed fixes the draw
 
 
 def test_tuning_records_round_trip_in_the_cost_database_format(analytic, tmp_path):
@@ -95,7 +98,7 @@ def test_tuning_records_round_trip_in_the_cost_database_format(analytic, tmp_pat
     assert data["entries"] == [] and len(data["tuning"]) == 5
     rec = data["tuning"][0]
     assert set(rec) == {"workload", "target", "config", "seconds", "source", "name", "candidates", "default_seconds"}
-    assert rec["source"] == "analytic estimate" and rec["target"] == "c" and len(rec["workload"]) == 16
+    assert rec["source"] == "analytic estimate" and rec["target"] == TARGET and len(rec["workload"]) == 16
     assert CostDatabase.load(path).to_dict() == data
     for r in db.tuning():  # the best is never worse than the default (which is always a candidate)
         assert r.seconds <= r.info["default_seconds"]
@@ -106,15 +109,15 @@ def test_a_tuning_file_changes_the_code_as_its_config_says_and_outputs_match_ort
     config = {"T_nn_conv2d_n.lanes": 4, "T_nn_conv2d_n.fuse_rows": False, "T_nn_conv2d_n.vector_block": 5,
               "T_nn_conv2d_n.reuse_block": 4}
     db = CostDatabase()
-    db.add_tuning(job.workload, "c", config, 1e-6, source="measured wall")
-    art = plait.build(mod, "c", cost_model=CostModel(database=db))
+    db.add_tuning(job.workload, TARGET, config, 1e-6, source="measured wall")
+    art = plait.build(mod, TARGET, cost_model=CostModel(database=db))
     funcs = [f for f in art.ir.values() if isinstance(f, PrimFunc)]
     got = next(f for f in funcs if f.attrs.get("workload") == job.workload)
     want = scheduled(job, config)
     assert print_prim_func(got, got.name) == print_prim_func(replace(want, attrs=got.attrs), got.name)
-    untuned = plait.build(mod, "c")
+    untuned = plait.build(mod, TARGET)
     plain = next(f for f in untuned.ir.values() if isinstance(f, PrimFunc) and f.name == got.name)
-    assert "vectorized" not in print_prim_func(plain) and "workload" not in plain.attrs
+    assert print_prim_func(plain) != print_prim_func(got) and "workload" not in plain.attrs
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 1, 49, 10)).astype(np.float32)
     (want_y,) = _ort(model, {"input": x})
@@ -125,9 +128,9 @@ def test_a_tuning_file_changes_the_code_as_its_config_says_and_outputs_match_ort
 def test_placement_prices_tuned_functions_by_their_records(mod):
     from plait.placement.explain import explain
 
-    db, info = tune(mod, "host: c; blas: blas", trials=2, measure="analytic", jobs=2)
-    assert {j.target for j in info.jobs} == {"c"}  # blas runs its calls through its own library: nothing to tune
-    rep = explain(mod, "host: c; blas: blas", cost_model=CostModel(database=db))
+    db, info = tune(mod, f"host: {TARGET}; blas: blas", trials=2, measure="analytic", jobs=2)
+    assert {j.target for j in info.jobs} == {TARGET}  # blas runs its calls through its own library: nothing to tune
+    rep = explain(mod, f"host: {TARGET}; blas: blas", cost_model=CostModel(database=db))
     host = [c.costs["host"] for c in rep.calls if c.op == "nn.conv2d"]
     assert host and all(e["source"] == "measured" and "tuning record (analytic estimate) of workload " in e["detail"]
                         for e in host)
@@ -138,16 +141,17 @@ def test_the_lowering_cache_keys_by_the_tuning_config(mod):
 
     fn = _conv_relay_function(mod)
     with recording() as seen:
-        lower_cached(fn, "f", "c")
+        lower_cached(fn, "f", TARGET)
     ((workload, target),) = seen
     cache = LoweringCache()
     with cache.active():
-        plain = lower_cached(fn, "f", "c")
-        with applying({(workload, target): {"T_nn_conv2d_n.lanes": 4}}):
-            tuned = lower_cached(fn, "f", "c")
-            again = lower_cached(fn, "f", "c")
+        plain = lower_cached(fn, "f", TARGET)
+        with applying({(workload, target): {"T_nn_conv2d_n.fuse_rows": False}}):
+            tuned = lower_cached(fn, "f", TARGET)
+            again = lower_cached(fn, "f", TARGET)
     assert cache.stats.lowered == 2 and cache.stats.hits == 1 and again is tuned
-    assert "vectorized" in print_prim_func(tuned) and "vectorized" not in print_prim_func(plain)
+    assert print_prim_func(tuned) != print_prim_func(plain)
+    assert "vectorized(0, 5)" in print_prim_func(tuned) and "vectorized(0, 25)" in print_prim_func(plain)
 
 
 def _conv_relay_function(mod):
@@ -164,22 +168,23 @@ def _conv_relay_function(mod):
 def test_a_stale_record_is_a_clear_error(mod):
     job = _conv_job(mod)
     db = CostDatabase()
-    db.add_tuning(job.workload, "c", {"T_nn_conv2d_n.tile": 8}, 1e-6)
+    db.add_tuning(job.workload, TARGET, {"T_nn_conv2d_n.tile": 8}, 1e-6)
     with pytest.raises(TuningError) as e:
-        plait.build(mod, "c", cost_model=CostModel(database=db))
-    assert str(e.value) == (f"the tuning record of workload {job.workload} ('{job.func.name}') on target 'c' does not "
-                            "fit: knob 'T_nn_conv2d_n.tile' is not a knob of this function (it has "
-                            "T_nn_conv2d_n.lanes); the tuning file is stale (re-run plait tune)")
-    db.add_tuning(job.workload, "c", {"T_nn_conv2d_n.lanes": 3}, 1e-6)
-    with pytest.raises(TuningError, match=r"knob 'T_nn_conv2d_n.lanes': 3 is not one of \[2, 4, 8, 16\]; the tuning"):
-        plait.build(mod, "c", cost_model=CostModel(database=db))
+        plait.build(mod, TARGET, cost_model=CostModel(database=db))
+    assert str(e.value) == (f"the tuning record of workload {job.workload} ('{job.func.name}') on target '{TARGET}' does "
+                            "not fit: knob 'T_nn_conv2d_n.tile' is not a knob of this function (it has "
+                            "T_nn_conv2d_n.lanes, T_nn_conv2d_n.fuse_rows, T_nn_conv2d_n.vector_block, "
+                            "T_nn_conv2d_n.reuse_block); the tuning file is stale (re-run plait tune)")
+    db.add_tuning(job.workload, TARGET, {"T_nn_conv2d_n.lanes": 3}, 1e-6)
+    with pytest.raises(TuningError, match=r"knob 'T_nn_conv2d_n.lanes': 3 is not one of \[2, 4, 8\]; the tuning"):
+        plait.build(mod, TARGET, cost_model=CostModel(database=db))
 
 
 def test_a_garbled_tuning_file_is_a_clear_error(tmp_path, capsys, model):
     onnx.save(model, str(tmp_path / "m.onnx"))
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"entries": [], "tuning": [{"workload": "ab", "target": "c", "config": [1]}]}))
-    assert main(["compile", str(tmp_path / "m.onnx"), "--target", "c", "--tuning", str(bad), "-o",
+    bad.write_text(json.dumps({"entries": [], "tuning": [{"workload": "ab", "target": TARGET, "config": [1]}]}))
+    assert main(["compile", str(tmp_path / "m.onnx"), "--target", TARGET, "--tuning", str(bad), "-o",
                  str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err == (f"plait: error: {bad}: tuning record 0 needs 'workload' and 'target' strings, a "
                                        "'config' object of knob values and 'seconds' >= 0\n")
@@ -189,7 +194,7 @@ def test_a_garbled_tuning_file_is_a_clear_error(tmp_path, capsys, model):
 
 def test_local_pool_and_inline_choose_the_same(mod, analytic):
     db, info = analytic
-    db2, info2 = tune(mod, "c", trials=6, seed=3, measure="analytic", jobs=2)
+    db2, info2 = tune(mod, TARGET, trials=6, seed=3, measure="analytic", jobs=2)
     assert [info2.results[k].configs for k in sorted(info2.results)] == \
         [info.results[k].configs for k in sorted(info.results)]
     assert db2.to_dict() == db.to_dict()
@@ -201,9 +206,9 @@ def test_ray_and_the_local_pool_choose_the_same(mod, analytic):
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     ray.init(num_cpus=2, runtime_env={"env_vars": env}, include_dashboard=False, log_to_driver=False)
     try:
-        db2, info2 = tune(mod, "c", trials=6, seed=3, measure="analytic", ray="auto")
+        db2, info2 = tune(mod, TARGET, trials=6, seed=3, measure="analytic", ray="auto")
         # wall time: each Ray worker compiles and times its chunks itself
-        walled, winfo = tune(from_onnx(ds_cnn(channels=4, blocks=1)), "c", trials=2, measure="wall", repeat=2,
+        walled, winfo = tune(from_onnx(ds_cnn(channels=4, blocks=1)), TARGET, trials=2, measure="wall", repeat=2,
                              ray="auto")
     finally:
         ray.shutdown()
@@ -219,14 +224,14 @@ def test_ctrl_c_keeps_the_records_measured_so_far(mod):
         if len(info.results) == 2:
             raise KeyboardInterrupt
 
-    db, info = tune(mod, "c", trials=2, measure="analytic", on_result=stop)
+    db, info = tune(mod, TARGET, trials=2, measure="analytic", on_result=stop)
     assert info.interrupted and len(info.results) == 2 and len(db.tuning()) == 2
     assert [r.workload for r in db.tuning()] == [info.jobs[k].workload for k in sorted(info.results)]
 
 
 def test_wall_measurement_times_compiled_candidates(tmp_path):
     small = from_onnx(ds_cnn(channels=4, blocks=1))
-    db, info = tune(small, "c", trials=2, measure="wall", repeat=2, cache_dir=str(tmp_path / "cc"))
+    db, info = tune(small, TARGET, trials=2, measure="wall", repeat=2, cache_dir=str(tmp_path / "cc"))
     assert len(db.tuning()) == len(info.jobs)
     for r in db.tuning():
         assert r.info["source"] == "measured wall" and r.seconds > 0 and r.info["candidates"] <= 2
@@ -237,11 +242,11 @@ def test_cli_tune_writes_records_and_ctrl_c_writes_those_so_far(tmp_path, capsys
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     out = tmp_path / "t.json"
-    assert main(["tune", path, "--target", "c", "-o", str(out), "--measure", "analytic", "--trials", "3"]) == 0
+    assert main(["tune", path, "--target", TARGET, "-o", str(out), "--measure", "analytic", "--trials", "3"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("tuning 5 functions\n") and text.endswith(f"wrote 5 tuning records to {out}\n")
     assert len(CostDatabase.load(out).tuning()) == 5
-    assert main(["run", path, "--target", "c", "--tuning", str(out), "--fill", "ones", "-q"]) == 0
+    assert main(["run", path, "--target", TARGET, "--tuning", str(out), "--fill", "ones", "-q"]) == 0
     from plait.cli import tune as cli_tune
 
     real = cli_tune._Bar.result
@@ -252,7 +257,7 @@ def test_cli_tune_writes_records_and_ctrl_c_writes_those_so_far(tmp_path, capsys
 
     monkeypatch.setattr(cli_tune._Bar, "result", interrupt)
     capsys.readouterr()
-    assert main(["tune", path, "--target", "c", "-o", str(out), "--measure", "analytic", "--trials", "3"]) == 130
+    assert main(["tune", path, "--target", TARGET, "-o", str(out), "--measure", "analytic", "--trials", "3"]) == 130
     assert capsys.readouterr().out.endswith(f"interrupted: wrote the 1 records measured so far (of 5 functions) "
                                             f"to {out}\n")
     assert len(CostDatabase.load(out).tuning()) == 1
@@ -262,7 +267,7 @@ def test_cli_tune_flags_are_checked(tmp_path, capsys, model):
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     with pytest.raises(SystemExit) as e:
-        main(["tune", path, "--target", "c", "-o", str(tmp_path / "t.json"), "--jobs", "0"])
+        main(["tune", path, "--target", TARGET, "-o", str(tmp_path / "t.json"), "--jobs", "0"])
     assert e.value.code == 2 and "argument --jobs: expected a positive integer, got 0" in capsys.readouterr().err
     assert main(["run", path, "--tuning", "t.json"]) == 2
     assert capsys.readouterr().err == "plait: error: --tuning needs --target: only a compiled run builds code\n"
