@@ -23,7 +23,8 @@ extra buffer parameter, the function's **workspace arena**, appended after every
   dtype of the lifted buffers, in order of first allocation (almost always exactly one). Every
   arena parameter of a function covers the whole arena (``workspace_bytes / itemsize``
   elements) and the caller passes the **same** memory to each; buffers of different dtypes never
-  share bytes (so each byte is only ever accessed through one ``restrict`` pointer).
+  share bytes. The C code generator declares such arena parameters without ``restrict`` (gcc's
+  ``-Wrestrict`` refuses one address passed to two ``restrict`` parameters).
   ``attrs["workspace_param"]`` is the first of them; they are the last buffer parameters.
 - An allocation with a symbolic size (a stage over a symbolic batch) becomes a buffer parameter of
   its own, of the same (symbolic) shape, after the arena parameters; ``attrs["dynamic_workspaces"]``

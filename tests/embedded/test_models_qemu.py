@@ -18,7 +18,7 @@ import pytest
 
 import plait
 from plait.executor import GraphModule
-from plait.executor.qemu import QemuError, QemuModule
+from plait.executor.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.testing.onnx_models import MODELS
 
@@ -32,9 +32,6 @@ TRANSCENDENTAL = {"mlp", "transformer_encoder"}  # softmax / erf / tanh: libm di
 CASES = [(m, t) for m in MODELS for t in (M0, M7F, M55)  # M55: weights or activations beyond its 512 KiB
          if not (t == M55 and m in ("mlp", "resnet_block", "mobilenet_v2", "unet", "autoencoder"))]
 LONG = {("resnet_block", M0)}
-# the firmware build (-Werror) refuses a call that passes one workspace pool address to two restrict-qualified
-# arena parameters (a function with workspaces of two dtypes: U-Net's Resize); the host build accepts it
-RESTRICT_ALIAS = {("unet", M0), ("unet", M7F)}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +40,7 @@ def cache(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, target", [
-    pytest.param(m, t, id=f"{m}-{t.split()[1][6:]}", marks=[pytest.mark.long] if (m, t) in LONG else [
-        pytest.mark.xfail(strict=True, raises=QemuError, reason="restrict-qualified arena parameters alias")]
-        if (m, t) in RESTRICT_ALIAS else [])
+    pytest.param(m, t, id=f"{m}-{t.split()[1][6:]}", marks=[pytest.mark.long] if (m, t) in LONG else [])
     for m, t in CASES])
 def test_bundled_model_on_an_emulated_core_matches_ort_and_host_simulation(name, target, cache):
     model = MODELS[name]()

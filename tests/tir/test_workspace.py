@@ -122,6 +122,8 @@ def test_lifted_functions_compile_to_c(tmp_path):
     src = codegen_c(funcs).source
     assert "static " not in src.replace("static inline ", "")  # no static scratch arrays left: reentrant
     assert "float* restrict workspace)" in src
+    # the mixed function's two arenas are the same bytes: not restrict (gcc -Werror=restrict refuses the call)
+    assert "int32_t* workspace_int32, float* workspace_float32)" in src
     lib = build_c(funcs, cache_dir=str(tmp_path))
     rng = np.random.default_rng(2)
     a = rng.random((4, 8)).astype(np.float32)

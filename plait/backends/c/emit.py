@@ -35,6 +35,7 @@ from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index
 from plait.tir.int_bounds import fits
 from plait.backends.c.names import NameTable, comment_text
 from plait.errors import PlaitError
+from plait.memory.workspace import workspace_params
 from plait.tir.dtype import bits, is_float, is_int, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
@@ -382,11 +383,14 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
     def function(self) -> tuple[str, tuple[str, ...]]:
         """The C definition and the runtime signature (``"ptr"`` or a scalar dtype per param)."""
         params, sig, unused = [], [], []
+        arenas = workspace_params(self.func)
+        shared = set(arenas) if len(arenas) > 1 else set()  # one arena per dtype, all over the same bytes
         for p in self.func.params:
             if isinstance(p, Buffer):
                 name = self.bind_buf(p)
                 const = "" if p in self.written else "const "
-                params.append(f"{const}{storage_type(p.dtype)}* restrict {name}")
+                restrict = "" if p in shared else " restrict"
+                params.append(f"{const}{storage_type(p.dtype)}*{restrict} {name}")
                 sig.append("ptr")
                 used = p in self.used_bufs
             else:
