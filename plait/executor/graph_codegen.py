@@ -90,7 +90,8 @@ class _Builder:
             raise GraphCodegenError(f"graph executor: {what} has type {t}; expected a tensor")
         if not t.is_static:
             raise GraphCodegenError(f"graph executor: {what} has a symbolic shape {t}; "
-                                    "the graph executor needs static shapes")
+                                    "the graph executor needs static shapes (build with executor='vm', "
+                                    "plait --executor vm)")
         self.entries.append({"shape": list(t.shape), "dtype": t.dtype})
         return len(self.entries) - 1
 

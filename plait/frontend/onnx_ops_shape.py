@@ -403,7 +403,13 @@ def compress(cx: NodeContext) -> object:
 
 
 def non_zero(cx: NodeContext) -> object:
-    x = cx.const(0, "X (the output's shape depends on its values)")
+    """Folded when X is a constant; else the ``nonzero`` operator (its output's length is known at run time
+    only: the VM executor runs it)."""
+    if not cx.is_const(0):
+        if cx.ndim(0) == 0:
+            raise Unsupported("NonZero of a scalar (rank 0) is not supported")
+        return cx.call("nonzero", cx.expr(0))
+    x = cx.const(0, "X")
     cx.check_bytes(x.size * x.ndim * 8, "NonZero output")
     return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
 
@@ -433,5 +439,5 @@ CONVERTERS: list[Converter] = [
     *converters(["DepthToSpace"], depth_to_space, attrs=("blocksize", "mode"), ops=("transpose", "reshape")),
     *converters(["SpaceToDepth"], space_to_depth, attrs=("blocksize",), ops=("transpose", "reshape")),
     *converters(["Compress"], compress, attrs=("axis",), ops=("take", "reshape")),
-    *converters(["NonZero"], non_zero, ops=()),
+    *converters(["NonZero"], non_zero, ops=("nonzero",)),
 ]

@@ -8,6 +8,8 @@ An :class:`Op` declares everything later stages need to know about an operator:
 - ``pattern``: the fusion kind (:class:`OpPattern`);
 - ``cost``: FLOPs and bytes moved as a function of the argument and result types;
 - ``compute``: the TE compute ``(inputs, attrs, out_type) -> te.Tensor | list`` (None: no default lowering);
+- ``prim_func``: instead of a compute, for what TE cannot express (a data-dependent output shape): the
+  TIR of one call, ``(arg_types, attrs, name) -> PrimFunc`` (see :mod:`plait.op.data_dependent`);
 - ``onnx``: the declared ONNX mappings (:class:`plait.ir.onnx_map.OnnxMap`), read by import and export;
 - ``check_constant_args``: an optional check of constant arguments run before folding a call.
 
@@ -130,6 +132,7 @@ class Op:
     compute: Callable[[list, Attrs, Type], Any] | None = None
     onnx: tuple[OnnxMap, ...] = ()
     check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None
+    prim_func: Callable[[tuple[Type, ...], Attrs, str], Any] | None = None
     view: bool = False
     """The output is the input's bytes under another shape (reshape, flatten...): executors alias
     it instead of computing it (a call of only such operators is not lowered to a PrimFunc)."""

@@ -126,6 +126,9 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     target, of = resolve_target(target, "lower_function")
     piece = piece or of
     where = _where(target, piece)
+    body = fn.body
+    if isinstance(body, Call) and isinstance(body.op, Op) and body.op.prim_func is not None:
+        return _own_prim_func(fn, body, name, target, where)
     inputs = []
     values: dict[Expr, Any] = {}
     for k, p in enumerate(fn.params):
@@ -168,6 +171,21 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     want = FuncType(tuple(p.checked_type for p in fn.params), fn.body.checked_type)
     if not _type_fits(func.relay_type, want):  # pragma: no cover - create_prim_func keeps the placeholders' shapes
         raise LowerError(f"lowering '{name}' for {where}: the PrimFunc's type {func.relay_type} is not {want}")
+    return func
+
+
+def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:
+    """The PrimFunc an operator writes itself (:attr:`Op.prim_func`: a data-dependent output shape), for a
+    Primitive function that is exactly one call of it (the operator is opaque: FuseOps groups it alone)."""
+    if list(call.args) != list(fn.params):
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: operator '{call.op.name}' writes its "
+                         "own TIR and must be the only call of its function, on the function's parameters")
+    try:
+        func = call.op.prim_func(tuple(a.checked_type for a in call.args), call.attrs, name)
+    except PlaitError as exc:
+        raise LowerError(f"cannot lower {describe_call(call)} for {where}: {exc}") from exc
+    func = func.with_attrs({"global_symbol": name, "target": str(target), "num_inputs": len(fn.params)})
+    verify(func, name)
     return func
 
 

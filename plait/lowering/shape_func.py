@@ -29,7 +29,7 @@ size variables as ``int64_t`` by value, so through :mod:`plait.runtime`::
 needs besides its outputs: ``f.attrs.get("workspace_bytes", 0)`` (static) plus
 :func:`workspace_bytes` (the symbolic workspaces).
 
-**Data-dependent output shapes** (NonZero, :func:`plait.lowering.data_dependent.nonzero_func`): the
+**Data-dependent output shapes** (NonZero, :func:`plait.op.data_dependent.nonzero_func`): the
 PrimFunc's attribute ``data_dependent`` is a triple ``(i, j, r)``: output ``i`` is an upper bound
 buffer of shape ``(r, numel)``, written compactly with a row stride of ``count`` (element ``[a, b]`` at flat position
 ``a * count + b``), and output ``j`` is an int64 buffer of shape ``(1,)`` holding ``count``.

@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.transform",
     "plait.op.slicing",
     "plait.op.gather",
+    "plait.op.data_dependent",
     "plait.op.image",
     "plait.op.nn.conv",
     "plait.op.nn.pool",

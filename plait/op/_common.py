@@ -57,6 +57,7 @@ class Family:
         onnx: Sequence[OnnxMap] = (),
         check_constant_args: Callable[[list, tuple[Type, ...], Attrs], None] | None = None,
         view: bool = False,
+        prim_func: Callable[[tuple[Type, ...], Attrs, str], Any] | None = None,
     ) -> Op:
         """Define an operator. ``cost`` defaults to one FLOP per output element (nothing for a
         ``view``: its output is its input's bytes under another shape, see :attr:`Op.view`)."""
@@ -64,7 +65,7 @@ class Family:
         assert not view or (num_inputs == 1 and cost is None), name
         op = Op(name=name, rel=rel, ref=ref, cost=cost or (view_cost if view else elementwise_cost(1.0)),
                 pattern=pattern, num_inputs=num_inputs, attrs=tuple(attrs), doc=doc, onnx=tuple(onnx),
-                check_constant_args=check_constant_args, view=view)
+                check_constant_args=check_constant_args, view=view, prim_func=prim_func)
         self.ops.append(op)
         return op
 

@@ -239,7 +239,7 @@ def _nonzero_inputs(n: int, dtype: str) -> np.ndarray:
 @pytest.mark.parametrize("dtype, backend", [("float32", "c"), ("int32", "c"), ("bool", "c"), ("float32", "llvm")])
 def test_nonzero_compiled_writes_compactly_and_trims(dtype, backend):
     from plait.backends.c.backend import build_c, c_function_names
-    from plait.lowering.data_dependent import nonzero_func
+    from plait.op.data_dependent import nonzero_func
     from plait.lowering.shape_func import trim_outputs
 
     f = nonzero_func(("N", 3, 4), dtype)
@@ -264,7 +264,7 @@ def test_nonzero_compiled_writes_compactly_and_trims(dtype, backend):
 
 
 def test_trim_outputs_checks_the_count():
-    from plait.lowering.data_dependent import nonzero_func
+    from plait.op.data_dependent import nonzero_func
     from plait.lowering.shape_func import trim_outputs
 
     f = nonzero_func((4,), "float32")

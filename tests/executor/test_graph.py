@@ -177,7 +177,7 @@ def test_unlowered_and_unsupported_mains():
     with pytest.raises(PlaitError) as e:
         graph_codegen(IRModule({"main": relay.Function((n,), n)}))
     assert str(e.value) == ("graph executor: input 'x' has a symbolic shape Tensor[(n, 3), float32]; "
-                            "the graph executor needs static shapes")
+                            "the graph executor needs static shapes (build with executor='vm', plait --executor vm)")
     a, b = relay.var("x", (1,)), relay.var("x", (1,))
     with pytest.raises(PlaitError) as e:
         graph_codegen(IRModule({"main": relay.Function((a, b), a)}))

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from plait.op import get_op
 from computes_util import rand, rng_for
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "op"))
@@ -183,7 +185,8 @@ add("space_to_depth", [data((1, 2, 3, 6), "int8", -9, 9)], block_size=3, mode="C
 
 for _op, _cases in declared_cases().items():
     for _inputs, _attrs in _cases:
-        add(_op, _inputs, **_attrs)
+        if get_op(_op).compute is not None:  # (an operator writing its own TIR is tested in its module)
+            add(_op, _inputs, **_attrs)
 
 
 def case_ids() -> list[str]:

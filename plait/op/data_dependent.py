@@ -1,20 +1,28 @@
-"""PrimFuncs whose output shape depends on the input's values (ONNX NonZero), in the protocol of
-:mod:`plait.lowering.shape_func`: an upper-bound output buffer written compactly plus an int64 count
-output, described by the PrimFunc attribute ``data_dependent`` and trimmed by
-:func:`plait.lowering.shape_func.trim_outputs`.
+"""Operators whose output shape depends on the input's values: ``nonzero`` (ONNX NonZero).
 
-TE cannot express them (a compaction scatters to positions that depend on how many elements came
-before), so they are written as TIR directly.
+Their result type has an unknown dim (``"?"``). TE cannot express them (a compaction scatters to
+positions that depend on how many elements came before), so instead of a TE compute they carry
+:attr:`plait.ir.op.Op.prim_func`: their TIR written directly, in the protocol of
+:mod:`plait.lowering.shape_func` (an upper-bound output buffer written compactly plus an int64 count
+output, described by the PrimFunc attribute ``data_dependent`` and trimmed by
+:func:`plait.lowering.shape_func.trim_outputs`). Lowering uses it for a Primitive function that is
+one call of such an operator (they are opaque: FuseOps gives each call a group of its own); the VM
+executor allocates the upper bound, calls, and trims.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from plait import tir
 from plait.errors import PlaitError
-from plait.ir.types import ANY_DIM, check_dtype
-from plait.op.transform import unravel
+from plait.ir.attrs import Attrs
+from plait.ir.op import Cost
+from plait.ir.types import ANY_DIM, Type, check_dtype
+from plait.op._common import Family, OnnxMap, OpPattern, RelError, TensorType, numel
+from plait.op.transform import one_tensor, unravel
 from plait.te import size_var
 from plait.tir.expr import IntImm, PrimExpr, Var
 from plait.tir.simplify import simplify
@@ -74,4 +82,39 @@ def nonzero_func(shape: Sequence[int | str], dtype: str, name: str = "nonzero") 
     return func
 
 
-__all__ = ["nonzero_func"]
+# ---- the operator --------------------------------------------------------------------------------
+
+defop = Family()
+
+
+def _nonzero_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    x = one_tensor(args, "nonzero")
+    if x.ndim == 0:
+        raise RelError("nonzero: NonZero of a scalar (rank 0) is not supported")
+    return TensorType((x.ndim, ANY_DIM), "int64")
+
+
+def _nonzero_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x = np.asarray(args[0])
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+def _nonzero_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    n = numel(args[0])  # two passes over the input; at most rank x numel indices written
+    return Cost(flops=2 * n, bytes_read=2 * n * np.dtype(args[0].dtype if args[0].dtype != "bool" else "u1").itemsize,
+                bytes_written=8 * n * len(args[0].shape))
+
+
+def _nonzero_prim_func(args: tuple[Type, ...], attrs: Attrs, name: str) -> tir.PrimFunc:
+    x = args[0]
+    assert isinstance(x, TensorType)
+    return nonzero_func(x.shape, x.dtype, name)
+
+
+defop("nonzero", rel=_nonzero_rel, ref=_nonzero_ref, cost=_nonzero_cost, pattern=OpPattern.OPAQUE,
+      prim_func=_nonzero_prim_func, onnx=[OnnxMap("NonZero", convert=False)],
+      doc="ONNX NonZero: the indices of the non-zero elements, one row per axis (row-major order); the "
+          "number of columns is known only at run time")
+
+
+__all__ = ["defop", "nonzero_func"]
