@@ -115,10 +115,10 @@ class _Builder:
         """Add the nodes computing ``body`` (main's, or a region function's with its parameters bound in
         ``values``) in execution order; ``values[id(expr)]`` is each expression's value."""
         let_values: dict[Var, Expr] = {}
-        for node in post_order(body, enter=lambda e: not isinstance(e, Function)):
+        for node in post_order(body, enter=self.enters):
             if isinstance(node, Let):
                 let_values[node.var] = node.value
-        for e in post_order(body, enter=lambda e: not isinstance(e, Function)):
+        for e in post_order(body, enter=self.enters):
             if id(e) in values:
                 continue
             if isinstance(e, Var):
@@ -143,7 +143,15 @@ class _Builder:
             elif isinstance(e, GlobalVar):
                 continue  # resolved by the call that uses it
             else:
-                raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
+                values[id(e)] = self.other(e, values, region)
+
+    def enters(self, e: Expr) -> bool:
+        """Does :meth:`serialize` walk into ``e``'s children? (Not into function literals.)"""
+        return not isinstance(e, Function)
+
+    def other(self, e: Expr, values: dict[int, Value], region: str | None) -> Value:
+        """The value of a node the graph has no node for (``If``): an error here; the VM compiles them."""
+        raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
 
     def call(self, e: Call, values: dict[int, Value], region: str | None) -> Value:
         """The nodes of one call: a copy, a call of a region function (its body, serialized in place)
