@@ -34,6 +34,7 @@ iteration). An ``if`` or ``loop`` copies its block's results into its output reg
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -189,6 +190,26 @@ class VMExecutable(BuildRecord):
         if ins.op == "yield":
             return f"yield {_regs(ins.src)}"
         return f"ret {_regs(ins.src)}"
+
+    def export(self, path: str | Path) -> Path:
+        """Write ``vm.json``, ``params.npz``, the library and ``manifest.json`` into the directory ``path``
+        (:mod:`plait.executor.vm_artifact`)."""
+        from plait.executor.vm_artifact import export_vm
+
+        return export_vm(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path, *, memory_limit: int | str | None = None) -> "VMExecutable":
+        """Read a VM artifact written by :meth:`export`, checking every file before any library is loaded."""
+        from plait.executor.vm_artifact import load_vm
+
+        return load_vm(path, memory_limit)
+
+    def module(self) -> Any:
+        """A :class:`~plait.executor.vm.VirtualMachine` running this executable."""
+        from plait.executor.vm import VirtualMachine
+
+        return VirtualMachine(self)
 
     def __repr__(self) -> str:
         return (f"VMExecutable({sum(1 for _ in walk(self.instructions))} instructions, target={self.target!r}, "
