@@ -48,7 +48,8 @@ def test_compile_vm_prints_exports_and_run_dir_runs_it(tmp_path, cache, capsys):
     out = tmp_path / "art"
     assert main(["compile", str(model_path), "--executor", "vm", "--print", "--cache-dir", cache, "-o", str(out)]) == 0
     got = capsys.readouterr()
-    assert got.out.startswith("# vm: 18 instructions, 14 registers, 2 constants\n")
+    assert got.out.startswith("# vm: 13 instructions, 11 registers, 1 constants\n")
+    assert "  call %9 = fused_multiply_add(%8, %1)  # fused_multiply_add @c\n" in got.out  # the body is fused
     assert "loop %4, %5 = trip %0 cond %3 init (%1) scan 1 body(%6, %7, %8) {\n" in got.out
     assert got.out.endswith(f"wrote {out}: lib.so, manifest.json, params.npz, vm.json\n")
     feeds = {"M": np.array(5, np.int64), "x": np.full((2, 3), 0.5, np.float32), "limit": np.array(4.0, np.float32)}

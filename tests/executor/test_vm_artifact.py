@@ -88,16 +88,20 @@ def test_load_checks_the_bytecode(tmp_path, cc_cache):
     assert str(e.value) == (f"{where}: vm.json does not match the sha256 in the manifest (the file was changed "
                             "after export)")
 
-    def drop_arg(vm):
-        loop = next(i for i in vm["instructions"] if i["op"] == "loop")
-        call = next(i for i in loop["blocks"][0] if i["op"] == "call")
-        call["src"] = call["src"][:1]
+    loop = next(i for i in exe.instructions if i.op == "loop")
+    k, call = next((k, i) for k, i in enumerate(loop.blocks[0]) if i.op == "call")
+    n = len(call.src) + len(call.dst) + len(call.ws)
+
+    def extra_arg(vm):
+        block = next(i for i in vm["instructions"] if i["op"] == "loop")["blocks"][0]
+        block[k]["src"].append(block[k]["src"][0])
     art = exe.export(tmp_path / "b")
-    _rewrite(art, drop_arg)
+    _rewrite(art, extra_arg)
     with pytest.raises(PlaitError) as e:
         VMExecutable.load(art)
-    assert str(e.value) == (f"cannot load VM artifact '{art}': vm.json: instruction 8 (call): 'fused_mod' takes 3 "
-                            "buffers, the call passes 2")
+    where_b = exe.instructions.index(loop) + 1 + k
+    assert str(e.value) == (f"cannot load VM artifact '{art}': vm.json: instruction {where_b} (call): '{call.func}' "
+                            f"takes {n} buffers, the call passes {n + 1}")
 
     def no_yield(vm):
         loop = next(i for i in vm["instructions"] if i["op"] == "loop")
