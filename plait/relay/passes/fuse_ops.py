@@ -97,18 +97,31 @@ def _scope(n: Expr) -> bool:
     return isinstance(n, (If, Loop, Function))
 
 
+def scope_refs(n: Expr, level: Collection[Expr]) -> list[Expr]:
+    """The nodes of ``level`` (an enclosing scope's) that the scopes ``n`` opens read (through nodes of
+    their own)."""
+    seen: dict[Expr, None] = {}
+    for c in children(n):
+        for e in post_order(c, enter=lambda e: e not in level):
+            if e in level:
+                seen.setdefault(e)
+    return list(seen)
+
+
 def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS, key: FusionKey | None = None,
                 outer: Collection[Expr] = ()) -> dict[Call, _Group]:
     """Map every fusable call of ``body``'s dataflow to its group (of at most ``max_ops`` calls, all
-    with the same ``key``; default :func:`meta_key`). Nodes of ``outer`` (an enclosing scope's) are
-    leaves: neither entered nor grouped."""
+    with the same ``key``; default :func:`meta_key`). Nodes of ``outer`` (enclosing scopes') are
+    leaves: neither entered nor grouped. A value read inside an ``If`` / ``Loop`` / function literal
+    is used by it: it stays a group's output."""
     key = key or meta_key
     order = list(post_order(body, enter=lambda n: not _scope(n) and n not in outer))
+    level = set(order)
     consumers: dict[Expr, list[Expr]] = {}
     for n in order:
-        if _scope(n) or n in outer:
+        if n in outer:
             continue
-        for c in children(n):
+        for c in (scope_refs(n, level) if _scope(n) else children(n)):
             lst = consumers.setdefault(c, [])
             if not lst or lst[-1] is not n:
                 lst.append(n)
@@ -224,12 +237,19 @@ def group_function(g: _Group) -> tuple[Function, list[Expr]]:
 
 
 class _Outliner(ExprMutator):
-    def __init__(self, groups: dict[Call, _Group], max_ops: int = MAX_FUSED_OPS):
+    def __init__(self, groups: dict[Call, _Group], max_ops: int = MAX_FUSED_OPS, outer: Collection[Expr] = ()):
         super().__init__()
         self.groups = groups
         self.max_ops = max_ops
+        self.outer = outer  # the nodes of the enclosing scopes (their rewritten forms are in memo)
+        self.level: set[Expr] = set()
 
     def visit(self, root: Expr) -> Expr:
+        self.level = set(post_order(root, enter=lambda n: not _scope(n) and n not in self.outer)) | set(self.outer)
+        return self.walk(root)
+
+    def walk(self, root: Expr) -> Expr:
+        """Rewrite ``root`` (a node of this scope), children first."""
         memo = self.memo
         for node in post_order(root, enter=lambda n: n not in memo and not _scope(n)):
             if node in memo:
@@ -244,7 +264,10 @@ class _Outliner(ExprMutator):
 
     def scoped(self, node: Expr) -> Expr:
         """An ``If`` / ``Loop`` / function literal with each child (a function: its body) fused as a
-        scope of its own, this scope's rewritten nodes as its leaves."""
+        scope of its own; the values it reads from this scope are rewritten first (its leaves)."""
+        for ref in scope_refs(node, self.level):
+            if ref not in self.memo:
+                self.walk(ref)
         new = []
         for c in children(node):
             if isinstance(c, Function) and not c.attrs.get("Primitive"):
@@ -258,7 +281,7 @@ class _Outliner(ExprMutator):
         return node._rebuild(tuple(new))
 
     def nested(self, expr: Expr) -> Expr:
-        inner = _Outliner(find_groups(expr, self.max_ops, outer=self.memo), self.max_ops)
+        inner = _Outliner(find_groups(expr, self.max_ops, outer=self.level), self.max_ops, self.level)
         inner.memo = dict(self.memo)
         return inner.visit(expr)
 
