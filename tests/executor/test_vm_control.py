@@ -156,3 +156,14 @@ def test_onnx_loop_with_an_input_trip_count_matches_onnx_runtime(cc_cache, with_
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_placement_across_pieces_refuses_control_flow():
+    from plait.errors import PlaitError
+
+    with pytest.raises(PlaitError) as e:
+        plait.build(_loop_module(), target="host: c; acc: c -mcpu=cortex-m7f", executor="vm", place="*=acc",
+                    config={"c.host_simulation": True})
+    assert str(e.value) == ("placement across pieces: main has control flow (Loop); the calls in its branches and "
+                            "loop bodies are not placed across pieces yet: build for one piece (the VM executor "
+                            "runs it)")
