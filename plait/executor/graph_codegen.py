@@ -150,8 +150,11 @@ class _Builder:
         return not isinstance(e, Function)
 
     def other(self, e: Expr, values: dict[int, Value], region: str | None) -> Value:
-        """The value of a node the graph has no node for (``If``): an error here; the VM compiles them."""
-        raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
+        """The value of a node the graph has no node for (``If``, ``Loop``): an error here; the VM compiles them."""
+        from plait.relay.expr import If, Loop
+
+        hint = " (control flow: build with executor='vm', plait --executor vm)" if isinstance(e, (If, Loop)) else ""
+        raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main{hint}")
 
     def call(self, e: Call, values: dict[int, Value], region: str | None) -> Value:
         """The nodes of one call: a copy, a call of a region function (its body, serialized in place)

@@ -167,3 +167,12 @@ def test_placement_across_pieces_refuses_control_flow():
     assert str(e.value) == ("placement across pieces: main has control flow (Loop); the calls in its branches and "
                             "loop bodies are not placed across pieces yet: build for one piece (the VM executor "
                             "runs it)")
+
+
+def test_the_graph_executor_points_control_flow_to_the_vm(cc_cache):
+    from plait.errors import PlaitError
+
+    with pytest.raises(PlaitError) as e:
+        plait.build(_if_module(), target="c", config={"cc.cache_dir": cc_cache})
+    assert str(e.value).endswith("graph executor: unsupported If in main (control flow: build with executor='vm', "
+                                 "plait --executor vm)")
