@@ -276,6 +276,14 @@ def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     return passes
 
 
+def has_control_flow(mod: IRModule) -> bool:
+    """Does a Relay function of ``mod`` hold an ``If`` or a ``Loop``?"""
+    from plait.relay.expr import Function, If, Loop
+    from plait.relay.visitor import post_order
+
+    return any(isinstance(e, (If, Loop)) for f in mod.values() if isinstance(f, Function) for e in post_order(f.body))
+
+
 @dataclass(frozen=True)
 class CheckMemoryFit(Pass):
     """Each piece's share of the liveness memory plan (:func:`plait.memory.plan.piece_bytes`)
@@ -294,7 +302,7 @@ class CheckMemoryFit(Pass):
         mems = [piece_memory(p.target) for p in self.composite.pieces]
         if all(m.ram_bytes is None and m.weights_bytes is None for m in mems):
             return mod
-        if symbolic_inputs(mod):  # no static memory plan: buffers are sized at run time (the VM)
+        if symbolic_inputs(mod) or has_control_flow(mod):  # no static plan: the VM sizes buffers at run time
             return mod
         graph, _ = graph_codegen(mod)
         check_fit(self.composite, piece_bytes(graph))

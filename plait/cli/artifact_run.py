@@ -1,8 +1,9 @@
-"""``plait run DIR``: run a graph artifact written by ``plait compile -o DIR`` with the graph executor.
+"""``plait run DIR``: run an artifact written by ``plait compile -o DIR``: a graph artifact with the graph
+executor, a VM artifact (``vm.json``, ``plait compile --executor vm``) with the VM.
 
 The contract is that of running a model: ``--inputs`` (keyed by the artifact's input names), ``--fill``
 and ``--seed`` for the inputs not given, ``--output`` (keyed by its output names), ``--max-memory``.
-The artifact is checked as :meth:`plait.executor.artifact.GraphArtifact.load` checks it (every error
+The artifact is checked as :meth:`plait.executor.artifact.GraphArtifact.load` (``VMExecutable.load``) checks it (every error
 one line). Flags that choose how to build (``--target``, the placement flags, ``--cache-dir``) are a
 usage error: an artifact is already built. **An artifact is code**: loading it runs its library.
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from plait.cli.common import UsageError, memory_limit
 from plait.errors import PlaitError
 
 MANIFEST = "manifest.json"
 GRAPH = "graph.json"
+VM = "vm.json"
 
 
 def build_only_flags(args: argparse.Namespace) -> list[str]:
@@ -50,12 +53,23 @@ def run_artifact(args: argparse.Namespace) -> int:
                          "or a directory written by plait compile -o")
     if args.output is not None:
         _check_output_file(args.output)
-    art = GraphArtifact.load(path, memory_limit=limit)
-    check_runnable(art, path)
-    types = input_types(art.graph)
+    if os.path.isfile(os.path.join(path, VM)):
+        from plait.executor.vm import VirtualMachine
+        from plait.executor.vm_exec import VMExecutable
+
+        if args.profile:
+            raise UsageError(f"--profile needs a graph artifact; '{path}' is a VM artifact")
+        exe = VMExecutable.load(path, memory_limit=limit)
+        check_runnable(exe, path)
+        types = vm_input_types(exe)
+        module: Any = VirtualMachine(exe, memory_limit=limit)
+    else:
+        art = GraphArtifact.load(path, memory_limit=limit)
+        check_runnable(art, path)
+        types = input_types(art.graph)
+        module = GraphModule(art, memory_limit=limit)
     given = load_inputs(args.inputs, list(types), limit) if args.inputs else {}
     inputs = fill_inputs(types, given, seed=args.seed, memory_limit=limit, fill=args.fill)
-    module = GraphModule(art, memory_limit=limit)
     note_inputs(types, given, args.fill, args.seed)
     outs, report_timing = run_timed(args, lambda: module(**inputs), module)  # --repeat/--profile/--json
     return print_outputs(args, module.output_names, outs, report_timing)
@@ -70,6 +84,14 @@ def check_runnable(art, path: str) -> None:
         raise PlaitError(f"'{path}' was compiled for another device (target '{art.target}'; its library is C source "
                          "for that device), which this machine cannot run; to simulate it here, run the model with "
                          f"plait run MODEL --target '{art.target}'")
+
+
+def vm_input_types(exe: Any) -> dict:
+    """A VM artifact's inputs in order: name -> TensorType (from its registers, checked on load)."""
+    from plait.ir.types import TensorType
+
+    regs = {i.func: exe.registers[i.dst[0]] for i in exe.instructions if i.op == "input"}
+    return {n: TensorType(tuple(regs[n]["shape"]), regs[n]["dtype"]) for n in exe.input_names}
 
 
 def input_types(graph: dict) -> dict:

@@ -148,7 +148,7 @@ def executor_flag(p: argparse.ArgumentParser) -> None:
     """--executor (run, compile)."""
     p.add_argument("--executor", choices=("graph", "aot", "vm"), default=None,
                    help="graph (default: JSON graph + params + library), aot (plain C with a fixed memory map) or "
-                        "vm (bytecode; static shapes; run only), see docs/executors.md; with run, --executor without --target compiles for target c")
+                        "vm (bytecode with control flow: If, Loop; compile --print shows it), see docs/executors.md; with run, --executor without --target compiles for target c")
 
 
 def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2, executor: str = "graph"):

@@ -31,20 +31,24 @@ def compile_args(p: argparse.ArgumentParser) -> None:
                    help="--executor aot: add a bare-metal project for the target's QEMU board (DIR/firmware/: "
                         "start-up code, linker script, semihosting, a test main; make -C DIR firmware; see "
                         "docs/embedded.md)")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
-                   help="directory to write into: graph.json, params.npz and the library (graph executor), or the "
-                        "C directory (aot executor)")
+    p.add_argument("--print", action="store_true", dest="print_code",
+                   help="--executor vm: print the bytecode (with -o, export it too)")
+    p.add_argument("-o", "--output", metavar="OUTDIR",
+                   help="directory to write into: graph.json (vm.json for the VM executor), params.npz and the "
+                        "library, or the C directory (aot executor); needed unless --print")
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     opts = placement_options(args)
     shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
     limit = memory_limit(args)
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     executor = args.executor or "graph"
-    if executor == "vm":
-        raise UsageError("--executor vm: a VM executable cannot be exported yet; run it with plait run --executor vm")
+    if args.print_code and executor != "vm":
+        raise UsageError("--print needs --executor vm (it prints the VM's bytecode)")
+    if args.output is None and not args.print_code:
+        raise UsageError("-o/--output is required (the directory to write the artifact into)")
+    if args.output is not None and os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     config = build_config(args, limit)
     if executor == "aot":
         if args.align is not None and args.align & (args.align - 1):
@@ -59,6 +63,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     mod = load_with_shapes(args.model, shapes)
     check_static(mod, args.model, executor=executor)
     art = build(mod, opts, config=config, opt_level=opt_level, executor=executor)
+    if args.print_code:
+        print(art.text(), end="")
+        if args.output is None:
+            return 0
     if args.firmware:
         from plait.executor.firmware import add_firmware
 

@@ -1,6 +1,6 @@
 """Executors: what runs a lowered module. ``graph`` (JSON graph + params + library), ``aot`` (plain C
 with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``) and ``vm`` (bytecode interpreted in Python:
-``vm_codegen``, ``vm``; static shapes for now).
+``vm_exec``, ``vm_codegen``, ``vm_shapes``, ``vm``; control flow, run-time allocation).
 
 Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
@@ -66,9 +66,9 @@ def __getattr__(name: str) -> Any:
 
         return vm.VirtualMachine
     if name in ("VMExecutable", "VMCodegenError"):
-        from plait.executor import vm_codegen
+        from plait.executor import vm_exec
 
-        return getattr(vm_codegen, name)
+        return getattr(vm_exec, name)
     if name in ("check_graph", "check_params"):
         from plait.executor import graph_check
 

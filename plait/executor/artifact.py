@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -129,38 +129,7 @@ class GraphArtifact(BuildRecord):
         the module tree and every function's arguments.
         """
         self.check()
-        out = Path(path)
-        entries = _module_entries(self.lib)
-        where = function_modules(self.lib, [m for m, _ in entries], self.functions)
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in (MANIFEST_FILE, OLD_MODULES_FILE):  # a half-written export is never loadable
-            (out / stale).unlink(missing_ok=True)
-        written = [GRAPH_FILE, PARAMS_FILE]
-        (out / GRAPH_FILE).write_text(self.graph_json, encoding="utf-8")
-        with open(out / PARAMS_FILE, "wb") as f:
-            np.savez(f, **self.params)
-        for m, entry in entries:
-            name = entry["file"]
-            if name is None:
-                continue
-            if name.endswith(".onnx"):
-                m.save(out / name)
-            elif name.endswith(".ll"):
-                (out / name).write_text(m.source, encoding="utf-8")
-            else:
-                m.export_library(out / name)
-            written.append(name)
-            if isinstance(m, CrossModule):  # the object file a firmware build links, next to its C
-                m.export_object(out / (name[:-2] + ".o"))
-                written.append(name[:-2] + ".o")
-        manifest = {
-            "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION,
-            "files": {name: file_record((out / name).read_bytes()) for name in written},
-            "modules": [e for _, e in entries],
-            "functions": {k: {"module": where[k], **sig} for k, sig in self.functions.items()},
-        }
-        (out / MANIFEST_FILE).write_text(manifest_text(manifest), encoding="utf-8")
-        return out
+        return export_files(Path(path), GRAPH_FILE, self.graph_json, self.params, self.lib, self.functions)
 
     @classmethod
     def load(cls, path: str | Path, *, memory_limit: int | str | None = None) -> "GraphArtifact":
@@ -168,37 +137,90 @@ class GraphArtifact(BuildRecord):
         the manifest, graph.json (against itself and the function signatures), params.npz (each array's
         header before its data; the byte total against ``memory_limit``, see :mod:`plait.limits`), and
         the size and sha256 of every file. Any failure is an :class:`ExecutorError` naming the file."""
-        d = Path(path)
-        where = f"cannot load graph artifact '{d}'"
-        if not d.is_dir():
-            raise ExecutorError(f"{where}: no such directory")
-        if not (d / MANIFEST_FILE).is_file():
-            old = (d / GRAPH_FILE).exists()
-            raise ExecutorError(f"{where}: no {MANIFEST_FILE}" + (" (it was exported by an older plait or the export "
-                                                                  "did not finish: export it again)" if old else ""))
-        mwhere = f"{where}: {MANIFEST_FILE}"
-        manifest = check_manifest(_parse_json(_read(d, MANIFEST_FILE, where, memory_limit), mwhere), mwhere)
-        files = manifest["files"]
-        gdata = _read(d, GRAPH_FILE, where, memory_limit)
-        graph = check_graph(_parse_json(gdata, f"{where}: {GRAPH_FILE}"), f"{where}: {GRAPH_FILE}",
-                            manifest["functions"])
-        check_file(GRAPH_FILE, gdata, files, where)
-        pdata = _read(d, PARAMS_FILE, where, memory_limit)
-        params = read_params(pdata, graph, f"{where}: {PARAMS_FILE}", memory_limit,
-                             f"the params in '{d / PARAMS_FILE}'")
-        check_file(PARAMS_FILE, pdata, files, where)
-        blobs: dict[str, bytes] = {}
-        for name in sorted(set(files) - {GRAPH_FILE, PARAMS_FILE}):  # every library is checked before any loads
-            blobs[name] = _read(d, name, where, memory_limit)
-            check_file(name, blobs[name], files, where)
-        entries = manifest["modules"]
-        modules = [Module() if e["file"] is None else _load_file(d, e, blobs[e["file"]], k, manifest, where)
-                   for k, e in enumerate(entries)]
-        for m, e in zip(modules, entries):
-            for i in e["imports"]:
-                m.import_module(modules[i])
-        check_library(modules[0], manifest["functions"], where, modules, entries)
-        return cls(gdata.decode("utf-8"), params, modules[0], graph.get("target", ""), manifest=manifest)
+        def graph_of(obj: Any, where: str, functions: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+            graph = check_graph(obj, where, functions)
+            return graph, graph
+
+        gdata, graph, params, lib, manifest = load_files(path, "graph", GRAPH_FILE, graph_of, memory_limit)
+        return cls(gdata.decode("utf-8"), params, lib, graph.get("target", ""), manifest=manifest)
+
+
+def export_files(out: Path, main_file: str, main_text: str, params: dict[str, np.ndarray], lib: Module,
+                 functions: dict[str, Any]) -> Path:
+    """Write an artifact into the directory ``out``: ``main_file`` (the executor's program: graph.json,
+    vm.json), ``params.npz``, the library and its imported modules, then ``manifest.json``
+    (:meth:`GraphArtifact.export` describes the files; the Graph and VM artifacts share it)."""
+    entries = _module_entries(lib)
+    where = function_modules(lib, [m for m, _ in entries], functions)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (MANIFEST_FILE, OLD_MODULES_FILE):  # a half-written export is never loadable
+        (out / stale).unlink(missing_ok=True)
+    written = [main_file, PARAMS_FILE]
+    (out / main_file).write_text(main_text, encoding="utf-8")
+    with open(out / PARAMS_FILE, "wb") as f:
+        np.savez(f, **params)
+    for m, entry in entries:
+        name = entry["file"]
+        if name is None:
+            continue
+        if name.endswith(".onnx"):
+            m.save(out / name)
+        elif name.endswith(".ll"):
+            (out / name).write_text(m.source, encoding="utf-8")
+        else:
+            m.export_library(out / name)
+        written.append(name)
+        if isinstance(m, CrossModule):  # the object file a firmware build links, next to its C
+            m.export_object(out / (name[:-2] + ".o"))
+            written.append(name[:-2] + ".o")
+    manifest = {
+        "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION,
+        "files": {name: file_record((out / name).read_bytes()) for name in written},
+        "modules": [e for _, e in entries],
+        "functions": {k: {"module": where[k], **sig} for k, sig in functions.items()},
+    }
+    (out / MANIFEST_FILE).write_text(manifest_text(manifest), encoding="utf-8")
+    return out
+
+
+def load_files(path: str | Path, what: str, main_file: str,
+               check_main: Callable[[Any, str, dict[str, Any]], tuple[Any, dict[str, Any]]],
+               memory_limit: int | str | None) -> tuple[bytes, Any, dict[str, np.ndarray], Module, dict[str, Any]]:
+    """Read an artifact written by :func:`export_files`, checking everything before any library is loaded
+    (see :meth:`GraphArtifact.load`). ``check_main(parsed main_file, where, functions)`` checks the
+    executor's program and returns it with the graph-like dict its params are read against
+    (:func:`plait.executor.params_file.read_params`). Returns (the bytes of ``main_file``, the checked
+    program, the params, the library, the manifest)."""
+    d = Path(path)
+    where = f"cannot load {what} artifact '{d}'"
+    if not d.is_dir():
+        raise ExecutorError(f"{where}: no such directory")
+    if not (d / MANIFEST_FILE).is_file():
+        old = (d / main_file).exists()
+        raise ExecutorError(f"{where}: no {MANIFEST_FILE}" + (" (it was exported by an older plait or the export "
+                                                              "did not finish: export it again)" if old else ""))
+    mwhere = f"{where}: {MANIFEST_FILE}"
+    manifest = check_manifest(_parse_json(_read(d, MANIFEST_FILE, where, memory_limit), mwhere), mwhere, main_file)
+    files = manifest["files"]
+    mdata = _read(d, main_file, where, memory_limit)
+    program, pgraph = check_main(_parse_json(mdata, f"{where}: {main_file}"), f"{where}: {main_file}",
+                                 manifest["functions"])
+    check_file(main_file, mdata, files, where)
+    pdata = _read(d, PARAMS_FILE, where, memory_limit)
+    params = read_params(pdata, pgraph, f"{where}: {PARAMS_FILE}", memory_limit, f"the params in '{d / PARAMS_FILE}'")
+    check_file(PARAMS_FILE, pdata, files, where)
+    blobs: dict[str, bytes] = {}
+    for name in sorted(set(files) - {main_file, PARAMS_FILE}):  # every library is checked before any loads
+        blobs[name] = _read(d, name, where, memory_limit)
+        check_file(name, blobs[name], files, where)
+    entries = manifest["modules"]
+    modules = [Module() if e["file"] is None else _load_file(d, e, blobs[e["file"]], k, manifest, where)
+               for k, e in enumerate(entries)]
+    for m, e in zip(modules, entries):
+        for i in e["imports"]:
+            m.import_module(modules[i])
+    check_library(modules[0], manifest["functions"], where, modules, entries)
+    return mdata, program, params, modules[0], manifest
 
 
 def _read(d: Path, name: str, where: str, memory_limit: int | str | None) -> bytes:
@@ -350,4 +372,4 @@ def _which(k: int) -> str:
     return "the library" if k == 0 else f"module {k} imported by the library"
 
 
-__all__ = ["GraphArtifact", "check_library"]
+__all__ = ["GraphArtifact", "check_library", "export_files", "load_files"]

@@ -116,10 +116,10 @@ class _Builder:
         """Add the nodes computing ``body`` (main's, or a region function's with its parameters bound in
         ``values``) in execution order; ``values[id(expr)]`` is each expression's value."""
         let_values: dict[Var, Expr] = {}
-        for node in post_order(body, enter=lambda e: not isinstance(e, Function)):
+        for node in post_order(body, enter=self.enters):
             if isinstance(node, Let):
                 let_values[node.var] = node.value
-        for e in post_order(body, enter=lambda e: not isinstance(e, Function)):
+        for e in post_order(body, enter=self.enters):
             if id(e) in values:
                 continue
             if isinstance(e, Var):
@@ -144,7 +144,18 @@ class _Builder:
             elif isinstance(e, GlobalVar):
                 continue  # resolved by the call that uses it
             else:
-                raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main")
+                values[id(e)] = self.other(e, values, region)
+
+    def enters(self, e: Expr) -> bool:
+        """Does :meth:`serialize` walk into ``e``'s children? (Not into function literals.)"""
+        return not isinstance(e, Function)
+
+    def other(self, e: Expr, values: dict[int, Value], region: str | None) -> Value:
+        """The value of a node the graph has no node for (``If``, ``Loop``): an error here; the VM compiles them."""
+        from plait.relay.expr import If, Loop
+
+        hint = " (control flow: build with executor='vm', plait --executor vm)" if isinstance(e, (If, Loop)) else ""
+        raise GraphCodegenError(f"graph executor: unsupported {type(e).__name__} in main{hint}")
 
     def call(self, e: Call, values: dict[int, Value], region: str | None) -> Value:
         """The nodes of one call: a copy, a call of a region function (its body, serialized in place)

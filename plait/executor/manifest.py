@@ -31,6 +31,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "plait.artifact"
 MANIFEST_VERSION = 1
 GRAPH_FILE, PARAMS_FILE = "graph.json", "params.npz"
+VM_FILE = "vm.json"  # a VM artifact's bytecode, in place of graph.json
 MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c|onnx|ll)")
 OBJECT_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.o")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -113,8 +114,9 @@ def manifest_text(manifest: Mapping[str, Any]) -> str:
 # ---- checked at load --------------------------------------------------------------------------------
 
 
-def check_manifest(obj: Any, where: str) -> dict[str, Any]:
-    """Check the structure of a parsed ``manifest.json``; returns it."""
+def check_manifest(obj: Any, where: str, main_file: str = GRAPH_FILE) -> dict[str, Any]:
+    """Check the structure of a parsed ``manifest.json`` of an artifact whose program is ``main_file``
+    (``graph.json``, ``vm.json``); returns it."""
     if not isinstance(obj, dict) or obj.get("format") != MANIFEST_FORMAT:
         raise ExecutorError(f"{where}: not a plait artifact manifest (expected \"format\": \"{MANIFEST_FORMAT}\")")
     if obj.get("version") != MANIFEST_VERSION:
@@ -124,13 +126,13 @@ def check_manifest(obj: Any, where: str) -> dict[str, Any]:
     if not isinstance(files, dict):
         raise ExecutorError(f"{where}: missing or malformed 'files'")
     for name, rec in files.items():
-        if name not in (GRAPH_FILE, PARAMS_FILE) and not MODULE_FILE.fullmatch(name) and \
+        if name not in (main_file, PARAMS_FILE) and not MODULE_FILE.fullmatch(name) and \
                 not OBJECT_FILE.fullmatch(name):
             raise ExecutorError(f"{where}: unexpected file name '{_short(name)}'")
         if not isinstance(rec, dict) or not isinstance(rec.get("sha256"), str) or \
                 not _SHA256.fullmatch(rec["sha256"]) or not is_int(rec.get("bytes")) or rec["bytes"] < 0:
             raise ExecutorError(f"{where}: file '{name}': malformed record (expected sha256 and bytes)")
-    for name in (GRAPH_FILE, PARAMS_FILE):
+    for name in (main_file, PARAMS_FILE):
         if name not in files:
             raise ExecutorError(f"{where}: 'files' does not list {name}")
     modules = _check_modules(obj.get("modules"), files, where)
@@ -230,5 +232,5 @@ def check_file(name: str, data: bytes, files: Mapping[str, Any], where: str) -> 
 
 
 __all__ = ["GRAPH_FILE", "MANIFEST_FILE", "MANIFEST_FORMAT", "MANIFEST_VERSION", "MODULE_FILE", "OBJECT_FILE",
-           "PARAMS_FILE", "check_file", "check_manifest", "file_record", "function_modules", "manifest_text",
+           "PARAMS_FILE", "VM_FILE", "check_file", "check_manifest", "file_record", "function_modules", "manifest_text",
            "signature"]

@@ -1,198 +1,243 @@
-"""VM executor codegen: a lowered module -> a :class:`VMExecutable` (bytecode, constants, library).
+"""VM executor codegen: the lowered Relay ``main`` -> a :class:`~plait.executor.vm_exec.VMExecutable`.
 
     exe = plait.build(mod, target="c", executor="vm")     # a VMExecutable
-    print(exe.text())                                     # the bytecode, one instruction per line
+    print(exe.text())                                     # the bytecode (instruction set: vm_exec)
     y, = VirtualMachine(exe)(x=x)                         # plait.executor.vm
 
-This first step runs models with **static shapes** and no control flow. The bytecode is translated
-from the Graph executor's serialization of the same lowered ``main``
-(:func:`plait.executor.graph_codegen.graph_codegen_full`: region functions read where ``main``
-calls them, views, copies between pieces) and its memory plan (:func:`plait.memory.plan.plan_memory`,
-the one planner): one source of truth for what a static model computes and where its buffers live.
-Symbolic shapes and ``If`` are refused (``the VM executor does not run ... yet``).
+The compiler walks ``main`` as the Graph executor's codegen does (it extends its builder,
+:class:`plait.executor.graph_codegen._Builder`: ``Var``, ``Constant``, calls of lowered functions
+through ``GlobalVar``, region functions read where ``main`` calls them, ``Tuple`` / ``TupleGetItem`` /
+``Let``, views, ``device_copy``) and adds control flow: an ``If`` becomes an ``if`` with two blocks, a
+``Loop`` a ``loop`` with its body's block (the body is a function lowered like any other: its calls
+are PrimFunc calls). Every value is a register.
 
-Instruction set (registers ``%k`` hold tensors; a register is a graph entry):
-
-========================================  ====================================================
-``input %r name: T``                      the input ``name`` (a buffer of its own)
-``const %r cK: T``                        constant ``K`` (read-only, shared by every VM)
-``alloc_storage sK pool P offset O bytes B``  storage ``K``: bytes ``[O, O+B)`` of pool ``P``
-``alloc_tensor %r sK: T``                 a tensor of type ``T`` at the start of storage ``K``
-``view %r = %s: T``                       the bytes of ``%s`` under type ``T`` (a reshape)
-``call %o... = func(%i...) ws %w...``     a lowered function: inputs, outputs, workspaces
-``copy %o = %i src->dst``                 a ``device_copy`` between pieces
-``ret %r...``                             the outputs, in order
-========================================  ====================================================
-
-``input``, ``const``, ``alloc_storage``, ``alloc_tensor`` and ``view`` are the *setup* section: with
-static shapes every allocation is known at compile time, so a VM runs them once when it is created;
-``call``, ``copy`` and ``ret`` are the *run* section, executed on every run.
+The top level is planned by :func:`plait.memory.plan.plan_memory` (the one planner): an ``if`` or
+``loop`` is a node reading its condition, initial state and every outer register its blocks read, and
+writing its outputs. Registers made inside a block, and registers with a symbolic shape, are dynamic:
+allocated at run time (``alloc_tensor_dyn``; shapes from :mod:`plait.executor.vm_shapes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from plait.errors import PlaitError
-from plait.executor.artifact import BuildRecord
-from plait.executor.graph_codegen import graph_codegen_full
-from plait.relay.expr import Function, If
+from plait.executor.graph_codegen import GraphCodegenError, Value, _Builder, _flatten
+from plait.executor.vm_exec import Instruction, VMCodegenError, VMExecutable
+from plait.executor.vm_shapes import output_shapes, static_shape
+from plait.ir.types import TensorType, Type
+from plait.memory.plan import plan_memory
+from plait.relay.expr import Expr, Function, If, Loop
 from plait.relay.module import IRModule
-from plait.relay.visitor import post_order
-
-SETUP_OPS = ("input", "const", "alloc_storage", "alloc_tensor", "view")
-RUN_OPS = ("call", "copy", "ret")
 
 
-class VMCodegenError(PlaitError):
-    """The module cannot be compiled to VM bytecode (yet)."""
+class _VMBuilder(_Builder):
+    """The Graph builder, plus ``if`` / ``loop`` nodes holding blocks (lists of nodes) and dynamic entries."""
+
+    def __init__(self, mod: IRModule):
+        super().__init__(mod)
+        self.dyn: set[int] = set()  # entries made at run time
+        self.depth = 0  # > 0 inside a block
+
+    def entry(self, t: Type, what: str) -> int:
+        if not isinstance(t, TensorType):
+            raise VMCodegenError(f"the VM executor: {what} has type {t}; expected a tensor")
+        self.entries.append({"shape": list(t.shape), "dtype": t.dtype})
+        eid = len(self.entries) - 1
+        if self.depth or not t.is_static:
+            self.dyn.add(eid)
+        return eid
+
+    def enters(self, e: Expr) -> bool:
+        return not isinstance(e, (Function, If, Loop))
+
+    def other(self, e: Expr, values: dict[int, Value], region: str | None) -> Value:
+        if isinstance(e, If):
+            self.serialize(e.cond, values, region)
+            outs = self.entries_of_type(e.checked_type, "the result of an if")
+            start = len(self.entries)
+            blocks, yields = [], []
+            for branch in (e.true_branch, e.false_branch):
+                block, v = self.block(branch, dict(values), region)
+                blocks.append(block)
+                yields.append(_flatten(v))
+            cond = values[id(e.cond)]
+            self.add_node({"op": "if", "name": "if", "inputs": [cond, *self.free(blocks, yields, start)],
+                           "blocks": blocks, "yields": yields, "cond": cond}, outs)
+            return outs
+        if isinstance(e, Loop):
+            return self.loop(e, values, region)
+        raise VMCodegenError(f"the VM executor: unsupported {type(e).__name__} in main")
+
+    def loop(self, e: Loop, values: dict[int, Value], region: str | None) -> Value:
+        operands: list[int] = []
+        for x in (e.trip_count, e.cond):
+            if x is not None:
+                self.serialize(x, values, region)
+            operands.append(_flatten(values[id(x)])[0] if x is not None else -1)
+        for x in e.init:
+            self.serialize(x, values, region)
+            v = values[id(x)]
+            if isinstance(v, tuple):
+                raise VMCodegenError("the VM executor: a loop's state must be tensors, not tuples")
+            operands.append(v)
+        outs = self.entries_of_type(e.checked_type, "the result of a loop")
+        start = len(self.entries)
+        self.depth += 1
+        inner = dict(values)
+        params = [self.entry(p.checked_type, f"loop parameter %{p.name_hint}") for p in e.body.params]
+        self.depth -= 1
+        inner.update({id(p): r for p, r in zip(e.body.params, params)})
+        block, v = self.block(e.body.body, inner, region)
+        ys = _flatten(v)
+        self.add_node({"op": "loop", "name": "loop", "inputs": [x for x in operands if x >= 0]
+                       + self.free([block], [ys], start), "blocks": [block], "yields": [ys],
+                       "operands": operands, "params": params, "num_scan": e.num_scan}, outs)
+        return outs
+
+    def block(self, body: Expr, values: dict[int, Value], region: str | None) -> tuple[list[dict[str, Any]], Value]:
+        """The nodes computing ``body`` in a block of their own (their entries are dynamic), and its value."""
+        saved = self.nodes
+        self.nodes = []
+        self.depth += 1
+        try:
+            self.serialize(body, values, region)
+            return self.nodes, values[id(body)]
+        finally:
+            self.nodes = saved
+            self.depth -= 1
+
+    @staticmethod
+    def free(blocks: list[list[dict[str, Any]]], yields: list[list[int]], start: int) -> list[int]:
+        """The entries made before ``start`` (outside) that ``blocks`` read, nested blocks included."""
+        seen: dict[int, None] = {}
+        stack = [(b, y) for b, y in zip(blocks, yields)]
+        while stack:
+            nodes, ys = stack.pop()
+            for n in nodes:
+                for i in n.get("inputs", ()):
+                    if i < start:
+                        seen.setdefault(i)
+            for i in ys:
+                if i < start:
+                    seen.setdefault(i)
+        return sorted(seen)
 
 
-@dataclass(frozen=True)
-class Instruction:
-    """One VM instruction: ``op`` (one of :data:`SETUP_OPS` / :data:`RUN_OPS`) and its operands.
+class _Emitter:
+    """Nodes -> instructions: the top level with the memory plan, blocks with run-time allocation."""
 
-    ``dst``: registers written (or the storage id of ``alloc_storage``); ``src``: registers read;
-    ``ws``: workspace registers of a ``call``; ``func``: the runtime function of a ``call``, the
-    input's or constant's name; ``name``: the source node name; ``attrs``: the rest (``pool``,
-    ``offset``, ``bytes``, ``storage``, ``piece``, ``src_piece``, ``dst_piece``)."""
+    def __init__(self, b: _VMBuilder, graph: dict[str, Any]):
+        self.b, self.graph = b, graph
+        self.setup: list[Instruction] = []
+        self.allocated: set[int] = set()
 
-    op: str
-    dst: tuple[int, ...] = ()
-    src: tuple[int, ...] = ()
-    ws: tuple[int, ...] = ()
-    func: str = ""
-    name: str = ""
-    attrs: dict[str, Any] = field(default_factory=dict)
+    def alloc(self, eid: int) -> None:
+        entries, storage = self.graph["entries"], self.graph["storage"]
+        sid = entries[eid]["storage"]
+        st = storage[sid]
+        if sid not in self.allocated:
+            self.allocated.add(sid)
+            self.setup.append(Instruction("alloc_storage", (sid,), attrs={"pool": st["pool"], "offset": st["offset"],
+                                                                          "bytes": st["bytes"]}))
+        self.setup.append(Instruction("alloc_tensor", (eid,), attrs={"storage": sid}))
 
+    def make(self, eids: tuple[int, ...], top: bool, out: list[Instruction] | None) -> None:
+        """Allocate the registers ``eids``: planned (setup) at the top level, else at run time (not at all
+        when ``out`` is None: an ``if`` or ``loop`` gives its dynamic outputs its blocks' values)."""
+        for e in eids:
+            if top and e not in self.b.dyn:
+                self.alloc(e)
+            elif out is not None:
+                out.append(Instruction("alloc_tensor_dyn", (e,)))
 
-def _type(e: dict[str, Any]) -> str:
-    return f"{e['dtype']}[{', '.join(str(d) for d in e['shape'])}]"
-
-
-def _regs(ids: tuple[int, ...]) -> str:
-    return ", ".join(f"%{i}" for i in ids)
-
-
-@dataclass
-class VMExecutable(BuildRecord):
-    """What ``plait.build(..., executor="vm")`` returns: ``instructions`` (setup, then run),
-    ``registers`` (``{"shape", "dtype"}`` per register), ``constants`` (name -> array), ``pools``
-    (``{"name", "bytes", "align"}`` each), ``lib`` (the runtime module with the lowered functions),
-    ``input_names`` / ``output_names``, ``memory`` (the byte totals of the memory plan),
-    ``functions`` (the signature of every function called, as in a Graph artifact's manifest)."""
-
-    instructions: list[Instruction]
-    registers: list[dict[str, Any]]
-    constants: dict[str, np.ndarray] = field(repr=False)
-    pools: list[dict[str, Any]]
-    lib: Any = field(repr=False)
-    input_names: list[str] = field(default_factory=list)
-    output_names: list[str] = field(default_factory=list)
-    memory: dict[str, int] = field(default_factory=dict)
-    functions: dict[str, Any] = field(default_factory=dict, repr=False)
-    target: str = ""
-    ir: IRModule | None = field(default=None, repr=False)
-    executor = "vm"
-
-    def text(self) -> str:
-        """The bytecode, readable: the pools, then one instruction per line with its source node."""
-        lines = [f"# vm: {len(self.instructions)} instructions, {len(self.registers)} registers, "
-                 f"{len(self.constants)} constants"]
-        lines += [f"pool {k} {p['name']} bytes {p['bytes']} align {p['align']}" for k, p in enumerate(self.pools)]
-        for ins in self.instructions:
-            lines.append(self.line(ins))
-        return "\n".join(lines) + "\n"
-
-    def line(self, ins: Instruction) -> str:
-        """One instruction as text (``# name`` at the end: the source node, and where it runs)."""
-        t = (lambda r: _type(self.registers[r]))
-        a = ins.attrs
-        if ins.op in ("input", "const"):
-            return f"{ins.op} %{ins.dst[0]} {ins.func}: {t(ins.dst[0])}"
-        if ins.op == "alloc_storage":
-            return f"alloc_storage s{ins.dst[0]} pool {a['pool']} offset {a['offset']} bytes {a['bytes']}"
-        if ins.op == "alloc_tensor":
-            return f"alloc_tensor %{ins.dst[0]} s{a['storage']}: {t(ins.dst[0])}"
-        if ins.op == "view":
-            return f"view %{ins.dst[0]} = %{ins.src[0]}: {t(ins.dst[0])}  # {ins.name}"
-        if ins.op == "call":
-            ws = f" ws {_regs(ins.ws)}" if ins.ws else ""
-            where = f" @{a['piece']}" if a.get("piece") else ""
-            return f"call {_regs(ins.dst)} = {ins.func}({_regs(ins.src)}){ws}  # {ins.name}{where}"
-        if ins.op == "copy":
-            return f"copy %{ins.dst[0]} = %{ins.src[0]} {a['src_piece']}->{a['dst_piece']}  # {ins.name}"
-        return f"ret {_regs(ins.src)}"
-
-    def __repr__(self) -> str:
-        return (f"VMExecutable({len(self.instructions)} instructions, target={self.target!r}, "
-                f"inputs: {', '.join(self.input_names)}; outputs: {', '.join(self.output_names)})")
+    def nodes(self, nodes: list[dict[str, Any]], top: bool) -> list[Instruction]:
+        run: list[Instruction] = []
+        dyn = self.b.dyn
+        for n in nodes:
+            op, outs, ins = n["op"], tuple(n["outputs"]), tuple(n.get("inputs", ()))
+            if op == "input":
+                self.setup.append(Instruction("input", outs, func=n["name"]))
+            elif op == "param":
+                dyn.discard(outs[0])  # constants are hoisted: set up once
+                self.setup.append(Instruction("const", outs, func=n["name"]))
+            elif op == "view":
+                if ins[0] in dyn or outs[0] in dyn:
+                    static_shape(TensorType(tuple(self.b.entries[outs[0]]["shape"]), self.b.entries[outs[0]]["dtype"]),
+                                 f"the view '{n['name']}'")
+                    dyn.add(outs[0])
+                    run.append(Instruction("view", outs, ins, name=n["name"]))
+                else:
+                    self.setup.append(Instruction("view", outs, ins, name=n["name"]))
+            elif op == "copy":
+                self.make(outs, top, run)
+                run.append(Instruction("copy", outs, ins, name=n["name"],
+                                       attrs={"src_piece": n["src"], "dst_piece": n["dst"]}))
+            elif op == "call":
+                fn = self.b._fn_of[n["func"]]
+                if any(e in dyn for e in outs) or not top:
+                    output_shapes(fn)  # refuses symbolic results (for now)
+                ws = tuple(n.get("workspace", ()))
+                self.make((*outs, *ws), top, run)
+                run.append(Instruction("call", outs, ins, ws, func=n["func"], name=n["name"],
+                                       attrs={"piece": n["piece"]} if "piece" in n else {}))
+            elif op == "if":
+                self.make(outs, top, None)
+                blocks = tuple(tuple(self.nodes(bl, False) + [Instruction("yield", src=tuple(y))])
+                               for bl, y in zip(n["blocks"], n["yields"]))
+                run.append(Instruction("if", outs, (n["cond"],), name=n["name"], blocks=blocks))
+            else:  # loop
+                self.make(outs, top, None)
+                body = tuple(self.nodes(n["blocks"][0], False) + [Instruction("yield", src=tuple(n["yields"][0]))])
+                run.append(Instruction("loop", outs, tuple(n["operands"]), tuple(n["params"]), name=n["name"],
+                                       attrs={"num_scan": n["num_scan"]}, blocks=(body,)))
+        return run
 
 
-def _refuse_unsupported(mod: IRModule) -> None:
-    """A clear error for what this VM does not run yet: symbolic shapes and control flow."""
-    if "main" not in mod:
-        raise VMCodegenError("the VM executor: the module has no 'main' function")
-    from plait.relay.infer import infer_type
-
-    for name, fn in mod.items():
-        if not isinstance(fn, Function):
-            continue
-        for e in post_order(fn.body):
-            if isinstance(e, If):
-                raise VMCodegenError(f"the VM executor does not run control flow (If) yet: function '{name}'")
-    infer_type(mod)
-    for p in mod.main.params:
-        t = p.checked_type
-        if getattr(t, "is_static", True) is False:
-            raise VMCodegenError(f"the VM executor does not run symbolic shapes yet: input '{p.name_hint}' "
-                                 f"has the shape {t}")
+def _plan(b: _VMBuilder, outputs: list[int], output_names: list[str]) -> dict[str, Any]:
+    """The top level as a graph for the memory planner: an ``if`` / ``loop`` is a node reading what its
+    blocks read and writing its outputs; dynamic entries take no bytes (they are made at run time)."""
+    nodes = [{**n, "op": "call"} if n["op"] in ("if", "loop") else n for n in b.nodes]
+    nodes = [{k: v for k, v in n.items() if k not in ("blocks", "yields")} for n in nodes]
+    entries = [{"shape": [0] if i in b.dyn else list(e["shape"]), "dtype": e["dtype"]} for i, e in enumerate(b.entries)]
+    graph: dict[str, Any] = {"nodes": nodes, "entries": entries, "outputs": outputs, "output_names": output_names}
+    plan_memory(graph)
+    return graph
 
 
 def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
     """The ``vm`` executor's codegen (registered in :data:`plait.executor.EXECUTORS`)."""
-    _refuse_unsupported(mod)
-    graph, params, functions = graph_codegen_full(mod)
-    nodes, entries, storage = graph["nodes"], graph["entries"], graph["storage"]
-    setup: list[Instruction] = []
-    run: list[Instruction] = []
-    allocated: set[int] = set()
+    from plait.relay.infer import infer_type
 
-    def alloc(eid: int) -> None:
-        sid = entries[eid]["storage"]
-        st = storage[sid]
-        if sid not in allocated:
-            allocated.add(sid)
-            setup.append(Instruction("alloc_storage", (sid,), attrs={"pool": st["pool"], "offset": st["offset"],
-                                                                     "bytes": st["bytes"]}))
-        setup.append(Instruction("alloc_tensor", (eid,), attrs={"storage": sid}))
-
-    for n in nodes:
-        op, outs, ins = n["op"], tuple(n["outputs"]), tuple(n.get("inputs", ()))
-        if op in ("input", "param"):
-            setup.append(Instruction("input" if op == "input" else "const", outs, func=n["name"]))
-        elif op == "view":
-            setup.append(Instruction("view", outs, ins, name=n["name"]))
-        elif op == "copy":
-            alloc(outs[0])
-            run.append(Instruction("copy", outs, ins, name=n["name"],
-                                   attrs={"src_piece": n["src"], "dst_piece": n["dst"]}))
-        else:
-            ws = tuple(n.get("workspace", ()))
-            for e in (*outs, *ws):
-                alloc(e)
-            run.append(Instruction("call", outs, ins, ws, func=n["func"], name=n["name"],
-                                   attrs={"piece": n["piece"]} if "piece" in n else {}))
-    run.append(Instruction("ret", src=tuple(graph["outputs"])))
-    registers = [{"shape": list(e["shape"]), "dtype": e["dtype"]} for e in entries]
+    if "main" not in mod:
+        raise VMCodegenError("the VM executor: the module has no 'main' function")
+    infer_type(mod)
+    b = _VMBuilder(mod)
+    values: dict[int, Value] = {}
+    seen: set[str] = set()
+    for p in mod.main.params:
+        if p.name_hint in seen:
+            raise VMCodegenError(f"the VM executor: main has two parameters named '{p.name_hint}'")
+        seen.add(p.name_hint)
+        values[id(p)] = v = b.entry(p.checked_type, f"input '{p.name_hint}'")
+        b.add_node({"op": "input", "name": p.name_hint}, v)
+    try:
+        b.serialize(mod.main.body, values, region=None)
+    except GraphCodegenError as exc:
+        raise VMCodegenError(str(exc).replace("graph executor", "the VM executor", 1)) from None
+    outputs = _flatten(values[id(mod.main.body)])
+    names = mod.attrs.get("output_names")
+    output_names = list(names) if names and len(names) == len(outputs) else [f"output_{i}" for i in range(len(outputs))]
+    graph = _plan(b, outputs, output_names)
+    em = _Emitter(b, graph)
+    run = em.nodes(b.nodes, True)
+    run.append(Instruction("ret", src=tuple(outputs)))
+    registers = [{"shape": list(e["shape"]), "dtype": e["dtype"], **({"dyn": True} if i in b.dyn else {})}
+                 for i, e in enumerate(b.entries)]
     pools = [{"name": p["name"], "bytes": int(p["bytes"]), "align": int(p["align"])} for p in graph["pools"]]
-    return VMExecutable(setup + run, registers, params, pools, lib,
-                        input_names=[nodes[i]["name"] for i in graph["inputs"]],
-                        output_names=list(graph["output_names"]), memory=dict(graph["memory"]),
-                        functions=functions, target=target, ir=mod)
+    return VMExecutable(em.setup + run, registers, dict(b.params), pools, lib,
+                        input_names=[n["name"] for n in b.nodes if n["op"] == "input"],
+                        output_names=output_names, memory=dict(graph["memory"]),
+                        functions=dict(b.functions), target=target, ir=mod)
 
 
-__all__ = ["Instruction", "RUN_OPS", "SETUP_OPS", "VMCodegenError", "VMExecutable", "vm_codegen"]
+__all__ = ["vm_codegen"]

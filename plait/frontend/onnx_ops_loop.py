@@ -1,6 +1,8 @@
-"""ONNX converters for iteration, unrolled at import time: Scan (static sequence length) and Loop
-(a trip count and conditions known at import time). The body is converted once per iteration,
-with that iteration's values bound to its inputs.
+"""ONNX converters for iteration: Scan (static sequence length, unrolled) and Loop. A Loop whose trip
+count and conditions are known at import time is unrolled (up to :data:`MAX_UNROLL` iterations): the
+body is converted once per iteration, with that iteration's values bound to its inputs. Any other Loop
+becomes a Relay :class:`~plait.relay.expr.Loop` (its body converted once, a function of
+``(iter, cond, *state)``), run by the VM executor.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import numpy as np
 from plait.frontend.onnx_node import NodeContext, Unsupported, Value, short, value_type
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import Converter, converters
-from plait.relay.expr import Expr
+from plait.ir.types import TensorType
+from plait.relay.expr import Expr, Function, Loop, Tuple, Var
+from plait.relay.infer import infer_expr
 
 MAX_UNROLL = 4096
 
@@ -69,6 +73,44 @@ def scan(cx: NodeContext) -> object:
 
 
 def loop(cx: NodeContext) -> object:
+    """Unrolled when the trip count and every condition are known at import time, else a Relay Loop."""
+    if (not cx.has(0) or cx.is_const(0)) and (not cx.has(1) or cx.is_const(1)):
+        try:
+            return unrolled_loop(cx)
+        except _RunTime:
+            pass
+    return loop_node(cx)
+
+
+class _RunTime(Exception):
+    """The loop cannot be unrolled: it runs a relay Loop."""
+
+
+def loop_node(cx: NodeContext) -> object:
+    """The Loop as a Relay :class:`~plait.relay.expr.Loop`: the body converted once."""
+    body = cx.attr("body")
+    carried = [cx.expr(i) for i in range(2, len(cx.inputs))]
+    n = len(carried)
+    k = len(body.output) - 1 - n
+    if len(body.input) != 2 + n or k < 0:
+        raise FrontendError(f"a Loop with {n} loop-carried values needs a body of {2 + n} inputs and at least "
+                            f"{1 + n} outputs, got {len(body.input)} and {len(body.output)}")
+    params = [Var(body.input[0].name, TensorType((), "int64")), Var(body.input[1].name, TensorType((), "bool"))]
+    params += [Var(vi.name, value_type(x)) for vi, x in zip(body.input[2:], carried)]
+    outs = [cx.as_expr(v) for v in cx.subgraph(body, params)]
+    for j, (x, o) in enumerate(zip(carried, outs[1:1 + n])):
+        if value_type(o) != value_type(x):
+            raise Unsupported(f"loop-carried value {j} ('{body.input[2 + j].name}') changes type from "
+                              f"{value_type(x)} to {value_type(o)}")
+    fn = Function(tuple(params), Tuple(tuple(outs)))
+    lp = Loop(cx.expr(0) if cx.has(0) else None, cx.expr(1) if cx.has(1) else None, tuple(carried), fn, k)
+    infer_expr(lp)
+    return [cx.get(lp, i) for i in range(n + k)]
+
+
+def unrolled_loop(cx: NodeContext) -> object:
+    """The Loop unrolled (raises :class:`_RunTime` when a condition is computed at run time, or for
+    more than :data:`MAX_UNROLL` or no iterations with scan outputs)."""
     body = cx.attr("body")
     trip = int(cx.const(0, "M").reshape(-1)[0]) if cx.has(0) else None
     cond = bool(cx.const(1, "cond").reshape(-1)[0]) if cx.has(1) else True
@@ -79,18 +121,18 @@ def loop(cx: NodeContext) -> object:
     t = 0
     while cond and (trip is None or t < trip):
         if t >= MAX_UNROLL:
-            raise Unsupported(f"more than {MAX_UNROLL} iterations cannot be unrolled")
+            raise _RunTime()
         outs = cx.subgraph(body, [np.array(t, np.int64), np.array(cond)] + carried)
         c = outs[0]
         if not isinstance(c, np.ndarray):
-            raise Unsupported("the loop condition is computed at run time")
+            raise _RunTime()
         cond = bool(c.reshape(-1)[0])
         carried = outs[1:1 + n]
         for j in range(k):
             per_step[j].append(outs[1 + n + j])
         t += 1
     if k and t == 0:
-        raise Unsupported("a loop with scan outputs that runs no iteration")
+        raise _RunTime()
     return carried + [stack(cx, per_step[j], 0) for j in range(k)]
 
 
@@ -99,5 +141,5 @@ CONVERTERS: list[Converter] = [
                 attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
                        "scan_output_directions"),
                 min_version=9, ops=("take", "expand_dims", "concatenate")),
-    *converters(["Loop"], loop, attrs=("body",), min_version=11, ops=("expand_dims", "concatenate")),
+    *converters(["Loop"], loop, attrs=("body",), min_version=11, ops=("expand_dims", "concatenate")),  # or a Loop
 ]

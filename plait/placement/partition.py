@@ -33,7 +33,7 @@ from plait.ir.attrs import Attrs
 from plait.ir.op import Op
 from plait.op import get_op
 from plait.ir.types import TensorType, TupleType
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Loop, Tuple, TupleGetItem, Var
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import FUSION_META
@@ -131,6 +131,7 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
     infer_type(mod)
     host = ct.host.name
     main = mod.main
+    _check_no_control_flow(main)
     new_body, piece_of, new_of = _insert_copies(main, pieces, ct, host)
     planned = infer_type(mod.with_function("main", Function(main.params, new_body, main.ret_type, main.attrs)))
     member: dict[Call, tuple[int, str | None]] = {}
@@ -156,6 +157,15 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
 
 
 # ---- 1. device planning ----------------------------------------------------------------------------
+
+
+def _check_no_control_flow(main: Function) -> None:
+    """Calls inside If branches and Loop bodies are not placed across pieces (yet): a clear refusal."""
+    kinds = sorted({type(e).__name__ for e in post_order(main.body) if isinstance(e, (If, Loop))})
+    if kinds:
+        raise PartitionError(f"placement across pieces: main has control flow ({', '.join(kinds)}); the calls in its "
+                             "branches and loop bodies are not placed across pieces yet: build for one piece (the "
+                             "VM executor runs it)")
 
 
 def _check_node(e: Expr) -> None:

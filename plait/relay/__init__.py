@@ -1,7 +1,7 @@
 """Relay: plait's graph-level IR (functions of operator calls over typed tensors)."""
 
 from plait.relay.expr import (
-    Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var, call, const, var,
+    Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var, call, const, var,
 )
 from plait.relay.infer import InferType, infer_expr, infer_type
 from plait.relay.interpreter import flatten_value, run
@@ -12,7 +12,7 @@ from plait.relay.text import parse_expr, parse_module, print_expr, print_module,
 
 __all__ = [
     "Call", "Constant", "Expr", "ExprMutator", "ExprVisitor", "Function", "GlobalVar", "IRModule", "If",
-    "InferType", "Let", "Tuple", "TupleGetItem", "Var", "call", "children", "const", "flatten_value",
+    "InferType", "Let", "Loop", "Tuple", "TupleGetItem", "Var", "call", "children", "const", "flatten_value",
     "free_vars", "infer_expr", "infer_type", "post_order", "run", "var",
     "assert_structural_equal", "structural_equal", "structural_hash",
     "parse_expr", "parse_module", "print_expr", "print_module", "print_with_constants",

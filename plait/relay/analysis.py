@@ -28,7 +28,7 @@ import numpy as np
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op
 from plait.ir.types import Type
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
 
@@ -202,6 +202,14 @@ class _Equal:
             stack.append((a.false_branch, b.false_branch, (path, ".false_branch")))
             stack.append((a.true_branch, b.true_branch, (path, ".true_branch")))
             stack.append((a.cond, b.cond, (path, ".cond")))
+        elif isinstance(a, Loop):
+            if a.num_scan != b.num_scan:
+                raise Mismatch((path, ".num_scan"), "loop scan counts differ", str(a.num_scan), str(b.num_scan))
+            ka, kb = a._labels(), b._labels()
+            if ka != kb:
+                raise Mismatch(path, "loop operands differ", ", ".join(ka), ", ".join(kb))
+            for label, ca, cb in reversed(list(zip(ka, a._children(), b._children()))):
+                stack.append((ca, cb, (path, f".{label}")))
         elif isinstance(a, Function):
             self.count(len(a.params), len(b.params), path, "numbers of parameters differ")
             for i, (pa, pb) in enumerate(zip(a.params, b.params)):
@@ -351,6 +359,8 @@ def _node_digest(n: Expr, memo: dict[int, bytes], binder: dict[Var, str], map_fr
         return _h("let", memo[id(n.var)], memo[id(n.value)], memo[id(n.body)])
     if isinstance(n, If):
         return _h("if", memo[id(n.cond)], memo[id(n.true_branch)], memo[id(n.false_branch)])
+    if isinstance(n, Loop):
+        return _h("loop", n.num_scan, *n._labels(), *(memo[id(c)] for c in n._children()))
     if isinstance(n, Function):
         return _h("fn", *(memo[id(p)] for p in n.params), str(n.ret_type), _attrs_bytes(n.attrs),
                   memo[id(n.body)])

@@ -215,7 +215,40 @@ class Function(Expr, BaseFunc):
         return f"Function({len(self.params)} params)"
 
 
-for _cls in (Tuple, TupleGetItem, Call, Let, If, Function):
+@dataclass(frozen=True, eq=False, repr=False)
+class Loop(Expr):
+    """A loop with ONNX ``Loop`` semantics.
+
+    ``body`` takes ``(iter: int64 scalar, cond: bool scalar, *state)`` and returns
+    ``Tuple(cond, *state, *scan_elems)``. The loop runs while ``iter < trip_count`` (when given) and
+    ``cond`` (when given: the initial condition, then each iteration's); ``body``'s condition output is
+    ignored when ``cond`` is None. Its value is ``Tuple(*final_state, *scan_outputs)``: the last
+    ``num_scan`` outputs of the body stacked on a new axis 0, of length ``"?"`` unless the trip count is
+    a constant and ``cond`` is None.
+    """
+
+    trip_count: Expr | None
+    cond: Expr | None
+    init: tuple[Expr, ...]
+    body: Function
+    num_scan: int = 0
+    _child_fields: ClassVar[tuple[str, ...]] = ("trip_count", "cond", "init", "body")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "init", tuple(self.init))
+        if not isinstance(self.body, Function):
+            raise PlaitError(f"the body of a loop must be a Function, got {type(self.body).__name__}")
+        if not (isinstance(self.num_scan, int) and self.num_scan >= 0):
+            raise PlaitError(f"a loop's num_scan must be an int >= 0, got {self.num_scan!r}")
+        if len(self.body.params) != 2 + len(self.init):
+            raise PlaitError(f"a loop body takes (iter, cond, *state): {2 + len(self.init)} parameters for "
+                             f"{len(self.init)} state values, got {len(self.body.params)}")
+
+    def __repr__(self) -> str:
+        return f"Loop({len(self.init)} state, {self.num_scan} scan)"
+
+
+for _cls in (Tuple, TupleGetItem, Call, Let, If, Loop, Function):
     derive_traversal(_cls, Expr)
 
 

@@ -17,7 +17,7 @@ from plait.errors import PlaitError, TypeInferenceError
 from plait.ir.op import Op, RelError
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import ANY_DIM, FuncType, TensorType, TupleType, Type
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
 
@@ -62,6 +62,44 @@ def _subst(t: Type, binding: dict[str, object]) -> Type:
     if isinstance(t, TupleType):
         return TupleType(tuple(_subst(f, binding) for f in t.fields))
     return t
+
+
+def _scalar(t: Type, dtype: str) -> bool:
+    return isinstance(t, TensorType) and t.dtype == dtype and t.is_static and t.size == 1
+
+
+def loop_type(lp: Loop, body_t: Type, where: str) -> Type:
+    """The type of a :class:`~plait.relay.expr.Loop`: ``(*state, *scan outputs)``; see its docstring."""
+    n = len(lp.init)
+    if lp.trip_count is not None and not _scalar(lp.trip_count.checked_type, "int64"):
+        raise TypeInferenceError(f"in {where}: a loop's trip count must be a single int64, got "
+                                 f"{lp.trip_count.checked_type}")
+    if lp.cond is not None and not _scalar(lp.cond.checked_type, "bool"):
+        raise TypeInferenceError(f"in {where}: a loop's condition must be a single bool, got {lp.cond.checked_type}")
+    params = [p.checked_type for p in lp.body.params]
+    if not (_scalar(params[0], "int64") and _scalar(params[1], "bool")):
+        raise TypeInferenceError(f"in {where}: a loop body's first parameters are (iter: int64, cond: bool), got "
+                                 f"({params[0]}, {params[1]})")
+    assert isinstance(body_t, FuncType)
+    ret = body_t.ret_type
+    if not isinstance(ret, TupleType) or len(ret.fields) != 1 + n + lp.num_scan:
+        raise TypeInferenceError(f"in {where}: a loop body with {n} state values and {lp.num_scan} scan outputs "
+                                 f"returns (cond, *state, *scan): {1 + n + lp.num_scan} values, got {ret}")
+    if not _scalar(ret.fields[0], "bool"):
+        raise TypeInferenceError(f"in {where}: a loop body's first result is its condition (a single bool), "
+                                 f"got {ret.fields[0]}")
+    for k, (i, p, o) in enumerate(zip(lp.init, params[2:], ret.fields[1:1 + n])):
+        if not (_match(p, i.checked_type, {}) and _match(p, o, {})):
+            raise TypeInferenceError(f"in {where}: loop state {k} has the type {i.checked_type} initially, {p} as "
+                                     f"a body parameter and {o} as a body result; they must agree")
+    static = isinstance(lp.trip_count, Constant) and lp.cond is None
+    length: object = max(0, int(lp.trip_count.data.reshape(-1)[0])) if static else ANY_DIM  # type: ignore[union-attr]
+    scans = []
+    for t in ret.fields[1 + n:]:
+        if not isinstance(t, TensorType):
+            raise TypeInferenceError(f"in {where}: a loop's scan output must be a tensor, got {t}")
+        scans.append(TensorType((length, *t.shape), t.dtype))  # type: ignore[arg-type]
+    return TupleType((*params[2:], *scans))
 
 
 @dataclass
@@ -166,6 +204,8 @@ class _Inferer:
             if not _match(tt, ft, {}):
                 raise TypeInferenceError(f"in {where}: if branches differ: expected {tt}, got {ft}")
             return tt
+        if isinstance(e, Loop):
+            return loop_type(e, self.type_of(e.body), where)
         if isinstance(e, Function):
             body_t = self.type_of(e.body)
             if e.ret_type is not None and not _match(e.ret_type, body_t, {}):

@@ -88,7 +88,7 @@ def _read(fp: IO[bytes], where: str, available: int, limit: int | str | None) ->
         raise InputFileError(f"{where}: cannot read the data ({_reason(exc)})") from None
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return np.ascontiguousarray(arr)
+    return np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes a 0-d array 1-d
 
 
 def _read_npz(path: str, limit: int | str | None) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ import numpy as np
 from plait.errors import InterpreterError, PlaitError
 from plait.ir.op import Op
 from plait.ir.types import DTYPES, TensorType, TupleType, Type
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var
 from plait.relay.infer import describe_call, infer_type
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
@@ -71,11 +71,34 @@ class Interpreter:
             elif isinstance(node, If):
                 cond = self.eval(node.cond, env)
                 memo[node] = self.eval(node.true_branch if bool(np.asarray(cond).reshape(-1)[0]) else node.false_branch, env)
+            elif isinstance(node, Loop):
+                memo[node] = self.eval_loop(node, memo)
             elif isinstance(node, Call):
                 memo[node] = self.eval_call(node, [memo[a] for a in node.args], memo)
             else:  # pragma: no cover
                 raise InterpreterError(f"cannot evaluate {node!r}")
         return memo[root]
+
+    def eval_loop(self, lp: Loop, memo: dict) -> Value:
+        """ONNX ``Loop`` semantics (see :class:`~plait.relay.expr.Loop`)."""
+        body: Closure = memo[lp.body]
+        trip = None if lp.trip_count is None else int(np.asarray(memo[lp.trip_count]).reshape(-1)[0])
+        cond = True if lp.cond is None else bool(np.asarray(memo[lp.cond]).reshape(-1)[0])
+        state = [memo[x] for x in lp.init]
+        n = len(state)
+        scans: list[list[np.ndarray]] = [[] for _ in range(lp.num_scan)]
+        i = 0
+        while cond and (trip is None or i < trip):
+            out = self.call_function(body.fn, [np.array(i, np.int64), np.array(cond), *state], body.env)
+            if lp.cond is not None:
+                cond = bool(np.asarray(out[0]).reshape(-1)[0])
+            state = list(out[1:1 + n])
+            for k in range(lp.num_scan):
+                scans[k].append(np.asarray(out[1 + n + k]))
+            i += 1
+        elem_types = lp.checked_type.fields[n:]  # type: ignore[attr-defined]
+        stacked = [np.stack(s) if s else np.zeros((0, *t.shape[1:]), DTYPES[t.dtype]) for s, t in zip(scans, elem_types)]
+        return (*state, *stacked)
 
     def eval_call(self, call: Call, args: list[Value], memo: dict) -> Value:
         if isinstance(call.op, Op):

@@ -19,7 +19,7 @@ from plait.errors import AttrError, ParseError, PlaitError, RegistryError
 from plait.ir.attrs import Attrs
 from plait.op import get_op
 from plait.ir.types import DTYPES, FuncType, TensorType, TupleType, Type, check_dtype
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.text_lex import PLAIN_NAME_RE, PRIMFN_KEYWORD, Source, Token, describe, name_text, read_name, tokenize
 from plait.relay.text_print import VERSION, float_from_text
@@ -290,6 +290,8 @@ class _Parser:
                 return self.function_rest()
             if word == "if":
                 return self.if_()
+            if word == "loop" and self.peek()[0] == "(":
+                return self.loop_()
             if word == "const":
                 return self.constant()
             if word == "meta":
@@ -329,6 +331,29 @@ class _Parser:
         self.keyword("else")
         self.expect("{")
         return If(cond, then, self.block("}"))
+
+    def loop_(self) -> Expr:
+        """``loop(body, (init...), [trip_count=e,] [cond=e,] num_scan=k)``."""
+        start = self.keyword("loop")
+        self.expect("(")
+        body = self.expr()
+        self.expect(",")
+        init = self.tuple_or_paren()
+        if not isinstance(init, Tuple):
+            raise self.error("a loop's initial state is a tuple: write (x,) for one value", start)
+        named: dict[str, Any] = {}
+        while self.separator(")", False):
+            t = self.expect("ident", what="trip_count=, cond= or num_scan=")
+            if t[1] not in ("trip_count", "cond", "num_scan") or t[1] in named:
+                raise self.error(f"unexpected loop argument '{t[1]}'", t)
+            self.expect("=")
+            named[t[1]] = self.expect("int", what="an int")[1] if t[1] == "num_scan" else self.expr()
+        if not isinstance(body, Function):
+            raise self.error("a loop's body must be a function", start)
+        try:
+            return Loop(named.get("trip_count"), named.get("cond"), init.fields, body, named.get("num_scan", 0))
+        except PlaitError as exc:
+            raise self.error(str(exc), start) from None
 
     def call_rest(self, callee: Any, start: Token) -> Call:
         """``(args, key=value...) [#[meta]]`` after the callee."""

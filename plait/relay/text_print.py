@@ -26,7 +26,7 @@ from plait.ir.base import BaseFunc
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op
 from plait.ir.types import FuncType, TensorType, TupleType, Type
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var
+from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.text_lex import key_text, name_text, quote
 from plait.relay.visitor import post_order
@@ -159,6 +159,8 @@ def _slots(n: Expr) -> list[tuple[Expr, str]]:
         return [(n.value, "letval"), (n.body, "letbody")]
     if isinstance(n, If):
         return [(n.cond, "plain"), (n.true_branch, "then"), (n.false_branch, "else")]
+    if isinstance(n, Loop):
+        return [(c, "plain") for c in n._children()]
     if isinstance(n, Function):
         return [(n.body, "fnbody")]
     return []
@@ -329,6 +331,11 @@ class RelayPrinter:
             return [f"{self.ref(n.tuple_value)}.{n.index}"]
         if isinstance(n, Constant):
             return [constant_text(n)]
+        if isinstance(n, Loop):
+            init = [self.ref(x) for x in n.init]
+            parts = [self.ref(n.body), "(" + ", ".join(init) + ("," if len(init) == 1 else "") + ")"]
+            parts += [f"{k}={self.ref(x)}" for k, x in (("trip_count", n.trip_count), ("cond", n.cond)) if x is not None]
+            return [f"loop({', '.join(parts)}, num_scan={n.num_scan})"]
         if isinstance(n, If):
             then_s, else_s = self.sub[n]
             return ([f"if ({self.ref(n.cond)}) {{"] + self.block(then_s, n.true_branch, depth + 1)

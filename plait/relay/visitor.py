@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from plait.relay.expr import (
-    Call, Constant, Expr, Function, GlobalVar, If, Let, Tuple, TupleGetItem, Var,
+    Call, Constant, Expr, Function, GlobalVar, If, Let, Loop, Tuple, TupleGetItem, Var,
 )
 
 
@@ -52,7 +52,7 @@ def _kind(e: Expr) -> str:
 
 _KIND_NAMES = {
     Var: "var", GlobalVar: "global_var", Constant: "constant", Tuple: "tuple",
-    TupleGetItem: "tuple_getitem", Call: "call", Let: "let", If: "if", Function: "function",
+    TupleGetItem: "tuple_getitem", Call: "call", Let: "let", If: "if", Loop: "loop", Function: "function",
 }
 
 
@@ -78,6 +78,7 @@ class ExprVisitor:
     def visit_call(self, c: Call) -> None: ...
     def visit_let(self, l: Let) -> None: ...
     def visit_if(self, i: If) -> None: ...
+    def visit_loop(self, lp: Loop) -> None: ...
     def visit_function(self, f: Function) -> None: ...
 
 
@@ -114,6 +115,8 @@ class ExprMutator:
             raise TypeError("a let-bound variable must be rewritten to a Var")
         if isinstance(e, Function) and not all(isinstance(p, Var) for p in new[:-1]):
             raise TypeError("function parameters must be rewritten to Vars")
+        if isinstance(e, Loop) and not isinstance(new[-1], Function):
+            raise TypeError("a loop body must be rewritten to a Function")
         return e._rebuild(new)
 
     def rewrite_var(self, pre: Var, post: Expr) -> Expr: return post
@@ -124,6 +127,7 @@ class ExprMutator:
     def rewrite_call(self, pre: Call, post: Expr) -> Expr: return post
     def rewrite_let(self, pre: Let, post: Expr) -> Expr: return post
     def rewrite_if(self, pre: If, post: Expr) -> Expr: return post
+    def rewrite_loop(self, pre: Loop, post: Expr) -> Expr: return post
     def rewrite_function(self, pre: Function, post: Expr) -> Expr: return post
 
 

@@ -1,4 +1,5 @@
-"""plait run --executor vm: the same outputs as the graph executor; compile --executor vm is refused (no export yet)."""
+"""plait run --executor vm: the same outputs as the graph executor; plait compile --executor vm exports a VM
+artifact (--print shows its bytecode) and plait run DIR runs it."""
 
 import json
 
@@ -25,11 +26,42 @@ def test_run_vm_gives_the_graph_executors_outputs(mlp_path, tmp_path, cache, cap
     assert list(v) == ["y"] and np.array_equal(v["y"], g["y"])
 
 
-def test_run_vm_times_and_compile_vm_is_refused(mlp_path, tmp_path, cache, capsys):
+def test_run_vm_times_and_print_needs_the_vm(mlp_path, tmp_path, cache, capsys):
     assert main(["run", mlp_path, "--executor", "vm", "--cache-dir", cache, "--fill", "ones", "--repeat", "2",
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert doc["executor"] == "vm" and doc["runs"] == 2
-    assert main(["compile", mlp_path, "--executor", "vm", "-o", str(tmp_path / "o")]) == 2
-    assert capsys.readouterr().err == ("plait: error: --executor vm: a VM executable cannot be exported yet; "
-                                       "run it with plait run --executor vm\n")
+    assert main(["compile", mlp_path, "--print", "-o", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == "plait: error: --print needs --executor vm (it prints the VM's bytecode)\n"
+    assert main(["compile", mlp_path, "--executor", "vm"]) == 2
+    assert capsys.readouterr().err == ("plait: error: -o/--output is required (the directory to write the artifact "
+                                       "into)\n")
+
+
+def test_compile_vm_prints_exports_and_run_dir_runs_it(tmp_path, cache, capsys):
+    import onnx
+
+    from tests.executor.test_vm_control import onnx_loop_model
+
+    model_path = tmp_path / "loop.onnx"
+    onnx.save(onnx_loop_model(with_cond=True), model_path)
+    out = tmp_path / "art"
+    assert main(["compile", str(model_path), "--executor", "vm", "--print", "--cache-dir", cache, "-o", str(out)]) == 0
+    got = capsys.readouterr()
+    assert got.out.startswith("# vm: 13 instructions, 11 registers, 1 constants\n")
+    assert "  call %9 = fused_multiply_add(%8, %1)  # fused_multiply_add @c\n" in got.out  # the body is fused
+    assert "loop %4, %5 = trip %0 cond %3 init (%1) scan 1 body(%6, %7, %8) {\n" in got.out
+    assert got.out.endswith(f"wrote {out}: lib.so, manifest.json, params.npz, vm.json\n")
+    feeds = {"M": np.array(5, np.int64), "x": np.full((2, 3), 0.5, np.float32), "limit": np.array(4.0, np.float32)}
+    np.savez(tmp_path / "in.npz", **feeds)  # scalars stay scalars
+    assert main(["run", str(out), "--inputs", str(tmp_path / "in.npz"), "--output", str(tmp_path / "o.npz")]) == 0
+    capsys.readouterr()
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(onnx_loop_model(with_cond=True).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    got_outs = np.load(tmp_path / "o.npz")
+    for name, want in zip(("s_final", "scans"), sess.run(None, feeds)):
+        np.testing.assert_allclose(got_outs[name], want, rtol=1e-6)
+    assert main(["run", str(out), "--profile", "--fill", "ones"]) == 2
+    assert capsys.readouterr().err == f"plait: error: --profile needs a graph artifact; '{out}' is a VM artifact\n"

@@ -174,6 +174,12 @@ def _bind(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelPr
     return m
 
 
+def _shape_like(feeds: dict[str, Any], bound: Any, kinds: str = "iu") -> dict[str, np.ndarray]:
+    """The scalar and 1-D graph inputs (of the dtype ``kinds``; default integers: shapes, axes) not bound yet."""
+    return {n: v for n, v in feeds.items() if n not in bound and isinstance(v, np.ndarray)
+            and v.dtype.kind in kinds and v.ndim <= 1}
+
+
 def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[str]]:
     """Import ``model``. Node tests pass shapes, axes, pads... as graph inputs; plait needs them
     at import time, so when the import says which run-time values must be constants and they are
@@ -186,9 +192,8 @@ def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[st
         except UnsupportedError as exc:
             needed = getattr(exc, "needs_constant", [])
             want = [n for n in needed if n in feeds and n not in bound]
-            if needed and not want:  # computed from graph inputs: bind the shape-like ones
-                want = [n for n, v in feeds.items() if n not in bound and isinstance(v, np.ndarray)
-                        and v.dtype.kind in "iu" and v.ndim <= 1]
+            if needed and not want:  # computed from graph inputs: bind the shape-like ones (and loop conditions)
+                want = list(_shape_like(feeds, bound, "iub"))
             if not want:
                 raise
             bound.update((n, feeds[n]) for n in want)
@@ -200,7 +205,10 @@ def _import(model: onnx.ModelProto, feeds: dict[str, Any]) -> tuple[Any, list[st
 # Any other build error (an internal KeyError wrapped by the pass manager, a PrimFunc type
 # mismatch, C that does not compile...) is a failure.
 COMPILE_UNSUPPORTED = re.compile(r"has a symbolic (dimension|shape)|not supported|has no TE compute|"
-                                 r"graph executor: unsupported")
+                                 r"graph executor: unsupported|VM executor does not run .* yet")
+
+
+_RUN_TIME_FORM = re.compile(r"graph executor: unsupported|has a symbolic (dimension|shape)|does not run .* yet")
 
 
 class _CompileUnsupported(Exception):
@@ -209,10 +217,10 @@ class _CompileUnsupported(Exception):
 
 def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None = None,
              executor: str = "graph") -> Any:
-    """``plait.build`` + a GraphModule (``executor="aot"``: an AotModule); the runner maps feeds -> flat
+    """``plait.build`` + a GraphModule (``executor="aot"``: an AotModule; ``"vm"``: a VirtualMachine); the runner maps feeds -> flat
     list of outputs. ``target``: default ``c -opt-level=<opt_level>``."""
     import plait
-    from plait.executor import AotModule, GraphModule
+    from plait.executor import AotModule, GraphModule, VirtualMachine
 
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
     try:
@@ -221,7 +229,7 @@ def _compile(mod: Any, opt_level: int, cache_dir: str | None, target: str | None
         if COMPILE_UNSUPPORTED.search(str(exc)) is None:
             raise
         raise _CompileUnsupported(_first_line(exc)) from exc
-    gm = AotModule(art) if executor == "aot" else GraphModule(art)
+    gm = {"aot": AotModule, "vm": VirtualMachine}.get(executor, GraphModule)(art)
 
     def runner(feeds: dict[str, Any]) -> list[Any]:
         return gm(**{n: feeds[n] for n in gm.input_names})
@@ -247,7 +255,18 @@ def run_case(case: Case, compiled: bool = False, opt_level: int = DEFAULT_OPT_LE
                 if k == 0 or bound:
                     mod, bound = _import(case.model, feeds)
                     if compiled:
-                        runner = _compile(mod, opt_level, cache_dir, target, executor)
+                        try:
+                            runner = _compile(mod, opt_level, cache_dir, target, executor)
+                        except _CompileUnsupported as exc:
+                            ints = _shape_like(feeds, bound, "iuf")
+                            if not _RUN_TIME_FORM.search(str(exc)) or not ints:
+                                raise
+                            # a loop with a run-time trip count the executor cannot run (the graph
+                            # executor: none; the VM: one whose results have symbolic shapes): run it
+                            # unrolled, with the scalar and 1-D inputs bound as constants
+                            mod, bound = _import(_bind(case.model, ints), feeds)
+                            bound = sorted({*bound, *ints})
+                            runner = _compile(mod, opt_level, cache_dir, target, executor)
             except UnsupportedError as exc:
                 reasons = "; ".join(f"{op}: {why}" for _, op, _, why in exc.nodes)
                 return Result(case.name, "unsupported", reasons, time.perf_counter() - t0)

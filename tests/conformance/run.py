@@ -1,7 +1,7 @@
 """Run the ONNX conformance harness.
 
     python -m tests.conformance.run [--filter PATTERN] [--json OUT] [--jobs N] [--unsupported]
-                                    [--compiled [--opt-level N | --target T] [--executor aot]] [--every K]
+                                    [--compiled [--opt-level N | --target T] [--executor aot|vm]] [--every K]
 
 Prints one line per unexpected failure, then ``N passed, M failed, K unsupported`` and
 ``E excluded``. Exit status 1 if any case failed (excluded cases do not count). ``--compiled``
@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opt-level", type=int, default=DEFAULT_OPT_LEVEL, choices=(0, 1, 2, 3),
                    help=f"with --compiled: the C target's -opt-level (default {DEFAULT_OPT_LEVEL})")
     p.add_argument("--target", help='with --compiled: build for this target instead of "c -opt-level=N" (e.g. llvm)')
-    p.add_argument("--executor", choices=("graph", "aot"), default="graph",
-                   help="with --compiled: the executor (default graph; aot: the AOT C run on this machine)")
+    p.add_argument("--executor", choices=("graph", "aot", "vm"), default="graph",
+                   help="with --compiled: the executor (default graph; aot: the AOT C run on this machine; "
+                        "vm: the VM executor)")
     p.add_argument("--every", type=int, default=1, help="only every K-th case by sorted name (what the test samples)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()

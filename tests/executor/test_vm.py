@@ -10,6 +10,7 @@ from plait import relay
 from plait.errors import PlaitError
 from plait.executor import GraphModule, VirtualMachine, VMExecutable
 from plait.executor.vm_codegen import vm_codegen
+from plait.executor.vm_shapes import output_shapes
 from plait.frontend.onnx import from_onnx
 from plait.relay.module import IRModule
 from plait.testing import onnx_models
@@ -88,21 +89,44 @@ def test_composite_target_with_copies_runs(cc_cache):
         assert np.array_equal(g, w)
 
 
-def test_symbolic_shapes_and_bad_inputs_are_refused(cc_cache):
-    n = relay.var("x", ("n", 3))
+def test_symbolic_dims_are_checked_between_inputs_and_bad_inputs_are_refused(cc_cache):
+    x, y = relay.var("x", ("n", 3)), relay.var("y", ("n", 5))
+    exe = vm_codegen(IRModule({"main": relay.Function((x, y), relay.Tuple((y, x)))}), lib=None)
+    vm = VirtualMachine(exe)
+    a, b = np.ones((2, 3), np.float32), np.full((2, 5), 2, np.float32)
+    got = vm(a, b)
+    assert np.array_equal(got[0], b) and np.array_equal(got[1], a)
     with pytest.raises(PlaitError) as e:
-        vm_codegen(IRModule({"main": relay.Function((n,), n)}), lib=None)
-    assert str(e.value) == ("the VM executor does not run symbolic shapes yet: input 'x' has the shape "
-                            "Tensor[(n, 3), float32]")
+        vm(a, np.zeros((4, 5), np.float32))
+    assert str(e.value) == "input 'y': dimension 0 (n) is 4, but input 'x' has n = 2"
+    with pytest.raises(PlaitError) as e:
+        vm(a, np.zeros((2, 6), np.float32))
+    assert str(e.value) == "input 'y': dimension 1 is 6, expected 5 (expected shape (n, 5), got (2, 6))"
+    with pytest.raises(PlaitError) as e:
+        vm(a, np.zeros((2, 5, 1), np.float32))
+    assert str(e.value) == "input 'y': expected 2 dimensions (n, 5), got 3 (2, 5, 1)"
     exe = plait.build(from_onnx(onnx_models.mlp(sizes=(8, 6, 4))), target="c", executor="vm",
                       config={"cc.cache_dir": cc_cache})
     vm = VirtualMachine(exe)
     with pytest.raises(PlaitError) as e:
         vm(x=np.zeros((2, 8), np.float32))
-    assert str(e.value) == "input 'x': expected shape (1, 8), got (2, 8)"
+    assert str(e.value) == "input 'x': dimension 0 is 2, expected 1 (expected shape (1, 8), got (2, 8))"
     with pytest.raises(PlaitError) as e:
         vm(y=np.zeros((1, 8), np.float32))
     assert str(e.value) == "the model has no input 'y' (inputs: x)"
     with pytest.raises(PlaitError) as e:
         VirtualMachine("exe")
     assert str(e.value) == "VirtualMachine needs a VMExecutable (from plait.build(..., executor='vm')), got str"
+
+
+def test_calls_with_symbolic_results_are_refused():
+    from plait.tir.expr import Var, const
+    from plait.tir.stmt import Buffer, Evaluate, PrimFunc
+
+    n = Var("n", "int64")
+    f = PrimFunc((Buffer("a", (4,), "float32"), Buffer("b", (n, 4), "float32")), Evaluate(const(0, "int32")),
+                 {"global_symbol": "f", "num_inputs": 1})
+    with pytest.raises(PlaitError) as e:
+        output_shapes(f, [(4,)])
+    assert str(e.value) == ("the VM executor does not run calls with symbolic shapes yet: function 'f' returns "
+                            "Tensor[(n, 4), float32]")

@@ -279,3 +279,29 @@ def test_random_dags_groups_are_convex_and_results_unchanged(body):
     fused = FuseOps()(mod)
     assert unfused_op_calls(fused) == []
     assert_same_results(mod, fused)
+
+
+def test_if_branches_and_loop_bodies_are_fused_each_on_their_own():
+    from plait.relay import If, Loop, Tuple
+
+    x, c = var("x", (2, 3)), var("c", (), "bool")
+    y = call("exp", x)  # used outside and inside the branches: stays one group of main
+    branch = call("nn.relu", call("add", y, x))
+    i, k, s = var("i", (), "int64"), var("k", (), "bool"), var("s", (2, 3))
+    body = Function((i, k, s), Tuple((k, call("tanh", call("multiply", s, y)))))
+    lp = Loop(const_int(3), None, (x,), body, 0)
+    mod = IRModule({"main": Function((x, c), Tuple((If(c, branch, call("negative", y)), TupleGetItem(lp, 0), y)))})
+    fused = FuseOps()(mod)
+    everything = [n for n in relay.post_order(fused.main.body) if isinstance(n, Call) and isinstance(n.op, Function)]
+    assert sorted(n.op.attrs["name"] for n in everything) == ["fused_add_nn_relu", "fused_exp", "fused_multiply_tanh",
+                                                             "fused_negative"]
+    (exp,) = [n for n in everything if n.op.attrs["name"] == "fused_exp"]
+    inner = [n for n in everything if n is not exp]
+    assert all(exp in n.args for n in inner)  # the outer value is a parameter of each inner group
+    assert_same_results(mod, fused)
+
+
+def const_int(v: int):
+    from plait.relay import const
+
+    return const(v, "int64")

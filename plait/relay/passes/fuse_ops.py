@@ -26,20 +26,22 @@ used outside it): visiting calls consumers first, a call joins the group of its 
 Each group becomes ``Call(Function(params, body, attrs={"Primitive": 1, "anchor": op, "name":
 "fused_..."}), args)``: params are the group's external inputs in first-use order (variables,
 other groups' results, non-scalar constants); constants with one element are inlined. Calls in
-the body keep their attrs and meta. Only the dataflow part of ``main`` is fused: calls inside
-``If`` branches or function literals, and calls of functions, are left as they are.
+the body keep their attrs and meta. Each scope is fused on its own: the dataflow of ``main``, then
+every ``If`` branch, ``Loop`` operand and body, and function literal, whose values from the enclosing
+scope are leaves there (never pulled into a group of the inner scope). Calls of functions are left
+as they are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Hashable
+from typing import Callable, ClassVar, Collection, Hashable
 
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op, OpPattern
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import TensorType, TupleType
-from plait.relay.expr import Call, Constant, Expr, Function, If, Var
+from plait.relay.expr import Call, Constant, Expr, Function, If, Loop, Var
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, children, post_order
@@ -90,22 +92,42 @@ def meta_key(call: Call) -> Hashable:
     return call.meta.get(FUSION_META) if call.meta else None
 
 
-def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS, key: FusionKey | None = None) -> dict[Call, _Group]:
+def _scope(n: Expr) -> bool:
+    """Does ``n`` open scopes of its own (fused separately)?"""
+    return isinstance(n, (If, Loop, Function))
+
+
+def scope_refs(n: Expr, level: Collection[Expr]) -> list[Expr]:
+    """The nodes of ``level`` (an enclosing scope's) that the scopes ``n`` opens read (through nodes of
+    their own)."""
+    seen: dict[Expr, None] = {}
+    for c in children(n):
+        for e in post_order(c, enter=lambda e: e not in level):
+            if e in level:
+                seen.setdefault(e)
+    return list(seen)
+
+
+def find_groups(body: Expr, max_ops: int = MAX_FUSED_OPS, key: FusionKey | None = None,
+                outer: Collection[Expr] = ()) -> dict[Call, _Group]:
     """Map every fusable call of ``body``'s dataflow to its group (of at most ``max_ops`` calls, all
-    with the same ``key``; default :func:`meta_key`)."""
+    with the same ``key``; default :func:`meta_key`). Nodes of ``outer`` (enclosing scopes') are
+    leaves: neither entered nor grouped. A value read inside an ``If`` / ``Loop`` / function literal
+    is used by it: it stays a group's output."""
     key = key or meta_key
-    order = list(post_order(body, enter=lambda n: not isinstance(n, (If, Function))))
+    order = list(post_order(body, enter=lambda n: not _scope(n) and n not in outer))
+    level = set(order)
     consumers: dict[Expr, list[Expr]] = {}
     for n in order:
-        if isinstance(n, (If, Function)):
+        if n in outer:
             continue
-        for c in children(n):
+        for c in (scope_refs(n, level) if _scope(n) else children(n)):
             lst = consumers.setdefault(c, [])
             if not lst or lst[-1] is not n:
                 lst.append(n)
     group_of: dict[Call, _Group] = {}
     for n in reversed(order):
-        if not _is_op_call(n):
+        if not _is_op_call(n) or n in outer:
             continue
         assert isinstance(n, Call)
         users = consumers.get(n, [])
@@ -215,28 +237,59 @@ def group_function(g: _Group) -> tuple[Function, list[Expr]]:
 
 
 class _Outliner(ExprMutator):
-    def __init__(self, groups: dict[Call, _Group]):
+    def __init__(self, groups: dict[Call, _Group], max_ops: int = MAX_FUSED_OPS, outer: Collection[Expr] = ()):
         super().__init__()
         self.groups = groups
+        self.max_ops = max_ops
+        self.outer = outer  # the nodes of the enclosing scopes (their rewritten forms are in memo)
+        self.level: set[Expr] = set()
 
     def visit(self, root: Expr) -> Expr:
+        self.level = set(post_order(root, enter=lambda n: not _scope(n) and n not in self.outer)) | set(self.outer)
+        return self.walk(root)
+
+    def walk(self, root: Expr) -> Expr:
+        """Rewrite ``root`` (a node of this scope), children first."""
         memo = self.memo
-        for node in post_order(root, enter=lambda n: n not in memo and not isinstance(n, (If, Function))):
+        for node in post_order(root, enter=lambda n: n not in memo and not _scope(n)):
             if node in memo:
                 continue
-            if isinstance(node, (If, Function)) and any(c not in memo for c in children(node)):
-                memo[node] = node  # not descended into: kept as is
+            if _scope(node):
+                memo[node] = node if isinstance(node, Function) and node.attrs.get("Primitive") else self.scoped(node)
                 continue
             post = self._rebuild(node)
             g = self.groups.get(node) if isinstance(node, Call) else None
             memo[node] = outline(g, memo) if g is not None and g.root is node else post
         return memo[root]
 
+    def scoped(self, node: Expr) -> Expr:
+        """An ``If`` / ``Loop`` / function literal with each child (a function: its body) fused as a
+        scope of its own; the values it reads from this scope are rewritten first (its leaves)."""
+        for ref in scope_refs(node, self.level):
+            if ref not in self.memo:
+                self.walk(ref)
+        new = []
+        for c in children(node):
+            if isinstance(c, Function) and not c.attrs.get("Primitive"):
+                new.append(Function(c.params, self.nested(c.body), c.ret_type, c.attrs))
+            elif isinstance(c, Var) or (isinstance(c, Function) and c.attrs.get("Primitive")):
+                new.append(self.memo.get(c, c))
+            else:
+                new.append(self.nested(c))
+        if isinstance(node, Function):
+            return Function(node.params, new[-1], node.ret_type, node.attrs)
+        return node._rebuild(tuple(new))
+
+    def nested(self, expr: Expr) -> Expr:
+        inner = _Outliner(find_groups(expr, self.max_ops, outer=self.level), self.max_ops, self.level)
+        inner.memo = dict(self.memo)
+        return inner.visit(expr)
+
 
 def fuse_function(fn: Function, max_ops: int = MAX_FUSED_OPS) -> Function:
     """``fn`` with its operator calls grouped into Primitive function calls (``fn`` must be typed)."""
     groups = find_groups(fn.body, max_ops)
-    body = _Outliner(groups).visit(fn.body)
+    body = _Outliner(groups, max_ops).visit(fn.body)
     return Function(fn.params, body, fn.ret_type, fn.attrs)
 
 
