@@ -91,15 +91,17 @@ def aligned_buffer(nbytes: int, align: int = BUFFER_ALIGN) -> np.ndarray:
     return raw[off:off + nbytes]
 
 
-def _find_function(lib: Module, name: str, nargs: int, where: str) -> tuple[Callable, bool]:
+def _find_function(lib: Module, name: str, nargs: int, where: str, scalars: int = 0) -> tuple[Callable, bool]:
     """(function, takes_pointers): the raw function of a compiled module (any module with a
-    ``raw(name)`` method: a DSO, an LLVM JIT module...), or a Python callable."""
+    ``raw(name)`` method: a DSO, an LLVM JIT module...), or a Python callable. It takes ``nargs``
+    buffers, then ``scalars`` int64 values (the size variables of a function with symbolic extents)."""
     for m in lib.walk():
         if name not in m.function_names():
             continue
         if callable(getattr(m, "raw", None)):
-            sig = getattr(m, "signatures", {}).get(name, ("ptr",) * nargs)
-            if len(sig) != nargs or any(k != "ptr" for k in sig):
+            sig = getattr(m, "signatures", {}).get(name, ("ptr",) * nargs + ("int64",) * scalars)
+            if len(sig) != nargs + scalars or any(k != "ptr" for k in sig[:nargs]) or \
+                    any(k != "int64" for k in sig[nargs:]):
                 raise ExecutorError(f"{where}: runtime function '{name}' has signature ({', '.join(sig)}); "
                                     f"the graph executor passes {nargs} buffers (inputs, then outputs)")
             return m.raw(name), True

@@ -29,10 +29,11 @@ from plait.executor.errors import ExecutorError
 from plait.executor.graph import BUFFER_ALIGN, _find_function, _view, aligned_buffer
 from plait.executor.inputs import bind_inputs
 from plait.executor.vm_exec import Instruction, VMExecutable, walk
-from plait.executor.vm_shapes import scan_shape
+from plait.executor.vm_shapes import scan_shape, shaped_call, view_shape
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes
+from plait.tir.expr import Var
 from plait.memory.plan import entry_bytes
 from plait.runtime.module import RuntimeError_
 
@@ -102,8 +103,13 @@ class VirtualMachine:
         self._funcs: dict[str, tuple[Callable, bool]] = {}
         for ins in walk(exe.instructions):
             if ins.op == "call" and ins.func not in self._funcs:
-                n = len(ins.src) + len(ins.dst) + len(ins.ws)
-                self._funcs[ins.func] = _find_function(exe.lib, ins.func, n, f"instruction '{exe.line(ins)}'")
+                n, scalars = len(ins.src) + len(ins.dst) + len(ins.ws), 0
+                f = exe.shaped.get(ins.func)
+                if f is not None:  # its outputs and symbolic workspaces, then its size variables
+                    scalars = sum(1 for p in f.params if isinstance(p, Var))
+                    n = len(f.params) - scalars
+                self._funcs[ins.func] = _find_function(exe.lib, ins.func, n, f"instruction '{exe.line(ins)}'",
+                                                       scalars)
         code: list[tuple[int, Any, tuple, Instruction]] = []
         for ins in exe.instructions:
             op = ins.op
@@ -192,6 +198,14 @@ class VirtualMachine:
         if op == "alloc_tensor_dyn":
             d = ins.dst[0]
             r[d] = self.arena.alloc(tuple(self.exe.registers[d]["shape"]), self._dtypes[d])
+        elif op == "call" and ins.func in self.exe.shaped:
+            fn, raw = self._funcs[ins.func]
+            srcs = [np.ascontiguousarray(r[i]) for i in ins.src]
+            status, outs = shaped_call(self.exe.shaped[ins.func], fn, raw, srcs, [r[i] for i in ins.ws],
+                                       self.arena.alloc)
+            if status:
+                self._failed(ins, status)
+            self._results(ins.dst, outs, r)
         elif op == "call":
             fn, raw = self._funcs[ins.func]
             bufs = [r[i] for i in (*ins.src, *ins.dst, *ins.ws)]
@@ -201,7 +215,10 @@ class VirtualMachine:
         elif op == "copy":
             np.copyto(r[ins.dst[0]], r[ins.src[0]])
         elif op == "view":
-            r[ins.dst[0]] = np.ascontiguousarray(r[ins.src[0]]).reshape(self.exe.registers[ins.dst[0]]["shape"])
+            src = np.ascontiguousarray(r[ins.src[0]])
+            regs = self.exe.registers
+            r[ins.dst[0]] = src.reshape(view_shape(regs[ins.dst[0]]["shape"], regs[ins.src[0]]["shape"], src.shape,
+                                                   f"instruction '{self.exe.line(ins)}'"))
         elif op == "if":
             taken = ins.blocks[0] if bool(r[ins.src[0]].reshape(-1)[0]) else ins.blocks[1]
             self._results(ins.dst, [r[i] for i in self._block(taken, r)], r)

@@ -50,6 +50,10 @@ def vm_json(exe: VMExecutable) -> str:
 
 def export_vm(exe: VMExecutable, path: str | Path) -> Path:
     """Write ``exe`` into the directory ``path`` (see the module docstring)."""
+    if exe.shaped:
+        raise ExecutorError(f"exporting a VM executable whose calls have run-time shapes (function "
+                            f"'{next(iter(exe.shaped))}': symbolic dims or a data-dependent output) is not "
+                            "supported yet; run it in process (plait run --executor vm)")
     from plait.executor.artifact import export_files
 
     return export_files(Path(path), VM_FILE, vm_json(exe), dict(exe.constants), exe.lib, exe.functions)

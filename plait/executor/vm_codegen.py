@@ -23,7 +23,7 @@ from typing import Any
 
 from plait.executor.graph_codegen import GraphCodegenError, Value, _Builder, _flatten
 from plait.executor.vm_exec import Instruction, VMCodegenError, VMExecutable
-from plait.executor.vm_shapes import output_shapes, static_shape
+from plait.executor.vm_shapes import needs_run_time_shapes, output_shapes
 from plait.ir.types import TensorType, Type
 from plait.memory.plan import plan_memory
 from plait.relay.expr import Expr, Function, If, Loop
@@ -36,6 +36,7 @@ class _VMBuilder(_Builder):
     def __init__(self, mod: IRModule):
         super().__init__(mod)
         self.dyn: set[int] = set()  # entries made at run time
+        self.shaped: dict[str, Any] = {}  # symbol -> PrimFunc with run-time shapes
         self.depth = 0  # > 0 inside a block
 
     def entry(self, t: Type, what: str) -> int:
@@ -49,6 +50,15 @@ class _VMBuilder(_Builder):
 
     def enters(self, e: Expr) -> bool:
         return not isinstance(e, (Function, If, Loop))
+
+    def describe(self, symbol: str, fn: Any, node: dict[str, Any]) -> None:
+        """A function with run-time shapes (:func:`~plait.executor.vm_shapes.needs_run_time_shapes`) is
+        kept whole (``shaped``): its calls evaluate its shape functions when they run."""
+        if needs_run_time_shapes(fn):
+            self.shaped[symbol] = fn
+            self._fn_of[symbol] = fn
+            return
+        super().describe(symbol, fn, node)
 
     def other(self, e: Expr, values: dict[int, Value], region: str | None) -> Value:
         if isinstance(e, If):
@@ -161,9 +171,7 @@ class _Emitter:
                 dyn.discard(outs[0])  # constants are hoisted: set up once
                 self.setup.append(Instruction("const", outs, func=n["name"]))
             elif op == "view":
-                if ins[0] in dyn or outs[0] in dyn:
-                    static_shape(TensorType(tuple(self.b.entries[outs[0]]["shape"]), self.b.entries[outs[0]]["dtype"]),
-                                 f"the view '{n['name']}'")
+                if ins[0] in dyn or outs[0] in dyn:  # its shape: vm_shapes.view_shape when it runs
                     dyn.add(outs[0])
                     run.append(Instruction("view", outs, ins, name=n["name"]))
                 else:
@@ -174,9 +182,16 @@ class _Emitter:
                                        attrs={"src_piece": n["src"], "dst_piece": n["dst"]}))
             elif op == "call":
                 fn = self.b._fn_of[n["func"]]
-                if any(e in dyn for e in outs) or not top:
-                    output_shapes(fn)  # refuses symbolic results (for now)
                 ws = tuple(n.get("workspace", ()))
+                if n["func"] in self.b.shaped:  # the call allocates its outputs when it runs
+                    dyn.update(outs)
+                    self.make(ws, top, run)
+                    run.append(Instruction("call", outs, ins, ws, func=n["func"], name=n["name"],
+                                           attrs={"shapes": "run time", **({"piece": n["piece"]} if "piece" in n
+                                                                             else {})}))
+                    continue
+                if any(e in dyn for e in outs) or not top:
+                    output_shapes(fn)  # static results (else a clear error)
                 self.make((*outs, *ws), top, run)
                 run.append(Instruction("call", outs, ins, ws, func=n["func"], name=n["name"],
                                        attrs={"piece": n["piece"]} if "piece" in n else {}))
@@ -237,7 +252,7 @@ def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
     return VMExecutable(em.setup + run, registers, dict(b.params), pools, lib,
                         input_names=[n["name"] for n in b.nodes if n["op"] == "input"],
                         output_names=output_names, memory=dict(graph["memory"]),
-                        functions=dict(b.functions), target=target, ir=mod)
+                        functions=dict(b.functions), target=target, ir=mod, shaped=dict(b.shaped))
 
 
 __all__ = ["vm_codegen"]

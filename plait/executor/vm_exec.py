@@ -122,7 +122,8 @@ class VMExecutable(BuildRecord):
     at run time), ``constants`` (name -> array), ``pools`` (``{"name", "bytes", "align"}`` each), ``lib``
     (the runtime module with the lowered functions), ``input_names`` / ``output_names``, ``memory``
     (the byte totals of the memory plan), ``functions`` (the signature of every function called, as in
-    a Graph artifact's manifest)."""
+    a Graph artifact's manifest), ``shaped`` (the PrimFuncs whose calls evaluate their shape functions when
+    they run: symbolic extents, data-dependent outputs; :mod:`plait.executor.vm_shapes`)."""
 
     instructions: list[Instruction]
     registers: list[dict[str, Any]]
@@ -135,6 +136,7 @@ class VMExecutable(BuildRecord):
     functions: dict[str, Any] = field(default_factory=dict, repr=False)
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
+    shaped: dict[str, Any] = field(default_factory=dict, repr=False)
     executor = "vm"
 
     def text(self) -> str:

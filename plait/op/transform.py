@@ -444,7 +444,7 @@ def _transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "transpose")
     perm = _perm(TensorType(relay_shape(in_shape)), attrs["axes"])
-    shape, _ = out_tensor_type(out_type, "transpose")
+    shape = tuple(in_shape[p] for p in perm)  # (a "?" dim of the input is its size variable here)
 
     def body(*i: PrimExpr) -> PrimExpr:
         idx: list[Any] = [0] * len(perm)

@@ -1,32 +1,20 @@
-"""Models with a symbolic batch dimension, and a small runner of lowered modules with symbolic shapes.
+"""Models with a symbolic batch dimension (run them with the VM executor: ``plait.build(..., executor="vm")``).
 
 :func:`with_symbolic_batch` turns an ONNX model whose inputs have batch 1 (the bench models of
 :mod:`plait.testing.onnx_models`) into one whose graph inputs and outputs have the symbolic batch
 dimension ``"N"`` (dim 0); ``Reshape`` shape constants that hard-code the batch (a leading 1 where the
 input's dim 0 is the batch) become 0 (copy the input's dim). ``DYNAMIC_MODELS`` maps the bench models'
 names to their symbolic versions.
-
-:func:`run_lowered` runs a lowered module (``main`` calling PrimFuncs, directly or through region
-functions) on numpy inputs of any batch, calling each compiled PrimFunc through
-:mod:`plait.runtime` with the arguments :func:`plait.lowering.shape_func.prepare_call` makes: a
-stand-in for the VM in tests.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable
 
-import numpy as np
 import onnx
 
 from plait.errors import PlaitError
-from plait.ir.op import Op
-from plait.lowering.shape_func import prepare_call, trim_outputs
-from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
-from plait.relay.module import IRModule
-from plait.relay.visitor import post_order
 from plait.testing.onnx_models import MODELS
-from plait.tir.stmt import PrimFunc
 
 BATCH = "N"
 
@@ -65,51 +53,4 @@ DYNAMIC_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     k: (lambda f=f: with_symbolic_batch(f())) for k, f in MODELS.items()}
 
 
-def run_lowered(mod: IRModule, lib: Any, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """The outputs of the lowered ``mod``'s ``main`` on ``inputs`` (by name): PrimFunc calls go to
-    ``lib[global_symbol]`` (a :mod:`plait.runtime` module) with shapes from the shape functions; views
-    (reshape...) run their numpy reference."""
-    main = mod["main"]
-    env: dict[Expr, Any] = {}
-    for p in main.params:
-        if p.name_hint not in inputs:
-            raise PlaitError(f"run_lowered: no value for input '{p.name_hint}'")
-        env[p] = np.ascontiguousarray(inputs[p.name_hint])
-    out = _eval(mod, lib, main, env)
-    return list(out) if isinstance(out, tuple) else [out]
-
-
-def _eval(mod: IRModule, lib: Any, fn: Function, env: dict[Expr, Any]) -> Any:
-    for node in post_order(fn.body, enter=lambda n: not isinstance(n, Function)):
-        if node in env:
-            continue
-        if isinstance(node, Constant):
-            env[node] = node.data
-        elif isinstance(node, Tuple):
-            env[node] = tuple(env[f] for f in node.fields)
-        elif isinstance(node, TupleGetItem):
-            env[node] = env[node.tuple_value][node.index]
-        elif isinstance(node, Call):
-            env[node] = _call(mod, lib, node, [env[a] for a in node.args])
-        elif not isinstance(node, (Var, GlobalVar, Function)):
-            raise PlaitError(f"run_lowered: unsupported {type(node).__name__}")
-    return env[fn.body]
-
-
-def _call(mod: IRModule, lib: Any, call: Call, args: Sequence[Any]) -> Any:
-    if isinstance(call.op, Op):
-        return np.ascontiguousarray(call.op.ref(list(args), call.attrs))
-    if not isinstance(call.op, GlobalVar):
-        raise PlaitError(f"run_lowered: unsupported callee {call.op!r}")
-    callee = mod[call.op.name]
-    if isinstance(callee, Function):
-        return _eval(mod, lib, callee, dict(zip(callee.params, args)))
-    assert isinstance(callee, PrimFunc)
-    arrays = [np.ascontiguousarray(a) for a in args]
-    call_args, outs = prepare_call(callee, arrays)
-    lib[callee.attrs["global_symbol"]](*call_args)
-    res = trim_outputs(callee, outs)
-    return res[0] if len(res) == 1 and not callee.attrs.get("tuple_output") else tuple(res)
-
-
-__all__ = ["BATCH", "DYNAMIC_MODELS", "run_lowered", "with_symbolic_batch"]
+__all__ = ["BATCH", "DYNAMIC_MODELS", "with_symbolic_batch"]

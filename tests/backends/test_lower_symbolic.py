@@ -1,6 +1,6 @@
 """Lowering with symbolic extents: size variables as trailing int64 parameters, shapes from the shape
 functions (plait.lowering.shape_func), the bench models with a symbolic batch compiled once and run
-with N = 1, 3 and 8 against ONNX Runtime."""
+with N = 1, 3 and 8 by the VM executor against ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+import plait
 from plait import relay, tir
 from plait.driver import CodegenPieces, lowered_module
 from plait.errors import PlaitError
@@ -23,7 +24,8 @@ from plait.memory.workspace import LiftWorkspaces
 from plait.relay import IRModule, call, var
 from plait.relay.passes import FuseOps
 from plait.target import CompositeTarget
-from plait.testing.dynamic_models import DYNAMIC_MODELS, run_lowered, with_symbolic_batch
+from plait.executor.vm import VirtualMachine
+from plait.testing.dynamic_models import DYNAMIC_MODELS, with_symbolic_batch
 from plait.testing.onnx_models import mlp
 from plait.tir.stmt import PrimFunc
 
@@ -121,17 +123,20 @@ def _compile(model, target: str):
 
 
 def _check_batches(model, target: str, batches=(1, 3, 8), rtol=1e-4, atol=1e-5) -> IRModule:
-    mod, lib = _compile(model, target)
+    """Compile ``model`` once for the VM executor and run it with each batch size against ONNX Runtime;
+    returns the lowered module."""
+    exe = plait.build(from_onnx(model), target, executor="vm")
+    vm = VirtualMachine(exe)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (inp,) = sess.get_inputs()
     for n in batches:
         x = np.random.default_rng(n).standard_normal([n, *inp.shape[1:]]).astype(np.float32)
-        got = run_lowered(mod, lib, {inp.name: x})
+        got = vm(**{inp.name: x})
         want = sess.run(None, {inp.name: x})
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-    return mod
+    return exe.ir
 
 
 @pytest.mark.parametrize("name", sorted(DYNAMIC_MODELS))
