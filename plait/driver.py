@@ -284,6 +284,19 @@ def has_control_flow(mod: IRModule) -> bool:
     return any(isinstance(e, (If, Loop)) for f in mod.values() if isinstance(f, Function) for e in post_order(f.body))
 
 
+def has_run_time_shapes(mod: IRModule) -> bool:
+    """Is a value of ``mod``'s (typed) ``main`` sized only when it runs: control flow, or a type with a
+    symbolic or unknown dim (a symbolic input, a data-dependent result such as ``nonzero``'s)?"""
+    from plait.ir.types import tensor_leaves
+    from plait.relay.visitor import post_order
+
+    if has_control_flow(mod):
+        return True
+    main = mod.main
+    nodes = [*main.params, *post_order(main.body)]
+    return any(not t.is_static for e in nodes if e.has_type for t in (tensor_leaves(e.checked_type) or ()))
+
+
 @dataclass(frozen=True)
 class CheckMemoryFit(Pass):
     """Each piece's share of the liveness memory plan (:func:`plait.memory.plan.piece_bytes`)
@@ -296,13 +309,12 @@ class CheckMemoryFit(Pass):
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         from plait.executor.graph_codegen import graph_codegen
         from plait.memory.plan import piece_bytes
-        from plait.relay.io import symbolic_inputs
         from plait.placement.fit import check_fit, piece_memory
 
         mems = [piece_memory(p.target) for p in self.composite.pieces]
         if all(m.ram_bytes is None and m.weights_bytes is None for m in mems):
             return mod
-        if symbolic_inputs(mod) or has_control_flow(mod):  # no static plan: the VM sizes buffers at run time
+        if has_run_time_shapes(mod):  # no static plan: the VM sizes buffers at run time
             return mod
         graph, _ = graph_codegen(mod)
         check_fit(self.composite, piece_bytes(graph))

@@ -49,8 +49,8 @@ def output_shapes(func: Any, input_shapes: Sequence[tuple[int, ...]] | None = No
     if leaves is None:
         raise VMCodegenError(f"the VM executor: function '{name}' has no tensor results")
     if any(not t.is_static for t in leaves):
-        raise VMCodegenError(f"the VM executor: function '{name}' returns {', '.join(map(str, leaves))} but has no "
-                             "shape functions (it is not a lowered PrimFunc)")
+        raise VMCodegenError(f"the VM executor: function '{name}' returns {', '.join(map(str, leaves))} but takes "
+                             "no size variables to compute that shape from")
     return [tuple(int(d) for d in t.shape) for t in leaves]
 
 

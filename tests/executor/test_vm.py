@@ -119,7 +119,7 @@ def test_symbolic_dims_are_checked_between_inputs_and_bad_inputs_are_refused(cc_
     assert str(e.value) == "VirtualMachine needs a VMExecutable (from plait.build(..., executor='vm')), got str"
 
 
-def test_calls_with_symbolic_results_are_refused():
+def test_a_symbolic_result_without_size_variables_is_refused():
     from plait.tir.expr import Var, const
     from plait.tir.stmt import Buffer, Evaluate, PrimFunc
 
@@ -128,5 +128,10 @@ def test_calls_with_symbolic_results_are_refused():
                  {"global_symbol": "f", "num_inputs": 1})
     with pytest.raises(PlaitError) as e:
         output_shapes(f, [(4,)])
-    assert str(e.value) == ("the VM executor does not run calls with symbolic shapes yet: function 'f' returns "
-                            "Tensor[(n, 4), float32]")
+    assert str(e.value) == ("the VM executor: function 'f' returns Tensor[(n, 4), float32] but takes no size "
+                            "variables to compute that shape from")
+    g = PrimFunc((*f.params, n), f.body, f.attrs)  # n a size variable, bound from no input: the shape functions say so
+    with pytest.raises(PlaitError) as e:
+        output_shapes(g, [(4,)])
+    assert str(e.value) == ("PrimFunc 'f': size variable 'n' is not a dimension of any input, so the inputs' shapes "
+                            "cannot bind it")
