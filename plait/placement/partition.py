@@ -38,6 +38,7 @@ from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import FUSION_META
 from plait.relay.visitor import ExprMutator, post_order
+from plait.placement.rules import call_name
 from plait.placement.solver import _producers as _leaf_calls  # calls whose results a value passes on
 
 
@@ -131,7 +132,8 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
     infer_type(mod)
     host = ct.host.name
     main = mod.main
-    _check_no_control_flow(main)
+    if _check_control_flow(main, pieces, host):
+        return _single_region(mod, host)
     new_body, piece_of, new_of = _insert_copies(main, pieces, ct, host)
     planned = infer_type(mod.with_function("main", Function(main.params, new_body, main.ret_type, main.attrs)))
     member: dict[Call, tuple[int, str | None]] = {}
@@ -159,13 +161,18 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
 # ---- 1. device planning ----------------------------------------------------------------------------
 
 
-def _check_no_control_flow(main: Function) -> None:
-    """Calls inside If branches and Loop bodies are not placed across pieces (yet): a clear refusal."""
+def _check_control_flow(main: Function, pieces: Mapping[Call, str], host: str) -> bool:
+    """Has ``main`` control flow? Its calls (placement pins them to the host piece: ``pins_for``) then form
+    one region on ``host``; a call placed elsewhere (by an explicit pin) is a clear refusal."""
     kinds = sorted({type(e).__name__ for e in post_order(main.body) if isinstance(e, (If, Loop))})
-    if kinds:
-        raise PartitionError(f"placement across pieces: main has control flow ({', '.join(kinds)}); the calls in its "
-                             "branches and loop bodies are not placed across pieces yet: build for one piece (the "
-                             "VM executor runs it)")
+    if not kinds:
+        return False
+    off = [c for c, p in pieces.items() if p != host]
+    if off:
+        raise PartitionError(f"placement across pieces: main has control flow ({', '.join(kinds)}), so its calls stay "
+                             f"on the host piece '{host}', but {call_name(off[0])} is pinned to piece "
+                             f"'{pieces[off[0]]}'; calls of a model with control flow are not split across pieces yet")
+    return True
 
 
 def _check_node(e: Expr) -> None:

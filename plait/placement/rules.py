@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from plait.errors import PlaitError
 from plait.placement.capability import piece_supports
-from plait.relay.expr import Call, Expr, Function
+from plait.relay.expr import Call, Expr, Function, If, Loop
 from plait.relay.visitor import post_order
 from plait.target import CompositeTarget
 
@@ -138,7 +138,9 @@ def pins_for(func: Function, target: CompositeTarget, rules: tuple[Rule, ...] = 
     if fn_piece is not None:
         _check_piece(fn_piece, target, "function attribute target")
     out: dict[Call, Pin] = {}
-    for node in post_order(func.body if isinstance(func, Function) else func):
+    nodes = list(post_order(func.body if isinstance(func, Function) else func))
+    flow = sorted({type(n).__name__ for n in nodes if isinstance(n, (If, Loop))})
+    for node in nodes:
         if not isinstance(node, Call) or isinstance(node.op, Expr):
             continue
         pin = None
@@ -153,6 +155,9 @@ def pins_for(func: Function, target: CompositeTarget, rules: tuple[Rule, ...] = 
                 if r.matches(node):
                     pin = Pin(r.piece, r.prefer, f"--place rule '{r}'")
                     break
+        if pin is None and flow:  # (partition does not split a model with control flow across pieces yet)
+            pin = Pin(target.host.name, False, f"the model's control flow ({', '.join(flow)}): its calls stay on "
+                                               "the host piece")
         if pin is None:
             continue
         ans = piece_supports(target.piece(pin.piece), node)

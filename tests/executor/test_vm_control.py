@@ -158,15 +158,36 @@ def test_onnx_loop_with_an_input_trip_count_matches_onnx_runtime(cc_cache, with_
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_placement_across_pieces_refuses_control_flow():
+def test_a_model_with_control_flow_stays_on_the_host_piece_and_explain_says_why(cc_cache):
     from plait.errors import PlaitError
+    from plait.placement.explain import explain
 
-    with pytest.raises(PlaitError) as e:
-        plait.build(_loop_module(), target="host: c; acc: c -mcpu=cortex-m7f", executor="vm", place="*=acc",
+    target = "host: c; acc: c -mcpu=cortex-m7f"
+    mod = _if_module()
+    exe = plait.build(mod, target=target, executor="vm", config={"c.host_simulation": True, "cc.cache_dir": cc_cache})
+    assert {i.attrs.get("piece") for i in _calls(exe.instructions)} == {"host"}
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    for c in (True, False):
+        (got,) = VirtualMachine(exe)(x=x, c=np.array(c))
+        np.testing.assert_allclose(got, run(mod, {"x": x, "c": np.array(c)}), rtol=1e-6)
+    rep = explain(mod, target)
+    assert {c.piece for c in rep.calls} == {"host"}
+    assert all("the model's control flow (If): its calls stay on the host piece" in c.reason for c in rep.calls)
+    with pytest.raises(PlaitError) as e:  # an explicit pin elsewhere cannot be honoured yet
+        plait.build(_loop_module(), target=target, executor="vm", place="add=acc",
                     config={"c.host_simulation": True})
-    assert str(e.value) == ("placement across pieces: main has control flow (Loop); the calls in its branches and "
-                            "loop bodies are not placed across pieces yet: build for one piece (the VM executor "
-                            "runs it)")
+    assert str(e.value).startswith("placement across pieces: main has control flow (Loop), so its calls stay on the "
+                                   "host piece 'host', but call ")
+    assert str(e.value).endswith("is pinned to piece 'acc'; calls of a model with control flow are not split across "
+                                 "pieces yet")
+
+
+def _calls(code):
+    for ins in code:
+        if ins.op == "call":
+            yield ins
+        for b in ins.blocks:
+            yield from _calls(b)
 
 
 def test_the_graph_executor_points_control_flow_to_the_vm(cc_cache):
