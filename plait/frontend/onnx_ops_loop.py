@@ -54,7 +54,14 @@ def scan(cx: NodeContext) -> object:
     steps = next(iter(lengths))
     if not 0 < steps <= MAX_UNROLL:
         raise Unsupported(f"sequence length {steps} cannot be unrolled")
-    states: list[Value] = [cx.value(i) for i in range(n_state)]
+    return _unrolled_scan(cx, body, [cx.value(i) for i in range(n_state)], scans, steps, in_axes, in_dirs,
+                          out_axes, out_dirs)
+
+
+def _unrolled_scan(cx: NodeContext, body: object, states: list[Value], scans: list[Value], steps: int,
+                   in_axes: list[int], in_dirs: list[int], out_axes: list[int], out_dirs: list[int]) -> list[Value]:
+    """The final states, then each scan output: ``body`` converted once per step."""
+    n_state, k = len(states), len(out_axes)
     per_step: list[list[Value]] = [[] for _ in range(k)]
     for t in range(steps):
         slices = []
@@ -70,6 +77,46 @@ def scan(cx: NodeContext) -> object:
         items = per_step[j][::-1] if out_dirs[j] else per_step[j]
         results.append(stack(cx, items, out_axes[j]))
     return results
+
+
+def scan8(cx: NodeContext) -> object:
+    """Scan of opset 8: every state and scan input has a leading batch axis (the sequence is axis 1 of the
+    scan inputs) and each batch element runs the body on its own; ``sequence_lens`` (input 0) may only give
+    the full length. Unrolled per batch element and step, the results stacked on the batch axis."""
+    body = cx.attr("body")
+    m = cx.attr("num_scan_inputs")
+    values = [cx.value(i) for i in range(1, len(cx.inputs))]
+    n_state = len(values) - m
+    k = len(body.output) - n_state
+    if not 1 <= m <= len(values) or k < 0 or len(body.input) != n_state + m:
+        raise FrontendError(f"num_scan_inputs {m} does not fit {len(values)} inputs and a body of "
+                            f"{len(body.input)} inputs and {len(body.output)} outputs")
+    dirs = list(cx.attr("directions", [0] * m))
+    if len(dirs) != m or any(d not in (0, 1) for d in dirs):
+        raise FrontendError(f"scan directions {short(dirs)} must list {m} values, 0 (forward) or 1 (reverse)")
+    shapes = [value_type(v).shape for v in values]
+    if any(len(sh) < (2 if j >= n_state else 1) for j, sh in enumerate(shapes)):
+        raise FrontendError("Scan (opset 8): states need a batch axis and scan inputs a batch and a sequence axis")
+    batches, lengths = {sh[0] for sh in shapes}, {sh[1] for sh in shapes[n_state:]}
+    if len(batches) != 1 or len(lengths) != 1 or not all(isinstance(d, int) for d in (*batches, *lengths)):
+        raise Unsupported(f"Scan (opset 8) needs one static batch size and sequence length, got batch "
+                          f"{sorted(map(str, batches))} and sequence {sorted(map(str, lengths))}")
+    batch, steps = next(iter(batches)), next(iter(lengths))
+    if not 0 < batch * steps <= MAX_UNROLL:
+        raise Unsupported(f"{batch} x {steps} scan steps cannot be unrolled")
+    if cx.has(0) and any(int(n) != steps for n in cx.const(0, "sequence_lens").reshape(-1)):
+        raise Unsupported(f"sequence_lens shorter than the sequence length {steps} is not supported")
+    per_batch = []
+    for b in range(batch):
+        mine = [cx.call("take", v, cx.constant(b, "int64"), axis=0) for v in values]
+        per_batch.append(_unrolled_scan(cx, body, mine[:n_state], mine[n_state:], steps, [0] * m, dirs,
+                                        [0] * k, [0] * k))
+    return [stack(cx, [r[j] for r in per_batch], 0) for j in range(n_state + k)]
+
+
+def any_scan(cx: NodeContext) -> object:
+    """Scan: opset 8's batched form, or opset 9's (axes and directions per input and output)."""
+    return scan8(cx) if cx.version < 9 else scan(cx)
 
 
 def loop(cx: NodeContext) -> object:
@@ -137,9 +184,9 @@ def unrolled_loop(cx: NodeContext) -> object:
 
 
 CONVERTERS: list[Converter] = [
-    *converters(["Scan"], scan,
+    *converters(["Scan"], any_scan,
                 attrs=("body", "num_scan_inputs", "scan_input_axes", "scan_input_directions", "scan_output_axes",
-                       "scan_output_directions"),
-                min_version=9, ops=("take", "expand_dims", "concatenate")),
+                       "scan_output_directions", "directions"),
+                min_version=8, ops=("take", "expand_dims", "concatenate")),
     *converters(["Loop"], loop, attrs=("body",), min_version=11, ops=("expand_dims", "concatenate")),  # or a Loop
 ]

@@ -60,3 +60,37 @@ def test_a_loop_carried_value_that_changes_type_is_refused():
         from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     assert ("node 'grow' (Loop, opset 17): loop-carried value 0 ('s') changes type from Tensor[(2,), float32] to "
             "Tensor[(4,), float32]") in str(e.value)
+
+
+def _scan8_model(reverse: int, lens=None):
+    """Scan of opset 8: a running sum (state) and its square (scan output) over axis 1, per batch element."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Mul", ["s_out", "s_out"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2]),
+                 helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [2])])
+    inits = [] if lens is None else [helper.make_tensor("lens", TensorProto.INT64, [3], lens)]
+    node = helper.make_node("Scan", ["lens" if lens is not None else "", "s0", "x"], ["s", "y"], body=body,
+                            num_scan_inputs=1, directions=[reverse])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [3, 2]),
+                                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 2])],
+                          [helper.make_tensor_value_info("s", TensorProto.FLOAT, [3, 2]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 2])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)], ir_version=8)
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_scan_of_opset_8_runs_each_batch_element_and_matches_onnx_runtime(reverse):
+    model = _scan8_model(reverse, lens=[4, 4, 4])
+    rng = np.random.default_rng(reverse)
+    feeds = {"s0": rng.standard_normal((3, 2)).astype(np.float32), "x": rng.standard_normal((3, 4, 2)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = relay.flatten_value(relay.run(from_onnx(model), feeds))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_scan_of_opset_8_with_short_sequences_is_refused():
+    with pytest.raises(UnsupportedError, match=r"sequence_lens shorter than the sequence length 4 is not supported"):
+        from_onnx(_scan8_model(0, lens=[4, 2, 4]))
