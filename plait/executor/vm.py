@@ -40,6 +40,12 @@ from plait.runtime.module import RuntimeError_
 _CALL, _COPY, _DYN, _RET = 0, 1, 2, 3
 
 
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` when it is C-contiguous, else a contiguous copy (keeping a 0-d array 0-d, unlike
+    ``np.ascontiguousarray``)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 class Arena:
     """Per-run memory for the registers made at run time: aligned bump allocation in chunks;
     :meth:`reset` at each run (the chunks merge into one of their total size), :meth:`mark` /
@@ -200,7 +206,7 @@ class VirtualMachine:
             r[d] = self.arena.alloc(tuple(self.exe.registers[d]["shape"]), self._dtypes[d])
         elif op == "call" and ins.func in self.exe.shaped:
             fn, raw = self._funcs[ins.func]
-            srcs = [np.ascontiguousarray(r[i]) for i in ins.src]
+            srcs = [_contiguous(r[i]) for i in ins.src]
             status, outs = shaped_call(self.exe.shaped[ins.func], fn, raw, srcs, [r[i] for i in ins.ws],
                                        self.arena.alloc)
             if status:
@@ -215,7 +221,7 @@ class VirtualMachine:
         elif op == "copy":
             np.copyto(r[ins.dst[0]], r[ins.src[0]])
         elif op == "view":
-            src = np.ascontiguousarray(r[ins.src[0]])
+            src = _contiguous(r[ins.src[0]])
             regs = self.exe.registers
             r[ins.dst[0]] = src.reshape(view_shape(regs[ins.dst[0]]["shape"], regs[ins.src[0]]["shape"], src.shape,
                                                    f"instruction '{self.exe.line(ins)}'"))

@@ -77,3 +77,15 @@ def test_export_of_run_time_shapes_is_refused_clearly(tmp_path):
 def test_the_graph_executor_refuses_symbolic_dims_and_names_the_vm():
     with pytest.raises(PlaitError, match=r"or build with executor='vm'"):
         plait.build(from_onnx(NONZERO), "c")
+
+
+def test_a_window_whose_length_is_an_input_runs_for_any_length():
+    """HannWindow's function body: a Range over a run-time size (a Loop) and scalar planned values passed to
+    calls with run-time shapes."""
+    m = _model([oh.make_node("HannWindow", ["n"], ["w"])], [oh.make_tensor_value_info("n", TensorProto.INT32, [])],
+               [oh.make_tensor_value_info("w", TensorProto.FLOAT, ["?"])])
+    vm = VirtualMachine(plait.build(from_onnx(m), "c", executor="vm"))
+    for n in (1, 5, 10):
+        feeds = {"n": np.array(n, np.int32)}
+        (got,) = vm(**feeds)
+        np.testing.assert_allclose(got, _ort(m, feeds)[0], rtol=1e-5, atol=1e-6)
