@@ -39,20 +39,6 @@ ELEMENTWISE = {"add", "multiply", "subtract", "divide", "nn.relu", "clip", "sigm
                "erf", "sqrt", "rsqrt", "power", "exp", "negative", "cast"}
 
 
-def units(a: Any) -> list[tuple[Any, ...]]:
-    """Placement's units of ``a`` (fusion groups, single calls; no views) in execution order."""
-    group_of = {c: g for g in a.fused for c in g}
-    out, seen = [], set()
-    for p in a.placed:
-        if getattr(p.call.op, "view", False):
-            continue
-        g = group_of.get(p.call, (p.call,))
-        if id(g) not in seen:
-            seen.add(id(g))
-            out.append(g)
-    return out
-
-
 def family(group: tuple[Any, ...]) -> str:
     ops = [c.op_name for c in group]
     return next((o for o in ops if o not in ELEMENTWISE), "elementwise")
@@ -69,7 +55,7 @@ def measure_model(name: str, repeat: int) -> list[dict[str, Any]]:
         gm.run()
         prof = [p for p in gm.profile(repeat=repeat) if p["func"] != "copy"]
         a = art.placement
-        us = units(a)
+        us = a.units()
         if len(us) != len(prof):
             print(f"{name} {row}: {len(prof)} graph calls but {len(us)} placement units: skipped", file=sys.stderr)
             continue

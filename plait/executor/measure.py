@@ -97,17 +97,7 @@ def _units(mod: Any, target: str) -> list[tuple[Any, ...]]:
     in execution order: what the AOT graph's nodes call."""
     from plait.placement.explain import explain
 
-    a = explain(mod, target).assignment
-    group_of = {c: g for g in a.fused for c in g}
-    units, seen = [], set()
-    for p in a.placed:
-        if getattr(p.call.op, "view", False):
-            continue
-        g = group_of.get(p.call, (p.call,))
-        if id(g) not in seen:
-            seen.add(id(g))
-            units.append(g)
-    return units
+    return explain(mod, target).assignment.units()
 
 
 def _matches(func: str, group: tuple[Any, ...]) -> bool:

@@ -90,6 +90,20 @@ class Assignment:
     def __iter__(self) -> Iterator[CallPlacement]:
         return iter(self.placed)
 
+    def units(self) -> list[tuple[Call, ...]]:
+        """The units that run (fusion groups, single calls; no views), in execution order: what the
+        lowered graph's call nodes call."""
+        group_of = {c: g for g in self.fused for c in g}
+        out, seen = [], set()
+        for p in self.placed:
+            if getattr(p.call.op, "view", False):
+                continue
+            g = group_of.get(p.call, (p.call,))
+            if id(g) not in seen:
+                seen.add(id(g))
+                out.append(g)
+        return out
+
     def __len__(self) -> int:
         return len(self.placed)
 

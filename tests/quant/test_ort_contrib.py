@@ -20,6 +20,7 @@ from plait.executor import GraphModule
 from plait.frontend import from_onnx
 
 quantization = pytest.importorskip("onnxruntime.quantization")
+from tests.quant.calibration import Calibration  # noqa: E402
 
 SHAPE = (1, 3, 8, 8)
 OUTPUTS = ["a", "m", "s", "l", "cat", "p", "g", "gm", "y"]
@@ -46,21 +47,12 @@ def float_model(seed: int = 0) -> onnx.ModelProto:
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
 
 
-class _Calibration(quantization.CalibrationDataReader):
-    def __init__(self, n: int = 16, seed: int = 1):
-        r = np.random.default_rng(seed)
-        self.data = iter([{"x": r.standard_normal(SHAPE).astype(np.float32)} for _ in range(n)])
-
-    def get_next(self):
-        return next(self.data, None)
-
-
 @pytest.fixture(scope="module", params=["uint8", "int8"])
 def model(request, tmp_path_factory) -> onnx.ModelProto:
     tmp = tmp_path_factory.mktemp("contrib")
     onnx.save(float_model(), tmp / "float.onnx")
     q = quantization.QuantType
-    quantization.quantize_static(str(tmp / "float.onnx"), str(tmp / "q.onnx"), _Calibration(),
+    quantization.quantize_static(str(tmp / "float.onnx"), str(tmp / "q.onnx"), Calibration(SHAPE),
                                  quant_format=quantization.QuantFormat.QOperator, per_channel=True,
                                  activation_type=q.QUInt8 if request.param == "uint8" else q.QInt8,
                                  weight_type=q.QInt8)

@@ -23,6 +23,7 @@ from plait.relay import Call
 from plait.relay.visitor import post_order
 
 quantization = pytest.importorskip("onnxruntime.quantization")
+from tests.quant.calibration import Calibration  # noqa: E402
 
 SHAPE = (1, 3, 8, 8)
 
@@ -46,15 +47,6 @@ def float_cnn(seed: int = 0) -> onnx.ModelProto:
     return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
 
 
-class _Calibration(quantization.CalibrationDataReader):
-    def __init__(self, n: int = 16, seed: int = 1):
-        r = np.random.default_rng(seed)
-        self.data = iter([{"x": r.standard_normal(SHAPE).astype(np.float32)} for _ in range(n)])
-
-    def get_next(self):
-        return next(self.data, None)
-
-
 _MODELS: dict[tuple, onnx.ModelProto] = {}
 
 
@@ -65,7 +57,7 @@ def quantized(tmp: Path, fmt: str, per_channel: bool, act: str) -> onnx.ModelPro
         onnx.save(float_cnn(), src)
         q = quantization.QuantType
         quantization.quantize_static(
-            str(src), str(dst), _Calibration(),
+            str(src), str(dst), Calibration(SHAPE),
             quant_format=quantization.QuantFormat.QDQ if fmt == "qdq" else quantization.QuantFormat.QOperator,
             per_channel=per_channel, activation_type=q.QUInt8 if act == "uint8" else q.QInt8,
             weight_type=q.QInt8)
