@@ -10,13 +10,16 @@ hashes, module tree, function signatures, params checked before any data is read
      "registers": [{"shape": [1, 8], "dtype": "float32"}, {"shape": ["?", 2], "dtype": "float32", "dyn": true}],
      "pools": [{"name": "workspace_c", "bytes": 160, "align": 16}],
      "memory": {...}, "constants": ["p0", ...],
+     "shaped": {"fused_nn_relu": "@prim_func(...) def fused_nn_relu(p0: Buffer((N, 8), float32), ..., N: int64): ..."},
      "instructions": [{"op": "input", "dst": [0], "func": "x"}, ...,
                       {"op": "if", "dst": [6], "src": [1], "blocks": [[...], [...]]}, ...]}
 
 Loading checks the bytecode before anything runs (:func:`check_vm`): known ops, register ids in
 range, blocks where ``if`` / ``loop`` need them ending with ``yield``, one ``ret`` at the end, storage
 inside its pool, tensors inside their storage, and every ``call`` against the manifest's signature of
-its function (the number of buffers; the dtype and shape of every planned register).
+its function (the number of buffers; the dtype and shape of every planned register). ``shaped`` holds the
+interface (TIR text without the body: parameters and attrs) of every function whose calls have run-time
+shapes (size variables, a data-dependent output): what its shape functions read when the loaded VM runs.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from plait.executor.graph_check import _short, is_int
 from plait.executor.manifest import VM_FILE
 from plait.executor.vm_exec import OPS, Instruction, VMExecutable, walk
 from plait.ir.types import DTYPES
+from plait.lowering.shape_func import output_dtypes as shape_outputs
 from plait.memory.plan import entry_bytes
 
 VM_FORMAT, VM_VERSION = "plait.vm", 1
@@ -41,6 +45,7 @@ def vm_json(exe: VMExecutable) -> str:
         "format": VM_FORMAT, "version": VM_VERSION, "target": exe.target,
         "input_names": exe.input_names, "output_names": exe.output_names, "registers": exe.registers,
         "pools": exe.pools, "memory": exe.memory, "constants": sorted(exe.constants),
+        "shaped": {k: shape_interface(f) for k, f in sorted(exe.shaped.items())},
     }
     lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in body.items()]
     ins = ",\n".join("    " + json.dumps(i.to_json(), sort_keys=True) for i in exe.instructions)
@@ -48,12 +53,42 @@ def vm_json(exe: VMExecutable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shape_interface(func: Any) -> str:
+    """A PrimFunc with run-time shapes as TIR text without its body: its parameters (buffer shapes as
+    expressions of the size variables) and attrs are all its shape functions need."""
+    import dataclasses
+
+    from plait.tir.expr import const
+    from plait.tir.printer import print_prim_func
+    from plait.tir.stmt import Evaluate
+
+    return print_prim_func(dataclasses.replace(func, body=Evaluate(const(0, "int32"))))
+
+
+def _parse_shaped(vm: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``shaped`` functions of a ``vm.json`` (symbol -> PrimFunc interface), parsed and checked."""
+    from plait.errors import PlaitError
+    from plait.executor.vm_shapes import needs_run_time_shapes
+    from plait.tir.parser import parse_prim_func
+
+    raw = vm.get("shaped", {})
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise _fail(where, "malformed 'shaped' (expected function names mapped to TIR text)")
+    out = {}
+    for name, text in raw.items():
+        try:
+            func = parse_prim_func(text, f"shaped function '{_short(name)}'")
+        except PlaitError as exc:
+            raise _fail(where, f"shaped function '{_short(name)}': {exc}") from None
+        if func.attrs.get("global_symbol") != name or not needs_run_time_shapes(func):
+            raise _fail(where, f"shaped function '{_short(name)}': not the interface of a function with run-time "
+                               "shapes of that name")
+        out[name] = func
+    return out
+
+
 def export_vm(exe: VMExecutable, path: str | Path) -> Path:
     """Write ``exe`` into the directory ``path`` (see the module docstring)."""
-    if exe.shaped:
-        raise ExecutorError(f"exporting a VM executable whose calls have run-time shapes (function "
-                            f"'{next(iter(exe.shaped))}': symbolic dims or a data-dependent output) is not "
-                            "supported yet; run it in process (plait run --executor vm)")
     from plait.executor.artifact import export_files
 
     return export_files(Path(path), VM_FILE, vm_json(exe), dict(exe.constants), exe.lib, exe.functions)
@@ -65,11 +100,12 @@ def load_vm(path: str | Path, memory_limit: int | str | None = None) -> VMExecut
     from plait.executor.artifact import load_files
 
     _, vm, params, lib, manifest = load_files(path, "VM", VM_FILE, check_vm, memory_limit)
+    shaped = _parse_shaped(vm, f"{Path(path) / VM_FILE}")
     return VMExecutable([Instruction.from_json(i) for i in vm["instructions"]], vm["registers"], params,
                         vm["pools"], lib, input_names=list(vm["input_names"]), output_names=list(vm["output_names"]),
                         memory=dict(vm["memory"]), functions={k: {a: b for a, b in v.items() if a != "module"}
                                                               for k, v in manifest["functions"].items()},
-                        target=str(vm["target"]))
+                        target=str(vm["target"]), shaped=shaped)
 
 
 def _fail(where: str, msg: str) -> ExecutorError:
@@ -114,10 +150,11 @@ def check_vm(vm: Any, where: str, functions: dict[str, Any]) -> tuple[dict[str, 
         code = [Instruction.from_json(i) for i in raw]
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         raise _fail(where, "malformed instruction (expected objects with 'op' and lists of register ids)") from None
+    shaped = _parse_shaped(vm, where)
     storage: dict[int, int] = {}
     consts: dict[str, int] = {}
     for k, ins in enumerate(walk(code)):
-        _check_instruction(ins, k, regs, pools, storage, functions, where)
+        _check_instruction(ins, k, regs, pools, storage, functions, where, shaped)
         if ins.op == "const":
             consts[ins.func] = ins.dst[0]
     if code[-1].op != "ret" or sum(1 for i in walk(code) if i.op == "ret") != 1:
@@ -134,7 +171,8 @@ def check_vm(vm: Any, where: str, functions: dict[str, Any]) -> tuple[dict[str, 
 
 
 def _check_instruction(ins: Instruction, k: int, regs: list[dict[str, Any]], pools: list[dict[str, Any]],
-                       storage: dict[int, int], functions: dict[str, Any], where: str) -> None:
+                       storage: dict[int, int], functions: dict[str, Any], where: str,
+                       shaped: dict[str, Any]) -> None:
     what = f"instruction {k} ({ins.op})"
     if ins.op not in OPS:
         raise _fail(where, f"instruction {k}: unknown op '{_short(ins.op)}'")
@@ -161,7 +199,14 @@ def _check_instruction(ins: Instruction, k: int, regs: list[dict[str, Any]], poo
         sid = a.get("storage")
         if sid not in storage or entry_bytes(regs[ins.dst[0]]) > storage[sid]:
             raise _fail(where, f"{what}: register {ins.dst[0]} does not fit storage {_short(sid)}")
-    if ins.op == "call":
+    if ins.op == "call" and ins.func in shaped:
+        f = shaped[ins.func]
+        n_out = len(shape_outputs(f)) - (1 if f.attrs.get("data_dependent") else 0)
+        if (len(ins.src), len(ins.dst)) != (f.attrs.get("num_inputs"), n_out) or not all(regs[r].get("dyn")
+                                                                                      for r in ins.dst):
+            raise _fail(where, f"{what}: '{_short(ins.func)}' takes {f.attrs.get('num_inputs')} inputs and gives "
+                               f"{n_out} results made when it runs; the call has {len(ins.src)} and {len(ins.dst)}")
+    elif ins.op == "call":
         sig = functions.get(ins.func)
         if sig is None:
             raise _fail(where, f"{what}: function '{_short(ins.func)}' is not in the manifest")

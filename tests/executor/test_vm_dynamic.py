@@ -65,13 +65,46 @@ def test_symbolic_dims_bind_per_run_through_views_and_broadcasts():
     assert str(e.value) == "input 'y': dimension 0 (B) is 3, but input 'x' has B = 2"
 
 
-def test_export_of_run_time_shapes_is_refused_clearly(tmp_path):
-    exe = plait.build(from_onnx(NONZERO), "c", executor="vm")
+def test_export_and_load_in_a_fresh_process_with_run_time_shapes(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from plait.testing.dynamic_models import DYNAMIC_MODELS
+
+    dyn = DYNAMIC_MODELS["ds_cnn"]()
+    for name, model in (("nz", NONZERO), ("ds", dyn)):
+        plait.build(from_onnx(model), "c", executor="vm").export(tmp_path / name)
+    shaped = json.loads((tmp_path / "nz" / "vm.json").read_text())["shaped"]
+    assert sorted(shaped) == ["fused_nn_relu", "fused_nonzero", "fused_transpose"]
+    assert "T_nonzero: Buffer((2, N * 3), int64)" in shaped["fused_nonzero"]  # the interface, no body
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    d = np.random.default_rng(1).standard_normal((3, 1, 49, 10)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "d.npy", d)
+    code = (f"import numpy as np; from plait.executor import VirtualMachine; from plait.executor.vm_artifact import "
+            f"load_vm; p = {str(tmp_path)!r}\n"
+            f"np.save(p + '/y.npy', VirtualMachine(load_vm(p + '/nz'))(x=np.load(p + '/x.npy'))[0])\n"
+            f"np.save(p + '/z.npy', VirtualMachine(load_vm(p + '/ds'))(input=np.load(p + '/d.npy'))[0])\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), _ort(NONZERO, {"x": x})[0])
+    np.testing.assert_allclose(np.load(tmp_path / "z.npy"), _ort(dyn, {"input": d})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_tampered_shaped_function_is_refused_on_load(tmp_path):
+    from plait.executor.vm_artifact import check_vm
+
+    path = tmp_path / "nz"
+    plait.build(from_onnx(NONZERO), "c", executor="vm").export(path)
+    import json
+
+    vm = json.loads((path / "vm.json").read_text())
+    vm["shaped"]["fused_nonzero"] = vm["shaped"]["fused_nonzero"].replace('global_symbol="fused_nonzero"',
+                                                                          'global_symbol="other"')
     with pytest.raises(PlaitError) as e:
-        exe.export(tmp_path / "nz")
-    assert str(e.value) == ("exporting a VM executable whose calls have run-time shapes (function 'fused_nn_relu': "
-                            "symbolic dims or a data-dependent output) is not supported yet; run it in process "
-                            "(plait run --executor vm)")
+        check_vm(vm, "vm.json", {})
+    assert str(e.value) == ("vm.json: shaped function 'fused_nonzero': not the interface of a function with run-time "
+                            "shapes of that name")
 
 
 def test_the_graph_executor_refuses_symbolic_dims_and_names_the_vm():
