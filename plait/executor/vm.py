@@ -14,7 +14,10 @@ views). A run resets the arena (:class:`Arena`) and interprets the run section: 
 tight loop over prebound calls; ``if`` and ``loop`` run their blocks, whose registers are allocated at
 run time (``alloc_tensor_dyn``) and whose calls take their buffers when they run. A loop's iteration
 runs its body block, keeps its state and scan elements (copies) and releases the arena to where it
-was before the iteration.
+was before the iteration. A ``call`` of a function with run-time shapes (``exe.shaped``: size variables,
+a data-dependent output) binds its size variables from its inputs' shapes, takes its outputs and
+symbolic workspaces from the arena and passes the size variables after the buffers
+(:func:`plait.executor.vm_shapes.shaped_call`).
 """
 
 from __future__ import annotations
