@@ -70,8 +70,7 @@ def calls_table(models: list[str], repeat: int, database: str | None = None) -> 
             fn = Function(tuple(params), Call(call.op, tuple(params), call.attrs), None, {"Primitive": 1})
             infer_expr(fn)
             cf = lower_function(fn, "c_call", host.target)
-            with bl:
-                bf = blas.lower_call(call).with_attrs(global_symbol="blas_call", num_inputs=len(call.args))
+            bf = blas.lower_call(call, bl.target).with_attrs(global_symbol="blas_call", num_inputs=len(call.args))
             fc = build_c([cf], host.target).raw("c_call")
             fb = build_c([bf], bl.target, name="blas", link_flags=blas.openblas().link_flags).raw("blas_call")
             rng = np.random.default_rng(0)
