@@ -36,7 +36,6 @@ from plait.ir.types import TensorType, TupleType
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, If, Loop, Tuple, TupleGetItem, Var
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
-from plait.relay.passes.fuse_ops import FUSION_META
 from plait.relay.visitor import ExprMutator, post_order
 from plait.placement.rules import call_name
 from plait.placement.solver import _producers as _leaf_calls  # calls whose results a value passes on
@@ -121,9 +120,11 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
     (e.g. ``assignment.pieces()``). ``groups``: collections of calls that must end up in one region
     (claimed regions, ``assignment.regions``: each convex, on one piece, read from outside only
     through its last call); other calls of the piece may join that region. ``fused`` (e.g.
-    ``assignment.fused``): the fusion groups placement priced, each kept in one region; when given,
-    every call in a region gets ``meta["fusion"]`` (its group; a call in none, a group of its own),
-    so that FuseOps in default lowering makes exactly those groups (found in the lowering cache)."""
+    ``assignment.fused``): the fusion groups placement priced, each kept in one region. FuseOps in default
+    lowering then fuses each region's calls as it would on one piece: the priced groups (found in the
+    lowering cache), and, where placement priced a group in parts because its calls may go to different
+    pieces (a conv that blas can run, its bias and relu that only c can) and the parts landed on one piece,
+    the whole group (lowered again: fusion is worth more than the second lowering)."""
     from plait.target import CompositeTarget
 
     ct = CompositeTarget(composite)
@@ -142,20 +143,13 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
         if len({piece_of[c] for c in calls}) == 1:  # a group split across pieces is no unit
             for c in calls:
                 member[c] = (k, getattr(g, "name", None))
-    fusion: dict[Call, int] | None = None
-    if fused is not None:
-        fusion = {}
-        for k, g in enumerate(fused):
-            calls = [new_of[c] for c in g if c in new_of]
+    for k, g in enumerate(fused or ()):
+        calls = [new_of[c] for c in g if c in new_of]
+        if len({piece_of[c] for c in calls}) == 1 and not any(c in member for c in calls):  # (in a claimed
+            # region: already one; split across pieces: FuseOps fuses each piece's part)
             for c in calls:
-                fusion[c] = k
-            if len({piece_of[c] for c in calls}) == 1 and not any(c in member for c in calls):  # (in a claimed
-                # region: already one; split across pieces: FuseOps fuses each piece's part)
-                for c in calls:
-                    member[c] = (len(groups) + k, None)
-        for k, c in enumerate(n for n in post_order(new_body) if isinstance(n, Call) and n not in fusion):
-            fusion[c] = len(fused) + k
-    return infer_type(_outline(planned, piece_of, ct, member, fusion))
+                member[c] = (len(groups) + k, None)
+    return infer_type(_outline(planned, piece_of, ct, member))
 
 
 # ---- 1. device planning ----------------------------------------------------------------------------
@@ -260,7 +254,7 @@ def _is_copy(c: Call) -> bool:
 
 
 def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
-             groups: Mapping[Call, tuple[int, str | None]] = {}, fusion: Mapping[Call, int] | None = None) -> IRModule:
+             groups: Mapping[Call, tuple[int, str | None]] = {}) -> IRModule:
     main = mod.main
     calls = [n for n in post_order(main.body) if isinstance(n, Call)]
     unit_of: dict[Call, int] = {}
@@ -400,7 +394,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         if isinstance(unit, Call):
             outer[unit] = Call(unit.op, tuple(in_main(a) for a in unit.args), unit.attrs, unit.meta)
             continue
-        fn, inputs = _region_function(unit, outputs[u], unit_of, u, fusion)
+        fn, inputs = _region_function(unit, outputs[u], unit_of, u)
         funcs[unit.name] = fn
         rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
         outs = outputs[u]
@@ -443,8 +437,8 @@ def _toposort(deps: list[set[int]]) -> list[int]:
     return order
 
 
-def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call, int], me: int,
-                     fusion: Mapping[Call, int] | None = None) -> tuple[Function, list[Expr]]:
+def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call, int],
+                     me: int) -> tuple[Function, list[Expr]]:
     inputs: list[Expr] = []
     params: dict[Expr, Var] = {}
     inner: dict[Expr, Expr] = {}
@@ -480,8 +474,7 @@ def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call,
         return r
 
     for c in region.calls:
-        meta = c.meta if fusion is None else Attrs({**c.meta, FUSION_META: fusion[c]})
-        inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, meta)
+        inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, c.meta)
     if not outputs:
         raise PartitionError(f"internal: region '{region.name}' has no result")
     leaves = [leaf for x in outputs for leaf in _tensor_leaves(inner[x], x.checked_type)]

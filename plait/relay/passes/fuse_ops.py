@@ -18,8 +18,8 @@ used outside it): visiting calls consumers first, a call joins the group of its 
     conv/dense/matmul/pools do not); calls on side branches (feeding the epilogue, not the
     anchor) join if they are ELEMWISE/BROADCAST/INJECTIVE.
 - both calls have the same fusion key: ``key(call)`` when a key function is given (placement groups
-  calls it may put on the same pieces), else the call's ``meta["fusion"]`` (set by partitioning to the
-  group placement priced, so lowering makes exactly the groups placement lowered; absent: no limit);
+  calls it may put on the same pieces), else the call's ``meta["fusion"]`` (a pass that wants calls
+  kept apart sets it; absent: no limit);
 - the group holds fewer than ``max_ops`` calls (:data:`MAX_FUSED_OPS`, 256, as in TVM): a longer
   chain is cut into groups of that size (identical groups are lowered once).
 
@@ -82,13 +82,13 @@ which C compilers optimize in time superlinear in its size."""
 
 
 FUSION_META = "fusion"
-"""The call ``meta`` key holding the fusion group a call was placed in (:func:`find_groups`)."""
+"""The call ``meta`` key holding a call's fusion key (:func:`find_groups`: different keys never fuse)."""
 
 FusionKey = Callable[[Call], Hashable]
 
 
 def meta_key(call: Call) -> Hashable:
-    """The default fusion key: the group placement priced the call in (``meta["fusion"]``), or None."""
+    """The default fusion key: the call's ``meta["fusion"]``, or None."""
     return call.meta.get(FUSION_META) if call.meta else None
 
 
