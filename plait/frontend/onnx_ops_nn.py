@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -161,16 +162,21 @@ def _bias(cx: NodeContext, y: Expr, index: int, nsp: int) -> Expr:
     return cx.call("add", y, cx.reshape(b, (-1,) + (1,) * nsp))
 
 
-def conv(cx: NodeContext) -> object:
-    nsp = _spatial_rank(cx, "convolution")
+def conv_window(cx: NodeContext, nsp: int) -> dict[str, Any]:
+    """The ``nn.conv2d`` window attributes (strides, dilation, padding, groups; 1-D as 2-D) of a Conv-like
+    node with ``nsp`` spatial dims whose inputs 0 and 1 are data and weight, checked."""
     kernel = _conv_kernel(cx, nsp, transposed=False)
     strides = _ints_attr(cx, "strides", nsp, 1, minimum=1)
     dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
     begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
     _check_conv_output(cx, kernel, strides, dilations, begins, ends)
-    _, strides2, dil2, padding = _params_2d(nsp, kernel, strides, dilations, begins, ends)
-    y = cx.call("nn.conv2d", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp), strides=strides2,
-                padding=padding, dilation=dil2, groups=cx.attr("group", 1))
+    _, s, d, p = _params_2d(nsp, kernel, strides, dilations, begins, ends)
+    return {"strides": s, "dilation": d, "padding": p, "groups": cx.attr("group", 1)}
+
+
+def conv(cx: NodeContext) -> object:
+    nsp = _spatial_rank(cx, "convolution")
+    y = cx.call("nn.conv2d", _to_2d(cx, cx.expr(0), nsp), _to_2d(cx, cx.expr(1), nsp), **conv_window(cx, nsp))
     if nsp == 1:
         y = cx.call("squeeze", y, axes=(2,))
     return _bias(cx, y, 2, nsp)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from plait.frontend.onnx_node import NodeContext, Unsupported, plait_dtype, value_type
-from plait.frontend.onnx_ops_nn import _check_conv_output, _conv_kernel, _ints_attr, _pads, _params_2d, _spatial_rank
+from plait.frontend.onnx_ops_nn import _spatial_rank, conv_window
 from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
 
@@ -139,13 +139,7 @@ def _conv_window(cx: NodeContext) -> dict[str, Any]:
     nsp = _spatial_rank(cx, "convolution")
     if nsp != 2:
         raise Unsupported(f"{nsp}-D integer convolution not supported")
-    kernel = _conv_kernel(cx, nsp, transposed=False)
-    strides = _ints_attr(cx, "strides", nsp, 1, minimum=1)
-    dilations = _ints_attr(cx, "dilations", nsp, 1, minimum=1)
-    begins, ends = _pads(cx, cx.shape(0)[2:], kernel, strides, dilations)
-    _check_conv_output(cx, kernel, strides, dilations, begins, ends)
-    _, s, d, p = _params_2d(nsp, kernel, strides, dilations, begins, ends)
-    return {"strides": s, "dilation": d, "padding": p, "groups": cx.attr("group", 1)}
+    return conv_window(cx, nsp)
 
 
 def _inner(cx: NodeContext, x: Any, w: Any, b: Any = None) -> NodeContext:
