@@ -19,8 +19,7 @@ from plait.errors import FrontendError
 from plait.executor import GraphModule
 from plait.frontend import from_onnx
 
-quantization = pytest.importorskip("onnxruntime.quantization")
-from tests.quant.calibration import Calibration  # noqa: E402
+from plait.testing.quantized import quantize
 
 SHAPE = (1, 3, 8, 8)
 OUTPUTS = ["a", "m", "s", "l", "cat", "p", "g", "gm", "y"]
@@ -48,15 +47,8 @@ def float_model(seed: int = 0) -> onnx.ModelProto:
 
 
 @pytest.fixture(scope="module", params=["uint8", "int8"])
-def model(request, tmp_path_factory) -> onnx.ModelProto:
-    tmp = tmp_path_factory.mktemp("contrib")
-    onnx.save(float_model(), tmp / "float.onnx")
-    q = quantization.QuantType
-    quantization.quantize_static(str(tmp / "float.onnx"), str(tmp / "q.onnx"), Calibration(SHAPE),
-                                 quant_format=quantization.QuantFormat.QOperator, per_channel=True,
-                                 activation_type=q.QUInt8 if request.param == "uint8" else q.QInt8,
-                                 weight_type=q.QInt8)
-    return onnx.load(tmp / "q.onnx")
+def model(request) -> onnx.ModelProto:
+    return quantize(float_model(), "qoperator", per_channel=True, activation=request.param)
 
 
 def _output_scales(m: onnx.ModelProto) -> dict[str, float]:

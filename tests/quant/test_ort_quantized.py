@@ -7,7 +7,6 @@ Runtime's outputs: equal, or at most one quantization step apart on at most 0.1%
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -22,8 +21,7 @@ from plait.frontend import from_onnx
 from plait.relay import Call
 from plait.relay.visitor import post_order
 
-quantization = pytest.importorskip("onnxruntime.quantization")
-from tests.quant.calibration import Calibration  # noqa: E402
+from plait.testing.quantized import quantize
 
 SHAPE = (1, 3, 8, 8)
 
@@ -50,18 +48,10 @@ def float_cnn(seed: int = 0) -> onnx.ModelProto:
 _MODELS: dict[tuple, onnx.ModelProto] = {}
 
 
-def quantized(tmp: Path, fmt: str, per_channel: bool, act: str) -> onnx.ModelProto:
+def quantized(fmt: str, per_channel: bool, act: str) -> onnx.ModelProto:
     key = (fmt, per_channel, act)
     if key not in _MODELS:
-        src, dst = tmp / "float.onnx", tmp / f"{fmt}_{per_channel}_{act}.onnx"
-        onnx.save(float_cnn(), src)
-        q = quantization.QuantType
-        quantization.quantize_static(
-            str(src), str(dst), Calibration(SHAPE),
-            quant_format=quantization.QuantFormat.QDQ if fmt == "qdq" else quantization.QuantFormat.QOperator,
-            per_channel=per_channel, activation_type=q.QUInt8 if act == "uint8" else q.QInt8,
-            weight_type=q.QInt8)
-        _MODELS[key] = onnx.load(dst)
+        _MODELS[key] = quantize(float_cnn(), fmt, per_channel, act)
     return _MODELS[key]
 
 
@@ -92,14 +82,9 @@ CONFIGS = [("qdq", True, "uint8"), ("qdq", False, "int8"), ("qdq", True, "int8")
            ("qoperator", False, "uint8")]
 
 
-@pytest.fixture(scope="module")
-def tmp(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("quant")
-
-
 @pytest.mark.parametrize("fmt,per_channel,act", CONFIGS)
-def test_float_requantization_gives_onnx_runtimes_outputs(tmp, fmt, per_channel, act):
-    model = quantized(tmp, fmt, per_channel, act)
+def test_float_requantization_gives_onnx_runtimes_outputs(fmt, per_channel, act):
+    model = quantized(fmt, per_channel, act)
     mod = from_onnx(model)
     art = plait.build(mod, target="c")
     scale = _output_scale(model)
@@ -110,11 +95,11 @@ def test_float_requantization_gives_onnx_runtimes_outputs(tmp, fmt, per_channel,
 
 
 @pytest.mark.parametrize("fmt,per_channel,act", CONFIGS[:1] + CONFIGS[3:4])
-def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(tmp, fmt, per_channel, act):
+def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(fmt, per_channel, act):
     from plait.ir.transform import PassContext
     from plait.placement.stages import import_stage
 
-    model = quantized(tmp, fmt, per_channel, act)
+    model = quantized(fmt, per_channel, act)
     mod = import_stage(from_onnx(model), PassContext()).mod
     ops = [n.op.name for n in post_order(mod["main"]) if isinstance(n, Call)]
     assert ops.count("qnn.conv2d") == 3 and ops.count("qnn.matmul") == 1 and ops.count("qnn.requantize") == 4
@@ -154,8 +139,8 @@ def _c_source(mod) -> str:
     return codegen_c([sub[k] for k in sorted(sub)], piece.target).source
 
 
-def test_generated_c_of_a_quantized_conv_accumulates_int8_loads_in_int32(tmp):
-    src = _c_source(from_onnx(quantized(tmp, "qdq", True, "int8")))
+def test_generated_c_of_a_quantized_conv_accumulates_int8_loads_in_int32():
+    src = _c_source(from_onnx(quantized("qdq", True, "int8")))
     start = src.index("fused_qnn_conv2d")
     body = src[start:src.index("\n}\n", start)]
     print(body)
@@ -163,14 +148,14 @@ def test_generated_c_of_a_quantized_conv_accumulates_int8_loads_in_int32(tmp):
     assert "float" not in body.split("nearbyint")[0]  # the accumulation is integer; float only to requantize
 
 
-def test_fixed_requantization_stays_within_a_few_steps_of_onnx_runtime(tmp):
+def test_fixed_requantization_stays_within_a_few_steps_of_onnx_runtime():
     """TensorFlow Lite's fixed-point arithmetic rounds the scale to 31 bits and ties away from zero:
     a few outputs move by a step; the largest difference is printed for the report."""
     from plait.ir.transform import PassContext
     from plait.relay.passes import FoldConstant, QDQToInteger
     from plait.relay.infer import infer_type
 
-    model = quantized(tmp, "qdq", True, "uint8")
+    model = quantized("qdq", True, "uint8")
     ctx = PassContext()
     mod = ctx.run(FoldConstant(), ctx.run(QDQToInteger(mode="fixed"), infer_type(from_onnx(model))))
     modes = {n.attrs["mode"] for n in post_order(mod["main"]) if isinstance(n, Call) and n.op.name == "qnn.requantize"}
@@ -192,14 +177,14 @@ def test_the_requantization_follows_the_piece(target, mode):
     assert requantize_mode(Target(target)) == mode
 
 
-def test_a_fixed_point_piece_runs_tflite_arithmetic(tmp):
+def test_a_fixed_point_piece_runs_tflite_arithmetic():
     """A piece with -requantize=fixed lowers every requantization to the fixed-point one: its outputs
     are exactly those of the QDQ pass run with mode="fixed"; the float piece's are ONNX Runtime's."""
     from plait.ir.transform import PassContext
     from plait.relay.infer import infer_type
     from plait.relay.passes import QDQToInteger
 
-    model = quantized(tmp, "qdq", True, "uint8")
+    model = quantized("qdq", True, "uint8")
     fixed_art = plait.build(from_onnx(model), target="c -requantize=fixed")
     want = plait.build(PassContext().run(QDQToInteger(mode="fixed"), infer_type(from_onnx(model))), target="c")
     # a Cortex-M0 has no FPU: fixed by default (its C built for this machine to run it here)
