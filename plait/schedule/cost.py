@@ -16,7 +16,15 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   issue at ``loads_per_cycle``;
 - vectorized loops divide the work of their body by ``min(lanes, extent)``;
 - loop overhead: ``3 / ops_per_cycle`` cycles per iteration of a loop the compiler keeps (not
-  unrolled), per vector in a vectorized loop;
+  unrolled, more than one iteration), per vector in a vectorized loop;
+- integer work on data (the operations of a statement's value, not of its indices or of loads'
+  indices; a subexpression used twice counts once, as the compiler's CSE does): a multiply-accumulate
+  ``acc + a * b`` costs ``machine.int_mac_cycles``, divided by ``machine.narrow_macs`` when both
+  factors fit 16 bits (int8/int16 values widened, minus a zero point: SMLAD, PMADDWD); any other
+  operation (add, min/max, shift, bitwise, a constant division) one instruction at
+  ``ops_per_cycle``; on values wider than the core's word (``machine.word_bits``: int64 on a 32-bit
+  core, the fixed-point requantization) ``machine.wide_op_cycles``, a product ``wide_mul_cycles``. Integer <-> float casts
+  are float instructions (libgcc calls without an FPU), integer widening and narrowing are free;
 - superscalar machines (``ops_per_cycle > 1``) overlap float work, memory instructions and integer
   work (max); single-issue ones add them;
 - memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
@@ -35,8 +43,8 @@ import numpy as np
 
 from plait.tir.dtype import is_float
 from plait.tir.expr import (
-    CMP_OPS, Add, And, BinaryOp, BufferLoad, Call, Div, Max, Min, Mul, Not, Or, PrimExpr, Select, Sub, UnaryOp,
-    Var,
+    CMP_OPS, Add, And, BinaryOp, BufferLoad, Call, Cast, Div, IntImm, Max, Min, Mul, Not, Or, PrimExpr, Select, Sub,
+    UnaryOp, Var,
 )
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
@@ -82,6 +90,8 @@ class _Ops:
     soft: float = 0.0  # float operations in software (no FPU)
     calls: float = 0.0  # float operations of math-library calls (never vectorized: no vector libm)
     ints: float = 0.0  # comparisons and logic (conditions)
+    iops: float = 0.0  # integer instructions on data (not addresses)
+    icycles: float = 0.0  # cycles of integer multiplies and multiply-accumulates on data
 
 
 def _expr_ops(e: PrimExpr, m: Machine, ops: _Ops, loads: list[BufferLoad]) -> None:
@@ -112,6 +122,67 @@ def _expr_ops(e: PrimExpr, m: Machine, ops: _Ops, loads: list[BufferLoad]) -> No
             _float(ops, m, operand, 1.0, 1.0 if isinstance(n, _ARITH) else 0.0)
 
 
+def _bits(dtype: str) -> int:
+    return 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
+
+
+def _value_bits(e: PrimExpr) -> int:
+    """An upper bound of the bits ``e``'s values need: a widened narrow load stays narrow, and so does
+    a narrow value plus or minus a constant (a zero point)."""
+    if isinstance(e, Cast) and not is_float(e.value.dtype):
+        return min(_bits(e.dtype), _value_bits(e.value))
+    if isinstance(e, IntImm):
+        return int(e.value).bit_length() + 1
+    if isinstance(e, Select):
+        return max(_value_bits(e.true_value), _value_bits(e.false_value))
+    if isinstance(e, (Add, Sub)) and (isinstance(e.a, IntImm) or isinstance(e.b, IntImm)):
+        return min(_bits(e.dtype), max(_value_bits(e.a), _value_bits(e.b)) + 1)
+    return _bits(e.dtype)
+
+
+def _int_ops(value: PrimExpr, m: Machine, ops: _Ops) -> None:
+    """The integer arithmetic of a statement's ``value`` on data: everything but the indices of its loads
+    and the conditions of its selects (which :func:`_expr_ops` counts as logic); each node object once."""
+    seen: set[int] = set()
+    fused: set[int] = set()
+    stack = [value]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, BufferLoad):
+            continue
+        if isinstance(n, Select):
+            stack.extend((n.true_value, n.false_value))
+            continue
+        stack.extend(n._children())
+        if isinstance(n, Cast):
+            if is_float(n.dtype) != is_float(n.value.dtype):
+                _float(ops, m, n.dtype if is_float(n.dtype) else n.value.dtype, 1.0, 0.0)
+            elif not is_float(n.dtype) and _bits(n.dtype) > m.word_bits >= _bits(n.value.dtype):
+                ops.iops += 1  # sign extension to a wide value (the high word)
+            continue
+        if not isinstance(n, (BinaryOp, UnaryOp)) or is_float(n.dtype) or isinstance(n, CMP_OPS + (And, Or, Not)):
+            continue
+        wide = _bits(n.dtype) > m.word_bits
+        if id(n) in fused:
+            continue
+        if isinstance(n, Mul):
+            ops.icycles += m.wide_mul_cycles if wide else m.int_mac_cycles
+            continue
+        mul = next((c for c in (n.a, n.b) if isinstance(c, Mul)), None) if isinstance(n, Add) else None
+        if mul is not None and not wide and id(mul) not in seen:
+            fused.add(id(mul))
+            narrow = _value_bits(mul.a) <= 16 and _value_bits(mul.b) <= 16
+            ops.icycles += m.int_mac_cycles / (m.narrow_macs if narrow else 1)
+            continue
+        if wide:
+            ops.icycles += m.wide_op_cycles
+        else:
+            ops.iops += 1
+
+
 def _float(ops: _Ops, m: Machine, dtype: str, instrs: float, flops: float) -> None:
     ops.flops += flops
     if m.has_fpu(dtype):
@@ -139,6 +210,8 @@ class _Walker:
         if loop.kind == "unrolled":
             return False
         n = getattr(loop.extent, "value", None)
+        if n is not None and n <= 1:
+            return False  # one iteration (a 1x1 kernel's window loops): no loop in the code
         return n is None or n // self.vf(loop, dtype) > self.m.auto_unroll
 
     def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None) -> float:
@@ -160,6 +233,8 @@ class _Walker:
         ops, loads = _Ops(), []
         for e in exprs:
             _expr_ops(e, m, ops, loads)
+        if store is not None:
+            _int_ops(exprs[-1], m, ops)
         n = self.count(loops, dtype)
         mem = sum(self.count(loops, dtype, {v for i in ld.indices for v in pre_order(i) if isinstance(v, Var)})
                   for ld in loads if ld.buffer.scope != "local")
@@ -170,7 +245,7 @@ class _Walker:
         if ops.calls:
             fpu = m.has_fpu(dtype if dtype.startswith("float") else "float32")
             fp += scalar_n * ops.calls * (1.0 / max(m.fma_per_cycle, 1.0) if fpu else m.soft_float_cycles)
-        parts = (fp, mem / m.loads_per_cycle, n * ops.ints / m.ops_per_cycle)
+        parts = (fp, mem / m.loads_per_cycle, n * (ops.ints + ops.iops) / m.ops_per_cycle + n * ops.icycles)
         self.compute += max(parts) if m.ops_per_cycle > 1 else sum(parts)
         self.flops += scalar_n * ops.flops
 

@@ -4,6 +4,10 @@ Built by a rule set from the target's tag facts (``clock_mhz``, ``simd_bits``, `
 constants that the facts do not carry (issue width, load ports, memory bandwidth). The constants
 are documented estimates (docs/schedules.md), not measurements of a particular chip, except where
 noted there.
+
+Integer arithmetic (int8 models: docs/quantization.md) has its own numbers: the defaults are a
+64-bit host's; :func:`mcu_integer` gives a Cortex-M core's from its architecture (ARMv6-M has no
+multiply-accumulate, no long multiply and no DSP; ARMv7E-M and ARMv8.1-M have SMLAD).
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ class Machine:
     soft_float_cycles: float  # cycles of one float operation in software (fpu "none")
     auto_unroll: int = 0  # the compiler unrolls constant loops of at most this many iterations (per vector)
     intrinsic_ops: float = 20.0  # float operations of one exp/log/tanh/... call
+    # integer arithmetic of the data (not of addresses), per instruction or per vector of them:
+    int_mac_cycles: float = 1.0  # one 32-bit multiply-accumulate (MLA; MULS + ADDS on ARMv6-M)
+    narrow_macs: int = 2  # MACs one instruction does on <=16-bit operands (SMLAD, x86 PMADDWD: 2)
+    word_bits: int = 64  # the general registers' width
+    wide_op_cycles: float = 1.0  # an add/shift/min/... on values wider than a word (two words, a carry)
+    wide_mul_cycles: float = 1.0  # a product of values wider than a word (SMULL on ARMv7-M; libgcc on ARMv6-M)
 
     def lanes(self, dtype: str) -> int:
         """SIMD lanes for ``dtype`` (1 when the machine has no SIMD for it)."""
@@ -42,6 +52,29 @@ class Machine:
         if self.fpu == "none":
             return False
         return self.fpu == "dp" or dtype != "float64"
+
+
+#: ARMv6-M (Cortex-M0/M0+/M1): MULS (one cycle on most parts) then ADDS, no MLA/SMULL/SMLAD/IT: a 64-bit
+#: product is libgcc's ``__aeabi_lmul`` (about 40 instructions with its call), a variable 64-bit shift
+#: ``__aeabi_llsl``/``llsr``, a 64-bit min/max a compare of both words and branches (estimates: 4).
+ARMV6M_INTEGER = {"int_mac_cycles": 2.0, "narrow_macs": 1, "word_bits": 32, "wide_op_cycles": 4.0,
+                  "wide_mul_cycles": 40.0}
+
+
+def mcu_integer(target: object) -> dict[str, float | int]:
+    """The integer fields of :class:`Machine` for a Cortex-M core (its ``-mcpu``): ARMv6-M as
+    :data:`ARMV6M_INTEGER`; ARMv7-M (M3) MLA in one cycle, 64-bit operations in two instructions
+    (ADDS/ADC, IT blocks), SMULL (~3 cycles with the 64-bit add), no packed MACs; ARMv7E-M and ARMv8.1-M (M4, M7, M55) also SMLAD: two 16-bit MACs per
+    instruction. An unknown core counts as ARMv7-M."""
+    from plait.target.boards import CORE_ARCH
+
+    options = getattr(target, "options", None) or {}
+    cpu = str(options.get("mcpu", "") if hasattr(options, "get") else "").split(".", 1)[0]
+    arch = CORE_ARCH.get(cpu, "armv7-m")
+    if arch == "armv6-m":
+        return dict(ARMV6M_INTEGER)
+    return {"int_mac_cycles": 1.0, "narrow_macs": 1 if arch == "armv7-m" else 2, "word_bits": 32,
+            "wide_op_cycles": 2.0, "wide_mul_cycles": 3.0}
 
 
 def fact(target: object, name: str, default: object) -> object:

@@ -27,7 +27,7 @@ from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
-from plait.schedule.machine import Machine, fact
+from plait.schedule.machine import Machine, fact, mcu_integer
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, buffers_with_guards, contiguous, stage_roots, uses
 
@@ -495,7 +495,8 @@ def mcu_machine(target: Any) -> Machine:
         rules="microcontroller", clock_mhz=float(fact(target, "clock_mhz", 100)),  # type: ignore[arg-type]
         simd_bits=simd if simd >= 64 else 0, fpu=fpu, vector_registers=8 if simd >= 128 else 0,
         ops_per_cycle=1.0, fma_per_cycle=1.0 if fpu != "none" else 0.0, loads_per_cycle=1.0, bytes_per_cycle=4.0,
-        cache_bytes=int(fact(target, "ram_kb", 64)) * 1024, soft_float_cycles=60.0)  # type: ignore[arg-type]
+        cache_bytes=int(fact(target, "ram_kb", 64)) * 1024, soft_float_cycles=60.0,  # type: ignore[arg-type]
+        **mcu_integer(target))  # type: ignore[arg-type]
 
 
 def mcu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
