@@ -23,8 +23,9 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   factors fit 16 bits (int8/int16 values widened, minus a zero point: SMLAD, PMADDWD); any other
   operation (add, min/max, shift, bitwise, a constant division) one instruction at
   ``ops_per_cycle``; on values wider than the core's word (``machine.word_bits``: int64 on a 32-bit
-  core, the fixed-point requantization) ``machine.wide_op_cycles``, a product ``wide_mul_cycles``. Integer <-> float casts
-  are float instructions (libgcc calls without an FPU), integer widening and narrowing are free;
+  core, the fixed-point requantization) ``machine.wide_op_cycles``, a product ``wide_mul_cycles``.
+  Integer <-> float casts are float instructions (libgcc calls without an FPU), integer widening and
+  narrowing are free;
 - superscalar machines (``ops_per_cycle > 1``) overlap float work, memory instructions and integer
   work (max); single-issue ones add them;
 - memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
@@ -165,9 +166,9 @@ def _int_ops(value: PrimExpr, m: Machine, ops: _Ops) -> None:
             continue
         if not isinstance(n, (BinaryOp, UnaryOp)) or is_float(n.dtype) or isinstance(n, CMP_OPS + (And, Or, Not)):
             continue
-        wide = _bits(n.dtype) > m.word_bits
         if id(n) in fused:
             continue
+        wide = _bits(n.dtype) > m.word_bits
         if isinstance(n, Mul):
             ops.icycles += m.wide_mul_cycles if wide else m.int_mac_cycles
             continue

@@ -64,12 +64,12 @@ ARMV6M_INTEGER = {"int_mac_cycles": 2.0, "narrow_macs": 1, "word_bits": 32, "wid
 def mcu_integer(target: object) -> dict[str, float | int]:
     """The integer fields of :class:`Machine` for a Cortex-M core (its ``-mcpu``): ARMv6-M as
     :data:`ARMV6M_INTEGER`; ARMv7-M (M3) MLA in one cycle, 64-bit operations in two instructions
-    (ADDS/ADC, IT blocks), SMULL (~3 cycles with the 64-bit add), no packed MACs; ARMv7E-M and ARMv8.1-M (M4, M7, M55) also SMLAD: two 16-bit MACs per
-    instruction. An unknown core counts as ARMv7-M."""
+    (ADDS/ADC, IT blocks), SMULL (~3 cycles with the 64-bit add), no packed MACs; ARMv7E-M and
+    ARMv8.1-M (M4, M7, M55) also SMLAD: two 16-bit MACs per instruction. An unknown core counts as
+    ARMv7-M."""
     from plait.target.boards import CORE_ARCH
 
-    options = getattr(target, "options", None) or {}
-    cpu = str(options.get("mcpu", "") if hasattr(options, "get") else "").split(".", 1)[0]
+    cpu = str(getattr(target, "options", {}).get("mcpu", "")).split(".", 1)[0]
     arch = CORE_ARCH.get(cpu, "armv7-m")
     if arch == "armv6-m":
         return dict(ARMV6M_INTEGER)
