@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from plait.frontend.onnx_node import NodeContext, Unsupported, value_type
 from plait.frontend.onnx_ops_nn import avg_pool
 from plait.frontend.onnx_ops_quant import _requantize, _scalar_zp
 from plait.frontend.onnx_registry import Converter, converters
+from plait.op.qnn_elem import leaky_relu32, lookup_table, mlas_logistic, softmax_multiplier, softmax_table
 from plait.relay.expr import Expr
 
 MS = "com.microsoft"
@@ -58,12 +61,64 @@ def _unary(fn: Callable[[NodeContext, Expr], Expr]) -> Callable[[NodeContext], o
     return convert
 
 
+def _scalar(cx: NodeContext, i: int, what: str, dtype: str) -> float | int | None:
+    """Input ``i`` as one constant number (a zero point that is not given is 0); None when it is
+    computed at run time or has several values."""
+    if not cx.has(i):
+        return 0 if dtype != "float32" else None
+    if not cx.is_const(i) or cx.dtype(i) != dtype or np.size(cx.const(i, what)) != 1:
+        return None
+    v = cx.const(i, what).reshape(())
+    return float(v) if dtype == "float32" else int(v)
+
+
+def _table_params(cx: NodeContext) -> tuple[float, int, float, int] | None:
+    """(x_scale, x_zero_point, y_scale, y_zero_point) of a QLinear unary operator when all are
+    constants, one per tensor (then ONNX Runtime computes it with a table built once)."""
+    dt = cx.dtype(0)
+    p = (_scalar(cx, 1, "X_scale", "float32"), _scalar(cx, 2, "X_zero_point", dt),
+         _scalar(cx, 3, "Y_scale", "float32"), _scalar(cx, 4, "Y_zero_point", dt))
+    return None if None in p else p  # type: ignore[return-value]
+
+
+def _lookup(fn: Callable[[NodeContext], Callable[[np.ndarray], np.ndarray]],
+            float_op: Callable[[NodeContext, Expr], Expr]) -> Callable[[NodeContext], object]:
+    """QLinearSigmoid / QLinearLeakyRelu: ``qnn.lookup`` of a table computed now as ONNX Runtime
+    computes it; with run-time scales, the float form."""
+
+    def convert(cx: NodeContext) -> object:
+        _no_channels_last(cx)
+        p = _table_params(cx)
+        if p is None:
+            return _unary(float_op)(cx)
+        dt = cx.dtype(0)
+        table = lookup_table(fn(cx), dt, p[0], int(p[1]), p[2], int(p[3]), dt)
+        return cx.call("qnn.lookup", cx.expr(0), cx.constant(table))
+
+    return convert
+
+
 def _softmax(cx: NodeContext, x: Expr) -> Expr:
     nd = value_type(x).ndim
     axis = cx.axis(cx.attr("axis", -1), nd)
     if cx.attr("opset", 13) < 13 and axis != nd - 1:
         raise Unsupported("QLinearSoftmax with opset < 13 semantics on an axis other than the last not supported")
     return cx.call("nn.softmax", x, axis=axis)
+
+
+def qlinear_softmax(cx: NodeContext) -> object:
+    """``qnn.softmax`` (ONNX Runtime's table of exp) when the scales and the output zero point are
+    constants and the softmax length is static; otherwise the float form."""
+    p = _table_params(cx)
+    nd = cx.ndim(0)
+    axis = cx.axis(cx.attr("axis", -1), nd)
+    n = cx.shape(0)[axis]
+    if p is None or not isinstance(n, int) or n == 0:
+        return _unary(_softmax)(cx)
+    if cx.attr("opset", 13) < 13 and axis != nd - 1:
+        raise Unsupported("QLinearSoftmax with opset < 13 semantics on an axis other than the last not supported")
+    return cx.call("qnn.softmax", cx.expr(0), cx.constant(softmax_table(p[0], n)), axis=axis,
+                   multiplier=softmax_multiplier(p[2]), zero_point=int(p[3]))
 
 
 def _avg_pool(cx: NodeContext, x: Expr) -> Expr:
@@ -124,10 +179,12 @@ CONVERTERS: list[Converter] = [
          ops=("qnn.dense", "qnn.requantize", "qnn.matmul", "add", "multiply", "divide", "reshape")),
     *_ms(["QLinearAdd"], _binary("add"), ops=("add",) + _FLOAT),
     *_ms(["QLinearMul"], _binary("multiply"), ops=("multiply",) + _FLOAT),
-    *_ms(["QLinearSigmoid"], _unary(lambda cx, x: cx.call("sigmoid", x)), ops=("sigmoid",) + _FLOAT),
-    *_ms(["QLinearLeakyRelu"], _unary(lambda cx, x: cx.call("nn.leaky_relu", x, alpha=cx.attr("alpha", 0.01))),
-         attrs=("alpha",), ops=("nn.leaky_relu",) + _FLOAT),
-    *_ms(["QLinearSoftmax"], _unary(_softmax), attrs=("axis", "opset"), ops=("nn.softmax",) + _FLOAT),
+    *_ms(["QLinearSigmoid"], _lookup(lambda cx: mlas_logistic, lambda cx, x: cx.call("sigmoid", x)),
+         ops=("qnn.lookup", "sigmoid") + _FLOAT),
+    *_ms(["QLinearLeakyRelu"], _lookup(lambda cx: leaky_relu32(cx.attr("alpha", 0.01)),
+                                       lambda cx, x: cx.call("nn.leaky_relu", x, alpha=cx.attr("alpha", 0.01))),
+         attrs=("alpha",), ops=("qnn.lookup", "nn.leaky_relu") + _FLOAT),
+    *_ms(["QLinearSoftmax"], qlinear_softmax, attrs=("axis", "opset"), ops=("qnn.softmax", "nn.softmax") + _FLOAT),
     *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate",) + _FLOAT),
     *_ms(["QLinearAveragePool"], _unary(_avg_pool), attrs=_POOL, ops=("nn.avg_pool2d", "squeeze") + _FLOAT),
     *_ms(["QLinearGlobalAveragePool"], _unary(_global_avg_pool), attrs=("channels_last",),

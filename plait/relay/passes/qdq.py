@@ -34,7 +34,9 @@ from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import TensorType
 from plait.op import get_op
+from plait.op._common import norm_axis
 from plait.op.qnn import fixed_point_multiplier
+from plait.op.qnn_elem import leaky_relu32, lookup_table, mlas_logistic, softmax_multiplier, softmax_table
 from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
@@ -46,6 +48,9 @@ INT8 = ("int8", "uint8")
 # pooling is monotone), so Q(op(DQ(x))) = op(x)
 MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_slice", "nn.max_pool2d",
          "nn.global_max_pool2d", "concatenate")
+
+# unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
+UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu")
 
 
 def _op(e: Expr, *names: str) -> bool:
@@ -121,7 +126,7 @@ class _Rewriter(ExprMutator):
         if sv is None or zv is None or sv.size != 1 or zv.dtype.name not in INT8 or sv.dtype != np.float32:
             return post
         ys, zero = np.float32(sv.reshape(())), zv.reshape(())
-        moved = self._moved(y, ys, zero)
+        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero)
         if moved is not None:
             return moved
         clamp: tuple[int | None, int | None] = (None, None)
@@ -172,6 +177,27 @@ class _Rewriter(ExprMutator):
                 return None
             args.append(self._new(q.value))
         return Call(y.op, tuple(args), y.attrs, y.meta)  # type: ignore[union-attr]
+
+    def _unary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(softmax | sigmoid | leaky_relu(DQ(x)))``, per tensor, of one dtype: the integer operator
+        ONNX Runtime's optimized session fuses it into (QLinearSoftmax, a table for QLinearSigmoid /
+        QLinearLeakyRelu). The dequantize may have other uses (ONNX Runtime duplicates it)."""
+        if not _op(y, *UNARY) or not self._single(y):
+            return None
+        q = _dq(y.args[0])  # type: ignore[union-attr]
+        if q is None or not q.per_tensor or q.zero.dtype != zero.dtype:
+            return None
+        x, dt, xs, xz = self._new(q.value), zero.dtype.name, float(q.scale[0]), int(q.zero[0])
+        name = y.op.name  # type: ignore[union-attr]
+        if name == "nn.softmax":
+            n = q.value.checked_type.shape[norm_axis(y.attrs["axis"], y.checked_type.ndim, "softmax")]  # type: ignore
+            if not isinstance(n, int) or n == 0:
+                return None
+            return call("qnn.softmax", x, Constant(softmax_table(xs, n)), axis=y.attrs["axis"],  # type: ignore
+                        multiplier=softmax_multiplier(float(scale)), zero_point=int(zero), meta=y.meta)
+        fn = mlas_logistic if name == "sigmoid" else leaky_relu32(y.attrs["alpha"])  # type: ignore[union-attr]
+        table = lookup_table(fn, dt, xs, xz, float(scale), int(zero), dt)
+        return call("qnn.lookup", x, Constant(table), meta=y.meta)
 
     def _bias(self, b: Expr) -> np.ndarray | None:
         """The int32 values of a (reshaped) constant bias dequantized with zero point 0."""

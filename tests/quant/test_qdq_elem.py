@@ -1,0 +1,73 @@
+"""The QDQ patterns ONNX Runtime's optimized session runs as integer operators (its
+QDQSelectorActionTransformer: DQ -> Softmax / Sigmoid / LeakyRelu -> Q become QLinearSoftmax and
+table lookups) become plait's ``qnn.softmax`` and ``qnn.lookup``, so plait gives the optimized
+session's outputs exactly: a float model using each is built and quantized here by
+``quantize_static`` (QDQ and QOperator, int8 and uint8 activations, calibration from a fixed seed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto, numpy_helper
+
+import plait
+from plait.executor import GraphModule
+from plait.frontend import from_onnx
+from plait.ir.transform import PassContext
+from plait.placement.stages import import_stage
+from plait.relay import Call
+from plait.relay.visitor import post_order
+from plait.testing.quantized import int8_steps, ort_session, output_scales, quantize
+
+SHAPE = (4, 12)
+
+
+def float_model(seed: int = 0) -> onnx.ModelProto:
+    """A chain (each quantized value has one consumer: ONNX Runtime on x86-64 fuses a DQ -> op -> Q
+    of int8 activations only when its S8-to-U8 conversion turned both ends uint8, see
+    docs/quantization.md)."""
+    r = np.random.default_rng(seed)
+
+    def w(name, shape, s=0.5):
+        return numpy_helper.from_array((r.standard_normal(shape) * s).astype(np.float32), name)
+
+    nodes = [oh.make_node("Gemm", ["x", "w1", "b1"], ["h1"]), oh.make_node("Sigmoid", ["h1"], ["sg"]),
+             oh.make_node("Gemm", ["sg", "w2", "b2"], ["h2"]), oh.make_node("LeakyRelu", ["h2"], ["lr"], alpha=0.2),
+             oh.make_node("Gemm", ["lr", "w3", "b3"], ["h3"]), oh.make_node("Softmax", ["h3"], ["y"], axis=-1)]
+    g = oh.make_graph(nodes, "elem", [oh.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                      [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [w("w1", (12, 16)), w("b1", (16,), 0.2), w("w2", (16, 16), 0.8), w("b2", (16,), 0.2),
+                       w("w3", (16, 10), 0.8), w("b3", (10,), 0.2)])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+
+
+_MODELS: dict[tuple, onnx.ModelProto] = {}
+
+
+def quantized(fmt: str, act: str) -> onnx.ModelProto:
+    if (fmt, act) not in _MODELS:
+        _MODELS[fmt, act] = quantize(float_model(), fmt, per_channel=False, activation=act)
+    return _MODELS[fmt, act]
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    mod = import_stage(from_onnx(model), PassContext()).mod
+    return [n.op.name for n in post_order(mod["main"]) if isinstance(n, Call)]
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+@pytest.mark.parametrize("act", ["int8", "uint8"])
+def test_softmax_sigmoid_leaky_relu_are_integer_and_exact(fmt, act):
+    model = quantized(fmt, act)
+    ops = _ops(model)
+    assert ops.count("qnn.softmax") == 1 and ops.count("qnn.lookup") == 2 and ops.count("qnn.matmul") == 3
+    assert not {"nn.softmax", "sigmoid", "nn.leaky_relu", "nn.matmul"} & set(ops)
+    sess = ort_session(model)
+    scale = output_scales(model)["y"]
+    art = GraphModule(plait.build(from_onnx(model), target="c"))
+    r = np.random.default_rng(3)
+    for _ in range(8):
+        x = (r.standard_normal(SHAPE) * 1.5).astype(np.float32)
+        assert int8_steps(art(x=x)[0], sess.run(None, {"x": x})[0], scale).max() == 0
