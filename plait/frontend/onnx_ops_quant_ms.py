@@ -21,7 +21,9 @@ from plait.frontend.onnx_node import NodeContext, Unsupported, value_type
 from plait.frontend.onnx_ops_nn import avg_pool
 from plait.frontend.onnx_ops_quant import _requantize, _scalar_zp
 from plait.frontend.onnx_registry import Converter, converters
-from plait.op.qnn_elem import leaky_relu32, lookup_table, mlas_logistic, softmax_multiplier, softmax_table
+from plait.op.qnn_elem import (
+    add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
+)
 from plait.relay.expr import Expr
 
 MS = "com.microsoft"
@@ -43,10 +45,27 @@ def _no_channels_last(cx: NodeContext) -> None:
         raise Unsupported("channels_last not supported")
 
 
+def _one(shape: tuple) -> bool:
+    return all(isinstance(d, int) for d in shape) and int(np.prod(shape)) == 1
+
+
 def _binary(op: str) -> Callable[[NodeContext], object]:
+    """QLinearAdd / QLinearMul: ``qnn.add`` / ``qnn.mul`` (MLAS's arithmetic) when the scales and zero
+    points are constants, one per tensor, and the shapes are equal or one operand has one element;
+    otherwise dequantize, the float operator, quantize."""
+
     def convert(cx: NodeContext) -> object:
-        y = cx.call(op, _dq(cx, 0, 1, 2), _dq(cx, 3, 4, 5))
-        return _q(cx, y, 6, 7, cx.dtype(0))
+        dt = cx.dtype(0)
+        p = (_scalar(cx, 1, "A_scale", "float32"), _scalar(cx, 2, "A_zero_point", dt),
+             _scalar(cx, 4, "B_scale", "float32"), _scalar(cx, 5, "B_zero_point", dt),
+             _scalar(cx, 6, "C_scale", "float32"), _scalar(cx, 7, "C_zero_point", dt))
+        sa, sb = cx.shape(0), cx.shape(3)
+        fits = sa == sb or _one(sb) and len(sb) <= len(sa) or _one(sa) and len(sa) <= len(sb)
+        if None in p or not fits or cx.dtype(3) != dt:
+            return _q(cx, cx.call(op, _dq(cx, 0, 1, 2), _dq(cx, 3, 4, 5)), 6, 7, dt)
+        if op == "add":
+            return cx.call("qnn.add", cx.expr(0), cx.expr(3), **add_attrs(*p))  # type: ignore[arg-type]
+        return cx.call("qnn.mul", cx.expr(0), cx.expr(3), **mul_attrs(*p))  # type: ignore[arg-type]
 
     return convert
 
@@ -177,8 +196,8 @@ _FLOAT = ("qnn.dequantize", "qnn.quantize")
 CONVERTERS: list[Converter] = [
     *_ms(["QGemm"], qgemm, attrs=("alpha", "transA", "transB"),
          ops=("qnn.dense", "qnn.requantize", "qnn.matmul", "add", "multiply", "divide", "reshape")),
-    *_ms(["QLinearAdd"], _binary("add"), ops=("add",) + _FLOAT),
-    *_ms(["QLinearMul"], _binary("multiply"), ops=("multiply",) + _FLOAT),
+    *_ms(["QLinearAdd"], _binary("add"), ops=("qnn.add", "add") + _FLOAT),
+    *_ms(["QLinearMul"], _binary("multiply"), ops=("qnn.mul", "multiply") + _FLOAT),
     *_ms(["QLinearSigmoid"], _lookup(lambda cx: mlas_logistic, lambda cx, x: cx.call("sigmoid", x)),
          ops=("qnn.lookup", "sigmoid") + _FLOAT),
     *_ms(["QLinearLeakyRelu"], _lookup(lambda cx: leaky_relu32(cx.attr("alpha", 0.01)),

@@ -1,4 +1,5 @@
-"""Integer elementwise operators with ONNX Runtime's arithmetic: ``qnn.lookup`` and ``qnn.softmax``.
+"""Integer elementwise operators with ONNX Runtime's arithmetic: ``qnn.lookup``, ``qnn.softmax``,
+``qnn.add`` and ``qnn.mul``.
 
 - ``qnn.lookup(x, table)``: an int8/uint8 value through a 256-entry table (``table[x - lo]``, lo
   the input dtype's lowest value); the C is a gather. ONNX Runtime computes QLinearSigmoid and
@@ -249,6 +250,154 @@ def _softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     return make(op, shape, body)
 
 
+# ---- qnn.add / qnn.mul ----------------------------------------------------------------------------
+
+
+def add_attrs(a_scale: float, a_zp: int, b_scale: float, b_zp: int, y_scale: float, y_zp: int) -> dict[str, float]:
+    """QLinearAdd's constants as MLAS computes them (float32): ``a_multiplier = a_scale / y_scale``,
+    ``b_multiplier = b_scale / y_scale``, ``offset = y_zp - (a_multiplier * a_zp + b_multiplier * b_zp)``."""
+    f = np.float32
+    ra, rb = f(f(a_scale) / f(y_scale)), f(f(b_scale) / f(y_scale))
+    offset = f(f(y_zp) - f(f(ra * f(a_zp)) + f(rb * f(b_zp))))
+    return {"a_multiplier": float(ra), "b_multiplier": float(rb), "offset": float(offset)}
+
+
+def mul_attrs(a_scale: float, a_zp: int, b_scale: float, b_zp: int, y_scale: float, y_zp: int) -> dict[str, Any]:
+    """QLinearMul's constants as MLAS computes them: ``multiplier = a_scale * b_scale / y_scale`` in
+    float32, the zero points as they are."""
+    f = np.float32
+    return {"multiplier": float(f(f(f(a_scale) * f(b_scale)) / f(y_scale))), "a_zero_point": int(a_zp),
+            "b_zero_point": int(b_zp), "zero_point": int(y_zp)}
+
+
+def _binary_rel(what: str) -> Callable[[tuple[Type, ...], Attrs], Type]:
+    def rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+        a, b = _int8(args[0], f"{what}: a"), _int8(args[1], f"{what}: b")
+        if a.dtype != b.dtype:
+            raise RelError(f"{what}: b: expected {a.dtype} (a's dtype), got {b}")
+        if a.shape == b.shape or numel(b) == 1 and b.ndim <= a.ndim:
+            shape = a.shape
+        elif numel(a) == 1 and a.ndim <= b.ndim:
+            shape = b.shape
+        else:
+            raise RelError(f"{what}: expected equal shapes or a one-element operand, got {a} and {b}")
+        if what == "mul":
+            lo, hi = int_range(a.dtype)
+            for z in ("a_zero_point", "b_zero_point", "zero_point"):
+                if not lo <= attrs[z] <= hi:
+                    raise RelError(f"{what}: {z}: expected a value in [{lo}, {hi}] ({a.dtype}), got {attrs[z]}")
+        return TensorType(shape, a.dtype)
+
+    return rel
+
+
+def _f32(v: np.ndarray) -> np.ndarray:
+    return np.asarray(v, np.float64).astype(np.float32)
+
+
+def _saturate(v: np.ndarray, dtype: str) -> np.ndarray:
+    lo, hi = int_range(dtype)
+    return np.rint(np.clip(v, np.float32(lo), np.float32(hi))).astype(np.int64).astype(dtype)
+
+
+def _add_ref(args: list, attrs: Attrs) -> np.ndarray:
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    ra, rb, off = (np.float64(np.float32(attrs[k])) for k in ("a_multiplier", "b_multiplier", "offset"))
+    shape = a.shape if a.size != 1 or a.ndim > b.ndim else b.shape
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    if a.size == 1 and b.size != 1:  # MLAS folds the scalar into the offset (a multiply, then an add)
+        off = np.float64(_f32(_f32(fa.reshape(()) * ra) + off))
+        v = _f32(fb * rb + off)
+    elif b.size == 1 and a.size != 1:
+        off = np.float64(_f32(_f32(fb.reshape(()) * rb) + off))
+        v = _f32(fa * ra + off)
+    else:  # two fused multiply-adds (exact products in double, one rounding to float32)
+        v = _f32(fa * ra + _f32(fb * rb + off))
+    return _saturate(np.broadcast_to(v, shape), a.dtype.name)
+
+
+def _mul_ref(args: list, attrs: Attrs) -> np.ndarray:
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    shape = a.shape if a.size != 1 or a.ndim > b.ndim else b.shape
+    p = (a.astype(np.int64) - attrs["a_zero_point"]) * (b.astype(np.int64) - attrs["b_zero_point"])
+    v = _f32(p * np.float64(np.float32(attrs["multiplier"]))) + np.float32(attrs["zero_point"])
+    return _saturate(np.broadcast_to(v.astype(np.float32), shape), a.dtype.name)
+
+
+defop("qnn.add", rel=_binary_rel("add"), ref=_add_ref, cost=_cost(4.0), pattern=OpPattern.BROADCAST, num_inputs=2,
+      attrs=(AttrSpec("a_multiplier", "float", 1.0, "a_scale / y_scale (float32)"),
+             AttrSpec("b_multiplier", "float", 1.0, "b_scale / y_scale (float32)"),
+             AttrSpec("offset", "float", 0.0, "y_zp - (a_multiplier * a_zp + b_multiplier * b_zp) (float32)")),
+      doc="int8/uint8 add as ONNX Runtime's QLinearAdd computes it (MLAS's AVX2 kernel: fused multiply-adds)")
+defop("qnn.mul", rel=_binary_rel("mul"), ref=_mul_ref, cost=_cost(3.0), pattern=OpPattern.BROADCAST, num_inputs=2,
+      attrs=(AttrSpec("multiplier", "float", 1.0, "a_scale * b_scale / y_scale (float32)"),
+             AttrSpec("a_zero_point", "int", 0, "a's zero point"), AttrSpec("b_zero_point", "int", 0, "b's zero point"),
+             AttrSpec("zero_point", "int", 0, "the output's zero point")),
+      doc="int8/uint8 multiply as ONNX Runtime's QLinearMul computes it (an exact int32 product, a float32 "
+          "multiply and add)")
+
+
+def _load(t: Any, i: tuple) -> PrimExpr:
+    """``t`` at output index ``i`` (a one-element operand at its only element)."""
+    shape = shape_of(t, "qnn")
+    if all(isinstance(d, int) and d == 1 for d in shape):
+        return t[(0,) * len(shape)]
+    return t[i]
+
+
+def _round_out(v: PrimExpr, out: str) -> PrimExpr:
+    lo, hi = int_range(out)
+    return tir.cast(out, tir.cast("int32", tir.nearbyint(tir.min(tir.max(v, float(lo)), float(hi)))))
+
+
+def _f32e(v: PrimExpr) -> PrimExpr:
+    """A float64 value rounded to float32 (a product of an 8-bit value and a float32 is exact in
+    float64: rounding it once is the float32 multiply, and no C compiler contracts across it)."""
+    return tir.cast("float32", v)
+
+
+@defop.compute("qnn.add")
+def _add(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.add"
+    a, b = inputs
+    shape, out = out_tensor_type(out_type, op)
+    ra, rb, off = (tir.const(float(np.float32(attrs[k])), "float64") for k in ("a_multiplier", "b_multiplier", "offset"))
+    sa = all(isinstance(d, int) and d == 1 for d in shape_of(a, op)) and shape_of(a, op) != tuple(shape)
+    sb = all(isinstance(d, int) and d == 1 for d in shape_of(b, op)) and shape_of(b, op) != tuple(shape)
+
+    def wide(v: PrimExpr) -> PrimExpr:
+        return tir.cast("float64", v)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        fa, fb = wide(_load(a, i)), wide(_load(b, i))
+        if sa and not sb:
+            o = _f32e(fa * ra) + _f32e(off)
+            v = _f32e(fb * rb + wide(o))
+        elif sb and not sa:
+            o = _f32e(fb * rb) + _f32e(off)
+            v = _f32e(fa * ra + wide(o))
+        else:
+            v = _f32e(fa * ra + wide(_f32e(fb * rb + off)))
+        return _round_out(v, out)
+
+    return make(op, shape, body)
+
+
+@defop.compute("qnn.mul")
+def _mul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.mul"
+    a, b = inputs
+    shape, out = out_tensor_type(out_type, op)
+    m = tir.const(float(np.float32(attrs["multiplier"])), "float64")
+    za, zb, zc = attrs["a_zero_point"], attrs["b_zero_point"], float(attrs["zero_point"])
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        p = (tir.cast("int32", _load(a, i)) - za) * (tir.cast("int32", _load(b, i)) - zb)
+        return _round_out(_f32e(tir.cast("float64", p) * m) + tir.const(zc, "float32"), out)
+
+    return make(op, shape, body)
+
+
 # ---- ONNX export ----------------------------------------------------------------------------------
 
 
@@ -282,5 +431,49 @@ def _softmax_onnx(ex: Any) -> str:
     return ex.node("Cast", [v], to=ex.elem_type(x.dtype))
 
 
+def _add_onnx(ex: Any) -> str:
+    """The same arithmetic in float64 ONNX operators (Cast, Mul, Add, Cast to float32), then Round,
+    Clip and Cast."""
+    a = ex.attrs
+    f64 = ex.elem_type("float64")
+    fa, fb = (ex.node("Cast", [x], to=f64) for x in ex.ins)
+
+    def c(v: float, hint: str) -> str:
+        return ex.const(np.array(np.float32(v), np.float64), hint=hint)
+
+    def f32(v: str) -> str:
+        return ex.node("Cast", [ex.node("Cast", [v], to=ex.elem_type("float32"))], to=f64)
+
+    ra, rb, off = c(a["a_multiplier"], "a_multiplier"), c(a["b_multiplier"], "b_multiplier"), c(a["offset"], "offset")
+    na, nb = np.prod(ex.arg_type(0).shape), np.prod(ex.arg_type(1).shape)
+    if na == 1 and nb != 1:
+        v = ex.node("Add", [ex.node("Mul", [fb, rb]), f32(ex.node("Add", [f32(ex.node("Mul", [fa, ra])), off]))])
+    elif nb == 1 and na != 1:
+        v = ex.node("Add", [ex.node("Mul", [fa, ra]), f32(ex.node("Add", [f32(ex.node("Mul", [fb, rb])), off]))])
+    else:
+        v = ex.node("Add", [ex.node("Mul", [fa, ra]), f32(ex.node("Add", [ex.node("Mul", [fb, rb]), off]))])
+    return _round_onnx(ex, ex.node("Cast", [v], to=ex.elem_type("float32")))
+
+
+def _round_onnx(ex: Any, v: str) -> str:
+    lo, hi = int_range(ex.out_dtype())
+    v = ex.node("Clip", [v, ex.const(np.array(lo, np.float32), hint="lo"), ex.const(np.array(hi, np.float32), hint="hi")])
+    return ex.node("Cast", [ex.node("Round", [v])], to=ex.elem_type(ex.out_dtype()))
+
+
+def _mul_onnx(ex: Any) -> str:
+    a = ex.attrs
+    i32 = ex.elem_type("int32")
+    da, db = (ex.node("Sub", [ex.node("Cast", [x], to=i32), ex.const(np.array(a[z], np.int32), hint=z)])
+              for x, z in zip(ex.ins, ("a_zero_point", "b_zero_point")))
+    p = ex.node("Cast", [ex.node("Mul", [da, db])], to=ex.elem_type("float64"))
+    v = ex.node("Mul", [p, ex.const(np.array(np.float32(a["multiplier"]), np.float64), hint="multiplier")])
+    v = ex.node("Add", [ex.node("Cast", [v], to=ex.elem_type("float32")),
+                        ex.const(np.array(a["zero_point"], np.float32), hint="zero_point")])
+    return _round_onnx(ex, v)
+
+
 defop.onnx("qnn.lookup", OnnxMap("Gather", convert=False, export=_lookup_onnx))
 defop.onnx("qnn.softmax", OnnxMap("Softmax", convert=False, export=_softmax_onnx))
+defop.onnx("qnn.add", OnnxMap("Add", convert=False, export=_add_onnx))
+defop.onnx("qnn.mul", OnnxMap("Mul", convert=False, export=_mul_onnx))

@@ -15,7 +15,9 @@ from ort_util import run_plait_op
 
 from plait.errors import TypeInferenceError
 from plait.op import get_op
-from plait.op.qnn_elem import leaky_relu32, lookup_table, mlas_logistic, softmax_multiplier, softmax_table
+from plait.op.qnn_elem import (
+    add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
+)
 
 F32 = np.float32
 TP = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
@@ -37,6 +39,15 @@ OP_CASES = {
     "qnn.softmax": [
         ([_q((3, 10), "uint8", 2), softmax_table(0.13, 10)], {"axis": -1, "multiplier": 256.0}),
         ([_q((2, 5, 3), "int8", 3), softmax_table(0.05, 5)], {"axis": 1, "multiplier": 255.0, "zero_point": -128}),
+    ],
+    "qnn.add": [
+        ([_q((2, 3, 4), "int8", 4), _q((2, 3, 4), "int8", 5)], add_attrs(0.031, 3, 0.017, -7, 0.041, 5)),
+        ([_q((1,), "uint8", 6), _q((3, 5), "uint8", 7)], add_attrs(0.12, 100, 0.05, 12, 0.1, 90)),
+        ([_q((3, 5), "uint8", 8), _q((), "uint8", 9)], add_attrs(0.12, 100, 0.05, 12, 0.1, 90)),
+    ],
+    "qnn.mul": [
+        ([_q((2, 3, 4), "int8", 4), _q((2, 3, 4), "int8", 5)], mul_attrs(0.031, 3, 0.017, -7, 0.041, 5)),
+        ([_q((3, 5), "uint8", 8), _q((1, 1), "uint8", 9)], mul_attrs(0.12, 100, 0.05, 12, 0.1, 90)),
     ],
 }
 
@@ -94,7 +105,49 @@ def test_softmax_along_an_inner_axis_is_onnx_runtimes():
     np.testing.assert_array_equal(got, want)
 
 
+def _binary_session(op: str, dtype: str, shapes: tuple, params: tuple) -> ort.InferenceSession:
+    sa, za, sb, zb, sc, zc = params
+    names = ["sa", "za", "sb", "zb", "sc", "zc"]
+    inits = [oh.make_tensor(n, TensorProto.FLOAT if n[0] == "s" else TP[dtype], [], [v]) for n, v in zip(names, params)]
+    node = oh.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft")
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("a", TP[dtype], shapes[0]),
+                                    oh.make_tensor_value_info("b", TP[dtype], shapes[1])],
+                      [oh.make_tensor_value_info("c", TP[dtype], None)], inits)
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+BINARY_PARAMS = [("int8", (0.031, 3, 0.017, -7, 0.041, 5)), ("uint8", (0.1234, 100, 0.0567, 12, 0.0999, 90)),
+                 ("int8", (0.5, -100, 0.003, 20, 0.02, -3))]
+
+
+@pytest.mark.parametrize("dtype,params", BINARY_PARAMS)
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_add_and_mul_are_onnx_runtimes_on_every_pair(op, dtype, params):
+    """All 65536 pairs of values, and a one-element operand on either side."""
+    lo = -128 if dtype == "int8" else 0
+    a = np.repeat(np.arange(lo, lo + 256), 256).astype(dtype)
+    b = np.tile(np.arange(lo, lo + 256), 256).astype(dtype)
+    name, attrs = ("qnn.add", add_attrs(*params)) if op == "QLinearAdd" else ("qnn.mul", mul_attrs(*params))
+    cases = [(a, b), (a[:1].copy(), b[:300].copy()), (a[:300].copy(), b[7:8].copy())]
+    for x, y in cases:
+        (want,) = _binary_session(op, dtype, (list(x.shape), list(y.shape)), params).run(None, {"a": x, "b": y})
+        got = run_plait_op(name, [x, y], **attrs)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert int((got != want).sum()) == 0, (x.shape, y.shape)
+        fn = get_op(name)
+        np.testing.assert_array_equal(fn.ref([x, y], fn.make_attrs(attrs)), want)
+
+
 @pytest.mark.parametrize("op,inputs,attrs,message", [
+    ("qnn.add", [np.zeros((2, 3), np.int8), np.zeros((3, 2), np.int8)], {},
+     "add: expected equal shapes or a one-element operand, got Tensor[(2, 3), int8] and Tensor[(3, 2), int8]"),
+    ("qnn.mul", [np.zeros(3, np.int8), np.zeros(3, np.uint8)], {},
+     "mul: b: expected int8 (a's dtype), got Tensor[(3,), uint8]"),
+    ("qnn.mul", [np.zeros(3, np.uint8), np.zeros(3, np.uint8)], {"zero_point": 300},
+     "mul: zero_point: expected a value in [0, 255] (uint8), got 300"),
     ("qnn.lookup", [np.zeros(3, F32), SIG], {}, "lookup: input: expected int8 or uint8, got Tensor[(3,), float32]"),
     ("qnn.lookup", [np.zeros(3, np.int8), SIG[:10]], {},
      "lookup: table: expected a [256] int8 or uint8 table, got Tensor[(10,), int8]"),

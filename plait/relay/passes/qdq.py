@@ -36,7 +36,9 @@ from plait.ir.types import TensorType
 from plait.op import get_op
 from plait.op._common import norm_axis
 from plait.op.qnn import fixed_point_multiplier
-from plait.op.qnn_elem import leaky_relu32, lookup_table, mlas_logistic, softmax_multiplier, softmax_table
+from plait.op.qnn_elem import (
+    add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
+)
 from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
@@ -51,6 +53,11 @@ MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_s
 
 # unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
 UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu")
+
+
+def _one(t: TensorType) -> bool:
+    """Has ``t`` exactly one element (static shape)?"""
+    return all(isinstance(d, int) for d in t.shape) and int(np.prod(t.shape)) == 1
 
 
 def _op(e: Expr, *names: str) -> bool:
@@ -126,7 +133,7 @@ class _Rewriter(ExprMutator):
         if sv is None or zv is None or sv.size != 1 or zv.dtype.name not in INT8 or sv.dtype != np.float32:
             return post
         ys, zero = np.float32(sv.reshape(())), zv.reshape(())
-        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero)
+        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero) or self._binary(y, ys, zero)
         if moved is not None:
             return moved
         clamp: tuple[int | None, int | None] = (None, None)
@@ -198,6 +205,25 @@ class _Rewriter(ExprMutator):
         fn = mlas_logistic if name == "sigmoid" else leaky_relu32(y.attrs["alpha"])  # type: ignore[union-attr]
         table = lookup_table(fn, dt, xs, xz, float(scale), int(zero), dt)
         return call("qnn.lookup", x, Constant(table), meta=y.meta)
+
+    def _binary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(add | multiply(DQ(a), DQ(b)))``, per tensor, of one dtype, equal shapes or a one-element
+        operand: ``qnn.add`` / ``qnn.mul`` (QLinearAdd / QLinearMul, which ONNX Runtime fuses it into)."""
+        if not _op(y, "add", "multiply") or not self._single(y):
+            return None
+        qs = [_dq(a) for a in y.args]  # type: ignore[union-attr]
+        if any(q is None or not q.per_tensor or q.zero.dtype != zero.dtype for q in qs):
+            return None
+        qa, qb = qs
+        assert qa is not None and qb is not None
+        ta, tb = qa.value.checked_type, qb.value.checked_type
+        assert isinstance(ta, TensorType) and isinstance(tb, TensorType)
+        if not (ta.shape == tb.shape or _one(tb) and tb.ndim <= ta.ndim or _one(ta) and ta.ndim <= tb.ndim):
+            return None
+        params = (float(qa.scale[0]), int(qa.zero[0]), float(qb.scale[0]), int(qb.zero[0]), float(scale), int(zero))
+        if y.op.name == "add":  # type: ignore[union-attr]
+            return call("qnn.add", self._new(qa.value), self._new(qb.value), meta=y.meta, **add_attrs(*params))
+        return call("qnn.mul", self._new(qa.value), self._new(qb.value), meta=y.meta, **mul_attrs(*params))
 
     def _bias(self, b: Expr) -> np.ndarray | None:
         """The int32 values of a (reshaped) constant bias dequantized with zero point 0."""
