@@ -22,7 +22,8 @@ from plait.frontend.onnx_ops_nn import avg_pool
 from plait.frontend.onnx_ops_quant import _requantize, _scalar_zp
 from plait.frontend.onnx_registry import Converter, converters
 from plait.op.qnn_elem import (
-    add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
+    add_attrs, global_avg_pool_scale, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier,
+    softmax_table,
 )
 from plait.relay.expr import Expr
 
@@ -152,6 +153,23 @@ def _global_avg_pool(cx: NodeContext, x: Expr) -> Expr:
     return cx.call("nn.global_avg_pool2d", x)
 
 
+def qlinear_global_avg_pool(cx: NodeContext) -> object:
+    """MLAS's arithmetic when the scales and zero points are constants: the int32 sum over H, W minus
+    ``H * W * x_zero_point``, requantized with ``x_scale / (y_scale * H * W)`` (qnn.requantize);
+    otherwise dequantize, float pooling, quantize."""
+    _no_channels_last(cx)
+    p = _table_params(cx)
+    shape = cx.shape(0)
+    if p is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+        return _unary(_global_avg_pool)(cx)
+    count = int(shape[2] * shape[3])
+    acc = cx.call("sum", cx.cast(cx.expr(0), "int32"), axis=(2, 3), keepdims=True)
+    if p[1]:
+        acc = cx.call("add", acc, cx.constant(np.array(-count * int(p[1]), np.int32)))
+    scale = cx.constant(np.array(global_avg_pool_scale(p[0], p[2], count), np.float32))
+    return cx.call("qnn.requantize", acc, scale, zero_point=int(p[3]), out_dtype=cx.dtype(0))
+
+
 def qlinear_concat(cx: NodeContext) -> object:
     """Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input."""
     n = len(cx.inputs) - 2
@@ -206,6 +224,6 @@ CONVERTERS: list[Converter] = [
     *_ms(["QLinearSoftmax"], qlinear_softmax, attrs=("axis", "opset"), ops=("qnn.softmax", "nn.softmax") + _FLOAT),
     *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate",) + _FLOAT),
     *_ms(["QLinearAveragePool"], _unary(_avg_pool), attrs=_POOL, ops=("nn.avg_pool2d", "squeeze") + _FLOAT),
-    *_ms(["QLinearGlobalAveragePool"], _unary(_global_avg_pool), attrs=("channels_last",),
-         ops=("nn.global_avg_pool2d",) + _FLOAT),
+    *_ms(["QLinearGlobalAveragePool"], qlinear_global_avg_pool, attrs=("channels_last",),
+         ops=("sum", "cast", "add", "qnn.requantize", "nn.global_avg_pool2d") + _FLOAT),
 ]

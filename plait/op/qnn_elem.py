@@ -141,6 +141,14 @@ def softmax_multiplier(y_scale: float) -> float:
     return float(np.floor(np.float32(1.0) / np.float32(y_scale)))
 
 
+def global_avg_pool_scale(x_scale: float, y_scale: float, count: int) -> np.float32:
+    """QLinearGlobalAveragePool's requantization scale, ``x_scale / (y_scale * count)`` in float32
+    (MLAS sums the int8 values in int32, subtracts ``count * x_zero_point`` and requantizes the sum
+    as ``qnn.requantize`` does)."""
+    f = np.float32
+    return f(f(x_scale) / f(f(y_scale) * f(count)))
+
+
 # ---- qnn.lookup -----------------------------------------------------------------------------------
 
 

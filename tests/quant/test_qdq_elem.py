@@ -71,3 +71,37 @@ def test_softmax_sigmoid_leaky_relu_are_integer_and_exact(fmt, act):
     for _ in range(8):
         x = (r.standard_normal(SHAPE) * 1.5).astype(np.float32)
         assert int8_steps(art(x=x)[0], sess.run(None, {"x": x})[0], scale).max() == 0
+
+
+def pool_add_mul_model(seed: int = 1) -> onnx.ModelProto:
+    """Conv, GlobalAveragePool, then two Gemms whose results are added and multiplied."""
+    r = np.random.default_rng(seed)
+
+    def w(name, shape, s=0.5):
+        return numpy_helper.from_array((r.standard_normal(shape) * s).astype(np.float32), name)
+
+    nodes = [oh.make_node("Conv", ["x", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]), oh.make_node("GlobalAveragePool", ["c"], ["g"]),
+             oh.make_node("Flatten", ["g"], ["f"]), oh.make_node("Gemm", ["f", "wa", "ba"], ["a"]),
+             oh.make_node("Gemm", ["f", "wb", "bb"], ["b"]), oh.make_node("Add", ["a", "b"], ["s"]),
+             oh.make_node("Mul", ["s", "b"], ["y"])]
+    g = oh.make_graph(nodes, "pam", [oh.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 8, 8))],
+                      [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [w("wc", (8, 3, 3, 3)), w("bc", (8,), 0.2), w("wa", (8, 6)), w("ba", (6,), 0.2), w("wb", (8, 6)),
+                       w("bb", (6,), 0.2)])
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+@pytest.mark.parametrize("act", ["int8", "uint8"])
+def test_global_average_pool_add_mul_are_integer_and_exact(fmt, act):
+    model = quantize(pool_add_mul_model(), fmt, per_channel=True, activation=act)
+    ops = _ops(model)
+    assert {"qnn.add", "qnn.mul", "qnn.conv2d"} <= set(ops) and ops.count("qnn.requantize") == 4  # conv, pool, gemms
+    assert not {"nn.global_avg_pool2d", "multiply", "nn.matmul", "nn.dense", "qnn.dequantize"} & set(ops[1:-1])
+    sess = ort_session(model)
+    scale = output_scales(model)["y"]
+    art = GraphModule(plait.build(from_onnx(model), target="c"))
+    r = np.random.default_rng(4)
+    for _ in range(8):
+        x = r.standard_normal((1, 3, 8, 8)).astype(np.float32)
+        assert int8_steps(art(x=x)[0], sess.run(None, {"x": x})[0], scale).max() == 0

@@ -37,7 +37,8 @@ from plait.op import get_op
 from plait.op._common import norm_axis
 from plait.op.qnn import fixed_point_multiplier
 from plait.op.qnn_elem import (
-    add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
+    add_attrs, global_avg_pool_scale, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier,
+    softmax_table,
 )
 from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
@@ -52,7 +53,7 @@ MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_s
          "nn.global_max_pool2d", "concatenate")
 
 # unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
-UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu")
+UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu", "nn.global_avg_pool2d")
 
 
 def _one(t: TensorType) -> bool:
@@ -196,6 +197,8 @@ class _Rewriter(ExprMutator):
             return None
         x, dt, xs, xz = self._new(q.value), zero.dtype.name, float(q.scale[0]), int(q.zero[0])
         name = y.op.name  # type: ignore[union-attr]
+        if name == "nn.global_avg_pool2d":
+            return self._global_avg_pool(y, x, xs, xz, float(scale), zero)  # type: ignore[arg-type]
         if name == "nn.softmax":
             n = q.value.checked_type.shape[norm_axis(y.attrs["axis"], y.checked_type.ndim, "softmax")]  # type: ignore
             if not isinstance(n, int) or n == 0:
@@ -205,6 +208,19 @@ class _Rewriter(ExprMutator):
         fn = mlas_logistic if name == "sigmoid" else leaky_relu32(y.attrs["alpha"])  # type: ignore[union-attr]
         table = lookup_table(fn, dt, xs, xz, float(scale), int(zero), dt)
         return call("qnn.lookup", x, Constant(table), meta=y.meta)
+
+    @staticmethod
+    def _global_avg_pool(y: Call, x: Expr, xs: float, xz: int, ys: float, yz: np.ndarray) -> Expr | None:
+        """QLinearGlobalAveragePool: the int32 sum over H, W minus H * W * x_zero_point, requantized."""
+        shape = y.args[0].checked_type.shape  # type: ignore[union-attr]
+        if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+            return None
+        count = int(shape[2] * shape[3])
+        acc = call("sum", call("cast", x, dtype="int32"), axis=(2, 3), keepdims=True, meta=y.meta)
+        if xz:
+            acc = call("add", acc, Constant(np.array(-count * xz, np.int32)), meta=y.meta)
+        scale = Constant(np.array(global_avg_pool_scale(xs, ys, count), np.float32))
+        return call("qnn.requantize", acc, scale, zero_point=int(yz), out_dtype=yz.dtype.name, meta=y.meta)
 
     def _binary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
         """``Q(add | multiply(DQ(a), DQ(b)))``, per tensor, of one dtype, equal shapes or a one-element
@@ -242,7 +258,7 @@ class _Rewriter(ExprMutator):
         name = y.op.name  # type: ignore[union-attr]
         a_e, b_e = y.args  # type: ignore[union-attr]
         a, b = _dq(a_e), _dq(b_e)
-        if a is None or b is None or not a.per_tensor or not self._single(a_e) or not self._single(b_e):
+        if a is None or b is None or not a.per_tensor:  # a dequantize with other uses stays for them
             return None
         za, zb = a.zero_point(), b.zero_point()
         if za is None or zb is None:
