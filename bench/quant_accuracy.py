@@ -15,7 +15,8 @@ of elements that differ at all. An output made otherwise (a float operator after
 dequantize) is compared in float: its largest absolute difference is printed, marked ``float``.
 
 ``--json`` writes ``{"onnxruntime", "activation", "inputs", "rows": [{"model", "form", "per_channel",
-"float_steps", "float_off", "fixed_steps", "float_outputs": {NAME: max_abs_diff}}]}``.
+"float_steps", "float_off", "fixed_steps", "float_outputs": {NAME: max_abs_diff}}]}`` (a model plait
+cannot compile has ``"error"`` instead: the reason, also printed in its row).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def compare(model: Any, n_inputs: int = 3, fixed: bool = True) -> dict[str, Any]
 def main(argv: list[str] | None = None) -> int:
     import onnxruntime
 
+    from plait.errors import PlaitError
     from plait.testing.quantized import quantized_model
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -86,8 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         for form in args.forms.split(","):
             for per_channel in (True, False):
                 model = quantized_model(name, form, per_channel, args.activation)
-                r = {"model": name, "form": form, "per_channel": per_channel,
-                     **compare(model, args.inputs, not args.no_fixed)}
+                r = {"model": name, "form": form, "per_channel": per_channel}
+                try:
+                    r.update(compare(model, args.inputs, not args.no_fixed))
+                except PlaitError as exc:  # a model plait cannot compile: the reason, in the row
+                    r["error"] = str(exc).splitlines()[-1].strip()
+                    print(f"{name:22} {form:9} {'per channel' if per_channel else 'per tensor':11} "
+                          f"not compiled: {r['error']}", flush=True)
+                    rows.append(r)
+                    continue
                 rows.append(r)
                 fl = ", ".join(f"{k} {v:.3g}" for k, v in r["float_outputs"].items())
                 print(f"{name:22} {form:9} {'per channel' if per_channel else 'per tensor':11} "

@@ -176,9 +176,21 @@ def qlinear_concat(cx: NodeContext) -> object:
     if n < 3 or n % 3:
         raise Unsupported(f"expected Y_scale, Y_zero_point and triples (X, X_scale, X_zero_point), got {len(cx.inputs)} "
                           "inputs")
-    xs = [_dq(cx, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k) for k in range(n // 3)]
-    y = cx.call("concatenate", *xs, axis=cx.axis(cx.attr("axis"), value_type(xs[0]).ndim))
-    return _q(cx, y, 0, 1, cx.dtype(2))
+    axis = cx.axis(cx.attr("axis"), cx.ndim(2))
+    dt = cx.dtype(2)
+    ys, yz = _scalar(cx, 0, "Y_scale", "float32"), _scalar(cx, 1, "Y_zero_point", dt)
+    params = [(_scalar(cx, 3 + 3 * k, "X_scale", "float32"), _scalar(cx, 4 + 3 * k, "X_zero_point", dt))
+              for k in range(n // 3)]
+    if ys is None or yz is None or any(None in p for p in params) or any(cx.dtype(2 + 3 * k) != dt for k in range(n // 3)):
+        xs = [_dq(cx, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k) for k in range(n // 3)]
+        return _q(cx, cx.call("concatenate", *xs, axis=axis), 0, 1, dt)
+    parts = []  # ONNX Runtime's QLinearConcat: each input through the table of Q(DQ(x)), or copied
+    for k, (s, z) in enumerate(params):
+        x = cx.expr(2 + 3 * k)
+        if s != ys or z != yz:
+            x = cx.call("qnn.lookup", x, cx.constant(lookup_table(lambda v: v, dt, s, int(z), ys, int(yz), dt)))  # type: ignore
+        parts.append(x)
+    return cx.call("concatenate", *parts, axis=axis)
 
 
 def qgemm(cx: NodeContext) -> object:
@@ -222,7 +234,7 @@ CONVERTERS: list[Converter] = [
                                        lambda cx, x: cx.call("nn.leaky_relu", x, alpha=cx.attr("alpha", 0.01))),
          attrs=("alpha",), ops=("qnn.lookup", "nn.leaky_relu") + _FLOAT),
     *_ms(["QLinearSoftmax"], qlinear_softmax, attrs=("axis", "opset"), ops=("qnn.softmax", "nn.softmax") + _FLOAT),
-    *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate",) + _FLOAT),
+    *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate", "qnn.lookup") + _FLOAT),
     *_ms(["QLinearAveragePool"], _unary(_avg_pool), attrs=_POOL, ops=("nn.avg_pool2d", "squeeze") + _FLOAT),
     *_ms(["QLinearGlobalAveragePool"], qlinear_global_avg_pool, attrs=("channels_last",),
          ops=("sum", "cast", "add", "qnn.requantize", "nn.global_avg_pool2d") + _FLOAT),

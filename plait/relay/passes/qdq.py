@@ -134,7 +134,8 @@ class _Rewriter(ExprMutator):
         if sv is None or zv is None or sv.size != 1 or zv.dtype.name not in INT8 or sv.dtype != np.float32:
             return post
         ys, zero = np.float32(sv.reshape(())), zv.reshape(())
-        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero) or self._binary(y, ys, zero)
+        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero) or self._binary(y, ys, zero) \
+            or self._concat(y, ys, zero)
         if moved is not None:
             return moved
         clamp: tuple[int | None, int | None] = (None, None)
@@ -221,6 +222,25 @@ class _Rewriter(ExprMutator):
             acc = call("add", acc, Constant(np.array(-count * xz, np.int32)), meta=y.meta)
         scale = Constant(np.array(global_avg_pool_scale(xs, ys, count), np.float32))
         return call("qnn.requantize", acc, scale, zero_point=int(yz), out_dtype=yz.dtype.name, meta=y.meta)
+
+    def _concat(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(concatenate(DQ(a), DQ(b), ...))``, per tensor, of one dtype: each input with other
+        parameters through the table of ``Q(DQ(v))`` (ONNX Runtime's QLinearConcat), then the
+        concatenation of the int8 values."""
+        if not _op(y, "concatenate") or not self._single(y):
+            return None
+        qs = [_dq(a) for a in y.args]  # type: ignore[union-attr]
+        if any(q is None or not q.per_tensor or q.zero.dtype != zero.dtype for q in qs):
+            return None
+        dt, parts = zero.dtype.name, []
+        for q in qs:
+            assert q is not None
+            x = self._new(q.value)
+            if q.scale[0] != scale or int(q.zero[0]) != int(zero):
+                table = lookup_table(lambda v: v, dt, float(q.scale[0]), int(q.zero[0]), float(scale), int(zero), dt)
+                x = call("qnn.lookup", x, Constant(table), meta=y.meta)
+            parts.append(x)
+        return Call(y.op, tuple(parts), y.attrs, y.meta)  # type: ignore[union-attr]
 
     def _binary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
         """``Q(add | multiply(DQ(a), DQ(b)))``, per tensor, of one dtype, equal shapes or a one-element
