@@ -26,6 +26,7 @@ from plait.op.qnn_elem import (
     softmax_table,
 )
 from plait.relay.expr import Expr
+from plait.tir.dtype import int_range
 
 MS = "com.microsoft"
 
@@ -147,6 +148,21 @@ def _avg_pool(cx: NodeContext, x: Expr) -> Expr:
     return avg_pool(inner)  # type: ignore[return-value]
 
 
+def qlinear_avg_pool(cx: NodeContext) -> object:
+    """ONNX Runtime computes QLinearAveragePool in float: the dequantized window summed, divided by the
+    count, then ``nearbyint(y / y_scale + y_zero_point)`` saturated (its own rounding, the zero point
+    added before it); so does plait."""
+    _no_channels_last(cx)
+    p = _table_params(cx)
+    if p is None:
+        return _unary(_avg_pool)(cx)
+    dt = cx.dtype(0)
+    lo, hi = int_range(dt)
+    y = cx.call("divide", _avg_pool(cx, _dq(cx, 0, 1, 2)), cx.constant(np.float32(p[2]), "float32"))
+    y = cx.call("round", cx.call("add", y, cx.constant(float(p[3]), "float32")))
+    return cx.cast(cx.call("clip", y, a_min=float(lo), a_max=float(hi)), dt)
+
+
 def _global_avg_pool(cx: NodeContext, x: Expr) -> Expr:
     if value_type(x).ndim != 4:
         raise Unsupported(f"QLinearGlobalAveragePool of a rank-{value_type(x).ndim} input not supported")
@@ -235,7 +251,8 @@ CONVERTERS: list[Converter] = [
          attrs=("alpha",), ops=("qnn.lookup", "nn.leaky_relu") + _FLOAT),
     *_ms(["QLinearSoftmax"], qlinear_softmax, attrs=("axis", "opset"), ops=("qnn.softmax", "nn.softmax") + _FLOAT),
     *_ms(["QLinearConcat"], qlinear_concat, attrs=("axis",), ops=("concatenate", "qnn.lookup") + _FLOAT),
-    *_ms(["QLinearAveragePool"], _unary(_avg_pool), attrs=_POOL, ops=("nn.avg_pool2d", "squeeze") + _FLOAT),
+    *_ms(["QLinearAveragePool"], qlinear_avg_pool, attrs=_POOL,
+         ops=("nn.avg_pool2d", "squeeze", "divide", "add", "round", "clip", "cast") + _FLOAT),
     *_ms(["QLinearGlobalAveragePool"], qlinear_global_avg_pool, attrs=("channels_last",),
          ops=("sum", "cast", "add", "qnn.requantize", "nn.global_avg_pool2d") + _FLOAT),
 ]

@@ -136,3 +136,21 @@ def test_concat_requantizes_through_tables_and_is_exact(fmt, act):
     for _ in range(8):
         x = r.standard_normal((1, 3, 6, 6)).astype(np.float32)
         assert int8_steps(art(x=x)[0], sess.run(None, {"x": x})[0], scale).max() == 0
+
+
+@pytest.mark.parametrize("dtype,include_pad", [("uint8", 0), ("int8", 1)])
+def test_qlinear_average_pool_rounds_as_onnx_runtime(dtype, include_pad):
+    """QLinearAveragePool (float window sums, then nearbyint(y / y_scale + y_zero_point)) exactly."""
+    tp = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}[dtype]
+    inits = [oh.make_tensor("xs", TensorProto.FLOAT, [], [0.037]), oh.make_tensor("xz", tp, [], [5]),
+             oh.make_tensor("ys", TensorProto.FLOAT, [], [0.021]), oh.make_tensor("yz", tp, [], [-3 if dtype == "int8" else 9])]
+    node = oh.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
+                        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=include_pad)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", tp, [2, 8, 9, 9])],
+                      [oh.make_tensor_value_info("y", tp, None)], inits)
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    lo = -128 if dtype == "int8" else 0
+    x = np.random.default_rng(6).integers(lo, lo + 256, (2, 8, 9, 9)).astype(dtype)
+    (want,) = ort_session(m).run(None, {"x": x})
+    (got,) = GraphModule(plait.build(from_onnx(m), target="c"))(x=x)
+    np.testing.assert_array_equal(np.asarray(got), want)

@@ -45,6 +45,7 @@ from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fold_batch_norm import _use_counts
 from plait.relay.visitor import ExprMutator
+from plait.tir.dtype import int_range
 
 INT8 = ("int8", "uint8")
 # operators that commute with a quantization of equal parameters: they move or select values (max
@@ -53,7 +54,7 @@ MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_s
          "nn.global_max_pool2d", "concatenate")
 
 # unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
-UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu", "nn.global_avg_pool2d")
+UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu", "nn.global_avg_pool2d", "nn.avg_pool2d")
 
 
 def _one(t: TensorType) -> bool:
@@ -198,6 +199,12 @@ class _Rewriter(ExprMutator):
             return None
         x, dt, xs, xz = self._new(q.value), zero.dtype.name, float(q.scale[0]), int(q.zero[0])
         name = y.op.name  # type: ignore[union-attr]
+        if name == "nn.avg_pool2d":  # float, as ONNX Runtime's QLinearAveragePool, with its rounding
+            lo, hi = int_range(dt)
+            v = call("divide", Call(y.op, (self._new(y.args[0]),), y.attrs, y.meta),  # type: ignore[union-attr]
+                     Constant(np.array(scale, np.float32)), meta=y.meta)
+            v = call("round", call("add", v, Constant(np.array(float(zero), np.float32)), meta=y.meta), meta=y.meta)
+            return call("cast", call("clip", v, a_min=float(lo), a_max=float(hi), meta=y.meta), dtype=dt, meta=y.meta)
         if name == "nn.global_avg_pool2d":
             return self._global_avg_pool(y, x, xs, xz, float(scale), zero)  # type: ignore[arg-type]
         if name == "nn.softmax":
