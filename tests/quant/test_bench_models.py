@@ -21,17 +21,21 @@ from plait.testing.quantized import calibration_feeds, int8_steps, ort_session, 
 
 
 def steps_to_onnx_runtime(name: str, fmt: str, per_channel: bool, act: str, n: int = 3) -> np.ndarray:
-    """How many quantization steps each output element of plait is from ONNX Runtime's."""
+    """How many quantization steps each output element of plait is from ONNX Runtime's (an output not made
+    by a DequantizeLinear is compared in float)."""
     model = quantized_model(name, fmt, per_channel, act)
     sess = ort_session(model)
     scales = output_scales(model)
     names = [o.name for o in model.graph.output]
-    assert set(scales) == set(names), "every output is made by a DequantizeLinear"
     art = GraphModule(plait.build(plait.from_onnx(model), target="c"))
     out = []
     for feed in calibration_feeds(model, n, seed=7):
         for k, got, want in zip(names, art(**feed), sess.run(None, feed)):
-            out.append(int8_steps(np.asarray(got), want, scales[k]).ravel())
+            if k in scales:
+                out.append(int8_steps(np.asarray(got), want, scales[k]).ravel())
+            else:  # a float operator after the last dequantize (QOperator transformer_encoder's LayerNorm)
+                np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    assert out, "no output is made by a DequantizeLinear"
     return np.concatenate(out)
 
 
