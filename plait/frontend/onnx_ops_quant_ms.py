@@ -197,14 +197,16 @@ def qlinear_concat(cx: NodeContext) -> object:
     ys, yz = _scalar(cx, 0, "Y_scale", "float32"), _scalar(cx, 1, "Y_zero_point", dt)
     params = [(_scalar(cx, 3 + 3 * k, "X_scale", "float32"), _scalar(cx, 4 + 3 * k, "X_zero_point", dt))
               for k in range(n // 3)]
-    if ys is None or yz is None or any(None in p for p in params) or any(cx.dtype(2 + 3 * k) != dt for k in range(n // 3)):
+    constant = ys is not None and yz is not None and all(None not in p for p in params)
+    if not constant or any(cx.dtype(2 + 3 * k) != dt for k in range(n // 3)):
         xs = [_dq(cx, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k) for k in range(n // 3)]
         return _q(cx, cx.call("concatenate", *xs, axis=axis), 0, 1, dt)
     parts = []  # ONNX Runtime's QLinearConcat: each input through the table of Q(DQ(x)), or copied
     for k, (s, z) in enumerate(params):
         x = cx.expr(2 + 3 * k)
         if s != ys or z != yz:
-            x = cx.call("qnn.lookup", x, cx.constant(lookup_table(lambda v: v, dt, s, int(z), ys, int(yz), dt)))  # type: ignore
+            table = lookup_table(lambda v: v, dt, s, int(z), ys, int(yz), dt)  # type: ignore[arg-type]
+            x = cx.call("qnn.lookup", x, cx.constant(table))
         parts.append(x)
     return cx.call("concatenate", *parts, axis=axis)
 

@@ -369,7 +369,8 @@ def _add(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.add"
     a, b = inputs
     shape, out = out_tensor_type(out_type, op)
-    ra, rb, off = (tir.const(float(np.float32(attrs[k])), "float64") for k in ("a_multiplier", "b_multiplier", "offset"))
+    ra, rb, off = (tir.const(float(np.float32(attrs[k])), "float64")
+                   for k in ("a_multiplier", "b_multiplier", "offset"))
     sa = all(isinstance(d, int) and d == 1 for d in shape_of(a, op)) and shape_of(a, op) != tuple(shape)
     sb = all(isinstance(d, int) and d == 1 for d in shape_of(b, op)) and shape_of(b, op) != tuple(shape)
 
@@ -434,9 +435,7 @@ def _softmax_onnx(ex: Any) -> str:
     s = ex.node("ReduceSum", [e, axes], keepdims=1)
     v = ex.node("Div", [ex.node("Mul", [e, ex.const(np.array(a["multiplier"], np.float32), hint="multiplier")]), s])
     v = ex.node("Add", [ex.node("Round", [v]), ex.const(np.array(a["zero_point"], np.float32), hint="zero_point")])
-    lo, hi = int_range(x.dtype)
-    v = ex.node("Clip", [v, ex.const(np.array(lo, np.float32), hint="lo"), ex.const(np.array(hi, np.float32), hint="hi")])
-    return ex.node("Cast", [v], to=ex.elem_type(x.dtype))
+    return ex.node("Cast", [_clip_onnx(ex, v, x.dtype)], to=ex.elem_type(x.dtype))
 
 
 def _add_onnx(ex: Any) -> str:
@@ -463,9 +462,14 @@ def _add_onnx(ex: Any) -> str:
     return _round_onnx(ex, ex.node("Cast", [v], to=ex.elem_type("float32")))
 
 
+def _clip_onnx(ex: Any, v: str, dtype: str) -> str:
+    """A float32 value clipped to ``dtype``'s range."""
+    lo, hi = (ex.const(np.array(b, np.float32), hint=h) for b, h in zip(int_range(dtype), ("lo", "hi")))
+    return ex.node("Clip", [v, lo, hi])
+
+
 def _round_onnx(ex: Any, v: str) -> str:
-    lo, hi = int_range(ex.out_dtype())
-    v = ex.node("Clip", [v, ex.const(np.array(lo, np.float32), hint="lo"), ex.const(np.array(hi, np.float32), hint="hi")])
+    v = _clip_onnx(ex, v, ex.out_dtype())
     return ex.node("Cast", [ex.node("Round", [v])], to=ex.elem_type(ex.out_dtype()))
 
 

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 import plait
+from plait.errors import UnsupportedError
 from plait.executor import GraphModule
 from plait.frontend import from_onnx
 from plait.ir.transform import PassContext
@@ -154,3 +155,47 @@ def test_qlinear_average_pool_rounds_as_onnx_runtime(dtype, include_pad):
     (want,) = ort_session(m).run(None, {"x": x})
     (got,) = GraphModule(plait.build(from_onnx(m), target="c"))(x=x)
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def _qlinear_add(scale_is_input: bool) -> onnx.ModelProto:
+    tp = TensorProto.UINT8
+    inits = [oh.make_tensor("sa", TensorProto.FLOAT, [], [0.031]), oh.make_tensor("za", tp, [], [3]),
+             oh.make_tensor("zb", tp, [], [200]), oh.make_tensor("sc", TensorProto.FLOAT, [], [0.041]),
+             oh.make_tensor("zc", tp, [], [5])]
+    inputs = [oh.make_tensor_value_info("a", tp, [4, 64]), oh.make_tensor_value_info("b", tp, [4, 64])]
+    if scale_is_input:
+        inputs.append(oh.make_tensor_value_info("sb", TensorProto.FLOAT, []))
+    else:
+        inits.append(oh.make_tensor("sb", TensorProto.FLOAT, [], [0.017]))
+    node = oh.make_node("QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["c"], domain="com.microsoft")
+    g = oh.make_graph([node], "g", inputs, [oh.make_tensor_value_info("c", tp, None)], inits)
+    return oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+
+
+def test_qlinear_add_with_a_run_time_scale_runs_in_float():
+    """A scale computed at run time cannot give compile-time constants: the node imports as
+    dequantize, add, quantize (ties may round apart from MLAS's fused multiply-adds)."""
+    const_ops, runtime_ops = _ops(_qlinear_add(False)), _ops(_qlinear_add(True))
+    assert const_ops == ["qnn.add"]
+    assert "qnn.add" not in runtime_ops and {"qnn.dequantize", "add", "qnn.quantize"} <= set(runtime_ops)
+    r = np.random.default_rng(8)
+    a, b = (r.integers(0, 256, (4, 64)).astype(np.uint8) for _ in range(2))
+    feed = {"a": a, "b": b, "sb": np.array(0.017, np.float32)}
+    m = _qlinear_add(True)
+    (want,) = ort_session(m).run(None, feed)
+    (got,) = GraphModule(plait.build(from_onnx(m), target="c"))(**feed)
+    s = int8_steps(np.asarray(got), want, 1.0)
+    print(f"{(s > 0).mean():.2%} one step off")
+    assert s.max() <= 1 and (s > 0).mean() <= 0.01
+
+
+def test_qlinear_concat_with_a_wrong_input_count_is_refused():
+    node = oh.make_node("QLinearConcat", ["ys", "yz", "x", "xs"], ["y"], domain="com.microsoft", axis=1)
+    g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.UINT8, [1, 2])],
+                      [oh.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                      [oh.make_tensor("ys", TensorProto.FLOAT, [], [0.1]), oh.make_tensor("yz", TensorProto.UINT8, [], [0]),
+                       oh.make_tensor("xs", TensorProto.FLOAT, [], [0.1])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(UnsupportedError, match=r"QLinearConcat.*expected Y_scale, Y_zero_point and triples "
+                                               r"\(X, X_scale, X_zero_point\), got 4 inputs"):
+        from_onnx(m)
