@@ -18,8 +18,17 @@ With ``mode="fixed"`` the requantization takes TensorFlow Lite multipliers and s
 ``Q(reshape(DQ(x)))`` (or flatten, squeeze, expand_dims, transpose, strided_slice, max pooling, a
 concatenate of such dequantizes) with the same scale and zero point becomes ``reshape(x)``.
 
-Every intermediate value must have no other use (otherwise the float computation stays). What
-does not match keeps its float operator between a run-time dequantize and quantize (the int8
+The other patterns ONNX Runtime's optimized session fuses become the operators of
+:mod:`plait.op.qnn_elem` with its kernels' arithmetic (per tensor, one dtype at both ends):
+``Q(softmax(DQ(x)))`` -> ``qnn.softmax``; ``Q(sigmoid | leaky_relu(DQ(x)))`` -> ``qnn.lookup``;
+``Q(add | multiply(DQ(a), DQ(b)))`` -> ``qnn.add`` / ``qnn.mul``; ``Q(concatenate(DQ(a), ...))`` ->
+``qnn.lookup`` of each input with other parameters, then ``concatenate``;
+``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
+-> the float pooling with QLinearAveragePool's rounding.
+
+The operator between the dequantizes and the quantize must have no other use (otherwise the float
+computation stays); a dequantize may have other uses (ONNX Runtime duplicates it), which keep it.
+What does not match keeps its float operator between a run-time dequantize and quantize (the int8
 weights stay int8 either way: ``FoldConstant`` never folds ``qnn.dequantize``).
 """
 
@@ -189,9 +198,9 @@ class _Rewriter(ExprMutator):
         return Call(y.op, tuple(args), y.attrs, y.meta)  # type: ignore[union-attr]
 
     def _unary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
-        """``Q(softmax | sigmoid | leaky_relu(DQ(x)))``, per tensor, of one dtype: the integer operator
-        ONNX Runtime's optimized session fuses it into (QLinearSoftmax, a table for QLinearSigmoid /
-        QLinearLeakyRelu). The dequantize may have other uses (ONNX Runtime duplicates it)."""
+        """``Q(op(DQ(x)))`` for ``op`` in :data:`UNARY`, per tensor, of one dtype: what ONNX Runtime's
+        optimized session fuses it into (QLinearSoftmax, a table for QLinearSigmoid / QLinearLeakyRelu,
+        QLinearGlobalAveragePool, QLinearAveragePool). The dequantize may have other uses."""
         if not _op(y, *UNARY) or not self._single(y):
             return None
         q = _dq(y.args[0])  # type: ignore[union-attr]
