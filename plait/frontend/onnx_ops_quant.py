@@ -4,6 +4,8 @@
   zero point as given, constants or run-time values). A dequantize of a constant (an int8 weight) is
   never folded: the weight stays int8 and the QDQ pass (plait.relay.passes.qdq) turns the float
   operator it feeds into an integer one.
+- ``DynamicQuantizeLinear`` -> the range, scale and zero point as ONNX Runtime computes them, then
+  ``qnn.quantize``.
 - ``QLinearConv``, ``QLinearMatMul``, ``ConvInteger``, ``MatMulInteger`` -> ``qnn.conv2d`` /
   ``qnn.matmul`` (+ int32 bias ``add``, + ``qnn.requantize`` with QLinearConv's float32 scale
   ``x_scale * w_scale / y_scale``) when their zero points are constants, one per tensor (as ONNX
@@ -189,6 +191,26 @@ def qlinear_conv(cx: NodeContext) -> object:
     return _requantize(cx, acc, scale, zy, cx.dtype(7), 1)
 
 
+# ---- DynamicQuantizeLinear --------------------------------------------------------------------
+
+
+def dynamic_quantize_linear(cx: NodeContext) -> object:
+    """ONNX Runtime's arithmetic (``GetQuantizationParameter`` in onnxruntime/core/util/qmath.h): the
+    range of ``x`` widened to hold 0, ``scale = (max - min) / 255`` (1 when the range is empty),
+    ``zero_point = round_half_even(clip(-min / scale, 0, 255))``, then ``qnn.quantize``. Outputs
+    (y uint8, scale, zero_point)."""
+    x = cx.expr(0)  # float32: ONNX's schema (the importer checks it)
+    axes = tuple(range(cx.ndim(0)))
+    zero = cx.constant(0.0, "float32")
+    lo = cx.call("minimum", cx.call("min", x, axis=axes, keepdims=False), zero)
+    hi = cx.call("maximum", cx.call("max", x, axis=axes, keepdims=False), zero)
+    scale = cx.call("where", cx.call("equal", hi, lo), cx.constant(1.0, "float32"),
+                    cx.call("divide", cx.call("subtract", hi, lo), cx.constant(255.0, "float32")))
+    zp = cx.call("clip", cx.call("subtract", zero, cx.call("divide", lo, scale)), a_min=0.0, a_max=255.0)
+    zp = cx.cast(cx.call("round", zp), "uint8")
+    return [cx.call("qnn.quantize", x, scale, zp), scale, zp]
+
+
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 CONVERTERS: list[Converter] = [
@@ -199,6 +221,9 @@ CONVERTERS: list[Converter] = [
     *converters(["QLinearMatMul"], qlinear_matmul,
                 ops=("qnn.matmul", "qnn.requantize", "multiply", "divide", "reshape", "nn.matmul", "qnn.dequantize",
                      "qnn.quantize")),
+    *converters(["DynamicQuantizeLinear"], dynamic_quantize_linear, min_version=11,
+                ops=("min", "max", "minimum", "maximum", "where", "equal", "divide", "subtract", "clip", "round",
+                     "cast", "qnn.quantize")),
     *converters(["MatMulInteger"], matmul_integer, ops=("qnn.matmul", "nn.matmul", "subtract", "cast", "reshape")),
     *converters(["ConvInteger"], conv_integer, attrs=_CONV_ATTRS,
                 ops=("qnn.conv2d", "nn.conv2d", "subtract", "cast", "reshape")),

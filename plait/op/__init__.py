@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.nn.norm",
     "plait.op.qnn",
     "plait.op.qnn_nn",
+    "plait.op.qnn_elem",
 )
 
 OPS: Registry[Op] = Registry("operator")

@@ -99,12 +99,14 @@ def _quantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     return TensorType(x.shape, zp.dtype)
 
 
-def _quantize_ref(args: list, attrs: Attrs) -> np.ndarray:
-    x, scale, zp = (np.asarray(a) for a in args)
+def quantize_array(x: np.ndarray, scale: Any, zp: Any, axis: int = 1) -> np.ndarray:
+    """``qnn.quantize``'s arithmetic (MLAS's ``MlasQuantizeLinear``) on numpy values; the result has
+    the zero point's dtype."""
+    x, scale, zp = np.asarray(x), np.asarray(scale), np.asarray(zp)
     out = zp.dtype
     lo, hi = int_range(out.name)
-    s = _bcast(scale, x.ndim, attrs["axis"]).astype(np.float32)
-    z = _bcast(zp, x.ndim, attrs["axis"]).astype(np.int64)
+    s = _bcast(scale, x.ndim, axis).astype(np.float32)
+    z = _bcast(zp, x.ndim, axis).astype(np.int64)
     with np.errstate(all="ignore"):
         v = x.astype(np.float32) / s
     if out == np.int32:  # bounds beyond float32's exact integers: round, then clamp in float64
@@ -113,6 +115,10 @@ def _quantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     flo, fhi = (lo - z).astype(np.float32), (hi - z).astype(np.float32)
     v = np.where(np.isnan(v), flo, np.minimum(np.maximum(v, flo), fhi))
     return (np.rint(v).astype(np.int64) + z).astype(out)
+
+
+def _quantize_ref(args: list, attrs: Attrs) -> np.ndarray:
+    return quantize_array(args[0], args[1], args[2], attrs["axis"])
 
 
 def _dequantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:

@@ -18,8 +18,17 @@ With ``mode="fixed"`` the requantization takes TensorFlow Lite multipliers and s
 ``Q(reshape(DQ(x)))`` (or flatten, squeeze, expand_dims, transpose, strided_slice, max pooling, a
 concatenate of such dequantizes) with the same scale and zero point becomes ``reshape(x)``.
 
-Every intermediate value must have no other use (otherwise the float computation stays). What
-does not match keeps its float operator between a run-time dequantize and quantize (the int8
+The other patterns ONNX Runtime's optimized session fuses become the operators of
+:mod:`plait.op.qnn_elem` with its kernels' arithmetic (per tensor, one dtype at both ends):
+``Q(softmax(DQ(x)))`` -> ``qnn.softmax``; ``Q(sigmoid | leaky_relu(DQ(x)))`` -> ``qnn.lookup``;
+``Q(add | multiply(DQ(a), DQ(b)))`` -> ``qnn.add`` / ``qnn.mul``; ``Q(concatenate(DQ(a), ...))`` ->
+``qnn.lookup`` of each input with other parameters, then ``concatenate``;
+``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
+-> the float pooling with QLinearAveragePool's rounding.
+
+The operator between the dequantizes and the quantize must have no other use (otherwise the float
+computation stays); a dequantize may have other uses (ONNX Runtime duplicates it), which keep it.
+What does not match keeps its float operator between a run-time dequantize and quantize (the int8
 weights stay int8 either way: ``FoldConstant`` never folds ``qnn.dequantize``).
 """
 
@@ -34,18 +43,32 @@ from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import TensorType
 from plait.op import get_op
+from plait.op._common import norm_axis
 from plait.op.qnn import fixed_point_multiplier
+from plait.op.qnn_elem import (
+    add_attrs, global_avg_pool_scale, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier,
+    softmax_table,
+)
 from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fold_batch_norm import _use_counts
 from plait.relay.visitor import ExprMutator
+from plait.tir.dtype import int_range
 
 INT8 = ("int8", "uint8")
 # operators that commute with a quantization of equal parameters: they move or select values (max
 # pooling is monotone), so Q(op(DQ(x))) = op(x)
 MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_slice", "nn.max_pool2d",
          "nn.global_max_pool2d", "concatenate")
+
+# unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
+UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu", "nn.global_avg_pool2d", "nn.avg_pool2d")
+
+
+def _one(t: TensorType) -> bool:
+    """Has ``t`` exactly one element (static shape)?"""
+    return all(isinstance(d, int) for d in t.shape) and int(np.prod(t.shape)) == 1
 
 
 def _op(e: Expr, *names: str) -> bool:
@@ -121,7 +144,8 @@ class _Rewriter(ExprMutator):
         if sv is None or zv is None or sv.size != 1 or zv.dtype.name not in INT8 or sv.dtype != np.float32:
             return post
         ys, zero = np.float32(sv.reshape(())), zv.reshape(())
-        moved = self._moved(y, ys, zero)
+        moved = self._moved(y, ys, zero) or self._unary(y, ys, zero) or self._binary(y, ys, zero) \
+            or self._concat(y, ys, zero)
         if moved is not None:
             return moved
         clamp: tuple[int | None, int | None] = (None, None)
@@ -173,6 +197,86 @@ class _Rewriter(ExprMutator):
             args.append(self._new(q.value))
         return Call(y.op, tuple(args), y.attrs, y.meta)  # type: ignore[union-attr]
 
+    def _unary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(op(DQ(x)))`` for ``op`` in :data:`UNARY`, per tensor, of one dtype: what ONNX Runtime's
+        optimized session fuses it into (QLinearSoftmax, a table for QLinearSigmoid / QLinearLeakyRelu,
+        QLinearGlobalAveragePool, QLinearAveragePool). The dequantize may have other uses."""
+        if not _op(y, *UNARY) or not self._single(y):
+            return None
+        q = _dq(y.args[0])  # type: ignore[union-attr]
+        if q is None or not q.per_tensor or q.zero.dtype != zero.dtype:
+            return None
+        x, dt, xs, xz = self._new(q.value), zero.dtype.name, float(q.scale[0]), int(q.zero[0])
+        name = y.op.name  # type: ignore[union-attr]
+        if name == "nn.avg_pool2d":  # float, as ONNX Runtime's QLinearAveragePool, with its rounding
+            lo, hi = int_range(dt)
+            v = call("divide", Call(y.op, (self._new(y.args[0]),), y.attrs, y.meta),  # type: ignore[union-attr]
+                     Constant(np.array(scale, np.float32)), meta=y.meta)
+            v = call("round", call("add", v, Constant(np.array(float(zero), np.float32)), meta=y.meta), meta=y.meta)
+            return call("cast", call("clip", v, a_min=float(lo), a_max=float(hi), meta=y.meta), dtype=dt, meta=y.meta)
+        if name == "nn.global_avg_pool2d":
+            return self._global_avg_pool(y, x, xs, xz, float(scale), zero)  # type: ignore[arg-type]
+        if name == "nn.softmax":
+            n = q.value.checked_type.shape[norm_axis(y.attrs["axis"], y.checked_type.ndim, "softmax")]  # type: ignore
+            if not isinstance(n, int) or n == 0:
+                return None
+            return call("qnn.softmax", x, Constant(softmax_table(xs, n)), axis=y.attrs["axis"],  # type: ignore
+                        multiplier=softmax_multiplier(float(scale)), zero_point=int(zero), meta=y.meta)
+        fn = mlas_logistic if name == "sigmoid" else leaky_relu32(y.attrs["alpha"])  # type: ignore[union-attr]
+        table = lookup_table(fn, dt, xs, xz, float(scale), int(zero), dt)
+        return call("qnn.lookup", x, Constant(table), meta=y.meta)
+
+    @staticmethod
+    def _global_avg_pool(y: Call, x: Expr, xs: float, xz: int, ys: float, yz: np.ndarray) -> Expr | None:
+        """QLinearGlobalAveragePool: the int32 sum over H, W minus H * W * x_zero_point, requantized."""
+        shape = y.args[0].checked_type.shape  # type: ignore[union-attr]
+        if len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+            return None
+        count = int(shape[2] * shape[3])
+        acc = call("sum", call("cast", x, dtype="int32"), axis=(2, 3), keepdims=True, meta=y.meta)
+        if xz:
+            acc = call("add", acc, Constant(np.array(-count * xz, np.int32)), meta=y.meta)
+        scale = Constant(np.array(global_avg_pool_scale(xs, ys, count), np.float32))
+        return call("qnn.requantize", acc, scale, zero_point=int(yz), out_dtype=yz.dtype.name, meta=y.meta)
+
+    def _concat(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(concatenate(DQ(a), DQ(b), ...))``, per tensor, of one dtype: each input with other
+        parameters through the table of ``Q(DQ(v))`` (ONNX Runtime's QLinearConcat), then the
+        concatenation of the int8 values."""
+        if not _op(y, "concatenate") or not self._single(y):
+            return None
+        qs = [_dq(a) for a in y.args]  # type: ignore[union-attr]
+        if any(q is None or not q.per_tensor or q.zero.dtype != zero.dtype for q in qs):
+            return None
+        dt, parts = zero.dtype.name, []
+        for q in qs:
+            assert q is not None
+            x = self._new(q.value)
+            if q.scale[0] != scale or int(q.zero[0]) != int(zero):
+                table = lookup_table(lambda v: v, dt, float(q.scale[0]), int(q.zero[0]), float(scale), int(zero), dt)
+                x = call("qnn.lookup", x, Constant(table), meta=y.meta)
+            parts.append(x)
+        return Call(y.op, tuple(parts), y.attrs, y.meta)  # type: ignore[union-attr]
+
+    def _binary(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(add | multiply(DQ(a), DQ(b)))``, per tensor, of one dtype, equal shapes or a one-element
+        operand: ``qnn.add`` / ``qnn.mul`` (QLinearAdd / QLinearMul, which ONNX Runtime fuses it into)."""
+        if not _op(y, "add", "multiply") or not self._single(y):
+            return None
+        qs = [_dq(a) for a in y.args]  # type: ignore[union-attr]
+        if any(q is None or not q.per_tensor or q.zero.dtype != zero.dtype for q in qs):
+            return None
+        qa, qb = qs
+        assert qa is not None and qb is not None
+        ta, tb = qa.value.checked_type, qb.value.checked_type
+        assert isinstance(ta, TensorType) and isinstance(tb, TensorType)
+        if not (ta.shape == tb.shape or _one(tb) and tb.ndim <= ta.ndim or _one(ta) and ta.ndim <= tb.ndim):
+            return None
+        params = (float(qa.scale[0]), int(qa.zero[0]), float(qb.scale[0]), int(qb.zero[0]), float(scale), int(zero))
+        if y.op.name == "add":  # type: ignore[union-attr]
+            return call("qnn.add", self._new(qa.value), self._new(qb.value), meta=y.meta, **add_attrs(*params))
+        return call("qnn.mul", self._new(qa.value), self._new(qb.value), meta=y.meta, **mul_attrs(*params))
+
     def _bias(self, b: Expr) -> np.ndarray | None:
         """The int32 values of a (reshaped) constant bias dequantized with zero point 0."""
         if _op(b, "reshape") and self._single(b):
@@ -190,7 +294,7 @@ class _Rewriter(ExprMutator):
         name = y.op.name  # type: ignore[union-attr]
         a_e, b_e = y.args  # type: ignore[union-attr]
         a, b = _dq(a_e), _dq(b_e)
-        if a is None or b is None or not a.per_tensor or not self._single(a_e) or not self._single(b_e):
+        if a is None or b is None or not a.per_tensor:  # a dequantize with other uses stays for them
             return None
         za, zb = a.zero_point(), b.zero_point()
         if za is None or zb is None:

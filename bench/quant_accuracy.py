@@ -1,0 +1,112 @@
+"""How far plait's outputs are from ONNX Runtime's on the quantized bench models.
+
+    python bench/quant_accuracy.py                                  # every bench model, int8 activations
+    python bench/quant_accuracy.py --models mlp,resnet_block --activation uint8
+    python bench/quant_accuracy.py --inputs 5 --json out.json
+
+Each bench model of :data:`plait.testing.onnx_models.MODELS` is quantized by ONNX Runtime's own
+quantizer (:func:`plait.testing.quantized.quantized_model`: ``quantize_static``, QDQ and QOperator,
+per channel and per tensor, int8 weights, the activation type of ``--activation``), compiled for the
+``c`` target twice (``float`` requantization, the default, and ``-requantize=fixed``) and run on
+``--inputs`` standard-normal inputs (fixed seed) next to ONNX Runtime's default session (graph
+optimizations on, one thread): the reference. For every output made by a ``DequantizeLinear`` the
+difference is counted in quantization steps of that output's scale: the largest, and the fraction
+of elements that differ at all. An output made otherwise (a float operator after the last
+dequantize) is compared in float: its largest absolute difference is printed, marked ``float``.
+
+``--json`` writes ``{"onnxruntime", "activation", "inputs", "rows": [{"model", "form", "per_channel",
+"float_steps", "float_off", "fixed_steps", "float_outputs": {NAME: max_abs_diff}}]}`` (a model plait
+cannot compile has ``"error"`` instead: the reason, also printed in its row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from plait.testing.onnx_models import MODELS  # noqa: E402
+
+
+def compare(model: Any, n_inputs: int = 3, fixed: bool = True) -> dict[str, Any]:
+    """plait (float and fixed requantization) against ONNX Runtime on one quantized model."""
+    import plait
+    from plait.executor import GraphModule
+    from plait.testing.quantized import calibration_feeds, int8_steps, ort_session, output_scales
+
+    sess = ort_session(model)
+    names = [o.name for o in model.graph.output]
+    scales = output_scales(model)
+    feeds = calibration_feeds(model, n_inputs, seed=7)
+    wants = [sess.run(None, f) for f in feeds]
+    row: dict[str, Any] = {}
+    for mode in ("float", "fixed") if fixed else ("float",):
+        target = "c" if mode == "float" else "c -requantize=fixed"
+        art = GraphModule(plait.build(plait.from_onnx(model), target=target))
+        steps: list[np.ndarray] = []
+        floats: dict[str, float] = {}
+        for feed, want in zip(feeds, wants):
+            got = art(**feed)
+            for name, g, w in zip(names, got, want):
+                if name in scales:
+                    steps.append(int8_steps(np.asarray(g), w, scales[name]).ravel())
+                else:
+                    d = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if w.size else 0.0
+                    floats[name] = max(floats.get(name, 0.0), d)
+        s = np.concatenate(steps) if steps else np.zeros(0)
+        row[f"{mode}_steps"] = int(s.max()) if s.size else 0
+        row[f"{mode}_off"] = float((s > 0).mean()) if s.size else 0.0
+        if mode == "float":
+            row["float_outputs"] = floats
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    import onnxruntime
+
+    from plait.errors import PlaitError
+    from plait.testing.quantized import quantized_model
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated bench models")
+    ap.add_argument("--forms", default="qdq,qoperator", help="qdq, qoperator or both")
+    ap.add_argument("--activation", default="int8", choices=("int8", "uint8"))
+    ap.add_argument("--inputs", type=int, default=3, help="inputs per model")
+    ap.add_argument("--no-fixed", action="store_true", help="skip the fixed-point requantization build")
+    ap.add_argument("--json", help="write the rows to this file")
+    args = ap.parse_args(argv)
+    rows = []
+    print(f"onnxruntime {onnxruntime.__version__}, {args.activation} activations, int8 weights, {args.inputs} inputs")
+    print(f"{'model':22} {'form':9} {'scales':11} {'float: steps':>12} {'off':>9} {'fixed: steps':>12}  float outputs")
+    for name in args.models.split(","):
+        for form in args.forms.split(","):
+            for per_channel in (True, False):
+                model = quantized_model(name, form, per_channel, args.activation)
+                r = {"model": name, "form": form, "per_channel": per_channel}
+                try:
+                    r.update(compare(model, args.inputs, not args.no_fixed))
+                except PlaitError as exc:  # a model plait cannot compile: the reason, in the row
+                    r["error"] = str(exc).splitlines()[-1].strip()
+                    print(f"{name:22} {form:9} {'per channel' if per_channel else 'per tensor':11} "
+                          f"not compiled: {r['error']}", flush=True)
+                    rows.append(r)
+                    continue
+                rows.append(r)
+                fl = ", ".join(f"{k} {v:.3g}" for k, v in r["float_outputs"].items())
+                print(f"{name:22} {form:9} {'per channel' if per_channel else 'per tensor':11} "
+                      f"{r['float_steps']:>12} {r['float_off']:>9.4%} {r.get('fixed_steps', '-'):>12}  "
+                      f"{('float: ' + fl) if fl else ''}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"onnxruntime": onnxruntime.__version__, "activation": args.activation,
+                                               "inputs": args.inputs, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

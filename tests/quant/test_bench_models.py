@@ -1,0 +1,79 @@
+"""The quantized bench models (plait.testing.quantized.quantized_model: ONNX Runtime's quantizer, int8
+weights) against ONNX Runtime's default session, with ``float`` requantization: the acceptance is
+equal outputs, or at most one quantization step apart on at most 0.1% of the elements.
+
+The fast test runs the configurations that exercise each integer operator ONNX Runtime's optimized
+session fuses (QLinearSoftmax in mlp and transformer_encoder, QLinearAdd / QLinearAveragePool in
+resnet8, QLinearGlobalAveragePool in ds_cnn): all equal. The long one (``-m long``) runs every model in
+both forms, per channel and per tensor, int8 and uint8 activations (bench/quant_accuracy.py prints the
+same table); the configurations still off are pinned with their cause (docs/quantization.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plait
+from plait.errors import UnsupportedError
+from plait.executor import GraphModule
+from plait.testing.onnx_models import MODELS
+from plait.testing.quantized import calibration_feeds, int8_steps, ort_session, output_scales, quantized_model
+
+
+def steps_to_onnx_runtime(name: str, fmt: str, per_channel: bool, act: str, n: int = 3) -> np.ndarray:
+    """How many quantization steps each output element of plait is from ONNX Runtime's (an output not made
+    by a DequantizeLinear is compared in float)."""
+    model = quantized_model(name, fmt, per_channel, act)
+    sess = ort_session(model)
+    scales = output_scales(model)
+    names = [o.name for o in model.graph.output]
+    art = GraphModule(plait.build(plait.from_onnx(model), target="c"))
+    out = []
+    for feed in calibration_feeds(model, n, seed=7):
+        for k, got, want in zip(names, art(**feed), sess.run(None, feed)):
+            if k in scales:
+                out.append(int8_steps(np.asarray(got), want, scales[k]).ravel())
+            else:  # a float operator after the last dequantize (QOperator transformer_encoder's LayerNorm)
+                np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    return np.concatenate(out) if out else np.zeros(1)  # (every output compared in float above)
+
+
+@pytest.mark.parametrize("name,fmt,per_channel", [("mlp", "qdq", False), ("transformer_encoder", "qdq", True),
+                                                   ("resnet8", "qdq", True), ("ds_cnn", "qoperator", False)])
+def test_bench_models_equal_onnx_runtime(name, fmt, per_channel):
+    s = steps_to_onnx_runtime(name, fmt, per_channel, "int8")
+    assert s.max() == 0, f"{(s > 0).mean():.4%} of the outputs differ, by up to {s.max()} steps"
+
+
+# (model, form, per channel, activation) -> (largest difference in steps, fraction of elements off) of
+# the configurations that do not meet the bound, measured with ONNX Runtime 1.32 on x86-64:
+KNOWN = {
+    # ONNX Runtime on x86-64 runs the first convolution in float (its int8 input keeps two consumers,
+    # so its S8-to-U8 conversion does not apply and int8 QLinearConv is not fused there); plait's
+    # exact integer sums differ where its float sums land on a rounding tie
+    ("resnet_block", "qdq", True, "int8"): (2, 0.0001),
+    # the linear Resize runs in float in both; its 1/4, 3/4 weights put many values exactly on a
+    # rounding tie, which ONNX Runtime's and plait's float operation orders break differently
+    ("unet", "qdq", True, "int8"): (1, 0.004),
+    ("unet", "qdq", False, "int8"): (2, 0.03),
+    ("unet", "qdq", True, "uint8"): (1, 0.004),
+    ("unet", "qdq", False, "uint8"): (1, 0.005),
+}
+# image.resize2d has no integer linear interpolation (ONNX Runtime's QOperator unet resizes int8)
+NOT_COMPILED = {("unet", "qoperator"): "linear interpolation: expected a floating-point tensor"}
+
+MATRIX = [(m, f, pc, a) for m in MODELS for f in ("qdq", "qoperator") for pc in (True, False) for a in ("int8", "uint8")]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name,fmt,per_channel,act", MATRIX)
+def test_every_bench_model_within_one_step_of_onnx_runtime(name, fmt, per_channel, act):
+    if (name, fmt) in NOT_COMPILED:
+        with pytest.raises(UnsupportedError, match=NOT_COMPILED[name, fmt]):
+            steps_to_onnx_runtime(name, fmt, per_channel, act)
+        return
+    s = steps_to_onnx_runtime(name, fmt, per_channel, act)
+    off = float((s > 0).mean())
+    print(f"{name} {fmt} per_channel={per_channel} {act}: largest {s.max()} steps, {off:.4%} off")
+    most, frac = KNOWN.get((name, fmt, per_channel, act), (1, 0.001))
+    assert s.max() <= most and off <= frac
