@@ -38,7 +38,8 @@ def weights(report: dict) -> tuple[int, int, int]:
     """(bytes of the convolution and dense weights, of their biases, of everything else) explain reports."""
     calls = report["calls"]
     w = sum(c["weight_bytes"] for c in calls if c["op"] in WEIGHTED)
-    bias = sum(c["weight_bytes"] for c in calls if c["op"] == "add")
+    # the biases: adds after a convolution or dense (an int8 global average pool's zero-point correction is an add too)
+    bias = sum(c["weight_bytes"] for c in calls if c["op"] == "add" and "Pool" not in c["name"])
     return w, bias, sum(c["weight_bytes"] for c in calls) - w - bias
 
 
