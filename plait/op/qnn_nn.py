@@ -118,7 +118,7 @@ def _widened(v: PrimExpr, zp: int) -> PrimExpr:
     return w - zp if zp else w
 
 
-MIN_DOT = 16
+MIN_DOT = 32
 """A convolution is computed as packed dot products when its window holds at least this many
 elements (``KH * KW * C``)."""
 

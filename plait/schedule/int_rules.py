@@ -56,6 +56,41 @@ def dot_loop(st: Stage) -> bool:
     return all(id(ld) in widened for ld in loads)
 
 
+EPILOGUE_BLOCK = 16
+"""Outputs per block of a dot-product stage: their sums are computed one after the other (each a
+dot product), then their epilogue (bias, requantization) runs as one vector loop."""
+
+
+def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
+    """(SIMD machines only.) Split the innermost spatial loop into blocks (knob ``<root>.epilogue_block``) and distribute
+    the block loop over the accumulator's initialisation, the sums and the epilogue, so that the
+    epilogue is vectorized; the sums keep their innermost reduce loop."""
+    if st.output is None or st.output is st.update or not st.spatial:
+        return func
+    v = st.spatial[-1]
+    n = const_int(v.extent)
+    if n is None or n < 2:
+        return func
+    choices = sorted({d for d in range(1, min(n, 64) + 1) if n % d == 0})
+    default = max(d for d in choices if d <= EPILOGUE_BLOCK)
+    b = knobs.choose(f"{root}.epilogue_block", choices, default)
+    if b < 2:
+        return func
+    sch = Schedule(func)
+    try:
+        inner = sch.split(v.loop_var.name, [None, b])[1] if b < n else v.loop_var.name
+        sch.decompose_reduction(inner)
+    except ScheduleError:
+        return func
+    for loop in (f"{inner}_init", f"{inner}_epi"):
+        if loop in sch.loops():
+            try:
+                sch.vectorize(loop)
+            except ScheduleError:
+                pass
+    return sch.func
+
+
 def _split_pack(func: PrimFunc, st: Stage) -> PrimFunc | None:
     """A packing stage ``for f: P[.., f] = X[.., f % C, .., f // C ..]``: split ``f`` by ``C``."""
     if len(st.stores) != 1 or not st.spatial:
@@ -106,7 +141,14 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     if st.is_reduction:
         if not dot_loop(st) or not knobs.choose(f"{root}.dot", (True, False), True):
             return None
-        return func
+        if st.update is not None and st.update.buffer.scope != "local":  # sum in a local scalar, store once
+            sch = Schedule(func)
+            try:
+                sch.cache_write(st.spatial[-1].loop_var.name, st.update.buffer.name)
+                func, st = sch.func, analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
+            except ScheduleError:
+                pass
+        return _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
         return _split_pack(func, st)
