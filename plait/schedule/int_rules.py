@@ -31,7 +31,7 @@ from plait.schedule.stage import Stage, analyze, contiguous, uses
 NARROW = ("int8", "uint8", "int16")
 """The element types whose widening dot products gcc vectorizes."""
 
-MIN_DOT = 16
+MIN_DOT = 32
 """A reduction is left to gcc's dot-product pattern when its innermost reduce loop has at least
 this many iterations (shorter ones are not worth a horizontal sum per output)."""
 

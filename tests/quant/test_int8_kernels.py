@@ -155,3 +155,25 @@ def test_cortex_m7_uses_dsp_multiply_accumulates(tmp_path):
     assert re.search(r"^\s+smla(bb|bt|tb|tt|d)\b", m7, re.M | re.I), "no DSP multiply-accumulate for cortex-m7"
     m0 = _arm_asm(_conv_c("c -mcpu=cortex-m0"), "cortex-m0", tmp_path)
     assert not re.search(r"^\s+smla", m0, re.M | re.I) and re.search(r"^\s+muls\b", m0, re.M)
+
+
+def test_a_clamped_float_converts_with_a_plain_c_cast():
+    """A requantization ends in ``(int)nearbyint(min(max(v, lo), hi))``: with literal bounds second
+    (C's min/max give the literal for a NaN first operand) every value is finite and in range, so
+    the C emitter casts directly instead of calling the saturating helper; anything else keeps it."""
+    from plait.backends.c.emit import clamped_within
+    from plait.tir.expr import Call, FloatImm, Max, Min, Select
+
+    v = cast("float32", BufferLoad(Buffer("a", (4,), "int32"), (IntImm(0, "int64"),))) * FloatImm(0.01, "float32")
+    lo, hi = FloatImm(-128.0, "float32"), FloatImm(127.0, "float32")
+    rounded = Call("float32", "nearbyint", (Min(Max(v, lo), hi),))
+    assert clamped_within(rounded, "int32") and clamped_within(rounded, "int8")
+    assert clamped_within(Select(v > lo, Max(Min(v, hi), lo), FloatImm(0.0, "float32")), "int8")
+    assert not clamped_within(v, "int32")                        # unclamped
+    assert not clamped_within(Min(Max(v, lo), hi), "uint8")      # -128 is not a uint8
+    assert not clamped_within(Min(Max(lo, v), hi), "int32")      # literal first: a NaN passes max
+    x, w, s = var("x", (1, 16, 6, 6), "int8"), var("w", (4, 16, 3, 3), "int8"), var("s", (4,), "float32")
+    fn = Function((x, w, s), call("qnn.requantize", call("qnn.conv2d", x, w, input_zero_point=-7), s, axis=1),
+                  None, Attrs({"Primitive": 1, "name": "qconv"}))
+    src = codegen_c([lower_function(infer_type(IRModule.from_expr(fn))["main"], "qconv", HOST)], HOST).source
+    assert "(int32_t)nearbyintf(" in src and "plait_c_f32_to_int32(" not in src
