@@ -198,7 +198,7 @@ def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int,
         try:
             art, r["compile_s"] = build_row(mod, target, place, config)
         except PlaitError as exc:
-            r["error"] = str(exc).splitlines()[0]
+            r["error"] = " ".join(ln.strip() for ln in str(exc).splitlines())[:300]
             out["rows"][row] = r
             continue
         gm = GraphModule(art)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = bench_model(name, rows, args.repeat, args.warmup, not args.no_numpy,
                                             None if args.cache else tmp, args.profile, args.int8)
             except PlaitError as exc:
-                results[name] = {"error": str(exc).splitlines()[0]}
+                results[name] = {"error": " ".join(ln.strip() for ln in str(exc).splitlines())[:300]}
             print(f"  {name}: done", file=sys.stderr, flush=True)
     print("rows: " + "; ".join(f"{r} = {t!r}" + (f" --place {pl!r}" if pl else "") for r, (t, pl) in rows.items()))
     print(f"ORT: 1 thread, sequential   median of {args.repeat} runs after {args.warmup} warmup, "
