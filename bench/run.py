@@ -33,7 +33,7 @@ argument (its name in the table is the path as given). A file's inputs are rando
 missing file or one that is not a valid ONNX model is an error before anything is measured (exit 2).
 
 ``--json`` writes ``{"models": {NAME: {"ort_ms", "ort_best_ms", "numpy_ms", "rows": {ROW: {"plait_ms", "best_ms", "ratio",
-"compile_s", "max_abs_diff", "max_int8_steps" (with --int8), "target", "place"}}}}, "machine": {...}}`` so that results can be
+"compile_s", "max_abs_diff", "max_int8_steps" (--int8), "target", "place"}}}}, "machine": {...}}`` so that results can be
 compared across commits.
 """
 
@@ -267,8 +267,8 @@ def table(results: dict[str, dict[str, Any]], tolerance: float, int8: str | None
     diff = "int8 steps" if int8 else "max|diff|"
     head = f"{'model':20s} {'row':6s} {'plait ms':>10s} {'best':>8s} {'ORT ms':>9s} {'plait/ORT':>10s} {'numpy ms':>9s} " \
            f"{'compile s':>10s} {diff:>10s}  placement"
-    lines = ([f"int8 {int8}: the quantized models (per-channel int8), plait and ORT on the same model"] if int8 else []) \
-        + [head, "-" * len(head)]
+    title = [f"int8 {int8}: the quantized models (per-channel int8), plait and ORT on the same model"] if int8 else []
+    lines = title + [head, "-" * len(head)]
     for name, res in results.items():
         if "error" in res:
             lines.append(f"{name:20s} error: {res['error']}")

@@ -52,7 +52,7 @@ def dot_loop(st: Stage) -> bool:
         return False
     if not all(contiguous(ld.indices, r.loop_var, 1, ld.buffer.static_shape) for ld in used):
         return False
-    widened = {id(n.value) for n in pre_order(st.update.value) if isinstance(n, Cast) and n.dtype == "int32"}
+    widened = {id(c.value) for c in pre_order(st.update.value) if isinstance(c, Cast) and c.dtype == "int32"}
     return all(id(ld) in widened for ld in loads)
 
 
@@ -62,9 +62,10 @@ dot product), then their epilogue (bias, requantization) runs as one vector loop
 
 
 def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
-    """(SIMD machines only.) Split the innermost spatial loop into blocks (knob ``<root>.epilogue_block``) and distribute
-    the block loop over the accumulator's initialisation, the sums and the epilogue, so that the
-    epilogue is vectorized; the sums keep their innermost reduce loop."""
+    """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
+    ``<root>.epilogue_block``) and distribute the block loop over the accumulator's initialisation,
+    the sums and the epilogue, so that the epilogue is vectorized; the sums keep their innermost
+    reduce loop."""
     if st.output is None or st.output is st.update or not st.spatial:
         return func
     v = st.spatial[-1]

@@ -115,7 +115,8 @@ def test_the_dot_loop_reaches_the_c_compiler_as_a_signed_sum():
     src = _conv_c(HOST)
     updates = [ln.strip() for ln in src.splitlines() if "_wpack[" in ln and re.match(r"\s*(\w+)\[.*\] = \1\[", ln)]
     assert len(updates) == 1, src
-    assert "uint32_t" not in updates[0] and re.search(r"\(int32_t\)T_qnn_conv2d_pack\[.*\* \(int32_t\)T_qnn_conv2d_wpack", updates[0])
+    assert "uint32_t" not in updates[0]
+    assert re.search(r"\(int32_t\)T_qnn_conv2d_pack\[.*\* \(int32_t\)T_qnn_conv2d_wpack", updates[0])
 
 
 def test_accumulator_bounds_need_every_store_to_be_an_init_or_a_bounded_update():
