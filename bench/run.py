@@ -4,6 +4,7 @@
     python bench/run.py path/to/model.onnx mlp        # any ONNX file (and bundled models by name)
     python bench/run.py --models mlp,ds_cnn --repeat 50 --rows c,blas --json out.json
     python bench/run.py --target "c -opt-level=3" --place ...   # one custom row instead
+    python bench/run.py --int8 qdq                     # the quantized models (per-channel int8) instead
 
 Rows (``--rows``, default all of them): ``c`` (target ``c``), ``blas`` (``host: c; blas: blas`` with
 ``--place "*=blas?"``: every call the blas kind can run on it, the rest on c), ``llvm`` (target
@@ -20,13 +21,19 @@ runs; ratios to ORT are of medians. The numpy
 reference interpreter gets fewer runs (a time budget) on big models. The outputs are compared (max
 abs diff of plait vs ORT).
 
+``--int8 qdq`` (or ``qoperator``) measures the quantized version of each bundled model instead
+(:func:`plait.testing.quantized.quantized_model`: ONNX Runtime's ``quantize_static``, per-channel
+int8 weights and activations, fixed-seed calibration), plait and ONNX Runtime running that same
+quantized model; the table says "int8 qdq" and the agreement column counts int8 steps (the largest
+difference of an output in units of its quantization scale) instead of the absolute difference.
+
 Models: the bundled ones by name (``--models``, or as arguments), or any ONNX file given as an
 argument (its name in the table is the path as given). A file's inputs are random from a fixed seed
 (:func:`plait.relay.io.make_inputs`, the inputs of ``plait run``); its shapes must be static. A
 missing file or one that is not a valid ONNX model is an error before anything is measured (exit 2).
 
 ``--json`` writes ``{"models": {NAME: {"ort_ms", "ort_best_ms", "numpy_ms", "rows": {ROW: {"plait_ms", "best_ms", "ratio",
-"compile_s", "max_abs_diff", "target", "place"}}}}, "machine": {...}}`` so that results can be
+"compile_s", "max_abs_diff", "max_int8_steps" (--int8), "target", "place"}}}}, "machine": {...}}`` so that results can be
 compared across commits.
 """
 
@@ -140,22 +147,46 @@ def load_file(path: str) -> Any:
     return model
 
 
+def load_model(name: str, int8: str | None) -> Any:
+    """The ONNX model of a bundled name (quantized by ONNX Runtime in the ``int8`` form when given)
+    or of a file (checked by load_file in main)."""
+    if int8:
+        from plait.testing.quantized import quantized_model
+
+        if name not in MODELS:
+            raise ValueError(f"--int8 needs a bundled model, not '{name}'")
+        return quantized_model(name, int8)
+    return MODELS[name]() if name in MODELS else load_file(name)
+
+
+def int8_steps(model: Any, got: list[np.ndarray], want: list[np.ndarray]) -> float | None:
+    """The largest difference of an output in quantization steps of its scale (None when no output
+    is made by a DequantizeLinear of one scale)."""
+    from plait.testing.quantized import int8_steps as steps, output_scales
+
+    scales = output_scales(model)
+    worst = None
+    for o, g, w in zip(model.graph.output, got, want):
+        if o.name in scales and g.size:
+            n = float(np.max(steps(g, w, scales[o.name])))
+            worst = n if worst is None else max(worst, n)
+    return worst
+
+
 def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int, warmup: int, numpy: bool,
-                cache_dir: str | None, profile: int = 0) -> dict[str, Any]:
+                cache_dir: str | None, profile: int = 0, int8: str | None = None) -> dict[str, Any]:
     from plait.errors import PlaitError
     from plait.executor import GraphModule
     from plait.frontend.onnx import from_onnx
     from plait.relay import flatten_value, run
 
+    model = load_model(name, int8)
+    mod = from_onnx(model)
     if name in MODELS:
-        model = MODELS[name]()
         feeds = feeds_for(model)
-        mod = from_onnx(model)
-    else:  # an ONNX file (checked by load_file in main)
+    else:
         from plait.relay.io import make_inputs
 
-        model = load_file(name)
-        mod = from_onnx(model)
         feeds = make_inputs(mod, {}, seed=0)
     config = {"cc.cache_dir": cache_dir} if cache_dir else {}
     sess = ort_session(model)
@@ -167,13 +198,15 @@ def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int,
         try:
             art, r["compile_s"] = build_row(mod, target, place, config)
         except PlaitError as exc:
-            r["error"] = str(exc).splitlines()[0]
+            r["error"] = " ".join(ln.strip() for ln in str(exc).splitlines())[:300]
             out["rows"][row] = r
             continue
         gm = GraphModule(art)
         got = gm(**feeds)
         r["compile_s"] = round(r["compile_s"], 3)
         r["max_abs_diff"] = max(float(np.max(np.abs(g - w))) if g.size else 0.0 for g, w in zip(got, want))
+        if int8:
+            r["max_int8_steps"] = int8_steps(model, got, want)
         if art.placement is not None:
             r["on"] = {}
             for p in art.placement.placed:
@@ -223,10 +256,19 @@ def machine() -> dict[str, Any]:
             "onnxruntime": onnxruntime.__version__}
 
 
-def table(results: dict[str, dict[str, Any]], tolerance: float) -> str:
+def _agreement(r: dict[str, Any]) -> str:
+    """The agreement column: int8 steps with --int8 (when the outputs have a scale), else max |diff|."""
+    if r.get("max_int8_steps") is not None:
+        return f"{r['max_int8_steps']:4.0f} steps"
+    return f"{r['max_abs_diff']:10.2e}"
+
+
+def table(results: dict[str, dict[str, Any]], tolerance: float, int8: str | None = None) -> str:
+    diff = "int8 steps" if int8 else "max|diff|"
     head = f"{'model':20s} {'row':6s} {'plait ms':>10s} {'best':>8s} {'ORT ms':>9s} {'plait/ORT':>10s} {'numpy ms':>9s} " \
-           f"{'compile s':>10s} {'max|diff|':>10s}  placement"
-    lines = [head, "-" * len(head)]
+           f"{'compile s':>10s} {diff:>10s}  placement"
+    title = [f"int8 {int8}: the quantized models (per-channel int8), plait and ORT on the same model"] if int8 else []
+    lines = title + [head, "-" * len(head)]
     for name, res in results.items():
         if "error" in res:
             lines.append(f"{name:20s} error: {res['error']}")
@@ -241,7 +283,7 @@ def table(results: dict[str, dict[str, Any]], tolerance: float) -> str:
             numpy_ms = f"{res['numpy_ms']:9.3f}" if "numpy_ms" in res else f"{'-':>9s}"
             on = ", ".join(f"{k} {v}" for k, v in r.get("on", {}).items())
             lines.append(f"{label} {r['plait_ms']:10.3f} {r['best_ms']:8.3f} {res['ort_ms']:9.3f} {r['ratio']:9.2f}x {numpy_ms} "
-                         f"{r['compile_s']:10.2f} {r['max_abs_diff']:10.2e}  {on}")
+                         f"{r['compile_s']:10.2f} {_agreement(r)}  {on}")
             for c in r.get("slowest_calls", []):
                 lines.append(f"{'':29s}{c['ms']:10.3f} ms  {c['func']}")
         check = auto_check(res, tolerance)
@@ -269,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-numpy", action="store_true", help="skip the numpy reference interpreter")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also show the N slowest calls of each model and row (graph executor profile)")
+    p.add_argument("--int8", choices=("qdq", "qoperator"), help="bench the quantized bundled models "
+                   "(per-channel int8, ONNX Runtime's quantizer) in this form, against ORT on the same model")
     p.add_argument("--cache", action="store_true", help="use the default C compile cache (compile_s then "
                                                           "excludes the C compiler when the code is unchanged)")
     args = p.parse_args(argv)
@@ -276,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         if n in MODELS and not os.path.exists(n):
             continue
+        if args.int8:
+            p.error(f"--int8 quantizes the bundled models only; '{n}' is not one (models: {', '.join(MODELS)})")
         if not args.files:
             p.error(f"unknown model '{n}' (models: {', '.join(MODELS)}; or give an ONNX file as an argument)")
         try:
@@ -298,16 +344,17 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             try:
                 results[name] = bench_model(name, rows, args.repeat, args.warmup, not args.no_numpy,
-                                            None if args.cache else tmp, args.profile)
+                                            None if args.cache else tmp, args.profile, args.int8)
             except PlaitError as exc:
-                results[name] = {"error": str(exc).splitlines()[0]}
+                results[name] = {"error": " ".join(ln.strip() for ln in str(exc).splitlines())[:300]}
             print(f"  {name}: done", file=sys.stderr, flush=True)
     print("rows: " + "; ".join(f"{r} = {t!r}" + (f" --place {pl!r}" if pl else "") for r, (t, pl) in rows.items()))
     print(f"ORT: 1 thread, sequential   median of {args.repeat} runs after {args.warmup} warmup, "
           "all rows and ORT in alternation")
-    print(table(results, args.tolerance))
+    print(table(results, args.tolerance, args.int8))
     if args.json:
-        out = {"models": results, "machine": machine(), "repeat": args.repeat, "warmup": args.warmup}
+        out = {"models": results, "machine": machine(), "repeat": args.repeat, "warmup": args.warmup,
+               "int8": args.int8}
         Path(args.json).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     failed = any("error" in r for r in results.values())

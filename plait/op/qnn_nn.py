@@ -6,8 +6,16 @@ a bias is an int32 ``add`` and the scaling back to 8 bits a ``qnn.requantize``. 
 attributes are those of ``nn.conv2d`` / ``nn.dense`` / ``nn.matmul`` (their type relations are
 reused); padding pads with the input zero point, i.e. contributes nothing.
 
-TE computes accumulate int32 products of int32-widened loads (a multiply-accumulate of 16-bit
-values, which gcc can map to SMLAD-style instructions on cores with the DSP extension).
+TE computes accumulate int32 products of int32-widened loads. A convolution with one group whose
+window rows are long enough (:func:`packed_conv`) is computed as dot products over contiguous
+memory instead: the input is packed channels-last (``[N, H + pads, (W + pads) * C]``, padded with
+the zero point) and the weight as ``[O, KH, KW * C]``, so that each output is ``KH`` sums over
+contiguous ``KW * C`` runs of both, which gcc vectorizes with its dot-product pattern (u8 x s8 ->
+``vpdpbusd`` / ``pmaddubsw``; s16 x s16 -> ``vpdpwssd`` / ``pmaddwd``; SMLAD on Cortex-M with DSP).
+With int8 weights of zero point 0 the packed input is uint8 (an int8 input is shifted by 128) and
+the sum is corrected by ``zero_point * sum(weights of the output channel)``; otherwise both are
+packed as int16 with their zero points subtracted. Integers are exact: every form gives the same
+numbers as the reference.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor
 from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir
 from plait.op.nn import conv as fconv
-from plait.op.nn._window import WINDOW_ATTRS, padded
+from plait.op.nn._window import WINDOW_ATTRS, inside, padded
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
 
@@ -110,12 +118,138 @@ def _widened(v: PrimExpr, zp: int) -> PrimExpr:
     return w - zp if zp else w
 
 
+MIN_DOT = 32
+"""A convolution is computed as packed dot products when its window holds at least this many
+elements (``KH * KW * C``)."""
+
+
+def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
+    """How a ``qnn.conv2d`` of these static shapes is packed (module docstring): ``"rows"`` (its
+    window rows ``KW * C`` are long enough: the input packed channels-last once), ``"window"``
+    (short rows, e.g. one input channel: every output's whole window packed, im2col), None (the
+    direct loop nest: groups, symbolic shapes, tiny windows)."""
+    if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (*x_shape, *w_shape)):
+        return None
+    c, kh, kw = w_shape[1], w_shape[2], w_shape[3]
+    if (c * kw if attrs["dilation"][1] == 1 else c) >= MIN_DOT:
+        return "rows"
+    return "window" if c * kh * kw >= MIN_DOT else None
+
+
+def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str) -> Any:
+    """The convolution as dot products over channels-last packed input and weight rows."""
+    n, c, h, w = shape_of(x, op)
+    o, _, kh, kw = shape_of(wt, op)
+    oh, ow = out_shape[2], out_shape[3]
+    s, d = attrs["strides"], attrs["dilation"]
+    top, left, bottom, right = attrs["padding"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    u8 = wt.dtype == "int8" and zw == 0
+    shift = 128 if u8 and x.dtype == "int8" else 0
+    pdt, pad = ("uint8", zx + shift) if u8 else ("int16", 0)
+
+    def xval(i: PrimExpr, ch: PrimExpr, iy: PrimExpr, ix: PrimExpr) -> PrimExpr:
+        v = x[i, ch, iy, ix]
+        if u8:
+            v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
+        else:
+            v = tir.cast("int16", _widened(v, zx))
+        return tir.select(inside(iy, ix, h, w), v, tir.const(pad, pdt))
+
+    def wval(oc: PrimExpr, ch: PrimExpr, ry: PrimExpr, rx: PrimExpr) -> PrimExpr:
+        v = wt[oc, ch, ry, rx]
+        return v if u8 else tir.cast("int16", _widened(v, zw))
+
+    row, k = kw * c, kh * kw * c
+    if mode == "rows":  # xq[n, yy, xx * C + c]: the padded input channels-last; wq[oc, ry, rx * C + c]
+        xq = make(op, (n, h + top + bottom, (w + left + right) * c),
+                  lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pack", inline=False)
+        wq = make(op, (o, kh, row), lambda oc, ry, f: wval(oc, f % c, ry, f // c), "wpack", inline=False)
+    else:  # xq[n, y, z * K + (ry * KW + rx) * C + c]: each output's window; wq[oc, 0, (ry * KW + rx) * C + c]
+        def window(i: PrimExpr, y: PrimExpr, f: PrimExpr) -> PrimExpr:
+            z, t = f // k, f % k
+            ry, rx = t // row, t % row // c
+            return xval(i, t % c, y * s[0] + ry * d[0] - top, z * s[1] + rx * d[1] - left)
+
+        xq = make(op, (n, oh, ow * k), window, "pack", inline=False)
+        wq = make(op, (o, 1, k), lambda oc, _, t: wval(oc, t % c, t // row, t % row // c), "wpack", inline=False)
+
+    def body(i: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
+        if mode == "window":
+            rk = te.reduce_axis((0, k), "rk")
+            xi, wi, axes = (i, y, z * k + rk), (oc, 0, rk), [rk]
+        elif d[1] == 1:
+            ry, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, row), "rk")
+            xi, wi, axes = (i, y * s[0] + ry * d[0], z * s[1] * c + rk), (oc, ry, rk), [ry, rk]
+        else:
+            ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, c), "rc")
+            xi = (i, y * s[0] + ry * d[0], (z * s[1] + rx * d[1]) * c + rc)
+            wi, axes = (oc, ry, rx * c + rc), [ry, rx, rc]
+        return te.sum(tir.cast("int32", xq[xi]) * tir.cast("int32", wq[wi]), axis=axes)
+
+    if not pad or not u8:
+        return make(op, out_shape, body)
+    acc = make(op, out_shape, body, "dot")
+    wrows, wlen = (1, k) if mode == "window" else (kh, row)
+
+    def wsum(oc: PrimExpr) -> Any:
+        ry, rk = te.reduce_axis((0, wrows), "ry"), te.reduce_axis((0, wlen), "rk")
+        return te.sum(tir.cast("int32", wq[oc, ry, rk]), axis=[ry, rk])
+
+    ws = make(op, (o,), wsum, "wsum")
+    return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z] - ws[oc] * pad)
+
+
+MIN_DEPTHWISE = 8
+"""A depthwise convolution of at least this many channels is computed channels-last (vectors along
+the channels): its rows are often too short to vectorize along the width (ds_cnn: 5 columns)."""
+
+
+def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
+    """A depthwise convolution (one input and one output channel per group) channels-last: the
+    input packed ``[N, H + pads, (W + pads) * C]`` and the weight ``[KH, KW * C]`` as int16 minus
+    their zero points, the sums ``[N, OH, OW, C]`` vectorized along ``C``, then read back as NCHW."""
+    xs, ws = shape_of(x, op), shape_of(wt, op)
+    n, c, h, w = xs
+    o, cg, kh, kw = ws
+    if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or \
+            not all(isinstance(v, int) for v in (*xs, *ws)):
+        return None
+    s, d = attrs["strides"], attrs["dilation"]
+    top, left, bottom, right = attrs["padding"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+
+    def pack(i: PrimExpr, yy: PrimExpr, f: PrimExpr) -> PrimExpr:
+        iy, ix = yy - top, f // c - left
+        v = tir.cast("int16", _widened(x[i, f % c, iy, ix], zx))
+        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
+
+    xq = make(op, (n, h + top + bottom, (w + left + right) * c), pack, "pack", inline=False)
+    wq = make(op, (kh, kw * c), lambda ry, f: tir.cast("int16", _widened(wt[f % c, 0, ry, f // c], zw)),
+              "wpack", inline=False)
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, ch: PrimExpr) -> Any:
+        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+        v = tir.cast("int32", xq[i, y * s[0] + ry * d[0], (z * s[1] + rx * d[1]) * c + ch]) * \
+            tir.cast("int32", wq[ry, rx * c + ch])
+        return te.sum(v, axis=[ry, rx])
+
+    acc = make(op, (n, out_shape[2], out_shape[3], c), body, "nhwc")
+    return make(op, out_shape, lambda i, ch, y, z: acc[i, y, z, ch])
+
+
 @defop.compute("qnn.conv2d")
 def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.conv2d"
     x, wt = inputs
     o, cg, kh, kw = shape_of(wt, op)
     out_shape, _ = out_tensor_type(out_type, op)
+    mode = packed_conv(shape_of(x, op), (o, cg, kh, kw), attrs)
+    if mode is not None:
+        return _packed_conv2d(op, x, wt, attrs, out_shape, mode)
+    dw = _depthwise(op, x, wt, attrs, out_shape)
+    if dw is not None:
+        return dw
     s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
     og = o // g

@@ -24,6 +24,7 @@ from plait.registry import Registry
 from plait.tir import verify
 from plait.tir.stmt import For, PrimFunc, Stmt
 from plait.schedule import knobs
+from plait.schedule.int_rules import int_stage
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
@@ -162,6 +163,14 @@ def _out_dtype(st: Stage) -> str:
     return st.output.buffer.dtype if st.output is not None else "float32"
 
 
+def _lane_dtype(st: Stage) -> str:
+    """The dtype whose lanes a stage's vectors hold: an integer reduction's accumulator (an int8
+    convolution sums in int32 and stores int8 after requantization), else the output's."""
+    if st.update is not None and st.update.buffer.dtype in ("int32", "int64"):
+        return st.update.buffer.dtype
+    return _out_dtype(st)
+
+
 # ---- the "cpu" rules ----------------------------------------------------------------------------------
 
 
@@ -180,10 +189,14 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     defaults are the rules' own choices): ``vectorize`` (an elementwise stage), ``lanes`` (the vector
     width a reduction is tiled for), ``fuse_rows``, ``vector_block`` and ``reuse_block`` (the register
     tile), ``rfactor`` and ``rfactor_block`` (a reduction vectorized along its reduce loop), ``unroll``
-    (a scalar reduction's innermost reduce loop)."""
+    (a scalar reduction's innermost reduce loop). Integer dot-product kernels and their packing stages
+    are scheduled by :func:`plait.schedule.int_rules.int_stage` (knob ``dot``)."""
+    done = int_stage(func, root, m)
+    if done is not None:
+        return done
     knob = root
     st = _stage(func, root)
-    lanes = m.lanes(_out_dtype(st))
+    lanes = m.lanes(_lane_dtype(st))
     if not st.is_reduction:
         return _elementwise(func, st, lanes, knob) if lanes > 1 else func
     sch = Schedule(func)
@@ -501,7 +514,10 @@ def mcu_machine(target: Any) -> Machine:
 
 def mcu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     """Keep code small: no vectorization, no padded copies (RAM is scarce); unroll 3-tap loops (knob
-    ``<root>.unroll``)."""
+    ``<root>.unroll``); integer dot-product kernels as :func:`plait.schedule.int_rules.int_stage` says."""
+    done = int_stage(func, root, m)
+    if done is not None:
+        return done
     st = _stage(func, root)
     if not st.is_reduction:
         return func

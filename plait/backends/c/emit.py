@@ -36,7 +36,7 @@ from plait.tir.int_bounds import fits
 from plait.backends.c.names import NameTable, comment_text
 from plait.errors import PlaitError
 from plait.memory.workspace import workspace_params
-from plait.tir.dtype import bits, is_float, is_int, is_uint
+from plait.tir.dtype import bits, int_range, is_float, is_int, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
@@ -79,6 +79,34 @@ class R:
 
 def _p(r: R, ok: bool) -> str:
     return r.code if ok else f"({r.code})"
+
+
+_ROUNDING = ("nearbyint", "rint", "round", "floor", "ceil", "trunc")
+
+
+def clamped_within(e: PrimExpr, dtype: str) -> bool:
+    """Is every value of the float expression ``e`` finite and inside ``dtype``'s range, so that a C
+    conversion gives TIR's (saturating, NaN -> 0) result without the helper's checks? True for
+    ``min(max(v, lo), hi)`` / ``max(min(v, hi), lo)`` with literal bounds second (the C ``min``/``max``
+    return the literal for a NaN first operand), maybe rounded, or a select of such values: a
+    requantization's clamp."""
+    lo_t, hi_t = int_range(dtype)
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Call) and n.kind != "extern" and n.name in _ROUNDING and len(n.args) == 1:
+            stack.append(n.args[0])
+        elif isinstance(n, Select):
+            stack.extend((n.true_value, n.false_value))
+        elif isinstance(n, FloatImm):
+            if not (lo_t <= n.value <= hi_t):
+                return False
+        elif isinstance(n, (Min, Max)) and isinstance(n.b, FloatImm) and isinstance(n.a, (Min, Max)) and \
+                type(n.a) is not type(n) and isinstance(n.a.b, FloatImm):
+            stack.extend((n.b, n.a.b))  # both literals in range, NaN and everything else clamped between them
+        else:
+            return False
+    return True
 
 
 def _indent(lines: Lines, k: int = 1) -> Lines:
@@ -292,6 +320,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         if src == "float16" and dst == "float32":
             return x.code, x.prec, True, x.op
         if is_float(src) and is_int(dst):
+            if clamped_within(node.value, dst):  # a requantization's clamp: C's conversion is exact
+                return f"({value_type(dst)}){_p(x, x.prec <= UNARY)}", UNARY, True, ""
             return self.use(f"plait_c_{float_class(src)}_to_{dst}") + f"({x.code})", ATOM, True, ""
         return f"({value_type(dst)}){_p(x, x.prec <= UNARY)}", UNARY, True, ""
 

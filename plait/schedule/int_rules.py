@@ -1,0 +1,159 @@
+"""Integer kernels: the steps of the default rules for int8 convolutions and products.
+
+The integer convolutions with one group are computed as dot products over packed, contiguous
+rows (:mod:`plait.op.qnn_nn`): a reduction whose innermost reduce loop reads 8/16-bit integers
+contiguously in every load, widened to int32, multiplied and summed. gcc vectorizes exactly that
+loop with its dot-product pattern (``vpdpbusd`` / ``pmaddubsw`` for u8 x s8, ``vpdpwssd`` /
+``pmaddwd`` for s16 x s16, SMLAD on Cortex-M cores with the DSP extension) as long as the loop is
+left alone: the float rules' register tiles and ``rfactor`` turn it into elementwise widening
+multiplies, 5-20x slower. So :func:`int_stage` claims such a stage and keeps its loop nest (the
+reduce loops innermost, the accumulator a scalar), and the packing stages get their last loop
+split by the channel count so that their index arithmetic is a plain (channel, column) pair
+instead of a division per element.
+
+``rules.py`` calls :func:`int_stage` first for every stage of the ``cpu`` and ``microcontroller``
+rules; it returns None for a stage that is not one of these (the usual rules then apply).
+"""
+
+from __future__ import annotations
+
+from plait.tir.expr import Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Var
+from plait.tir.functor import StmtExprMutator, pre_order
+from plait.tir.stmt import PrimFunc
+from plait.schedule import knobs
+from plait.schedule.analysis import const_int, get_loop, linear, replace
+from plait.schedule.loops import finish
+from plait.schedule.errors import ScheduleError
+from plait.schedule.machine import Machine
+from plait.schedule.schedule import Schedule
+from plait.schedule.stage import Stage, analyze, contiguous, uses
+
+NARROW = ("int8", "uint8", "int16")
+"""The element types whose widening dot products gcc vectorizes."""
+
+MIN_DOT = 32
+"""A reduction is left to gcc's dot-product pattern when its innermost reduce loop has at least
+this many iterations (shorter ones are not worth a horizontal sum per output)."""
+
+
+def dot_loop(st: Stage) -> bool:
+    """Is ``st`` an integer dot-product reduction: an int32 sum whose innermost reduce loop (of at
+    least :data:`MIN_DOT` iterations) reads only 8/16-bit integer buffers, contiguously, each
+    widened by a cast?"""
+    if st.update is None or not st.reduce or st.update.buffer.dtype != "int32":
+        return False
+    r = st.reduce[-1]
+    n = const_int(r.extent)
+    if n is None or n < MIN_DOT:
+        return False
+    loads = st.loads()
+    used = [ld for ld in loads if uses(ld.indices, r.loop_var)]
+    if not used or any(ld.buffer.dtype not in NARROW for ld in loads):
+        return False
+    if not all(contiguous(ld.indices, r.loop_var, 1, ld.buffer.static_shape) for ld in used):
+        return False
+    widened = {id(c.value) for c in pre_order(st.update.value) if isinstance(c, Cast) and c.dtype == "int32"}
+    return all(id(ld) in widened for ld in loads)
+
+
+EPILOGUE_BLOCK = 16
+"""Outputs per block of a dot-product stage: their sums are computed one after the other (each a
+dot product), then their epilogue (bias, requantization) runs as one vector loop."""
+
+
+def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
+    """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
+    ``<root>.epilogue_block``) and distribute the block loop over the accumulator's initialisation,
+    the sums and the epilogue, so that the epilogue is vectorized; the sums keep their innermost
+    reduce loop."""
+    if st.output is None or st.output is st.update or not st.spatial:
+        return func
+    v = st.spatial[-1]
+    n = const_int(v.extent)
+    if n is None or n < 2:
+        return func
+    choices = sorted({d for d in range(1, min(n, 64) + 1) if n % d == 0})
+    default = max(d for d in choices if d <= EPILOGUE_BLOCK)
+    b = knobs.choose(f"{root}.epilogue_block", choices, default)
+    if b < 2:
+        return func
+    sch = Schedule(func)
+    try:
+        inner = sch.split(v.loop_var.name, [None, b])[1] if b < n else v.loop_var.name
+        sch.decompose_reduction(inner)
+    except ScheduleError:
+        return func
+    for loop in (f"{inner}_init", f"{inner}_epi"):
+        if loop in sch.loops():
+            try:
+                sch.vectorize(loop)
+            except ScheduleError:
+                pass
+    return sch.func
+
+
+def _split_pack(func: PrimFunc, st: Stage) -> PrimFunc | None:
+    """A packing stage ``for f: P[.., f] = X[.., f % C, .., f // C ..]``: split ``f`` by ``C``."""
+    if len(st.stores) != 1 or not st.spatial:
+        return None
+    inner = st.spatial[-1]
+    v, n = inner.loop_var, const_int(inner.extent)
+    divisors = {node.b.value for node in pre_order(st.stores[0].value)
+                if isinstance(node, (FloorDiv, FloorMod)) and isinstance(node.b, IntImm) and node.a is v}
+    if len(divisors) != 1 or n is None:
+        return None
+    c = divisors.pop()
+    if c < 2 or n % c or n == c:
+        return None
+    sch = Schedule(func)
+    try:
+        outer_name, inner_name = sch.split(inner.loop_var.name, [None, c])
+    except ScheduleError:
+        return None
+    root = get_loop(sch.func, st.root.loop_var.name, "pack stage")
+    outer, inner_v = get_loop(sch.func, outer_name, "").loop_var, get_loop(sch.func, inner_name, "").loop_var
+    new = _DivMod(outer, inner_v, c).visit(root)
+    return finish(replace(sch.func, {root: new}), f"pack stage '{st.name}'")
+
+
+class _DivMod(StmtExprMutator):
+    """``(o * c + i) // c`` -> ``o`` and ``(o * c + i) % c`` -> ``i`` (``i`` in ``[0, c)``: the split)."""
+
+    def __init__(self, outer: Var, inner: Var, c: int):
+        super().__init__()
+        self.outer, self.inner, self.c = outer, inner, c
+
+    def _split_form(self, post: PrimExpr) -> bool:
+        b = post.b  # type: ignore[attr-defined]
+        return isinstance(b, IntImm) and b.value == self.c and \
+            linear(post.a) == ({self.outer: self.c, self.inner: 1}, 0)  # type: ignore[attr-defined]
+
+    def rewrite_floordiv(self, pre: FloorDiv, post: PrimExpr) -> PrimExpr:
+        return self.outer if isinstance(post, FloorDiv) and self._split_form(post) else post
+
+    def rewrite_floormod(self, pre: FloorMod, post: PrimExpr) -> PrimExpr:
+        return self.inner if isinstance(post, FloorMod) and self._split_form(post) else post
+
+
+def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
+    """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
+    (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    if st.is_reduction:
+        if not dot_loop(st) or not knobs.choose(f"{root}.dot", (True, False), True):
+            return None
+        if st.update is not None and st.update.buffer.scope != "local":  # sum in a local scalar, store once
+            sch = Schedule(func)
+            try:
+                sch.cache_write(st.spatial[-1].loop_var.name, st.update.buffer.name)
+                func, st = sch.func, analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
+            except ScheduleError:
+                pass
+        return _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
+    if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
+            any(s.buffer.dtype in NARROW for s in st.stores):
+        return _split_pack(func, st)
+    return None
+
+
+__all__ = ["MIN_DOT", "NARROW", "dot_loop", "int_stage"]
