@@ -63,6 +63,10 @@ CONVS = [
     ((2, 16, 5, 6), "uint8", (16, 1, 3, 3), "int8", dict(groups=16, padding=(1, 1, 1, 1), input_zero_point=99), None),
     # the direct loop nest: a window too small to pack
     ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
+    # grouped (not depthwise): the direct nest with a row accumulator that gcc 12 once put, misaligned,
+    # in the red zone (a segfault; host builds pass -mno-red-zone)
+    ((1, 16, 7, 7), "uint8", (16, 4, 3, 3), "int8", dict(groups=4, padding=(1, 1, 1, 1), input_zero_point=0), None),
+    ((1, 8, 11, 11), "uint8", (8, 4, 3, 3), "int8", dict(groups=2, padding=(1, 1, 1, 1), input_zero_point=7), None),
 ]
 
 
