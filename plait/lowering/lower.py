@@ -33,6 +33,7 @@ from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.op import Op
 from plait.ir.transform import Pass, PassContext
 from plait.ir.types import ANY_DIM, FuncType, TensorType, TupleType, Type, tuple_fields
+from plait.op._compute import compute_facts
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import describe_call, infer_expr, infer_type
@@ -136,23 +137,24 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
         ph = te.placeholder(param_shape(t, k), t.dtype, f"p{k}")
         inputs.append(ph)
         values[p] = ph
-    for node in post_order(fn.body):
-        if node in values:
-            continue
-        if isinstance(node, Constant):
-            if node.data.size != 1:
-                raise LowerError(f"lowering '{name}' for {where}: a constant of shape {node.data.shape} inside a "
-                                 "Primitive function (pass it as an argument)")
-            values[node] = _constant_stage(node)
-        elif isinstance(node, Tuple):
-            values[node] = tuple(values[f] for f in node.fields)
-        elif isinstance(node, TupleGetItem):
-            values[node] = values[node.tuple_value][node.index]
-        elif isinstance(node, Call) and isinstance(node.op, Op):
-            values[node] = _lower_call(node, [values[a] for a in node.args], where)
-        else:
-            raise LowerError(f"lowering '{name}' for {where}: unsupported {type(node).__name__} in a Primitive "
-                             f"function: {node!r}")
+    with compute_facts(**_facts(target)):
+        for node in post_order(fn.body):
+            if node in values:
+                continue
+            if isinstance(node, Constant):
+                if node.data.size != 1:
+                    raise LowerError(f"lowering '{name}' for {where}: a constant of shape {node.data.shape} inside a "
+                                     "Primitive function (pass it as an argument)")
+                values[node] = _constant_stage(node)
+            elif isinstance(node, Tuple):
+                values[node] = tuple(values[f] for f in node.fields)
+            elif isinstance(node, TupleGetItem):
+                values[node] = values[node.tuple_value][node.index]
+            elif isinstance(node, Call) and isinstance(node.op, Op):
+                values[node] = _lower_call(node, [values[a] for a in node.args], where)
+            else:
+                raise LowerError(f"lowering '{name}' for {where}: unsupported {type(node).__name__} in a Primitive "
+                                 f"function: {node!r}")
     out = values[fn.body]
     outs = list(out) if isinstance(out, tuple) else [out]
     _leaves(fn.body.checked_type, f"lowering '{name}' for {where}")
@@ -172,6 +174,19 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     if not _type_fits(func.relay_type, want):  # pragma: no cover - create_prim_func keeps the placeholders' shapes
         raise LowerError(f"lowering '{name}' for {where}: the PrimFunc's type {func.relay_type} is not {want}")
     return func
+
+
+def _facts(target: Any) -> dict[str, Any]:
+    """What the computes may know of ``target`` (:func:`plait.op._compute.compute_fact`): its vector width
+    and paired 16-bit multiply-accumulates (none for a target without a schedule rule set: the computes'
+    defaults)."""
+    from plait.schedule import machine_for
+
+    try:
+        m = machine_for(target)
+    except PlaitError:
+        return {}
+    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs}
 
 
 def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:

@@ -12,13 +12,21 @@ Conventions every compute follows:
 - float16 formulas are evaluated in float32 and rounded once at the end (as the numpy references
   do): :func:`up` widens a value to the compute dtype, :func:`down` rounds the result back;
 - stages are named ``T_<op>`` (``T_nn_conv2d``) and tagged with the operator name, so that the
-  loop annotations name the operator even before lowering calls :func:`plait.te.annotate`.
+  loop annotations name the operator even before lowering calls :func:`plait.te.annotate`;
+- a compute does not see the target, only facts lowering states about it (:func:`compute_fact`:
+  ``simd_bits``, the vector width of the machine the code is for; ``narrow_macs``, its 16-bit
+  multiply-accumulates per instruction): a compute may pick a form by them (an int8 convolution
+  packs its input for dot products only where vectors or SMLAD-style instructions use them, not on a
+  Cortex-M0 whose RAM the packed copy would take). Without facts (a compute run outside lowering)
+  every fact has its default.
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from plait import tir
 from plait.ir.numeric import cast_array
@@ -38,6 +46,24 @@ __all__ = [
     "min_reducer", "nan_max", "nan_min", "out_tensor_type", "relay_shape", "reshaped_type", "scalar_const",
     "shape_of", "stage", "static_shape", "tir", "up",
 ]
+
+
+_FACTS: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("plait_compute_facts", default={})
+
+
+def compute_fact(name: str, default: Any = None) -> Any:
+    """A fact lowering stated about the machine the computes being built are for, else ``default``."""
+    return _FACTS.get().get(name, default)
+
+
+@contextmanager
+def compute_facts(**facts: Any) -> Iterator[None]:
+    """State ``facts`` for the computes built inside (lowering does, per function and target)."""
+    token = _FACTS.set({**_FACTS.get(), **facts})
+    try:
+        yield
+    finally:
+        _FACTS.reset(token)
 
 
 def static_shape(shape: Sequence[Any], op: str, what: str = "shape") -> tuple[int, ...]:

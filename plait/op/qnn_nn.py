@@ -27,7 +27,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor
-from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir
+from plait.op._compute import bcast_dims, compute_fact, make, out_tensor_type, shape_of, tir
 from plait.op.nn import conv as fconv
 from plait.op.nn._window import WINDOW_ATTRS, inside, padded
 from plait.tir.dtype import int_range
@@ -123,12 +123,21 @@ MIN_DOT = 32
 elements (``KH * KW * C``)."""
 
 
+def packs() -> bool:
+    """Whether the integer convolutions pack their input (a copy as large as it, or larger) for dot
+    products: on a machine with vectors or with paired 16-bit multiply-accumulates (lowering's
+    ``simd_bits`` and ``narrow_macs`` facts: a host, a Cortex-M4/M7/M55 whose SMLAxx the dot loops
+    reach; packed when no fact is stated), not on a core without either (Cortex-M0/M3), whose scarce
+    RAM the copy would take for no gain."""
+    return compute_fact("simd_bits", 128) >= 128 or compute_fact("narrow_macs", 2) >= 2
+
+
 def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
     """How a ``qnn.conv2d`` of these static shapes is packed (module docstring): ``"rows"`` (its
     window rows ``KW * C`` are long enough: the input packed channels-last once), ``"window"``
     (short rows, e.g. one input channel: every output's whole window packed, im2col), None (the
-    direct loop nest: groups, symbolic shapes, tiny windows)."""
-    if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (*x_shape, *w_shape)):
+    direct loop nest: groups, symbolic shapes, tiny windows, a machine without vectors)."""
+    if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (*x_shape, *w_shape)) or not packs():
         return None
     c, kh, kw = w_shape[1], w_shape[2], w_shape[3]
     if (c * kw if attrs["dilation"][1] == 1 else c) >= MIN_DOT:
@@ -212,7 +221,7 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | 
     xs, ws = shape_of(x, op), shape_of(wt, op)
     n, c, h, w = xs
     o, cg, kh, kw = ws
-    if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or \
+    if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or not packs() or \
             not all(isinstance(v, int) for v in (*xs, *ws)):
         return None
     s, d = attrs["strides"], attrs["dilation"]

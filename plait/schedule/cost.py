@@ -204,7 +204,9 @@ class _Walker:
         self.flops = 0.0
 
     def vf(self, loop: For, dtype: str) -> int:
-        return max(1, min(self.m.lanes(dtype), _extent(loop))) if loop.kind == "vectorized" else 1
+        # a dot-product loop (plait.schedule.int_rules) is serial in the TIR, vectorized by the C compiler
+        vector = loop.kind == "vectorized" or bool(loop.annotations.get("dot_product"))
+        return max(1, min(self.m.lanes(dtype), _extent(loop))) if vector else 1
 
     def kept(self, loop: For, dtype: str) -> bool:
         """Whether the compiler keeps ``loop`` as a loop (does not unroll it completely)."""

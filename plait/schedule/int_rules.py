@@ -135,6 +135,20 @@ class _DivMod(StmtExprMutator):
         return self.inner if isinstance(post, FloorMod) and self._split_form(post) else post
 
 
+DOT = "dot_product"
+"""The annotation of a dot-product stage's innermost reduce loop: the C compiler vectorizes it (its
+dot-product pattern), so the cost model prices it as a vector loop although its kind is serial."""
+
+
+def _mark_dot(func: PrimFunc, root: str) -> PrimFunc:
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    if not st.reduce:
+        return func
+    sch = Schedule(func)
+    sch.annotate(st.reduce[-1].loop_var.name, DOT, 1)
+    return sch.func
+
+
 def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
@@ -149,11 +163,12 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
                 func, st = sch.func, analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
             except ScheduleError:
                 pass
-        return _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
+        func = _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
+        return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
         return _split_pack(func, st)
     return None
 
 
-__all__ = ["MIN_DOT", "NARROW", "dot_loop", "int_stage"]
+__all__ = ["DOT", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]

