@@ -14,7 +14,10 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   unrolls that loop completely (its value stays in a register across the copies): constant loops of
   at most ``machine.auto_unroll`` iterations (per vector), and ``unrolled`` loops. Loads and stores
   issue at ``loads_per_cycle``;
-- vectorized loops divide the work of their body by ``min(lanes, extent)``;
+- a vectorized loop runs its body once per vector: ``extent // lanes`` full vectors, then the rest as
+  compilers vectorize a remainder, in vectors of half, a quarter... the width down to 128 bits, and
+  what is left one element at a time (:func:`vector_ops`: 25 floats in 512-bit vectors are 16 + 8 + 1,
+  three instructions, not 25 / 16);
 - loop overhead: ``3 / ops_per_cycle`` cycles per iteration of a loop the compiler keeps (not
   unrolled), per vector in a vectorized loop;
 - superscalar machines (``ops_per_cycle > 1``) overlap float work, memory instructions and integer
@@ -120,6 +123,18 @@ def _float(ops: _Ops, m: Machine, dtype: str, instrs: float, flops: float) -> No
         ops.soft += max(flops, instrs)
 
 
+def vector_ops(extent: int, lanes: int, min_lanes: int) -> int:
+    """Vector (or scalar) operations a loop of ``extent`` elements vectorized ``lanes`` wide runs: full
+    vectors, then the remainder in vectors of ``lanes // 2``, ``lanes // 4``... down to ``min_lanes`` (a
+    128-bit register), then one element at a time (the epilogues GCC and LLVM make)."""
+    if lanes <= 1:
+        return extent
+    n, rest, width = extent // lanes, extent % lanes, lanes // 2
+    while rest and width >= max(min_lanes, 2):
+        n, rest, width = n + rest // width, rest % width, width // 2
+    return n + rest
+
+
 def _extent(loop: For) -> int:
     n = getattr(loop.extent, "value", None)
     return SYMBOLIC_EXTENT if n is None else max(0, n)
@@ -141,6 +156,13 @@ class _Walker:
         n = getattr(loop.extent, "value", None)
         return n is None or n // self.vf(loop, dtype) > self.m.auto_unroll
 
+    def iterations(self, loop: For, dtype: str) -> int:
+        """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
+        if loop.kind != "vectorized":
+            return _extent(loop)
+        bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
+        return vector_ops(_extent(loop), self.m.lanes(dtype), min(self.m.simd_bits, 128) // bits)
+
     def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None) -> float:
         """Executions of a statement (``used`` None) or of a load using the variables ``used``."""
         c = 1.0
@@ -150,7 +172,7 @@ class _Walker:
                 if lp.loop_var in used:
                     last_used = k
         for k, lp in enumerate(loops):
-            n = _extent(lp) / self.vf(lp, dtype)
+            n = self.iterations(lp, dtype)
             if used is None or lp.loop_var in used or (k < last_used and self.kept(lp, dtype)):
                 c *= n
         return c
@@ -253,4 +275,4 @@ def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = 
     return ScheduleCost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
 
 
-__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost"]
+__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost", "vector_ops"]
