@@ -24,7 +24,9 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   work (max); single-issue ones add them;
 - memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
   traffic); when those buffers do not fit ``machine.cache_bytes``, ``bytes / bytes_per_cycle``
-  bounds the time from below: ``cycles = max(compute, memory) + a call overhead``.
+  bounds the time from below, and when they do not fit the first-level cache
+  (``machine.l1_bytes``, 0: none), ``bytes / l2_bytes_per_cycle``: ``cycles = max(compute, memory) + a
+  call overhead``.
 
 It ranks schedules and targets; it does not predict a machine to better than a small factor.
 """
@@ -135,6 +137,14 @@ def vector_ops(extent: int, lanes: int, min_lanes: int) -> int:
     return n + rest
 
 
+def _iterations(m: Machine, loop: For, dtype: str) -> int:
+    """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
+    if loop.kind != "vectorized":
+        return _extent(loop)
+    bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
+    return vector_ops(_extent(loop), m.lanes(dtype), min(m.simd_bits, 128) // bits)
+
+
 def _extent(loop: For) -> int:
     n = getattr(loop.extent, "value", None)
     return SYMBOLIC_EXTENT if n is None else max(0, n)
@@ -156,13 +166,6 @@ class _Walker:
         n = getattr(loop.extent, "value", None)
         return n is None or n // self.vf(loop, dtype) > self.m.auto_unroll
 
-    def iterations(self, loop: For, dtype: str) -> int:
-        """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
-        if loop.kind != "vectorized":
-            return _extent(loop)
-        bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
-        return vector_ops(_extent(loop), self.m.lanes(dtype), min(self.m.simd_bits, 128) // bits)
-
     def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None) -> float:
         """Executions of a statement (``used`` None) or of a load using the variables ``used``."""
         c = 1.0
@@ -172,7 +175,7 @@ class _Walker:
                 if lp.loop_var in used:
                     last_used = k
         for k, lp in enumerate(loops):
-            n = self.iterations(lp, dtype)
+            n = _iterations(self.m, lp, dtype)
             if used is None or lp.loop_var in used or (k < last_used and self.kept(lp, dtype)):
                 c *= n
         return c
@@ -271,6 +274,8 @@ def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = 
     w.walk(func.body)
     nbytes, footprint = _traffic(func)
     memory = nbytes / machine.bytes_per_cycle if footprint > machine.cache_bytes else 0.0
+    if footprint > machine.l1_bytes > 0:  # streamed from the next cache level (a matrix-vector product's matrix)
+        memory = max(memory, nbytes / machine.l2_bytes_per_cycle)
     cycles = max(w.compute, memory) + CALL_OVERHEAD_CYCLES
     return ScheduleCost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
 

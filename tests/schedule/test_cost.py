@@ -67,7 +67,12 @@ def test_cost_grows_with_the_problem_and_memory_bounds_big_buffers():
     big = estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), HOST)
     assert big.cycles > 1000 * small.cycles
     assert big.memory_cycles == big.bytes / machine_for(HOST).bytes_per_cycle > 0 and small.memory_cycles == 0
+    # within the last cache level, data that overflows the first-level cache streams from the next one
     m = dataclasses.replace(machine_for(HOST), cache_bytes=1 << 40)
+    mid = estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), machine=m)
+    assert mid.memory_cycles == mid.bytes / m.l2_bytes_per_cycle == big.bytes / 24.0
+    assert estimate_cost(lower("add", [(1 << 10,), (1 << 10,)]), machine=m).memory_cycles == 0  # 12 KiB: in L1
+    m = dataclasses.replace(m, l1_bytes=0)  # no first-level cache (a microcontroller's SRAM)
     assert estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), machine=m).memory_cycles == 0
 
 

@@ -173,24 +173,25 @@ def supports(call: Call, target: Any) -> bool | tuple[bool, str]:
 
 @dataclass(frozen=True)
 class SgemmFit:
-    """``cblas_sgemm`` throughput of one vector-width class: ``flops_per_cycle`` on large products, and the
-    ``half`` sizes (m, n, k) at which that dimension alone would halve it; ``source``: the measurement."""
+    """OpenBLAS's speed on one vector-width class: ``cblas_sgemm``'s ``flops_per_cycle`` on large products
+    and the ``half`` sizes (m, n, k) at which that dimension alone would halve it; ``cblas_sgemv``'s
+    ``gemv_bytes_per_cycle`` (it streams the matrix); ``source``: the measurements."""
 
     flops_per_cycle: float
     half: tuple[float, float, float]
+    gemv_bytes_per_cycle: float
     source: str
 
 
 SGEMM_FITS = {
-    256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0),
+    256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0), 55e3 / 2445,
                   "AMD EPYC Zen 3, 2445 MHz, AVX2 + FMA, OpenBLAS 0.3.34 (Haswell kernels): 78-86 GFLOP/s on "
-                  "large products (256^3: 85.7); every sgemm shape within 11%"),
-    512: SgemmFit(113e3 / 2596, (0.5, 1.0, 1.0),
+                  "large products (256^3: 85.7), every sgemm shape within 11%; sgemv 1x512x512 in 21 us"),
+    512: SgemmFit(113e3 / 2596, (0.5, 1.0, 1.0), 70e3 / 2596,
                   "AMD EPYC with AVX-512 (avx512f), 2596 MHz, OpenBLAS of scipy-openblas32: 95-116 GFLOP/s "
-                  "from 32x64x64 to 256^3; every shape from 16^3 up within 25%, 32x64x64 and up within 15%"),
+                  "from 32x64x64 to 256^3, every shape from 16^3 up within 25%; sgemv 1x256x512 in 7.5 us"),
 }
 CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.04-0.14 us in all)
-GEMV_BYTES_PER_S = 55e9  # sgemv (m or n = 1) streams the matrix: 1x512x512 in 20-21 us (cache-resident)
 IM2COL_BYTES_PER_S = 50e9  # the im2col loop nest, 4 bytes read + 4 written per element (ResNet 3x3
 # 64x56x56: 1.8M elements in 0.2-0.25 ms)
 
@@ -212,16 +213,17 @@ def sgemm_fit(target: Any = None) -> tuple[SgemmFit, float]:
         return SGEMM_FITS[simd], clock
     base = max(below) if below else min(SGEMM_FITS)
     f = SGEMM_FITS[base]
-    return SgemmFit(f.flops_per_cycle * simd / base, f.half, f"{f.source} (scaled to {simd}-bit vectors)"), clock
+    return SgemmFit(f.flops_per_cycle * simd / base, f.half, f.gemv_bytes_per_cycle,
+                    f"{f.source} (scaled to {simd}-bit vectors)"), clock
 
 
 def gemm_seconds(m: int, n: int, k: int, target: Any = None) -> float:
     """Estimated seconds of one single-thread ``[m, k] @ [k, n]`` product (no call overhead):
     ``cblas_sgemv`` (m or n = 1) is bound by streaming the matrix, ``cblas_sgemm`` by the FMA units,
     less efficient on small dimensions (:func:`sgemm_fit` of ``target``)."""
-    if m == 1 or n == 1:
-        return 4.0 * (m * k + k * n + m * n) / GEMV_BYTES_PER_S
     fit, clock = sgemm_fit(target)
+    if m == 1 or n == 1:
+        return 4.0 * (m * k + k * n + m * n) / (fit.gemv_bytes_per_cycle * clock * 1e6)
     eff = 1.0
     for size, half in zip((m, n, k), fit.half):
         eff *= size / (size + half)
