@@ -88,3 +88,17 @@ def _all_serial(f):
             return tir.For(post.loop_var, post.min, post.extent, "serial", post.body, post.annotations)
 
     return Serial().visit(f)
+
+
+def test_a_vectorized_remainder_runs_in_narrower_vectors_then_element_by_element():
+    from plait.schedule.cost import vector_ops
+
+    # 16 lanes (512-bit floats), narrowest vector 4 (128-bit)
+    assert [vector_ops(n, 16, 4) for n in (16, 25, 18, 12, 24, 50, 7, 3)] == [1, 3, 3, 2, 2, 5, 4, 3]
+    assert vector_ops(25, 8, 4) == 4  # 256-bit: 8 + 8 + 8 + 1
+    assert vector_ops(6, 4, 4) == 3  # 128-bit (NEON, SSE, Helium): 4, then 2 single elements
+    assert vector_ops(7, 1, 1) == 7  # no SIMD
+    # a tile of 25 floats costs as much as 3 vectors of 16: more than 25 / 16 of one
+    f = default_schedule(lower("add", [(25,), (25,)]), "x86-64-avx512")
+    g = default_schedule(lower("add", [(32,), (32,)]), "x86-64-avx512")
+    assert estimate_cost(f, "x86-64-avx512").compute_cycles > estimate_cost(g, "x86-64-avx512").compute_cycles
