@@ -11,13 +11,23 @@ the estimate placement used for it (the sum of its calls' estimates: schedule es
 kind's cost hook on blas). The table gives, per piece kind and operator family (a unit's first
 non-elementwise operator), the median measured / estimated ratio, the number of units and the range:
 the per-family factors a calibration of the analytic model would apply (a ``"calibration"`` section of
-a cost database, docs/placement.md). The machine is shared: rerun for the quietest.
+a cost database, docs/placement.md). The machine is shared: rerun for the quietest; the header gives the
+facts the estimates used (SIMD width, clock: the vector-width class of the blas kind's fit) and the load.
+
+What the ratios showed, and what changed in the models instead of shipping per-family factors
+(docs/placement.md, "Host estimates"): a vectorized tile whose width is not a multiple of the lanes
+(DS-CNN's rows of 25, MobileNetV2's 6x6 maps) ran at half the estimated speed (the remainder's vectors:
+``plait.schedule.cost.vector_ops``); matrix-vector products ran at what L2 streams (``Machine.l1_bytes``,
+``l2_bytes_per_cycle``); OpenBLAS ran 1.4x faster than the blas kind's AVX2 fit on an AVX-512 host
+(``plait.backends.blas.backend.SGEMM_FITS``, per vector-width class). Units of a few microseconds also
+carry the graph executor's ~0.4 us per call, which no estimate includes (the same on both pieces).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -74,9 +84,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
+    from plait.backends.blas.backend import sgemm_fit
+    from plait.schedule import machine_for
+    from plait.target import CompositeTarget
+
+    host, blas = CompositeTarget(TARGET).pieces
+    m = machine_for(host.target)
+    fit, clock = sgemm_fit(blas.target)
+    print(f"c: {m.simd_bits}-bit SIMD at {m.clock_mhz:g} MHz; blas: {fit.flops_per_cycle:.1f} flops/cycle at "
+          f"{clock:g} MHz ({fit.source})")
+    print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = []
     for name in args.models.split(","):
         rows += measure_model(name.strip(), args.repeat)
+    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     table: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r["estimate_s"] > 0:

@@ -11,6 +11,10 @@ Rows (``--rows``, default all of them): ``c`` (target ``c``), ``blas`` (``host: 
 ``llvm``; skipped with a note when that kind cannot build here) and ``auto`` (``host: c; blas: blas``
 placed by the cost model, no rules). The auto row is checked against the better of ``c`` and
 ``blas`` (``auto <= min * (1 + --tolerance)`` on the fastest run of each), the issue's acceptance.
+``--tuned`` adds the row ``auto+tuned``: first ``plait tune`` of the model on ``host: c; blas: blas``
+(wall-clock measurements, ``--tune-trials`` candidates per function; its time is the row's
+``tune_s``), then the auto row's build with those tuning records (schedules and measured costs);
+it is checked like ``auto``.
 
 Everything is measured in the same process and run: for each model, plait builds each row (compile
 time includes the C compiler: a fresh compile cache is used unless --cache), then every row and ONNX
@@ -33,7 +37,7 @@ argument (its name in the table is the path as given). A file's inputs are rando
 missing file or one that is not a valid ONNX model is an error before anything is measured (exit 2).
 
 ``--json`` writes ``{"models": {NAME: {"ort_ms", "ort_best_ms", "numpy_ms", "rows": {ROW: {"plait_ms", "best_ms", "ratio",
-"compile_s", "max_abs_diff", "max_int8_steps" (--int8), "target", "place"}}}}, "machine": {...}}`` so that results can be
+"compile_s", "max_abs_diff", "max_int8_steps" (--int8), "target", "place", "tune_s" (auto+tuned)}}}}, "machine": {...}}`` so that results can be
 compared across commits.
 """
 
@@ -120,13 +124,26 @@ ROWS: dict[str, tuple[str, str | None, str]] = {
     "llvm": ("llvm", None, "LLVM JIT (llvmlite)"),
     "auto": ("host: c; blas: blas", None, "c + blas placed by the cost model"),
 }
+TUNED = "auto+tuned"  # --tuned: the auto row with the tuning records of plait tune on the same target
 
 
-def build_row(mod: Any, target: str, place: str | None, config: dict[str, Any]) -> tuple[Any, float]:
+def tuned_model(mod: Any, target: str, trials: int, cache_dir: str | None) -> tuple[Any, float]:
+    """``plait tune`` of ``mod`` on ``target`` (wall-clock measurements, ``trials`` candidates per function):
+    a cost model whose database holds the records, and the seconds the tuning took."""
+    from plait.placement.cost import CostModel
+    from plait.tune.runner import tune
+
+    t0 = time.perf_counter()
+    db, _ = tune(mod, target, trials=trials, measure="wall", cache_dir=cache_dir)
+    return CostModel.for_target(target, db), time.perf_counter() - t0
+
+
+def build_row(mod: Any, target: str, place: str | None, config: dict[str, Any],
+              cost_model: Any = None) -> tuple[Any, float]:
     import plait
 
     t0 = time.perf_counter()
-    art = plait.build(mod, target=target, place=place, config=config)
+    art = plait.build(mod, target=target, place=place, config=config, cost_model=cost_model)
     return art, time.perf_counter() - t0
 
 
@@ -174,7 +191,8 @@ def int8_steps(model: Any, got: list[np.ndarray], want: list[np.ndarray]) -> flo
 
 
 def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int, warmup: int, numpy: bool,
-                cache_dir: str | None, profile: int = 0, int8: str | None = None) -> dict[str, Any]:
+                cache_dir: str | None, profile: int = 0, int8: str | None = None,
+                tune_trials: int = 0) -> dict[str, Any]:
     from plait.errors import PlaitError
     from plait.executor import GraphModule
     from plait.frontend.onnx import from_onnx
@@ -196,7 +214,10 @@ def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int,
     for row, (target, place) in rows.items():
         r: dict[str, Any] = {"target": target, "place": place}
         try:
-            art, r["compile_s"] = build_row(mod, target, place, config)
+            cm = None
+            if row == TUNED:
+                cm, r["tune_s"] = tuned_model(mod, target, tune_trials, cache_dir)
+            art, r["compile_s"] = build_row(mod, target, place, config, cm)
         except PlaitError as exc:
             r["error"] = " ".join(ln.strip() for ln in str(exc).splitlines())[:300]
             out["rows"][row] = r
@@ -232,15 +253,15 @@ def bench_model(name: str, rows: dict[str, tuple[str, str | None]], repeat: int,
     return out
 
 
-def auto_check(result: dict[str, Any], tolerance: float) -> str | None:
-    """'ok' / 'SLOWER' when the auto row is within ``tolerance`` of the better of c and blas (or not),
-    on the fastest run of each (the least disturbed by other load on the machine; a median moves by
-    more than 5% on a busy machine even between two identical builds); None when a row is missing."""
+def auto_check(result: dict[str, Any], tolerance: float, row: str = "auto") -> str | None:
+    """'ok' / 'SLOWER' when the ``row`` (auto, or auto+tuned) is within ``tolerance`` of the better of c and
+    blas (or not), on the fastest run of each (the least disturbed by other load on the machine; a median
+    moves by more than 5% on a busy machine even between two identical builds); None when a row is missing."""
     rows = result.get("rows", {})
-    if not all("best_ms" in rows.get(k, {}) for k in ("auto", "c", "blas")):
+    if not all("best_ms" in rows.get(k, {}) for k in (row, "c", "blas")):
         return None
     best = min(rows["c"]["best_ms"], rows["blas"]["best_ms"])
-    return "ok" if rows["auto"]["best_ms"] <= best * (1 + tolerance) else "SLOWER"
+    return "ok" if rows[row]["best_ms"] <= best * (1 + tolerance) else "SLOWER"
 
 
 def machine() -> dict[str, Any]:
@@ -265,7 +286,7 @@ def _agreement(r: dict[str, Any]) -> str:
 
 def table(results: dict[str, dict[str, Any]], tolerance: float, int8: str | None = None) -> str:
     diff = "int8 steps" if int8 else "max|diff|"
-    head = f"{'model':20s} {'row':6s} {'plait ms':>10s} {'best':>8s} {'ORT ms':>9s} {'plait/ORT':>10s} {'numpy ms':>9s} " \
+    head = f"{'model':20s} {'row':10s} {'plait ms':>10s} {'best':>8s} {'ORT ms':>9s} {'plait/ORT':>10s} {'numpy ms':>9s} " \
            f"{'compile s':>10s} {diff:>10s}  placement"
     title = [f"int8 {int8}: the quantized models (per-channel int8), plait and ORT on the same model"] if int8 else []
     lines = title + [head, "-" * len(head)]
@@ -275,7 +296,7 @@ def table(results: dict[str, dict[str, Any]], tolerance: float, int8: str | None
             continue
         first = True
         for row, r in res["rows"].items():
-            label = f"{name if first else '':20s} {row:6s}"
+            label = f"{name if first else '':20s} {row:10s}"
             first = False
             if "error" in r:
                 lines.append(f"{label} skipped: {r['error']}")
@@ -285,13 +306,15 @@ def table(results: dict[str, dict[str, Any]], tolerance: float, int8: str | None
             lines.append(f"{label} {r['plait_ms']:10.3f} {r['best_ms']:8.3f} {res['ort_ms']:9.3f} {r['ratio']:9.2f}x {numpy_ms} "
                          f"{r['compile_s']:10.2f} {_agreement(r)}  {on}")
             for c in r.get("slowest_calls", []):
-                lines.append(f"{'':29s}{c['ms']:10.3f} ms  {c['func']}")
-        check = auto_check(res, tolerance)
-        if check is not None:
-            rows = res["rows"]
-            best = min(("c", "blas"), key=lambda k: rows[k]["best_ms"])
-            lines.append(f"{'':20s} auto vs the better single-piece build ({best}), fastest runs: "
-                         f"{rows['auto']['best_ms'] / rows[best]['best_ms']:.2f}x  {check}")
+                lines.append(f"{'':33s}{c['ms']:10.3f} ms  {c['func']}")
+        for auto in ("auto", TUNED):
+            check = auto_check(res, tolerance, auto)
+            if check is not None:
+                rows = res["rows"]
+                best = min(("c", "blas"), key=lambda k: rows[k]["best_ms"])
+                tuned = f" (tuned in {rows[auto]['tune_s']:.0f} s)" if "tune_s" in rows[auto] else ""
+                lines.append(f"{'':20s} {auto} vs the better single-piece build ({best}), fastest runs: "
+                             f"{rows[auto]['best_ms'] / rows[best]['best_ms']:.2f}x  {check}{tuned}")
     return "\n".join(lines)
 
 
@@ -313,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="also show the N slowest calls of each model and row (graph executor profile)")
     p.add_argument("--int8", choices=("qdq", "qoperator"), help="bench the quantized bundled models "
                    "(per-channel int8, ONNX Runtime's quantizer) in this form, against ORT on the same model")
+    p.add_argument("--tuned", action="store_true",
+                   help=f"add the row {TUNED}: plait tune of each model on the auto row's target first")
+    p.add_argument("--tune-trials", type=int, default=8, metavar="N",
+                   help="candidates per function for --tuned (default 8)")
     p.add_argument("--cache", action="store_true", help="use the default C compile cache (compile_s then "
                                                           "excludes the C compiler when the code is unchanged)")
     args = p.parse_args(argv)
@@ -336,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             p.error(f"unknown row '{bad[0]}' (rows: {', '.join(ROWS)})")
         rows = {r: ROWS[r][:2] for r in wanted}
+        if args.tuned:
+            rows[TUNED] = ROWS["auto"][:2]
 
     from plait.errors import PlaitError
 
@@ -344,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             try:
                 results[name] = bench_model(name, rows, args.repeat, args.warmup, not args.no_numpy,
-                                            None if args.cache else tmp, args.profile, args.int8)
+                                            None if args.cache else tmp, args.profile, args.int8,
+                                            args.tune_trials)
             except PlaitError as exc:
                 results[name] = {"error": " ".join(ln.strip() for ln in str(exc).splitlines())[:300]}
             print(f"  {name}: done", file=sys.stderr, flush=True)
@@ -358,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     failed = any("error" in r for r in results.values())
-    failed = failed or any(auto_check(r, args.tolerance) == "SLOWER" for r in results.values())
+    failed = failed or any(auto_check(r, args.tolerance, row) == "SLOWER" for r in results.values()
+                           for row in ("auto", TUNED))
     return 1 if failed else 0
 
 

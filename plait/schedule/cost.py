@@ -14,7 +14,10 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   unrolls that loop completely (its value stays in a register across the copies): constant loops of
   at most ``machine.auto_unroll`` iterations (per vector), and ``unrolled`` loops. Loads and stores
   issue at ``loads_per_cycle``;
-- vectorized loops divide the work of their body by ``min(lanes, extent)``;
+- a vectorized loop runs its body once per vector: ``extent // lanes`` full vectors, then the rest as
+  compilers vectorize a remainder, in vectors of half, a quarter... the width down to 128 bits, and
+  what is left one element at a time (:func:`vector_ops`: 25 floats in 512-bit vectors are 16 + 8 + 1,
+  three instructions, not 25 / 16);
 - loop overhead: ``3 / ops_per_cycle`` cycles per iteration of a loop the compiler keeps (not
   unrolled, more than one iteration), per vector in a vectorized loop;
 - integer work on data (the operations of a statement's value, not of its indices or of loads'
@@ -30,7 +33,9 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   work (max); single-issue ones add them;
 - memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
   traffic); when those buffers do not fit ``machine.cache_bytes``, ``bytes / bytes_per_cycle``
-  bounds the time from below: ``cycles = max(compute, memory) + a call overhead``.
+  bounds the time from below, and when they do not fit the first-level cache
+  (``machine.l1_bytes``, 0: none), ``bytes / l2_bytes_per_cycle``: ``cycles = max(compute, memory) + a
+  call overhead``.
 
 It ranks schedules and targets; it does not predict a machine to better than a small factor.
 """
@@ -192,6 +197,26 @@ def _float(ops: _Ops, m: Machine, dtype: str, instrs: float, flops: float) -> No
         ops.soft += max(flops, instrs)
 
 
+def vector_ops(extent: int, lanes: int, min_lanes: int) -> int:
+    """Vector (or scalar) operations a loop of ``extent`` elements vectorized ``lanes`` wide runs: full
+    vectors, then the remainder in vectors of ``lanes // 2``, ``lanes // 4``... down to ``min_lanes`` (a
+    128-bit register), then one element at a time (the epilogues GCC and LLVM make)."""
+    if lanes <= 1:
+        return extent
+    n, rest, width = extent // lanes, extent % lanes, lanes // 2
+    while rest and width >= max(min_lanes, 2):
+        n, rest, width = n + rest // width, rest % width, width // 2
+    return n + rest
+
+
+def _iterations(m: Machine, loop: For, dtype: str) -> int:
+    """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
+    if loop.kind != "vectorized":
+        return _extent(loop)
+    bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
+    return vector_ops(_extent(loop), m.lanes(dtype), min(m.simd_bits, 128) // bits)
+
+
 def _extent(loop: For) -> int:
     n = getattr(loop.extent, "value", None)
     return SYMBOLIC_EXTENT if n is None else max(0, n)
@@ -226,7 +251,7 @@ class _Walker:
                 if lp.loop_var in used:
                     last_used = k
         for k, lp in enumerate(loops):
-            n = _extent(lp) / self.vf(lp, dtype)
+            n = _iterations(self.m, lp, dtype)
             if used is None or lp.loop_var in used or (k < last_used and self.kept(lp, dtype)):
                 c *= n
         return c
@@ -327,8 +352,10 @@ def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = 
     w.walk(func.body)
     nbytes, footprint = _traffic(func)
     memory = nbytes / machine.bytes_per_cycle if footprint > machine.cache_bytes else 0.0
+    if footprint > machine.l1_bytes > 0:  # streamed from the next cache level (a matrix-vector product's matrix)
+        memory = max(memory, nbytes / machine.l2_bytes_per_cycle)
     cycles = max(w.compute, memory) + CALL_OVERHEAD_CYCLES
     return ScheduleCost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
 
 
-__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost"]
+__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost", "vector_ops"]

@@ -30,6 +30,8 @@ class Machine:
     bytes_per_cycle: float  # sustained bandwidth from main memory (RAM / DRAM), bytes per cycle
     cache_bytes: int  # data that stays close (L2 on a host, the whole SRAM on a microcontroller)
     soft_float_cycles: float  # cycles of one float operation in software (fpu "none")
+    l1_bytes: int = 0  # the first-level data cache (0: none: every access at loads_per_cycle)
+    l2_bytes_per_cycle: float = 0.0  # sustained bandwidth from the next level, for data that overflows l1_bytes
     auto_unroll: int = 0  # the compiler unrolls constant loops of at most this many iterations (per vector)
     intrinsic_ops: float = 20.0  # float operations of one exp/log/tanh/... call
     # integer arithmetic of the data (not of addresses), per instruction or per vector of them:

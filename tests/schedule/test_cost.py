@@ -67,7 +67,12 @@ def test_cost_grows_with_the_problem_and_memory_bounds_big_buffers():
     big = estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), HOST)
     assert big.cycles > 1000 * small.cycles
     assert big.memory_cycles == big.bytes / machine_for(HOST).bytes_per_cycle > 0 and small.memory_cycles == 0
+    # within the last cache level, data that overflows the first-level cache streams from the next one
     m = dataclasses.replace(machine_for(HOST), cache_bytes=1 << 40)
+    mid = estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), machine=m)
+    assert mid.memory_cycles == mid.bytes / m.l2_bytes_per_cycle == big.bytes / 24.0
+    assert estimate_cost(lower("add", [(1 << 10,), (1 << 10,)]), machine=m).memory_cycles == 0  # 12 KiB: in L1
+    m = dataclasses.replace(m, l1_bytes=0)  # no first-level cache (a microcontroller's SRAM)
     assert estimate_cost(lower("add", [(1 << 22,), (1 << 22,)]), machine=m).memory_cycles == 0
 
 
@@ -83,3 +88,17 @@ def _all_serial(f):
             return tir.For(post.loop_var, post.min, post.extent, "serial", post.body, post.annotations)
 
     return Serial().visit(f)
+
+
+def test_a_vectorized_remainder_runs_in_narrower_vectors_then_element_by_element():
+    from plait.schedule.cost import vector_ops
+
+    # 16 lanes (512-bit floats), narrowest vector 4 (128-bit)
+    assert [vector_ops(n, 16, 4) for n in (16, 25, 18, 12, 24, 50, 7, 3)] == [1, 3, 3, 2, 2, 5, 4, 3]
+    assert vector_ops(25, 8, 4) == 4  # 256-bit: 8 + 8 + 8 + 1
+    assert vector_ops(6, 4, 4) == 3  # 128-bit (NEON, SSE, Helium): 4, then 2 single elements
+    assert vector_ops(7, 1, 1) == 7  # no SIMD
+    # a tile of 25 floats costs as much as 3 vectors of 16: more than 25 / 16 of one
+    f = default_schedule(lower("add", [(25,), (25,)]), "x86-64-avx512")
+    g = default_schedule(lower("add", [(32,), (32,)]), "x86-64-avx512")
+    assert estimate_cost(f, "x86-64-avx512").compute_cycles > estimate_cost(g, "x86-64-avx512").compute_cycles

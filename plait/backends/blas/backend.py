@@ -164,31 +164,70 @@ def supports(call: Call, target: Any) -> bool | tuple[bool, str]:
 
 # ---- cost ---------------------------------------------------------------------------------------
 
-# Fitted to measurements on the build machine (AMD EPYC Zen 3, nominal 2445 MHz, AVX2 + FMA, one
-# thread; OpenBLAS 0.3.34 of scipy-openblas32, which runs its Haswell kernels there):
-# ``python bench/blas_speed.py`` times the products of :data:`SHAPES` with a C loop calling OpenBLAS
-# as the PrimFuncs do; the constants below are the least-squares fit (in log space) of the best of 4
-# runs (the machine is shared: the best run is the unloaded one, the same best case the analytic
-# estimates of other kinds describe). Every sgemm shape is within 11% of its measurement, every
-# sgemv one within 25%; docs/kind-blas.md has the table.
-PEAK_GFLOPS = 80.0  # large sgemm: 78-86 GFLOP/s measured (256^3: 85.7; the core boosts above 2445 MHz)
-HALF_SIZE = (2.0, 4.0, 4.0)  # m, n, k at which that dimension alone would halve the throughput
-CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.14 us in all)
-GEMV_BYTES_PER_S = 55e9  # sgemv (m or n = 1) streams the matrix: 1x512x512 in 21 us (cache-resident)
+# OpenBLAS picks its kernels from the CPU's widest SIMD, so its single-thread speed is fitted per vector-width
+# class of the host, each on one machine by ``python bench/blas_speed.py`` (a C loop calling OpenBLAS as the
+# PrimFuncs do; least squares in log space of the best of several runs: the machine is shared, the best run
+# is the unloaded one, the same best case the analytic estimates of other kinds describe), and kept in
+# flops per cycle of that machine's clock so that the clock of the machine it runs on scales it.
+
+
+@dataclass(frozen=True)
+class SgemmFit:
+    """OpenBLAS's speed on one vector-width class: ``cblas_sgemm``'s ``flops_per_cycle`` on large products
+    and the ``half`` sizes (m, n, k) at which that dimension alone would halve it; ``cblas_sgemv``'s
+    ``gemv_bytes_per_cycle`` (it streams the matrix); ``source``: the measurements."""
+
+    flops_per_cycle: float
+    half: tuple[float, float, float]
+    gemv_bytes_per_cycle: float
+    source: str
+
+
+SGEMM_FITS = {
+    256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0), 55e3 / 2445,
+                  "AMD EPYC Zen 3, 2445 MHz, AVX2 + FMA, OpenBLAS 0.3.34 (Haswell kernels): 78-86 GFLOP/s on "
+                  "large products (256^3: 85.7), every sgemm shape within 11%; sgemv 1x512x512 in 21 us"),
+    512: SgemmFit(113e3 / 2596, (0.5, 1.0, 1.0), 70e3 / 2596,
+                  "AMD EPYC with AVX-512 (avx512f), 2596 MHz, OpenBLAS of scipy-openblas32: 95-116 GFLOP/s "
+                  "from 32x64x64 to 256^3, every shape from 16^3 up within 25%; sgemv 1x256x512 in 7.5 us"),
+}
+CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.04-0.14 us in all)
 IM2COL_BYTES_PER_S = 50e9  # the im2col loop nest, 4 bytes read + 4 written per element (ResNet 3x3
 # 64x56x56: 1.8M elements in 0.2-0.25 ms)
 
 
-def gemm_seconds(m: int, n: int, k: int) -> float:
+def sgemm_fit(target: Any = None) -> tuple[SgemmFit, float]:
+    """The fit of ``target``'s vector-width class and the clock (MHz) to apply it at: the target's
+    ``simd_bits`` and ``clock_mhz`` facts (``blas -simd-bits=512 -clock-mhz=2445``), else this machine's
+    (OpenBLAS runs on the host). A class without a fit takes the widest fitted class below it, scaled by
+    the width ratio (128-bit SSE / NEON: half the 256-bit class)."""
+    from plait.schedule.machine import fact
+    from plait.target.host import measure
+
+    simd = fact(target, "simd_bits", None) if target is not None else None
+    clock = fact(target, "clock_mhz", None) if target is not None else None
+    simd = int(simd if simd is not None else measure("simd_bits").value or 128)  # type: ignore[arg-type]
+    clock = float(clock if clock is not None else measure("clock_mhz").value or 2000)  # type: ignore[arg-type]
+    below = [b for b in SGEMM_FITS if b <= simd]
+    if simd in SGEMM_FITS:
+        return SGEMM_FITS[simd], clock
+    base = max(below) if below else min(SGEMM_FITS)
+    f = SGEMM_FITS[base]
+    return SgemmFit(f.flops_per_cycle * simd / base, f.half, f.gemv_bytes_per_cycle,
+                    f"{f.source} (scaled to {simd}-bit vectors)"), clock
+
+
+def gemm_seconds(m: int, n: int, k: int, target: Any = None) -> float:
     """Estimated seconds of one single-thread ``[m, k] @ [k, n]`` product (no call overhead):
     ``cblas_sgemv`` (m or n = 1) is bound by streaming the matrix, ``cblas_sgemm`` by the FMA units,
-    less efficient on small dimensions."""
+    less efficient on small dimensions (:func:`sgemm_fit` of ``target``)."""
+    fit, clock = sgemm_fit(target)
     if m == 1 or n == 1:
-        return 4.0 * (m * k + k * n + m * n) / GEMV_BYTES_PER_S
+        return 4.0 * (m * k + k * n + m * n) / (fit.gemv_bytes_per_cycle * clock * 1e6)
     eff = 1.0
-    for size, half in zip((m, n, k), HALF_SIZE):
+    for size, half in zip((m, n, k), fit.half):
         eff *= size / (size + half)
-    return 2.0 * m * n * k / (PEAK_GFLOPS * 1e9 * eff)
+    return 2.0 * m * n * k / (fit.flops_per_cycle * clock * 1e6 * eff)
 
 
 def cost(call: Call, target: Any) -> float | None:
@@ -196,7 +235,7 @@ def cost(call: Call, target: Any) -> float | None:
     p = plan(call)
     if p is None:
         return None
-    per = gemm_seconds(p.m, p.n, p.k) + CALL_OVERHEAD_S + p.im2col * 8.0 / IM2COL_BYTES_PER_S
+    per = gemm_seconds(p.m, p.n, p.k, target) + CALL_OVERHEAD_S + p.im2col * 8.0 / IM2COL_BYTES_PER_S
     return p.count * per
 
 
@@ -428,7 +467,7 @@ def main() -> None:
     print(f"OpenBLAS {openblas().path}, one thread")
     print(f"{'m':>5s} {'n':>5s} {'k':>5s} {'measured us':>12s} {'model us':>10s} {'GFLOP/s':>8s} {'model/meas':>10s}")
     for (m, n, k), t in zip(SHAPES, measure(SHAPES)):
-        est = gemm_seconds(m, n, k) + CALL_OVERHEAD_S
+        est = gemm_seconds(m, n, k) + CALL_OVERHEAD_S  # this machine's class
         print(f"{m:5d} {n:5d} {k:5d} {t * 1e6:12.2f} {est * 1e6:10.2f} {2 * m * n * k / t * 1e-9:8.1f} {est / t:10.2f}")
 
 
