@@ -209,9 +209,15 @@ def vector_ops(extent: int, lanes: int, min_lanes: int) -> int:
     return n + rest
 
 
+def _vectorized(loop: For) -> bool:
+    """Whether the compiler runs ``loop`` in vectors: a vectorized loop, or a dot-product loop
+    (:mod:`plait.schedule.int_rules`: serial in the TIR, the C compiler's dot-product pattern)."""
+    return loop.kind == "vectorized" or bool(loop.annotations.get("dot_product"))
+
+
 def _iterations(m: Machine, loop: For, dtype: str) -> int:
     """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
-    if loop.kind != "vectorized":
+    if not _vectorized(loop):
         return _extent(loop)
     bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
     return vector_ops(_extent(loop), m.lanes(dtype), min(m.simd_bits, 128) // bits)
@@ -229,9 +235,7 @@ class _Walker:
         self.flops = 0.0
 
     def vf(self, loop: For, dtype: str) -> int:
-        # a dot-product loop (plait.schedule.int_rules) is serial in the TIR, vectorized by the C compiler
-        vector = loop.kind == "vectorized" or bool(loop.annotations.get("dot_product"))
-        return max(1, min(self.m.lanes(dtype), _extent(loop))) if vector else 1
+        return max(1, min(self.m.lanes(dtype), _extent(loop))) if _vectorized(loop) else 1
 
     def kept(self, loop: For, dtype: str) -> bool:
         """Whether the compiler keeps ``loop`` as a loop (does not unroll it completely)."""
