@@ -185,6 +185,9 @@ def test_a_vector_loop_of_a_partial_vector_is_split_into_whole_vectors(simd, ext
     got = re.findall(r'"llvm.loop.vectorize.width", i32 (\d+)', text)
     assert sorted(set(got), key=int, reverse=True) == widths
     assert '"llvm.loop.unroll.full"' not in text  # no longer handed to the SLP vectorizer
+    # a loop outside register tiles (a padded copy) stays fully unrolled (fewer loops for LLVM to optimize)
+    copy = PrimFunc((X, Y), For(z, 0, extent, "vectorized", Y.store((0, z), X[0, z])), {"global_symbol": "copy"})
+    assert ('"llvm.loop.unroll.full"' in codegen_llvm([copy], target)) == (simd > 0)
 
 
 def test_extern_calls_handles_and_scalar_parameters():
