@@ -389,18 +389,18 @@ def _row_axis(st: Stage, u: For, v: For) -> For | None:
     return None
 
 
-def row_block(ev: int, lanes: int, accumulators: int, choices: list[int]) -> int:
-    """Output rows per register tile (of ``choices``) for a tile of ``accumulators`` vectors along a
-    vector axis of extent ``ev``. :data:`ACCUMULATORS` counts full-width vectors: a tile of narrower
-    vectors (rows of 56 in 8-wide vectors on AVX-512, :func:`_vector_width`) takes output rows until
-    it has as many lanes in flight, at most :data:`DEFAULT_ROW_BLOCK`. Measured on AVX-512 (gcc 12):
-    the 64 -> 64 3x3 convolution at 56x56, 8 channels x 8 columns 2.97 ms, x 2 rows 2.11 ms (ONNX
-    Runtime 2.05 ms); 4 channels x 4 rows x 8 columns was not kept in registers by gcc (3.9 ms), hence
-    the cap. Full-width tiles keep one row: with 4 or 2 channels x 16 columns, 2 rows were 0.9-1.7x
-    the time of one (a tuner may still try them: the ``row_block`` knob)."""
-    width = _vector_width(ev, lanes)
-    want = ACCUMULATORS * lanes // width
-    if width == lanes or accumulators >= want:
+def row_block(width: int, lanes: int, accumulators: int, choices: list[int]) -> int:
+    """Output rows per register tile (of ``choices``) for a tile of ``accumulators`` vectors of
+    ``width`` elements each. :data:`ACCUMULATORS` counts full-width vectors: a tile of narrower
+    vectors (rows of 56 in 8-wide vectors on AVX-512, :func:`_vector_width`; rows of 8 with 16 lanes)
+    takes output rows until it has as many lanes in flight, at most :data:`DEFAULT_ROW_BLOCK`.
+    Measured on AVX-512 (gcc 12): the 64 -> 64 3x3 convolution at 56x56, 8 channels x 8 columns 2.97
+    ms, x 2 rows 2.11 ms (ONNX Runtime 2.05 ms); at 8x8, 51 -> 42 us; 4 channels x 4 rows x 8 columns
+    was not kept in registers by gcc (3.9 ms at 56x56), hence the cap. Full-width tiles keep one row:
+    with 4 or 2 channels x 16 columns, 2 rows were 0.9-1.7x the time of one (a tuner may still try
+    them: the ``row_block`` knob)."""
+    want = -(-ACCUMULATORS * lanes // width)
+    if width >= lanes or accumulators >= want:
         return 1
     fits = [d for d in choices if d <= DEFAULT_ROW_BLOCK]
     return min((d for d in fits if d * accumulators >= want), default=max(fits, default=1))
@@ -436,7 +436,7 @@ def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) 
     if r is not None:
         nvec = math.ceil(vb / _vector_width(ev, lanes))  # type: ignore[operator]
         rbs = [d for d in _divisors(const_int(r.extent)) if d == 1 or d <= MAX_ROW_BLOCK and d * ub * nvec <= budget]  # type: ignore[arg-type]
-        rb = knobs.choose(f"{knob}.row_block", rbs, row_block(ev, lanes, ub * nvec, rbs))  # type: ignore[arg-type]
+        rb = knobs.choose(f"{knob}.row_block", rbs, row_block(min(vb, _vector_width(ev, lanes)), lanes, ub * nvec, rbs))  # type: ignore[arg-type]
     order = [_name(lp) for lp in st.spatial]
     inner = []
     for lp, block, extent in ((r, rb, 0), (u, ub, eu), (v, vb, ev)):
