@@ -423,7 +423,8 @@ def _best_tile(ev: int, eu: int, lanes: int, budget: int, max_ub: int = 0) -> tu
 
 
 def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) -> None:
-    """Register tile: the vector axis and the reuse axis innermost, below the reduce loops."""
+    """Register tile: the row block (:func:`row_block`), the reuse axis and the vector axis innermost,
+    in that order, below the reduce loops."""
     u = _reuse_axis(st, v)
     ev, eu = const_int(v.extent), (const_int(u.extent) if u is not None else 1)
     vb, ub = tile_sizes(ev, eu, lanes, budget, reuse_block_limit(st, u, v) if u is not None else 0)  # type: ignore[arg-type]
@@ -434,16 +435,19 @@ def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) 
     r = _row_axis(st, u, v) if u is not None else None
     rb = 1
     if r is not None:
-        nvec = math.ceil(vb / _vector_width(ev, lanes))  # type: ignore[operator]
-        rbs = [d for d in _divisors(const_int(r.extent)) if d == 1 or d <= MAX_ROW_BLOCK and d * ub * nvec <= budget]  # type: ignore[arg-type]
-        rb = knobs.choose(f"{knob}.row_block", rbs, row_block(min(vb, _vector_width(ev, lanes)), lanes, ub * nvec, rbs))  # type: ignore[arg-type]
+        width = _vector_width(ev, lanes)  # type: ignore[arg-type]
+        nvec = math.ceil(vb / width)  # type: ignore[operator]
+        rbs = [d for d in _divisors(const_int(r.extent))  # type: ignore[arg-type]
+               if d == 1 or d <= MAX_ROW_BLOCK and d * ub * nvec <= budget]
+        default = row_block(min(vb, width), lanes, ub * nvec, rbs)  # type: ignore[arg-type]
+        rb = knobs.choose(f"{knob}.row_block", rbs, default)
     order = [_name(lp) for lp in st.spatial]
     inner = []
-    for lp, block, extent in ((r, rb, 0), (u, ub, eu), (v, vb, ev)):
+    for lp, block in ((r, rb), (u, ub), (v, vb)):
         if lp is None or block == 1 and lp is not v:  # the vector axis is always in the tile
             continue
         name = _name(lp)
-        if block < (extent or const_int(lp.extent)):  # type: ignore[operator]
+        if block < const_int(lp.extent):  # type: ignore[operator]
             outer, name = sch.split(name, [None, block])
             order[order.index(_name(lp))] = outer
         else:
