@@ -60,3 +60,19 @@ def test_short_rows_of_a_1x1_conv_are_fused_into_linear_vector_loops():
     # the backend prints a fused loop's (x / 5, x % 5) as x: a linear index gcc vectorizes
     assert " / 5" not in src and " % 5" not in src
     assert "T_nn_conv2d_y_T_nn_conv2d_z_fused_0 * 25 + T_nn_conv2d_y_T_nn_conv2d_z_fused_1]" in src
+
+
+def test_compiled_row_tiles_of_half_vectors_match_the_interpreter():
+    # AVX-512 facts pinned (the code compiles and runs on any x86 host): rows of 56 in 8-wide vectors,
+    # tiles of 8 channels x 2 output rows (5 input channels, 6 rows)
+    f = lower("nn.conv2d", [(1, 5, 6, 56), (16, 5, 3, 3)], padding=(1, 1, 1, 1)).with_attrs(global_symbol="rows_plain")
+    g = default_schedule(f, "c -simd-bits=512 -clock-mhz=2445").with_attrs(global_symbol="rows_sched")
+    assert any(isinstance(n, tir.For) and n.loop_var.name == "T_nn_conv2d_y_1" and n.extent.value == 2
+               for n in tir.functor.pre_order(g.body))
+    lib = build_c([f, g], HOST)
+    args = fx.inputs_for(f, 5)
+    want = fx.run(f, args)
+    arrays = [a.copy() for a in args]
+    lib["rows_sched"](*arrays)
+    for w, x in zip(want, arrays[f.attrs["num_inputs"]:]):
+        np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)

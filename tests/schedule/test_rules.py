@@ -133,6 +133,73 @@ def test_host_conv_is_padded_tiled_and_vectorized():
     close(f, g)
 
 
+AVX512 = "c -simd-bits=512 -clock-mhz=2445"  # host facts pinned: AVX-512 answers on any machine
+
+
+def test_row_block_takes_rows_for_vectors_narrower_than_the_lanes_only():
+    from plait.schedule.rules import row_block
+
+    assert row_block(8, 16, 8, [1, 2, 4]) == 2  # 8-wide vectors with 16 lanes: 2 rows of 8 channels
+    assert row_block(8, 16, 4, [1, 2, 4]) == 2  # 4 channels would want 4 rows: at most 2 by default
+    assert row_block(8, 16, 8, [1, 7]) == 1  # 7 rows: no block of 2 divides them
+    assert row_block(16, 16, 4, [1, 2, 4]) == 1  # whole 16-wide vectors: one row
+    assert row_block(8, 8, 8, [1, 2, 4]) == 1  # AVX2: 8-wide vectors are whole vectors
+    assert row_block(8, 16, 16, [1, 2]) == 1  # already 16 accumulators
+
+
+@pytest.mark.parametrize("target,rows", [(AVX512, 2), (HOST, 1), ("c -simd-bits=0", 0)])
+def test_conv_rows_of_narrow_vectors_get_a_tile_of_two_output_rows(target, rows):
+    # the ResNet block's 3x3 conv (rows of 56: 3.5 AVX-512 vectors, tiled in 8-wide vectors) and
+    # ResNet-8's at 8x8 (rows of half a vector): 8 output channels x 2 rows x 8 columns = 16
+    # accumulators on AVX-512; AVX2 keeps 8 x 8; no SIMD: no tile
+    for width in (56, 8):
+        _two_rows_on_avx512(target, rows, width)
+
+
+def _two_rows_on_avx512(target, rows, width):
+    f = lower("nn.conv2d", [(1, 8, 6, width), (16, 8, 3, 3)], padding=(1, 1, 1, 1))
+    g = default_schedule(f, target)
+    k = loop_kinds(g)
+    c = "T_nn_conv2d_"
+    z = "z_1" if width > 8 else "z"  # a row of 8 is one tile wide: not split
+    if rows == 0:  # a scalar reduction (its 3-tap loop unrolled), the spatial loops as they were
+        assert [k[c + x] for x in ("oc", "y", "z", "rx")] == [("serial", 16), ("serial", 6), ("serial", width),
+                                                              ("unrolled", 3)]
+    elif rows == 1:
+        assert c + "y_1" not in k and list(k)[-5:] == [c + x for x in ("rx", "oc_1", z, "oc_1_epi", z + "_epi")]
+    else:
+        assert list(k)[-7:] == [c + x for x in ("rx", "y_1", "oc_1", z, "y_1_epi", "oc_1_epi", z + "_epi")]
+        assert k[c + "y_1"] == ("serial", 2) and k[c + "oc_1"] == ("serial", 8) and k[c + z] == ("vectorized", 8)
+        assert allocs(g)[c[:-1] + "_local"] == ((2, 8, 8, 1, 1, 1, 1), "local")
+    close(f, g)
+
+
+@pytest.mark.parametrize("shapes,attrs,blocks", [
+    ([(1, 3, 6, 40), (5, 3, 3, 3)], dict(padding=(1, 1, 1, 1)), (1, 2, 3)),  # 5 channels: not a multiple of 8
+    ([(2, 4, 12, 79), (8, 4, 3, 3)], dict(strides=(2, 2), padding=(1, 1, 1, 1)), (1, 2)),  # strided, odd width
+    ([(1, 8, 5, 40), (8, 8, 3, 3)], dict(padding=(1, 1, 1, 1)), (1,)),  # 5 rows: no block divides them
+    ([(1, 8, 6, 40), (8, 4, 3, 3)], dict(padding=(1, 1, 1, 1), groups=2), None),  # grouped: no reuse axis
+    ([(1, 6, 8, 24), (16, 6, 1, 1)], {}, None),  # pointwise: rows fused into one
+    ([(1, 2, 10, 44), (4, 2, 3, 3)], dict(padding=(2, 2, 2, 2), dilation=(2, 2)), (1, 2)),
+])
+@pytest.mark.parametrize("target", [AVX512, HOST])
+def test_every_row_block_preserves_results(shapes, attrs, blocks, target):
+    # the row_block knob's choices (blocks of the output rows that fit the accumulators) on AVX-512,
+    # each compared with the unscheduled function
+    from plait.schedule import knobs
+
+    f = lower("nn.conv2d", shapes, **attrs)
+    with knobs.using({}) as space:
+        default_schedule(f, target)
+    knob = space.knobs.get("T_nn_conv2d_n.row_block")
+    if target == AVX512:
+        assert (knob.choices if knob else None) == blocks
+    for rb in knob.choices if knob else (1,):
+        with knobs.using({knob.name: rb} if knob else {}):
+            g = default_schedule(f, target)
+        close(f, g)
+
+
 @pytest.mark.parametrize("target,lanes", [(HOST, 8), ("x86-64-avx512", 16)])
 def test_pointwise_conv_rows_shorter_than_half_a_vector_are_fused(target, lanes):
     # DS-CNN / MobileNet pointwise convs over 25x5 and 6x6 pixels: rows of 5 and 6 are below half of
