@@ -33,6 +33,9 @@ def resize_vs_ort(x, size, *, scales=None, roi=None, method="nearest", mode="hal
     else:
         inputs = [x, onnx_roi if onnx_roi is not None else np.zeros(0, F32), np.array((1, 1) + tuple(scales), F32)]
     (want,) = run_onnx_node("Resize", inputs, onnx_attrs, opset=19)
+    if method == "linear" and x.dtype == F32:  # ONNX Runtime's operation order: bit for bit
+        np.testing.assert_array_equal(got, want)
+        return
     assert_close(got, want, **({"rtol": 1e-5, "atol": 1e-4} if method == "cubic" else {}))
 
 
@@ -180,3 +183,21 @@ def test_depth_space_types_and_errors():
     assert rel_error("depth_to_space", (1, 4, 2), block_size=2) == (
         "depth_to_space: data: expected a 4-D NCHW tensor, got Tensor[(1, 4, 2), float32]")
     assert rel_error("space_to_depth", (1, 4, 2, 2), block_size=0) == "space_to_depth: expected block_size >= 1, got 0"
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "align_corners", "tf_crop_and_resize"])
+def test_resize_linear_compiled_is_onnx_runtime_bit_for_bit(mode):
+    """The C of a float32 linear resize (host flags: contraction allowed) equals ONNX Runtime's."""
+    import plait
+    from plait.executor import GraphModule
+    from plait.relay import IRModule, call, var
+
+    x = data((2, 3, 5, 6), key=3)
+    roi = (0.1, 0.2, 0.9, 0.7) if mode == "tf_crop_and_resize" else None
+    attrs = {"size": (10, 9), "method": "linear", "coordinate_transformation_mode": mode, "roi": roi}
+    art = plait.build(IRModule.from_expr(call("image.resize2d", var("x", x.shape), **attrs)), "c")
+    (got,) = GraphModule(art)(x=x)
+    onnx_roi = None if roi is None else np.array([0, 0, roi[0], roi[1], 1, 1, roi[2], roi[3]], F32)
+    (want,) = run_onnx_node("Resize", [x, onnx_roi, None, np.array((2, 3, 10, 9), I64)],
+                            {"mode": "linear", "coordinate_transformation_mode": mode}, opset=19)
+    np.testing.assert_array_equal(got, want)
