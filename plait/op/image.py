@@ -4,10 +4,10 @@ image.resize2d follows ONNX Resize over the two spatial dims. Coordinates are co
 with the operation order ONNX Runtime uses, so that nearest-neighbour ties and linear weights land
 exactly where ONNX Runtime puts them. Linear interpolation is ONNX Runtime's ``UpsampleBilinear``
 operation by operation (the float32 products ``w_y * w_x``, each times its tap, summed in the order
-(y1, x1), (y1, x2), (y2, x1), (y2, x2)), so float32 results are ONNX Runtime's bit for bit; cubic
-is separable (one weight matrix per spatial axis). Linear and cubic need floating-point data (ONNX
-Runtime's integer paths use implementation-specific fixed-point rounding); nearest works for every
-dtype.
+(y1, x1), (y1, x2), (y2, x1), (y2, x2)), so float32 results are ONNX Runtime's bit for bit; int8
+and uint8 data take the same float32 arithmetic, truncated toward zero (``static_cast<T>``), as
+ONNX Runtime's NCHW kernel does. Cubic is separable (one weight matrix per spatial axis) and needs
+floating-point data; nearest works for every dtype.
 
 TE computes: image.resize2d ports the reference's coordinate mapping operation by operation in float32 (constants
 folded with numpy float32 arithmetic, exactly as the reference computes them), so nearest-neighbour
@@ -40,6 +40,8 @@ F32 = np.float32
 _COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                 "tf_crop_and_resize")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+# linear interpolation of integers: ONNX Runtime's NCHW kernel (float32 arithmetic, truncated toward zero)
+LINEAR_INT_DTYPES = ("int8", "uint8")
 
 
 # ---- coordinate mapping (one spatial axis) -----------------------------------------------------------
@@ -121,6 +123,9 @@ def _bilinear(x: np.ndarray, ch: np.ndarray, cw: np.ndarray) -> np.ndarray:
         for tx, wx in ((x1, wx1), (x2, wx2)):
             term = (wy[:, None] * wx[None, :]).astype(acc) * xa[:, :, ty[:, None], tx[None, :]]
             total = term if total is None else total + term
+    if x.dtype.kind in "iu":  # static_cast<T>: toward zero (the sum stays inside T's range)
+        info = np.iinfo(x.dtype)
+        return np.clip(np.trunc(total), info.min, info.max).astype(x.dtype)
     return total.astype(x.dtype)
 
 
@@ -157,9 +162,11 @@ def _resize_rel(args, attrs):
     if x.ndim != 4:
         raise RelError(f"image.resize2d: data: expected a 4-D NCHW tensor, got {x}")
     _check_resize_attrs(attrs)
-    if attrs["method"] != "nearest" and x.dtype not in FLOAT_DTYPES:
-        raise RelError(f"image.resize2d: {attrs['method']} interpolation: expected a floating-point tensor, "
+    if attrs["method"] == "linear" and x.dtype not in FLOAT_DTYPES and x.dtype not in LINEAR_INT_DTYPES:
+        raise RelError(f"image.resize2d: linear interpolation: expected a floating-point, int8 or uint8 tensor, "
                        f"got {x.dtype}")
+    if attrs["method"] == "cubic" and x.dtype not in FLOAT_DTYPES:
+        raise RelError(f"image.resize2d: cubic interpolation: expected a floating-point tensor, got {x.dtype}")
     return TensorType(x.shape[:2] + tuple(attrs["size"]), x.dtype)
 
 
@@ -449,6 +456,14 @@ def _bilinear_sum(x: Tensor, at: tuple[PrimExpr, ...], tables: tuple, coefs: lis
     return total
 
 
+def _bilinear_out(total: PrimExpr, dtype: str) -> PrimExpr:
+    """The sum in the output's dtype: an integer one truncated toward zero (``static_cast<T>``)."""
+    if dtype not in LINEAR_INT_DTYPES:
+        return tir.cast(dtype, total)
+    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
+    return tir.cast(dtype, clamp(tir.cast("int32", tir.trunc(total)), lo, hi))
+
+
 @defop.compute("image.resize2d")
 def _resize2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "image.resize2d"
@@ -467,7 +482,7 @@ def _resize2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         if attrs["method"] == "nearest":
             value = x[b, ch, ih[0][y], iw[0][z]]
         elif attrs["method"] == "linear":
-            value = tir.cast(dtype, _bilinear_sum(x, (b, ch, y, z), tables, coefs, acc))
+            value = _bilinear_out(_bilinear_sum(x, (b, ch, y, z), tables, coefs, acc), dtype)
         else:
             def weight(t: Tensor, pos: PrimExpr) -> PrimExpr:
                 return tir.cast(acc, t[pos])
