@@ -26,6 +26,10 @@ The other patterns ONNX Runtime's optimized session fuses become the operators o
 ``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
 -> the float pooling with QLinearAveragePool's rounding.
 
+First, as ONNX Runtime's ``WeightBiasQuantization``: ``Q([add](conv(DQ(x), w float), b float))``
+(``nn.conv2d`` / ``nn.conv2d_transpose``, x per tensor) takes ``DQ(int8 w)`` and ``DQ(int32 b)``
+(:class:`_WeightBias`), so the patterns above apply where ONNX Runtime's do.
+
 The operator between the dequantizes and the quantize must have no other use (otherwise the float
 computation stays); a dequantize may have other uses (ONNX Runtime duplicates it), which keep it.
 What does not match keeps its float operator between a run-time dequantize and quantize (the int8
