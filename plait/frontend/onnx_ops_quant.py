@@ -26,34 +26,34 @@ from plait.relay.expr import Expr
 QUANT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
 
-def _check_block(cx: NodeContext) -> None:
-    if cx.attr("block_size", 0):
-        raise Unsupported("blocked quantization (block_size) not supported")
-
-
 def _zero(cx: NodeContext, i: int, dtype: str) -> Expr:
-    """Zero point input ``i``, or a scalar 0 of ``dtype`` when it is not given."""
-    return cx.expr(i) if cx.has(i) else cx.constant(0, dtype)
+    """Zero point input ``i``, or a 0 of ``dtype`` shaped as the scale (input 1) when it is not given."""
+    if cx.has(i):
+        return cx.expr(i)
+    shape = cx.shape(1) if cx.attr("block_size", 0) else ()
+    if not all(isinstance(d, int) for d in shape):
+        raise Unsupported("blocked quantization with a scale of unknown shape and no zero point not supported")
+    return cx.constant(np.zeros(shape), dtype)
 
 
-def _axis(cx: NodeContext) -> int:
-    """The ``axis`` attribute, normalized when the scale is per axis (it is unused otherwise)."""
-    per_axis = cx.ndim(1) == 1 and cx.shape(1)[0] != 1
-    return cx.axis(cx.attr("axis", 1), cx.ndim(0)) if per_axis else 1
+def _axis(cx: NodeContext) -> dict[str, int]:
+    """``axis`` (normalized when the scale is per axis or blocked; unused otherwise) and ``block_size``."""
+    block = cx.attr("block_size", 0)
+    per_axis = block or (cx.ndim(1) == 1 and cx.shape(1)[0] != 1)
+    axis = cx.axis(cx.attr("axis", 1), cx.ndim(0)) if per_axis else 1
+    return {"axis": axis, "block_size": block} if block else {"axis": axis}
 
 
 def dequantize_linear(cx: NodeContext) -> object:
-    _check_block(cx)
     x = cx.dtype(0)
     if x not in QUANT_DTYPES:
         raise Unsupported(f"dequantizing {x} not supported")
-    y = cx.call("qnn.dequantize", cx.expr(0), cx.expr(1), _zero(cx, 2, x), axis=_axis(cx))
+    y = cx.call("qnn.dequantize", cx.expr(0), cx.expr(1), _zero(cx, 2, x), **_axis(cx))
     out = plait_dtype(cx.attr("output_dtype")) if cx.attr("output_dtype", 0) else cx.dtype(1)
     return cx.cast(y, out)
 
 
 def quantize_linear(cx: NodeContext) -> object:
-    _check_block(cx)
     if cx.has(2):
         out = cx.dtype(2)
     else:
@@ -61,7 +61,7 @@ def quantize_linear(cx: NodeContext) -> object:
     if out not in QUANT_DTYPES:
         raise Unsupported(f"quantizing to {out} not supported")
     x = cx.expr(0) if cx.dtype(0) != "float64" else cx.cast(cx.expr(0), "float32")
-    return cx.call("qnn.quantize", x, cx.expr(1), _zero(cx, 2, out), axis=_axis(cx))
+    return cx.call("qnn.quantize", x, cx.expr(1), _zero(cx, 2, out), **_axis(cx))
 
 
 # ---- float expansion (run-time zero points) -------------------------------------------------------

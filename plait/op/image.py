@@ -2,20 +2,25 @@
 
 image.resize2d follows ONNX Resize over the two spatial dims. Coordinates are computed in float32
 with the operation order ONNX Runtime uses, so that nearest-neighbour ties and linear weights land
-exactly where ONNX Runtime puts them. Interpolation (linear, cubic) is separable: one weight matrix
-per spatial axis. Linear and cubic need floating-point data (ONNX Runtime's integer paths use
-implementation-specific fixed-point rounding); nearest works for every dtype.
+exactly where ONNX Runtime puts them. Linear interpolation is ONNX Runtime's ``UpsampleBilinear``
+operation by operation (the float32 products ``w_y * w_x``, each times its tap, summed in the order
+(y1, x1), (y1, x2), (y2, x1), (y2, x2)), so float32 results are ONNX Runtime's bit for bit; int8
+and uint8 data take the same float32 arithmetic, truncated toward zero (``static_cast<T>``), as
+ONNX Runtime's NCHW kernel does. Cubic is separable (one weight matrix per spatial axis) and needs
+floating-point data; nearest works for every dtype.
 
 TE computes: image.resize2d ports the reference's coordinate mapping operation by operation in float32 (constants
 folded with numpy float32 arithmetic, exactly as the reference computes them), so nearest-neighbour
 ties and interpolation weights land where the reference puts them. Each spatial axis gets a small
 table stage over the output positions (source indices, weights, the outside flag of
-tf_crop_and_resize), computed once; the output stage reads the tables and the 1, 2x2 or 4x4 taps.
+tf_crop_and_resize), computed once; linear adds a stage of the four coefficients of every output
+position (float32 values stored as float64, so the C compiler cannot fuse a term's multiply into the
+sum); the output stage reads the tables and the 1, 2x2 or 4x4 taps.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -35,6 +40,8 @@ F32 = np.float32
 _COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                 "tf_crop_and_resize")
 _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+# linear interpolation of integers: ONNX Runtime's NCHW kernel (float32 arithmetic, truncated toward zero)
+LINEAR_INT_DTYPES = ("int8", "uint8")
 
 
 # ---- coordinate mapping (one spatial axis) -----------------------------------------------------------
@@ -91,18 +98,41 @@ def cubic_coeffs(s: np.ndarray, a: float) -> np.ndarray:
     return np.stack([far(s + 1), near(s), near(1 - s), far(2 - s)], axis=-1).astype(F32)
 
 
+def linear_taps(xo: np.ndarray, in_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i1, i2, weight of i1, weight of i2) of one axis, as ONNX Runtime's ``SetupUpsampleBilinear``:
+    the coordinate clamped to [0, in_len - 1], ``i2 = min(i1 + 1, in_len - 1)``, the weight of i1
+    ``|x - i2|`` and of i2 ``|x - i1|`` (both 0.5 when i1 == i2), in float32."""
+    xc = np.clip(xo, F32(0), F32(in_len - 1))
+    i1 = np.minimum(cast_array(xc, "int64"), in_len - 1)
+    i2 = np.minimum(i1 + 1, in_len - 1)
+    same = i1 == i2
+    w1 = np.where(same, F32(0.5), np.abs(xc - i2.astype(F32))).astype(F32)
+    w2 = np.where(same, F32(0.5), np.abs(xc - i1.astype(F32))).astype(F32)
+    return i1, i2, w1, w2
+
+
+def _bilinear(x: np.ndarray, ch: np.ndarray, cw: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's ``UpsampleBilinear`` (NCHW): the float32 products of a row and a column weight,
+    each times its tap, summed in the order (y1, x1), (y1, x2), (y2, x1), (y2, x2)."""
+    y1, y2, wy1, wy2 = linear_taps(ch, x.shape[2])
+    x1, x2, wx1, wx2 = linear_taps(cw, x.shape[3])
+    acc = np.float64 if x.dtype == np.float64 else F32
+    xa = x.astype(acc)
+    total = None
+    for ty, wy in ((y1, wy1), (y2, wy2)):
+        for tx, wx in ((x1, wx1), (x2, wx2)):
+            term = (wy[:, None] * wx[None, :]).astype(acc) * xa[:, :, ty[:, None], tx[None, :]]
+            total = term if total is None else total + term
+    if x.dtype.kind in "iu":  # static_cast<T>: toward zero (the sum stays inside T's range)
+        info = np.iinfo(x.dtype)
+        return np.clip(np.trunc(total), info.min, info.max).astype(x.dtype)
+    return total.astype(x.dtype)
+
+
 def _weights(xo: np.ndarray, in_len: int, method: str, attrs: Attrs) -> np.ndarray:
-    """Dense (out_len, in_len) interpolation matrix of one axis (taps outside the axis are clamped)."""
+    """Dense (out_len, in_len) cubic interpolation matrix of one axis (taps outside the axis are clamped)."""
     w = np.zeros((len(xo), in_len), F32)
     rows = np.arange(len(xo))
-    if method == "linear":
-        xc = np.clip(xo, F32(0), F32(in_len - 1))
-        i1 = np.minimum(cast_array(xc, "int64"), in_len - 1)
-        i2 = np.minimum(i1 + 1, in_len - 1)
-        frac = np.where(i1 == i2, F32(0.5), xc - i1.astype(F32))
-        np.add.at(w, (rows, i1), np.where(i1 == i2, F32(0.5), F32(1) - frac))
-        np.add.at(w, (rows, i2), frac)
-        return w
     base = cast_array(np.floor(xo), "int64")
     coeffs = cubic_coeffs((xo - np.floor(xo)).astype(F32), attrs["cubic_alpha"])
     taps = base[:, None] + np.arange(-1, 3)
@@ -132,9 +162,11 @@ def _resize_rel(args, attrs):
     if x.ndim != 4:
         raise RelError(f"image.resize2d: data: expected a 4-D NCHW tensor, got {x}")
     _check_resize_attrs(attrs)
-    if attrs["method"] != "nearest" and x.dtype not in FLOAT_DTYPES:
-        raise RelError(f"image.resize2d: {attrs['method']} interpolation: expected a floating-point tensor, "
+    if attrs["method"] == "linear" and x.dtype not in FLOAT_DTYPES and x.dtype not in LINEAR_INT_DTYPES:
+        raise RelError(f"image.resize2d: linear interpolation: expected a floating-point, int8 or uint8 tensor, "
                        f"got {x.dtype}")
+    if attrs["method"] == "cubic" and x.dtype not in FLOAT_DTYPES:
+        raise RelError(f"image.resize2d: cubic interpolation: expected a floating-point tensor, got {x.dtype}")
     return TensorType(x.shape[:2] + tuple(attrs["size"]), x.dtype)
 
 
@@ -156,6 +188,8 @@ def _resize_ref(args, attrs):
     if method == "nearest":
         ih, iw = (_nearest_index(c, attrs["nearest_mode"], x.shape[2 + k]) for k, c in enumerate(coords))
         out = x[:, :, ih[:, None], iw[None, :]]
+    elif method == "linear":
+        out = _bilinear(x, coords[0], coords[1])
     else:
         wh, ww = (_weights(c, x.shape[2 + k], method, attrs) for k, c in enumerate(coords))
         acc = np.float64 if x.dtype == np.float64 else F32
@@ -347,8 +381,9 @@ def _table_entry(j: int, xo: PrimExpr, in_len: int, attrs: Attrs, crop: bool) ->
         i1 = tir.min(tir.cast("int64", xc), in_len - 1)
         i2 = tir.min(i1 + 1, in_len - 1)
         same = tir.eq(i1, i2)
-        frac = tir.select(same, _f(0.5), xc - tir.cast("float32", i1))
-        return [i1, i2, tir.select(same, _f(0.5), _f(1) - frac), frac][j]
+        w1 = tir.select(same, _f(0.5), tir.fabs(xc - tir.cast("float32", i2)))
+        w2 = tir.select(same, _f(0.5), tir.fabs(xc - tir.cast("float32", i1)))
+        return [i1, i2, w1, w2][j]
     fl = tir.floor(xo)
     taps = [tir.cast("int64", fl) + d for d in (-1, 0, 1, 2)]
     if j < 4:
@@ -390,6 +425,45 @@ def _axis_tables(k: int, out_len: int, in_len: int, attrs: Attrs) -> tuple[list[
     return outs[:taps], outs[taps:2 * taps] if method != "nearest" else [], outs[-1] if crop else None
 
 
+def _bilinear_coefs(out_hw: Sequence[int], tables: tuple) -> list[Tensor]:
+    """The four products ``w_y * w_x`` ((y1, x1), (y1, x2), (y2, x1), (y2, x2)) of every output
+    position, rounded to float32 and stored as float64: a stage of its own, so the C compiler sees
+    an opaque double factor in each term and cannot contract the term's multiply into the sum (an FMA
+    rounds once where ONNX Runtime rounds twice)."""
+    ih, wh, iw, ww = tables
+
+    def body(y: PrimExpr, z: PrimExpr) -> tuple[PrimExpr, ...]:
+        return tuple(tir.cast("float64", tir.cast("float32", tir.cast("float64", wa[y]) * tir.cast("float64", wb[z])))
+                     for wa in wh for wb in ww)
+
+    return make("image.resize2d", tuple(out_hw), body, "coef", inline=False)
+
+
+def _bilinear_sum(x: Tensor, at: tuple[PrimExpr, ...], tables: tuple, coefs: list[Tensor], acc: str) -> PrimExpr:
+    """``plait.op.image._bilinear`` at output ``at`` = (b, ch, y, z): each coefficient times its tap,
+    summed (y1, x1), (y1, x2), (y2, x1), (y2, x2). In float32 each product is a double product
+    (exact) rounded to float32, each sum two float32 values added: IEEE float32 arithmetic, bit for
+    bit, and nothing the C compiler may fuse."""
+    b, ch, y, z = at
+    ih, _, iw, _ = tables
+    taps = [(ta, tb) for ta in ih for tb in iw]
+    total = None
+    for (ta, tb), c in zip(taps, coefs):
+        term = c[y, z] * tir.cast("float64", x[b, ch, ta[y], tb[z]])
+        if acc == "float32":
+            term = tir.cast("float32", term)
+        total = term if total is None else total + term
+    return total
+
+
+def _bilinear_out(total: PrimExpr, dtype: str) -> PrimExpr:
+    """The sum in the output's dtype: an integer one truncated toward zero (``static_cast<T>``)."""
+    if dtype not in LINEAR_INT_DTYPES:
+        return tir.cast(dtype, total)
+    lo, hi = (-128, 127) if dtype == "int8" else (0, 255)
+    return tir.cast(dtype, clamp(tir.cast("int32", tir.trunc(total)), lo, hi))
+
+
 @defop.compute("image.resize2d")
 def _resize2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "image.resize2d"
@@ -401,10 +475,14 @@ def _resize2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (ih, wh, oh), (iw, ww, ow) = (_axis_tables(k, shape[2 + k], (h, w)[k], attrs) for k in range(2))
     acc = "float64" if dtype == "float64" else "float32"
     fill = scalar_const(attrs["extrapolation_value"], dtype)
+    tables = (ih, wh, iw, ww)
+    coefs = _bilinear_coefs(shape[2:], tables) if attrs["method"] == "linear" else []
 
     def body(b: PrimExpr, ch: PrimExpr, y: PrimExpr, z: PrimExpr) -> PrimExpr:
         if attrs["method"] == "nearest":
             value = x[b, ch, ih[0][y], iw[0][z]]
+        elif attrs["method"] == "linear":
+            value = _bilinear_out(_bilinear_sum(x, (b, ch, y, z), tables, coefs, acc), dtype)
         else:
             def weight(t: Tensor, pos: PrimExpr) -> PrimExpr:
                 return tir.cast(acc, t[pos])

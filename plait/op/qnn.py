@@ -42,11 +42,15 @@ SCALE_DTYPES = ("float32", "float16")
 # ---- shared helpers -------------------------------------------------------------------------------
 
 
-def _param_type(t: Type, x: TensorType, axis: int, what: str, dtypes: tuple[str, ...]) -> TensorType:
-    """A scale / zero point argument: scalar, [1], or [C] with C = x.shape[axis]."""
+def _param_type(t: Type, x: TensorType, axis: int, what: str, dtypes: tuple[str, ...],
+                block: int = 0) -> TensorType:
+    """A scale / zero point argument: scalar, [1], or [C] with C = x.shape[axis]; blocked
+    (``block`` > 0): the input's rank, ``ceil(D / block)`` along ``axis``, the input's dims elsewhere."""
     p = as_tensor(t, what)
     if p.dtype not in dtypes:
         raise RelError(f"{what}: expected {' or '.join(dtypes)}, got {p}")
+    if block:
+        return _block_param_type(p, x, axis, what, block)
     if p.ndim > 1:
         raise RelError(f"{what}: expected a scalar or a 1-D tensor, got {p}")
     if p.ndim == 1 and p.shape[0] != 1:
@@ -58,6 +62,29 @@ def _param_type(t: Type, x: TensorType, axis: int, what: str, dtypes: tuple[str,
     return p
 
 
+def _block_param_type(p: TensorType, x: TensorType, axis: int, what: str, block: int) -> TensorType:
+    """A blocked scale / zero point: rank of the input, dim ``axis`` = ceil(D / block), others equal."""
+    if block < 0:
+        raise RelError(f"{what}: block_size must be >= 0, got {block}")
+    if p.ndim != x.ndim or x.ndim == 0:
+        raise RelError(f"{what}: blocked quantization expects the input's rank {x.ndim} (>= 1), got {p}")
+    ax = norm_axis(axis, x.ndim, what + ": axis")
+    for d, (pd, xd) in enumerate(zip(p.shape, x.shape)):
+        if not (isinstance(pd, int) and isinstance(xd, int)):
+            continue
+        want = -(-xd // block) if d == ax else xd
+        if pd != want:
+            how = f"ceil({xd} / block_size {block})" if d == ax else "the input's"
+            raise RelError(f"{what}: dim {d}: expected {want} ({how}), got {p}")
+    return p
+
+
+def _unblock(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+    """A blocked parameter repeated ``block`` times along ``axis`` and cut to the input's ``shape``."""
+    ax = axis + len(shape) if axis < 0 else axis
+    return np.take(np.repeat(np.asarray(p), block, axis=ax), np.arange(shape[ax]), axis=ax)
+
+
 def _bcast(p: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     """A scale / zero point array shaped to broadcast along ``axis`` of a rank-``ndim`` value."""
     p = np.asarray(p).reshape(-1)
@@ -67,9 +94,12 @@ def _bcast(p: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return p.reshape((-1,) + (1,) * (ndim - 1 - axis))
 
 
-def _param_load(p: Any, idx: tuple[PrimExpr, ...], axis: int) -> PrimExpr:
-    """The TE load of a per-tensor or per-axis parameter at output index ``idx``."""
+def _param_load(p: Any, idx: tuple[PrimExpr, ...], axis: int, block: int = 0) -> PrimExpr:
+    """The TE load of a per-tensor, per-axis or blocked parameter at output index ``idx``."""
     shape = shape_of(p, "qnn")
+    if block:
+        ax = axis + len(idx) if axis < 0 else axis
+        return p[tuple(tir.floordiv(v, block) if d == ax else v for d, v in enumerate(idx))]
     if not shape:
         return p[()]
     if shape[0] == 1:
@@ -86,6 +116,8 @@ def _qcost(flops: float):
 
 
 AXIS = AttrSpec("axis", "int", 1, "the axis a 1-D scale / zero point runs along")
+BLOCK = AttrSpec("block_size", "int", 0, "blocked quantization: scale / zero point of the input's rank, "
+                 "element i along axis reads index i // block_size (0: per tensor or per axis)")
 
 # ---- quantize / dequantize ------------------------------------------------------------------------
 
@@ -94,19 +126,24 @@ def _quantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     x = as_tensor(args[0], "quantize: input")
     if x.dtype not in ("float32", "float16", "int32"):
         raise RelError(f"quantize: input: expected float32, float16 or int32, got {x}")
-    _param_type(args[1], x, attrs["axis"], "quantize: scale", SCALE_DTYPES)
-    zp = _param_type(args[2], x, attrs["axis"], "quantize: zero_point", QUANT_DTYPES)
+    b = attrs["block_size"]
+    _param_type(args[1], x, attrs["axis"], "quantize: scale", SCALE_DTYPES, b)
+    zp = _param_type(args[2], x, attrs["axis"], "quantize: zero_point", QUANT_DTYPES, b)
     return TensorType(x.shape, zp.dtype)
 
 
-def quantize_array(x: np.ndarray, scale: Any, zp: Any, axis: int = 1) -> np.ndarray:
+def quantize_array(x: np.ndarray, scale: Any, zp: Any, axis: int = 1, block_size: int = 0) -> np.ndarray:
     """``qnn.quantize``'s arithmetic (MLAS's ``MlasQuantizeLinear``) on numpy values; the result has
     the zero point's dtype."""
     x, scale, zp = np.asarray(x), np.asarray(scale), np.asarray(zp)
     out = zp.dtype
     lo, hi = int_range(out.name)
-    s = _bcast(scale, x.ndim, axis).astype(np.float32)
-    z = _bcast(zp, x.ndim, axis).astype(np.int64)
+    if block_size:
+        s = _unblock(scale, x.shape, axis, block_size).astype(np.float32)
+        z = _unblock(zp, x.shape, axis, block_size).astype(np.int64)
+    else:
+        s = _bcast(scale, x.ndim, axis).astype(np.float32)
+        z = _bcast(zp, x.ndim, axis).astype(np.int64)
     with np.errstate(all="ignore"):
         v = x.astype(np.float32) / s
     if out == np.int32:  # bounds beyond float32's exact integers: round, then clamp in float64
@@ -118,15 +155,16 @@ def quantize_array(x: np.ndarray, scale: Any, zp: Any, axis: int = 1) -> np.ndar
 
 
 def _quantize_ref(args: list, attrs: Attrs) -> np.ndarray:
-    return quantize_array(args[0], args[1], args[2], attrs["axis"])
+    return quantize_array(args[0], args[1], args[2], attrs["axis"], attrs["block_size"])
 
 
 def _dequantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     x = as_tensor(args[0], "dequantize: input")
     if x.dtype not in QUANT_DTYPES:
         raise RelError(f"dequantize: input: expected {', '.join(QUANT_DTYPES)}, got {x}")
-    s = _param_type(args[1], x, attrs["axis"], "dequantize: scale", SCALE_DTYPES)
-    zp = _param_type(args[2], x, attrs["axis"], "dequantize: zero_point", QUANT_DTYPES)
+    b = attrs["block_size"]
+    s = _param_type(args[1], x, attrs["axis"], "dequantize: scale", SCALE_DTYPES, b)
+    zp = _param_type(args[2], x, attrs["axis"], "dequantize: zero_point", QUANT_DTYPES, b)
     if zp.dtype != x.dtype:
         raise RelError(f"dequantize: zero_point: expected {x.dtype} (the input's dtype), got {zp}")
     return TensorType(x.shape, s.dtype)
@@ -134,8 +172,13 @@ def _dequantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
 
 def _dequantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     x, scale, zp = (np.asarray(a) for a in args)
-    s = _bcast(scale, x.ndim, attrs["axis"]).astype(np.float32)
-    z = _bcast(zp, x.ndim, attrs["axis"]).astype(np.int64)
+    axis, b = attrs["axis"], attrs["block_size"]
+    if b:
+        s = _unblock(scale, x.shape, axis, b).astype(np.float32)
+        z = _unblock(zp, x.shape, axis, b).astype(np.int64)
+    else:
+        s = _bcast(scale, x.ndim, axis).astype(np.float32)
+        z = _bcast(zp, x.ndim, axis).astype(np.int64)
     return ((x.astype(np.int64) - z).astype(np.float32) * s).astype(scale.dtype)
 
 
@@ -143,16 +186,19 @@ def _qdq_onnx(op_type: str, dtype_arg: int) -> Any:
     def export(ex: Any) -> str:
         if ex.arg_type(dtype_arg).dtype in ("int16", "uint16"):
             ex.need_opset(21, f"{op_type} of {ex.arg_type(dtype_arg).dtype}")
+        if ex.attrs["block_size"]:
+            ex.need_opset(21, f"blocked {op_type}")
+            return ex.node(op_type, ex.ins, axis=ex.attrs["axis"], block_size=ex.attrs["block_size"])
         return ex.node(op_type, ex.ins, axis=ex.attrs["axis"])
 
     return export
 
 
-defop("qnn.quantize", rel=_quantize_rel, ref=_quantize_ref, cost=_qcost(4.0), pattern=OpPattern.BROADCAST, num_inputs=3, attrs=(AXIS,),
+defop("qnn.quantize", rel=_quantize_rel, ref=_quantize_ref, cost=_qcost(4.0), pattern=OpPattern.BROADCAST, num_inputs=3, attrs=(AXIS, BLOCK),
       doc="x / scale rounded half to even, plus zero_point, saturated (ONNX QuantizeLinear as ONNX Runtime computes it)",
       onnx=(OnnxMap("QuantizeLinear", convert=False, export=_qdq_onnx("QuantizeLinear", 2)),))
 defop("qnn.dequantize", rel=_dequantize_rel, ref=_dequantize_ref, cost=_qcost(2.0), pattern=OpPattern.BROADCAST,
-      num_inputs=3, attrs=(AXIS,),
+      num_inputs=3, attrs=(AXIS, BLOCK),
       doc="(x - zero_point) * scale in float32 (ONNX DequantizeLinear)",
       onnx=(OnnxMap("DequantizeLinear", convert=False, export=_qdq_onnx("DequantizeLinear", 0)),))
 
@@ -275,20 +321,20 @@ def _quantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, scale, zp = inputs
     shape, out = out_tensor_type(out_type, op)
     lo, hi = int_range(out)
-    axis = attrs["axis"]
+    axis, b = attrs["axis"], attrs["block_size"]
     wide = out == "int32"  # int32 bounds are not float32 values: clamp after rounding, in float64
 
     def body(*i: PrimExpr) -> PrimExpr:
-        s = up(_param_load(scale, i, axis))
+        s = up(_param_load(scale, i, axis, b))
         v = tir.cast("float32", x[i]) / s
         if wide:
-            r = tir.cast("float64", tir.nearbyint(v)) + tir.cast("float64", _param_load(zp, i, axis))
+            r = tir.cast("float64", tir.nearbyint(v)) + tir.cast("float64", _param_load(zp, i, axis, b))
             r = tir.select(tir.isnan(r), float(lo), tir.min(tir.max(r, float(lo)), float(hi)))
             return tir.cast(out, r)
-        z = tir.cast("float32", _param_load(zp, i, axis))
+        z = tir.cast("float32", _param_load(zp, i, axis, b))
         flo, fhi = float(lo) - z, float(hi) - z
         v = tir.select(tir.isnan(v), flo, tir.min(tir.max(v, flo), fhi))
-        return tir.cast(out, tir.cast("int32", tir.nearbyint(v)) + tir.cast("int32", _param_load(zp, i, axis)))
+        return tir.cast(out, tir.cast("int32", tir.nearbyint(v)) + tir.cast("int32", _param_load(zp, i, axis, b)))
 
     return make(op, shape, body)
 
@@ -298,11 +344,11 @@ def _dequantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.dequantize"
     x, scale, zp = inputs
     shape, out = out_tensor_type(out_type, op)
-    axis = attrs["axis"]
+    axis, b = attrs["axis"], attrs["block_size"]
 
     def body(*i: PrimExpr) -> PrimExpr:
-        d = tir.cast("int64", x[i]) - tir.cast("int64", _param_load(zp, i, axis))
-        return tir.cast(out, tir.cast("float32", d) * up(_param_load(scale, i, axis)))
+        d = tir.cast("int64", x[i]) - tir.cast("int64", _param_load(zp, i, axis, b))
+        return tir.cast(out, tir.cast("float32", d) * up(_param_load(scale, i, axis, b)))
 
     return make(op, shape, body)
 

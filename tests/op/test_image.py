@@ -33,6 +33,9 @@ def resize_vs_ort(x, size, *, scales=None, roi=None, method="nearest", mode="hal
     else:
         inputs = [x, onnx_roi if onnx_roi is not None else np.zeros(0, F32), np.array((1, 1) + tuple(scales), F32)]
     (want,) = run_onnx_node("Resize", inputs, onnx_attrs, opset=19)
+    if method == "linear" and x.dtype in (F32, np.int8, np.uint8):  # ONNX Runtime's operation order: bit for bit
+        np.testing.assert_array_equal(got, want)
+        return
     assert_close(got, want, **({"rtol": 1e-5, "atol": 1e-4} if method == "cubic" else {}))
 
 
@@ -123,8 +126,10 @@ def test_resize_types_and_errors():
     assert infer("image.resize2d", TensorType((1, 2, 3, 4), "int64"), size=(6, 8)) == TensorType((1, 2, 6, 8), "int64")
     assert rel_error("image.resize2d", (2, 3, 4), size=(4, 4)) == (
         "image.resize2d: data: expected a 4-D NCHW tensor, got Tensor[(2, 3, 4), float32]")
-    assert rel_error("image.resize2d", TensorType((1, 1, 2, 2), "int8"), size=(4, 4), method="linear") == (
-        "image.resize2d: linear interpolation: expected a floating-point tensor, got int8")
+    assert rel_error("image.resize2d", TensorType((1, 1, 2, 2), "int32"), size=(4, 4), method="linear") == (
+        "image.resize2d: linear interpolation: expected a floating-point, int8 or uint8 tensor, got int32")
+    assert rel_error("image.resize2d", TensorType((1, 1, 2, 2), "int8"), size=(4, 4), method="cubic") == (
+        "image.resize2d: cubic interpolation: expected a floating-point tensor, got int8")
     assert rel_error("image.resize2d", (1, 1, 2, 2), size=(4,)) == (
         "image.resize2d: expected size of 2 sizes >= 0 (out H, W), got (4,)")
     assert rel_error("image.resize2d", (1, 1, 2, 2), size=(4, 4), roi=(0.0, 1.0)) == (
@@ -180,3 +185,31 @@ def test_depth_space_types_and_errors():
     assert rel_error("depth_to_space", (1, 4, 2), block_size=2) == (
         "depth_to_space: data: expected a 4-D NCHW tensor, got Tensor[(1, 4, 2), float32]")
     assert rel_error("space_to_depth", (1, 4, 2, 2), block_size=0) == "space_to_depth: expected block_size >= 1, got 0"
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("mode", ["half_pixel", "asymmetric", "align_corners"])
+def test_resize_linear_integers_vs_ort(dtype, mode):
+    """ONNX Runtime's NCHW kernel: float32 arithmetic, truncated toward zero (not rounded)."""
+    for k, (hw, size) in enumerate(SIZES):
+        resize_vs_ort(data((1, 2) + hw, dtype, key=k), size, method="linear", mode=mode)
+    resize_vs_ort(data((1, 1, 5, 6), dtype, key=9), (7, 15), scales=(1.5, 2.5), method="linear", mode=mode)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8"])
+@pytest.mark.parametrize("mode", ["half_pixel", "align_corners", "tf_crop_and_resize"])
+def test_resize_linear_compiled_is_onnx_runtime_bit_for_bit(mode, dtype):
+    """The C of a float32 / int8 / uint8 linear resize (host flags: contraction allowed) equals ONNX Runtime's."""
+    import plait
+    from plait.executor import GraphModule
+    from plait.relay import IRModule, call, var
+
+    x = data((2, 3, 5, 6), dtype, key=3)
+    roi = (0.1, 0.2, 0.9, 0.7) if mode == "tf_crop_and_resize" else None
+    attrs = {"size": (10, 9), "method": "linear", "coordinate_transformation_mode": mode, "roi": roi}
+    art = plait.build(IRModule.from_expr(call("image.resize2d", var("x", x.shape, dtype), **attrs)), "c")
+    (got,) = GraphModule(art)(x=x)
+    onnx_roi = None if roi is None else np.array([0, 0, roi[0], roi[1], 1, 1, roi[2], roi[3]], F32)
+    (want,) = run_onnx_node("Resize", [x, onnx_roi, None, np.array((2, 3, 10, 9), I64)],
+                            {"mode": "linear", "coordinate_transformation_mode": mode}, opset=19)
+    np.testing.assert_array_equal(got, want)

@@ -41,6 +41,17 @@ WIDE_CASES = {
     ],
 }
 
+# blocked quantization (ONNX opset 21 block_size): the scale / zero point have the input's rank,
+# ceil(D / block_size) along axis (the last block may be partial)
+BLOCKED_CASES = [
+    ("qnn.quantize", [_f((3, 7), 4), _f((3, 3), 5, 0.05) ** 2 + F32(0.01), _i8((3, 3), seed=6)],
+     {"axis": 1, "block_size": 3}),
+    ("qnn.quantize", [_f((4, 2, 5), 7, 100.0), np.array([[[0.5] * 5] * 2, [[0.25] * 5] * 2], F32),
+                      np.array([[[-300] * 5] * 2, [[7] * 5] * 2], np.int16)], {"axis": 0, "block_size": 2}),
+    ("qnn.dequantize", [_i8((2, 6), "uint8", 8), np.array([[0.1, 0.2], [0.3, 0.4]], F32),
+                        np.array([[0, 128], [1, 255]], np.uint8)], {"axis": -1, "block_size": 4}),
+]
+
 OP_CASES = {
     "qnn.quantize": [
         ([TIES, np.array(1.0, F32), np.array(0, np.int8)], {}),
@@ -203,6 +214,32 @@ def test_both_requantize_modes_compile_to_c_bit_for_bit(mode):
                                   run_plait_op("qnn.requantize", args, **attrs))
 
 
+@pytest.mark.parametrize("op,inputs,attrs", BLOCKED_CASES)
+def test_blocked_quantization_matches_onnx_runtime_reference_and_c(op, inputs, attrs):
+    onnx_op = "QuantizeLinear" if op == "qnn.quantize" else "DequantizeLinear"
+    (want,) = run_onnx_node(onnx_op, inputs, attrs, opset=21)
+    np.testing.assert_array_equal(run_plait_op(op, inputs, **attrs), want)
+    np.testing.assert_array_equal(_build_c(op, inputs, **attrs), want)
+
+
+def test_blocked_quantization_exports_at_opset_21():
+    from plait.frontend.onnx import from_onnx
+    from plait.frontend.onnx_export import exportable, to_onnx
+    from plait.relay import Function, call, run, var
+
+    op, inputs, attrs = BLOCKED_CASES[0]
+    params = [var(f"x{i}", a.shape, a.dtype.name) for i, a in enumerate(inputs)]
+    y = call(op, *params, **attrs)
+    assert exportable(y, opset=20) == (
+        False, "call of 'qnn.quantize': blocked QuantizeLinear needs ONNX opset >= 21 (exporting opset 20)")
+    model = to_onnx(Function(tuple(params), y), opset=21)
+    (node,) = model.graph.node
+    assert (node.op_type, {a.name: a.i for a in node.attribute}) == ("QuantizeLinear", {"axis": 1, "block_size": 3})
+    back = from_onnx(model)
+    feeds = {f"x{i}": a for i, a in enumerate(inputs)}
+    np.testing.assert_array_equal(run(back, feeds), run_plait_op(op, inputs, **attrs))
+
+
 # ---- relations --------------------------------------------------------------------------------------
 
 
@@ -218,6 +255,12 @@ def test_both_requantize_modes_compile_to_c_bit_for_bit(mode):
     ("qnn.conv2d", [_i8((1, 2, 4, 4)), _i8((2, 2, 3, 3))], {"input_zero_point": 200},
      "conv2d: input_zero_point: expected a value in [-128, 127] (int8), got 200"),
     ("qnn.dense", [_f((2, 4)), _i8((3, 4))], {}, "dense: data: expected int8 or uint8, got Tensor[(2, 4), float32]"),
+    ("qnn.quantize", [_f((3, 7)), np.full((3, 2), 0.1, F32), np.zeros((3, 2), np.int8)], {"block_size": 3},
+     "quantize: scale: dim 1: expected 3 (ceil(7 / block_size 3)), got Tensor[(3, 2), float32]"),
+    ("qnn.dequantize", [_i8((3, 6)), np.full((2, 2), 0.1, F32), np.zeros((2, 2), np.int8)], {"block_size": 3},
+     "dequantize: scale: dim 0: expected 3 (the input's), got Tensor[(2, 2), float32]"),
+    ("qnn.dequantize", [_i8((3, 6)), np.full((3, 2), 0.1, F32), np.zeros((2,), np.int8)], {"block_size": 3},
+     "dequantize: zero_point: blocked quantization expects the input's rank 2 (>= 1), got Tensor[(2,), int8]"),
 ])
 def test_relations_reject_bad_arguments(op, inputs, attrs, message):
     with pytest.raises(TypeInferenceError) as exc:

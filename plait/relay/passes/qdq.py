@@ -26,6 +26,10 @@ The other patterns ONNX Runtime's optimized session fuses become the operators o
 ``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
 -> the float pooling with QLinearAveragePool's rounding.
 
+First, as ONNX Runtime's ``WeightBiasQuantization``: ``Q([add](conv(DQ(x), w float), b float))``
+(``nn.conv2d`` / ``nn.conv2d_transpose``, x per tensor) takes ``DQ(int8 w)`` and ``DQ(int32 b)``
+(:class:`_WeightBias`), so the patterns above apply where ONNX Runtime's do.
+
 The operator between the dequantizes and the quantize must have no other use (otherwise the float
 computation stays); a dequantize may have other uses (ONNX Runtime duplicates it), which keep it.
 What does not match keeps its float operator between a run-time dequantize and quantize (the int8
@@ -318,6 +322,73 @@ class _Rewriter(ExprMutator):
         return acc, scale, axis
 
 
+def weight_quantization(w: np.ndarray) -> tuple[np.float32, np.int8]:
+    """ONNX Runtime's ``GetQuantizationParameter`` for an int8 weight (onnxruntime/core/util/qmath.h):
+    the range widened to hold 0, ``scale = (max - min) / 255`` (1 for an all-zero range),
+    ``zero = round_half_even(clamp(-128 - min / scale))``, in float32."""
+    f32 = np.float32
+    lo, hi = min(f32(w.min()), f32(0)), max(f32(w.max()), f32(0))
+    scale = f32(1) if lo == hi else f32((hi - lo) / f32(255))
+    zero = np.rint(np.clip(f32(f32(-128) - lo / scale), f32(-128), f32(127)))
+    return scale, np.int8(zero)
+
+
+class _WeightBias(ExprMutator):
+    """ONNX Runtime's ``WeightBiasQuantization`` (onnxruntime/core/optimizer/qdq_transformer), as its
+    optimized session applies it: a float ``nn.conv2d`` / ``nn.conv2d_transpose`` whose data is
+    dequantized per tensor and whose result (after its bias ``add``) is quantized takes its float32
+    constant weight quantized to int8 (per tensor, :func:`weight_quantization`) and dequantized, and
+    its float32 constant bias as ``round_half_even(b / (x_scale * w_scale))`` in int32, dequantized:
+    the numbers ONNX Runtime computes (and the pattern then becomes integer, as there)."""
+
+    CONVS = ("nn.conv2d", "nn.conv2d_transpose")
+
+    def __init__(self, uses: dict[Expr, int]):
+        super().__init__()
+        self.uses = uses
+
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if not _op(pre, "qnn.quantize") or self.uses.get(pre.args[0], 0) != 1:
+            return post
+        assert isinstance(post, Call)
+        y, bias = post.args[0], None
+        if _op(y, "add") and _op(y.args[0], *self.CONVS) and self.uses.get(pre.args[0].args[0], 0) == 1:  # type: ignore
+            y, bias = y.args  # type: ignore[union-attr]
+        if not _op(y, *self.CONVS):
+            return post
+        assert isinstance(y, Call)
+        x, w = y.args
+        xq, wv = _dq(x), _const(w)
+        if xq is None or not xq.per_tensor:
+            return post
+        wq = _dq(w)
+        if wq is not None and not wq.per_tensor and wq.axis != 0:  # ONNX Runtime: per channel along axis 0 only
+            return post
+        w_scale = wq.scale if wq is not None else None
+        if wv is not None and wv.dtype == np.float32:
+            scale, zero = weight_quantization(wv)
+            q = get_op("qnn.quantize").ref([wv, np.array(scale), np.array(zero)], get_op("qnn.quantize").make_attrs({}))
+            w = call("qnn.dequantize", Constant(q), Constant(np.array(scale)), Constant(np.array(zero)))
+            w_scale = np.array([scale], np.float32)
+        elif w_scale is None:
+            return post
+        conv = Call(y.op, (x, w), y.attrs, y.meta)
+        bv = _const(bias) if bias is not None else None
+        if bias is None or bv is None or bv.dtype != np.float32:
+            out = conv if bias is None else call("add", conv, bias, meta=post.args[0].meta)  # type: ignore
+        else:
+            if bv.ndim > 3 or any(d != 1 for d in bv.shape[1:]) or w_scale.size not in (1, bv.size):
+                return post
+            bscale = (np.float32(xq.scale[0]) * w_scale).astype(np.float32)
+            with np.errstate(all="ignore"):
+                bq = np.rint(bv.reshape(-1) / bscale).astype(np.int32)
+            bs = bscale.reshape(()) if bscale.size == 1 else bscale
+            b = call("qnn.dequantize", Constant(bq.reshape(bv.shape)), Constant(bs), Constant(np.array(0, np.int32)),
+                     axis=0)
+            out = call("add", conv, b, meta=post.args[0].meta)  # type: ignore[union-attr]
+        return Call(post.op, (out, *post.args[1:]), post.attrs, post.meta)
+
+
 @dataclass(frozen=True)
 class QDQToInteger(Pass):
     """Rewrite ``DQ -> conv2d / dense / matmul -> Q`` into integer operators (module docstring).
@@ -330,6 +401,10 @@ class QDQToInteger(Pass):
         mod = infer_type(mod)
         changed = {}
         for gname, fn in mod.relay_functions().items():
+            fixed = _WeightBias(_use_counts(fn)).visit(fn)
+            if fixed is not fn:
+                mod = infer_type(mod.with_functions({gname: fixed}))
+                fn = mod[gname]
             new = _Rewriter(_use_counts(fn), self.mode).visit(fn)
             if new is not fn:
                 assert isinstance(new, Function)
