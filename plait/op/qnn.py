@@ -132,18 +132,23 @@ def _quantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     return TensorType(x.shape, zp.dtype)
 
 
+def _params(shape: tuple, scale: np.ndarray, zp: np.ndarray, axis: int,
+            block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The scale (float32) and zero point (int64) shaped to broadcast against a value of ``shape``:
+    per tensor, per axis, or per block of ``block_size`` along ``axis``."""
+    if block_size:
+        return (_unblock(scale, shape, axis, block_size).astype(np.float32),
+                _unblock(zp, shape, axis, block_size).astype(np.int64))
+    return _bcast(scale, len(shape), axis).astype(np.float32), _bcast(zp, len(shape), axis).astype(np.int64)
+
+
 def quantize_array(x: np.ndarray, scale: Any, zp: Any, axis: int = 1, block_size: int = 0) -> np.ndarray:
     """``qnn.quantize``'s arithmetic (MLAS's ``MlasQuantizeLinear``) on numpy values; the result has
     the zero point's dtype."""
     x, scale, zp = np.asarray(x), np.asarray(scale), np.asarray(zp)
     out = zp.dtype
     lo, hi = int_range(out.name)
-    if block_size:
-        s = _unblock(scale, x.shape, axis, block_size).astype(np.float32)
-        z = _unblock(zp, x.shape, axis, block_size).astype(np.int64)
-    else:
-        s = _bcast(scale, x.ndim, axis).astype(np.float32)
-        z = _bcast(zp, x.ndim, axis).astype(np.int64)
+    s, z = _params(x.shape, scale, zp, axis, block_size)
     with np.errstate(all="ignore"):
         v = x.astype(np.float32) / s
     if out == np.int32:  # bounds beyond float32's exact integers: round, then clamp in float64
@@ -172,13 +177,7 @@ def _dequantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
 
 def _dequantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     x, scale, zp = (np.asarray(a) for a in args)
-    axis, b = attrs["axis"], attrs["block_size"]
-    if b:
-        s = _unblock(scale, x.shape, axis, b).astype(np.float32)
-        z = _unblock(zp, x.shape, axis, b).astype(np.int64)
-    else:
-        s = _bcast(scale, x.ndim, axis).astype(np.float32)
-        z = _bcast(zp, x.ndim, axis).astype(np.int64)
+    s, z = _params(x.shape, scale, zp, attrs["axis"], attrs["block_size"])
     return ((x.astype(np.int64) - z).astype(np.float32) * s).astype(scale.dtype)
 
 
