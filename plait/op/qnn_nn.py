@@ -202,7 +202,11 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
 
 MIN_DEPTHWISE = 8
 """A depthwise convolution of at least this many channels is computed channels-last (vectors along
-the channels): its rows are often too short to vectorize along the width (ds_cnn: 5 columns)."""
+the channels): its rows are often too short to vectorize along the width (ds_cnn: 5 columns)..."""
+
+WIDE_DEPTHWISE = 32
+"""...unless its output rows have at least this many columns: then the direct loop nest, vectors
+along the rows, skips the two transposing copies (mobilenet's 48 x 48 x 16 layer: 1.8x faster)."""
 
 
 def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
@@ -213,7 +217,7 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | 
     n, c, h, w = xs
     o, cg, kh, kw = ws
     if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or \
-            not all(isinstance(v, int) for v in (*xs, *ws)):
+            not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])) or out_shape[3] >= WIDE_DEPTHWISE:
         return None
     s, d = attrs["strides"], attrs["dilation"]
     top, left, bottom, right = attrs["padding"]

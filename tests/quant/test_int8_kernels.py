@@ -61,6 +61,11 @@ CONVS = [
     ((1, 24, 9, 7), "int8", (24, 1, 3, 3), "int8",
      dict(groups=24, strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=5, kernel_zero_point=-3), None),
     ((2, 16, 5, 6), "uint8", (16, 1, 3, 3), "int8", dict(groups=16, padding=(1, 1, 1, 1), input_zero_point=99), None),
+    # depthwise with output rows of 32 columns or more: the direct nest (vectors along the rows)
+    ((1, 8, 5, 40), "int8", (8, 1, 3, 3), "int8",
+     dict(groups=8, padding=(1, 1, 1, 1), input_zero_point=-128, kernel_zero_point=2), None),
+    ((1, 16, 9, 66), "uint8", (16, 1, 3, 3), "int8",
+     dict(groups=16, strides=(1, 2), padding=(1, 1, 1, 1), input_zero_point=77), None),
     # 1x1 over a few channels (mobilenet's expansions): the direct nest as one output channel x a
     # block of pixels (int_rules' pixel rows): 144 pixels in one block, 288 in two
     ((1, 8, 12, 12), "int8", (24, 8, 1, 1), "int8", dict(input_zero_point=-128), None),
@@ -96,7 +101,7 @@ def test_conv2d_forms_equal_the_reference_bit_for_bit(k):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("k", [0, 1, 6, 8, 10, 11])
+@pytest.mark.parametrize("k", [0, 1, 6, 8, 10, 12, 13])
 def test_conv2d_with_bias_and_requantization_fused_equals_the_reference(k):
     x, w, attrs, _ = _case(k)
     o = w.shape[0]
@@ -149,6 +154,13 @@ def test_a_short_1x1_convolution_sums_a_block_of_pixels_per_output_channel(shape
     assert src.count("#pragma omp simd") == 3  # init, sums, store
     # on a machine without SIMD (a Cortex-M0) the loop nest is left to the usual rules
     assert "_fused" not in _lowered_c(call("qnn.conv2d", x, w, input_zero_point=-128), (x, w), "c -mcpu=cortex-m0")
+
+
+@pytest.mark.parametrize("width, channels_last", [(31, True), (32, False)])
+def test_depthwise_is_channels_last_only_for_short_rows(width, channels_last):
+    x, w = var("x", (1, 16, 6, width), "int8"), var("w", (16, 1, 3, 3), "int8")
+    src = _lowered_c(call("qnn.conv2d", x, w, groups=16, padding=(1, 1, 1, 1), input_zero_point=-128), (x, w))
+    assert ("T_qnn_conv2d_nhwc" in src) == channels_last
 
 
 def test_accumulator_bounds_need_every_store_to_be_an_init_or_a_bounded_update():
