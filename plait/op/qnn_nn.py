@@ -14,8 +14,10 @@ contiguous ``KW * C`` runs of both, which gcc vectorizes with its dot-product pa
 ``vpdpbusd`` / ``pmaddubsw``; s16 x s16 -> ``vpdpwssd`` / ``pmaddwd``; SMLAD on Cortex-M with DSP).
 With int8 weights of zero point 0 the packed input is uint8 (an int8 input is shifted by 128) and
 the sum is corrected by ``zero_point * sum(weights of the output channel)``; otherwise both are
-packed as int16 with their zero points subtracted. Integers are exact: every form gives the same
-numbers as the reference.
+packed as int16 with their zero points subtracted. A depthwise convolution is summed over whole
+padded planes (:func:`_depthwise_planes`, stride 1, little waste), channels-last
+(:func:`_depthwise`, short rows) or by the direct nest. Integers are exact: every form gives the
+same numbers as the reference.
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ left alone: the float rules' register tiles and ``rfactor`` turn it into element
 multiplies, 5-20x slower. So :func:`int_stage` claims such a stage and keeps its loop nest (the
 reduce loops innermost, the accumulator a scalar), and the packing stages get their last loop
 split by the channel count so that their index arithmetic is a plain (channel, column) pair
-instead of a division per element.
+instead of a division per element. A shorter integer reduction whose output pixels run
+contiguously (a 1x1 convolution over a few channels, a depthwise one over padded planes) is
+computed one output channel x a block of pixels, the reduction outside the vectorized pixel loop
+(:func:`_pixel_rows`).
 
 ``rules.py`` calls :func:`int_stage` first for every stage of the ``cpu`` and ``microcontroller``
 rules; it returns None for a stage that is not one of these (the usual rules then apply).
