@@ -61,6 +61,21 @@ CONVS = [
     ((1, 24, 9, 7), "int8", (24, 1, 3, 3), "int8",
      dict(groups=24, strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=5, kernel_zero_point=-3), None),
     ((2, 16, 5, 6), "uint8", (16, 1, 3, 3), "int8", dict(groups=16, padding=(1, 1, 1, 1), input_zero_point=99), None),
+    # depthwise of stride 1 with padded rows at most 5/4 of the output's: over whole padded planes
+    ((1, 8, 5, 40), "int8", (8, 1, 3, 3), "int8",
+     dict(groups=8, padding=(1, 1, 1, 1), input_zero_point=-128, kernel_zero_point=2), None),
+    ((1, 9, 6, 30), "uint8", (9, 1, 3, 3), "uint8",
+     dict(groups=9, dilation=(2, 2), padding=(2, 2, 2, 2), input_zero_point=200, kernel_zero_point=3), None),
+    ((2, 12, 7, 11), "int8", (12, 1, 3, 2), "int8", dict(groups=12, padding=(0, 0, 2, 1), input_zero_point=4), None),
+    # depthwise with output rows of 32 columns or more: the direct nest (vectors along the rows)
+    ((1, 16, 9, 66), "uint8", (16, 1, 3, 3), "int8",
+     dict(groups=16, strides=(1, 2), padding=(1, 1, 1, 1), input_zero_point=77), None),
+    # 1x1 over a few channels (mobilenet's expansions): the direct nest as one output channel x a
+    # block of pixels (int_rules' pixel rows): 144 pixels in one block, 288 in two
+    ((1, 8, 12, 12), "int8", (24, 8, 1, 1), "int8", dict(input_zero_point=-128), None),
+    ((2, 5, 16, 18), "uint8", (6, 5, 1, 1), "uint8", dict(input_zero_point=3, kernel_zero_point=130), None),
+    # strided 1x1: the pixels are not contiguous, the float rules' tile
+    ((1, 6, 9, 9), "int8", (4, 6, 1, 1), "int8", dict(strides=(2, 2), input_zero_point=1), None),
     # the direct loop nest: a window too small to pack
     ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
     # grouped (not depthwise): the direct nest with a row accumulator that gcc 12 once put, misaligned,
@@ -90,7 +105,7 @@ def test_conv2d_forms_equal_the_reference_bit_for_bit(k):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("k", [0, 1, 6, 8])
+@pytest.mark.parametrize("k", [0, 1, 6, 8, 10, 11, 14, 15])
 def test_conv2d_with_bias_and_requantization_fused_equals_the_reference(k):
     x, w, attrs, _ = _case(k)
     o = w.shape[0]
@@ -121,6 +136,39 @@ def test_the_dot_loop_reaches_the_c_compiler_as_a_signed_sum():
     assert len(updates) == 1, src
     assert "uint32_t" not in updates[0]
     assert re.search(r"\(int32_t\)T_qnn_conv2d_pack\[.*\* \(int32_t\)T_qnn_conv2d_wpack", updates[0])
+
+
+def _lowered_c(fn_expr, params, target: str = HOST) -> str:
+    fn = Function(params, fn_expr, None, Attrs({"Primitive": 1, "name": "qconv"}))
+    fn = infer_type(IRModule.from_expr(fn))["main"]
+    return codegen_c([lower_function(fn, "qconv", target)], target).source
+
+
+@pytest.mark.parametrize("shape, block", [((1, 8, 48, 48), 256), ((1, 8, 12, 12), 144), ((1, 8, 17, 19), None)])
+def test_a_short_1x1_convolution_sums_a_block_of_pixels_per_output_channel(shape, block):
+    """A 1x1 convolution over 8 channels: the pixel loops fused, blocks of pixels (a divisor of
+    their count of at least two 16-lane vectors, at most 256) summed in one local accumulator row
+    and stored by one vector loop; 17 x 19 pixels have no such divisor: the float rules' tile."""
+    x, w = var("x", shape, "int8"), var("w", (16, 8, 1, 1), "int8")
+    src = _lowered_c(call("qnn.conv2d", x, w, input_zero_point=-128), (x, w))
+    if block is None:
+        assert "_fused" not in src
+        return
+    assert re.findall(r"int32_t T_qnn_conv2d_\w+\[(\d+)\];", src) == [str(block)], src
+    assert src.count("#pragma omp simd") == 3  # init, sums, store
+    # on a machine without SIMD (a Cortex-M0) the loop nest is left to the usual rules
+    assert "_fused" not in _lowered_c(call("qnn.conv2d", x, w, input_zero_point=-128), (x, w), "c -mcpu=cortex-m0")
+
+
+@pytest.mark.parametrize("width, strides, form", [(5, (1, 1), "nhwc"), (24, (1, 1), "planes"),
+                                                   (31, (1, 2), "nhwc"), (66, (1, 2), None)])
+def test_the_depthwise_form_follows_the_rows(width, strides, form):
+    """Channels-last for short rows, whole padded planes for stride 1 when the padded rows are at
+    most 5/4 of the output's, the direct nest for output rows of 32 columns or more."""
+    x, w = var("x", (1, 16, 6, width), "int8"), var("w", (16, 1, 3, 3), "int8")
+    src = _lowered_c(call("qnn.conv2d", x, w, groups=16, strides=strides, padding=(1, 1, 1, 1),
+                          input_zero_point=-128), (x, w))
+    assert [f for f in ("nhwc", "planes") if f"T_qnn_conv2d_{f}" in src] == ([form] if form else [])
 
 
 def test_accumulator_bounds_need_every_store_to_be_an_init_or_a_bounded_update():
