@@ -29,7 +29,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor
-from plait.op._compute import bcast_dims, compute_fact, make, out_tensor_type, shape_of, tir
+from plait.op._compute import compute_fact, make, out_tensor_type, shape_of, tir
 from plait.op.nn import conv as fconv
 from plait.op.nn._window import WINDOW_ATTRS, inside, padded
 from plait.tir.dtype import int_range
@@ -353,11 +353,7 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
     def body(*i: PrimExpr) -> Any:
         k = te.reduce_axis((0, sa[-1]), "k")
-        batch, rest = i[:nb], list(i[nb:])
-        row = [rest.pop(0)] if len(sa) >= 2 else []
-        col = [rest.pop(0)] if len(sb) >= 2 else []
-        ia = bcast_dims(sa[:-2], batch) + tuple(row) + (k,)
-        ib = bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
+        ia, ib = fconv.matmul_indices(sa, sb, nb, i, k)
         return te.sum(_widened(a[ia], za) * _widened(b[ib], zb), axis=[k])
 
     return make(op, out_shape, body)

@@ -23,7 +23,7 @@ from plait.op._common import (
     ANY_DIM, AttrSpec, Cost, Dim, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes,
     dim_mul, numel, same_dtype, tensor_bytes,
 )
-from plait.op._compute import bcast_dims, make, out_tensor_type, shape_of, tir, up
+from plait.op._compute import Shape, bcast_dims, make, out_tensor_type, shape_of, tir, up
 from plait.op.nn._window import (
     WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_ints, window_out,
 )
@@ -364,6 +364,16 @@ def _tconv_scatter(x: Any, wt: Any, out_shape: Any, s: Any, p: Any, d: Any, g: i
 # ---- matmul, dense ----------------------------------------------------------------------------
 
 
+def matmul_indices(sa: Shape, sb: Shape, nb: int, i: tuple, k: PrimExpr) -> tuple[tuple, tuple]:
+    """The indices into ``a`` and ``b`` of a (batched, numpy-broadcast) matrix product's output element
+    ``i`` at reduction index ``k``: ``nb`` leading batch dims, then the row (when ``a`` is a matrix)
+    and the column (when ``b`` is)."""
+    batch, rest = i[:nb], list(i[nb:])
+    row = [rest.pop(0)] if len(sa) >= 2 else []
+    col = [rest.pop(0)] if len(sb) >= 2 else []
+    return bcast_dims(sa[:-2], batch) + tuple(row) + (k,), bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
+
+
 @defop.compute("nn.matmul")
 def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.matmul"
@@ -375,11 +385,7 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
     def body(*i: PrimExpr) -> Any:
         k = te.reduce_axis((0, k_len), "k")
-        batch, rest = i[:nb], list(i[nb:])
-        row = [rest.pop(0)] if len(sa) >= 2 else []
-        col = [rest.pop(0)] if len(sb) >= 2 else []
-        ia = bcast_dims(sa[:-2], batch) + tuple(row) + (k,)
-        ib = bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
+        ia, ib = matmul_indices(sa, sb, nb, i, k)
         return te.sum(up(a[ia]) * up(b[ib]), axis=[k])
 
     acc = make(op, out_shape, body)
