@@ -3,6 +3,7 @@
     python bench/quant_accuracy.py                                  # every bench model, int8 activations
     python bench/quant_accuracy.py --models mlp,resnet_block --activation uint8
     python bench/quant_accuracy.py --inputs 5 --json out.json
+    python bench/quant_accuracy.py --models unet --forms qdq --trace    # where the outputs start to differ
 
 Each bench model of :data:`plait.testing.onnx_models.MODELS` is quantized by ONNX Runtime's own
 quantizer (:func:`plait.testing.quantized.quantized_model`: ``quantize_static``, QDQ and QOperator,
@@ -13,6 +14,12 @@ optimizations on, one thread): the reference. For every output made by a ``Dequa
 difference is counted in quantization steps of that output's scale: the largest, and the fraction
 of elements that differ at all. An output made otherwise (a float operator after the last
 dequantize) is compared in float: its largest absolute difference is printed, marked ``float``.
+
+``--trace`` prints, instead, every quantized tensor of the model (each ``QuantizeLinear``'s output, made
+an output of the graph) for the first input: plait's values against ONNX Runtime's with graph
+optimizations off, which computes the QDQ graph as written (each operator in float between its
+dequantizes and its quantize). It shows where a difference starts and how it spreads: one quantization
+step on a value near a rounding tie in one convolution reaches several outputs of the next.
 
 ``--json`` writes ``{"onnxruntime", "activation", "inputs", "rows": [{"model", "form", "per_channel",
 "float_steps", "float_off", "fixed_steps", "float_outputs": {NAME: max_abs_diff}}]}`` (a model plait
@@ -67,6 +74,37 @@ def compare(model: Any, n_inputs: int = 3, fixed: bool = True) -> dict[str, Any]
     return row
 
 
+def trace(model: Any) -> list[tuple[str, int, float]]:
+    """``(tensor, largest difference in steps, fraction of elements that differ)`` of every quantized tensor of
+    ``model`` (the outputs of its QuantizeLinear nodes, in graph order), plait against ONNX Runtime with graph
+    optimizations off, on the first calibration input."""
+    import onnx
+    from onnx import numpy_helper
+
+    import plait
+    from plait.executor import GraphModule
+    from plait.testing.quantized import calibration_feeds, ort_session
+
+    consts = {i.name for i in model.graph.initializer}
+    traced = onnx.ModelProto()
+    traced.CopyFrom(model)
+    names = [n.output[0] for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in consts]
+    zero_points = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "QuantizeLinear" and n.output[0] in names:
+            zp = zero_points.get(n.input[2]) if len(n.input) > 2 else None
+            dt = onnx.helper.np_dtype_to_tensor_dtype(zp.dtype) if zp is not None else onnx.TensorProto.UINT8
+            traced.graph.output.append(onnx.helper.make_tensor_value_info(n.output[0], dt, None))
+    feed = calibration_feeds(model, 1, seed=7)[0]
+    want = ort_session(traced, optimized=False).run(names, feed)
+    got = GraphModule(plait.build(plait.from_onnx(traced), target="c"))(**feed)[len(model.graph.output):]
+    rows = []
+    for name, g, w in zip(names, got, want):
+        d = np.abs(np.asarray(g, np.int64) - np.asarray(w, np.int64))
+        rows.append((name, int(d.max()) if d.size else 0, float((d > 0).mean()) if d.size else 0.0))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     import onnxruntime
 
@@ -80,7 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", type=int, default=3, help="inputs per model")
     ap.add_argument("--no-fixed", action="store_true", help="skip the fixed-point requantization build")
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--trace", action="store_true",
+                    help="every quantized tensor against ONNX Runtime without graph optimizations, first input")
     args = ap.parse_args(argv)
+    if args.trace:
+        for name in args.models.split(","):
+            for form in args.forms.split(","):
+                for per_channel in (True, False):
+                    print(f"{name} {form} {'per channel' if per_channel else 'per tensor'}, {args.activation}:")
+                    model = quantized_model(name, form, per_channel, args.activation)
+                    for tensor, steps, off in trace(model):
+                        print(f"  {tensor:64} {steps:>3} steps on {off:8.4%}", flush=True)
+        return 0
     rows = []
     print(f"onnxruntime {onnxruntime.__version__}, {args.activation} activations, int8 weights, {args.inputs} inputs")
     print(f"{'model':22} {'form':9} {'scales':11} {'float: steps':>12} {'off':>9} {'fixed: steps':>12}  float outputs")

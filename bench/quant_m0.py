@@ -28,14 +28,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import plait  # noqa: E402
-from plait.backends.c.backend import requantize_mode  # noqa: E402
 from plait.executor.measure import CPI, core_of, measure  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
-from plait.ir.transform import PassContext  # noqa: E402
-from plait.placement.explain import prepare  # noqa: E402
-from plait.relay import IRModule  # noqa: E402
-from plait.relay.infer import infer_type  # noqa: E402
-from plait.relay.passes import FixedPointRequantize  # noqa: E402
 from plait.target import Target  # noqa: E402
 from plait.testing.onnx_models import MODELS  # noqa: E402
 from plait.testing.quantized import quantized_model  # noqa: E402
@@ -56,9 +50,6 @@ def measure_row(model: Any, target: str, cache: str) -> dict[str, Any]:
     art = plait.build(mod, target=target, executor="aot",
                       config={"aot.name": "kws", "cc.cache_dir": cache, "c.host_simulation": True})
     t = Target(target)
-    if requantize_mode(t) == "fixed":  # price the calls as the piece runs them (placement prices them before
-        # default lowering makes them fixed-point): the build's import stage, then the fixed-point pass
-        mod = FixedPointRequantize().run(infer_type(IRModule({"main": prepare(mod)})), PassContext())
     _, rows = measure(mod, art, cache_dir=cache)
     clock = float(t.facts.clock_mhz.value) * 1e6
     conv = sum(r.instructions for r in rows if any(op in CONVS for op in r.ops))

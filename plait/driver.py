@@ -262,18 +262,12 @@ def check_hook_result(piece: Any, hook: str, before: IRModule, after: IRModule, 
 
 def default_lowering(piece: Any, reserved: Sequence[str] = ()) -> list[Pass]:
     """Fusion and lowering to TIR for ``piece`` (given to LowerToTIR explicitly): what every kind without a
-    ``relay_to_tir`` hook runs. A piece whose kind has a ``requantize`` option answering ``fixed``
-    (docs/quantization.md) first gets fixed-point requantizations."""
+    ``relay_to_tir`` hook runs, after the passes its kind legalizes with (``Backend.legalize``: the ``c``
+    kind's fixed-point requantization, docs/quantization.md)."""
     from plait.lowering.lower import LowerToTIR
-    from plait.relay.passes import FixedPointRequantize, FuseOps
+    from plait.relay.passes import FuseOps
 
-    passes: list[Pass] = [FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
-    if "requantize" in piece.target.options:
-        from plait.backends.c.backend import requantize_mode
-
-        if requantize_mode(piece.target) == "fixed":
-            passes.insert(0, FixedPointRequantize())
-    return passes
+    return [*piece.target.kind.backend.legalize(piece.target), FuseOps(), LowerToTIR(piece, reserved=tuple(reserved))]
 
 
 def has_control_flow(mod: IRModule) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 
 from plait.errors import PlaitError
@@ -38,7 +38,7 @@ from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from plait.relay.infer import describe_call, infer_expr, infer_type
 from plait.relay.module import IRModule
-from plait.relay.passes.fuse_ops import NOT_FUSED, fusion_pattern
+from plait.relay.passes.fuse_ops import NOT_FUSED, FuseOps, fusion_pattern
 from plait.relay.visitor import ExprMutator, post_order
 from plait.tir.expr import Var as TirVar
 from plait.tir.expr import const as tir_const
@@ -270,6 +270,38 @@ def single_call_function(call: Call) -> Function:
                   Attrs({"Primitive": 1, "anchor": call.op.name, "name": "fused_" + c_name(call.op.name)}))
     infer_expr(fn)
     return fn
+
+
+def legalized_group(calls: Sequence[Call], target: Any) -> Function | None:
+    """The Primitive function default lowering on a piece of ``target`` makes of the calls ``calls`` (one
+    fusion group or one call, in topological order, the last one its output) after the Relay passes its
+    kind legalizes with (:meth:`plait.target.backend.Backend.legalize`), which see the calls' constant
+    arguments (a fixed-point requantization needs its scale): what placement prices. None when the kind
+    has no such passes, or when they leave the calls more than one group."""
+    passes = target.kind.backend.legalize(target)
+    if not passes:
+        return None
+    members = {c: i for i, c in enumerate(calls)}
+    free: dict[Expr, Var] = {}
+    memo: dict[Expr, Expr] = {}
+
+    def arg(a: Expr) -> Expr:
+        if a in memo or isinstance(a, Constant):
+            return memo.get(a, a)
+        if isinstance(a, Tuple) and any(f in members for f in a.fields):
+            return Tuple(tuple(arg(f) for f in a.fields))
+        if a not in free:
+            free[a] = Var(f"p{len(free)}", a.checked_type)
+        return free[a]
+
+    for c in calls:
+        memo[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, c.meta)
+    mod = infer_type(IRModule({"main": Function(tuple(free.values()), memo[calls[-1]])}))
+    ctx = PassContext(opt_level=2)
+    for p in (*passes, FuseOps()):
+        mod = ctx.run(p, mod)
+    fused = [n.op for n in post_order(mod.main.body) if isinstance(n, Call) and isinstance(n.op, Function)]
+    return fused[0] if len(fused) == 1 else None
 
 
 def view_calls(fn: Function, args: tuple[Expr, ...]) -> Expr | None:

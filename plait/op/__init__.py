@@ -24,6 +24,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.gather",
     "plait.op.data_dependent",
     "plait.op.image",
+    "plait.op.space",
     "plait.op.nn.conv",
     "plait.op.nn.pool",
     "plait.op.nn.norm",

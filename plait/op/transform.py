@@ -2,8 +2,8 @@
 expand_dims, broadcast_to, tile, concatenate, split, device_copy, range.
 
 strided_slice and nn.pad are in :mod:`plait.op.slicing`; gathers (take, gather_elements,
-gather_nd), one_hot and trilu in :mod:`plait.op.gather`; image.resize2d, depth_to_space and
-space_to_depth in :mod:`plait.op.image`.
+gather_nd), one_hot and trilu in :mod:`plait.op.gather`; image.resize2d in :mod:`plait.op.image`;
+depth_to_space and space_to_depth in :mod:`plait.op.space`.
 
 Parameters that ONNX passes as tensor inputs (Reshape's shape, Tile's repeats, ...) are attributes
 here: the ONNX frontend folds them to constants. Symbolic dims flow through wherever an output dim
@@ -38,7 +38,7 @@ defop = Family()
 
 INJ = OpPattern.INJECTIVE
 
-# ---- helpers shared with plait.op.gather and plait.op.image ---------------------------------------
+# ---- helpers shared with plait.op.gather, plait.op.image and plait.op.space ------------------------
 
 
 def fmt(dims: Sequence[object]) -> str:

@@ -328,11 +328,12 @@ class CostModel:
         if self.database is not None and self.database.calibrates(piece.target):
             return None  # calibrated per call: the factors were fitted to single-call estimates
         from plait.lowering.cache import lower_cached
+        from plait.lowering.lower import legalized_group
         from plait.schedule import estimate_cost
 
         target = piece.target
         try:
-            func = lower_cached(fn, "placement_cost", target)
+            func = lower_cached(legalized_group(calls, target) or fn, "placement_cost", target)
             tuned = self._tuned(func, target, _power_mw(target) * 1e-3)
             if tuned is not None:
                 return tuned
@@ -396,12 +397,14 @@ class CostModel:
     def _analytic(self, call: Call, target: Any, power: float) -> Estimate:
         if self.use_schedule:
             from plait.lowering.cache import lower_cached
-            from plait.lowering.lower import single_call_function
+            from plait.lowering.lower import legalized_group, single_call_function
             from plait.schedule import estimate_cost
 
             try:
-                # the function default lowering makes of a call alone, through the build's cache: lowering reuses it
-                func = lower_cached(single_call_function(call), "placement_cost", target)
+                # the function default lowering makes of a call alone (after the kind's legalization), through
+                # the build's cache: lowering reuses it
+                fn = legalized_group([call], target) or single_call_function(call)
+                func = lower_cached(fn, "placement_cost", target)
                 tuned = self._tuned(func, target, power)
                 if tuned is not None:
                     return tuned

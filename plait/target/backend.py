@@ -20,7 +20,7 @@ A kind has: a ``name``, a typed ``Options`` dataclass (each field an option of t
 ``device_type``, ``can_host``, ``default_keys``, ``identity`` (the options naming the processor; tags
 match on them), ``tags`` (:class:`plait.target.tag.TagDef`, registered with the kind) and methods with
 defaults: ``normalize``/``validate`` (resolved options), ``device(target)``, ``schedule_rules(target)``,
-and the hooks below. A hook the subclass does not override is absent: the pipeline's default runs
+``legalize(target)`` (Relay passes run before default lowering and before pricing), and the hooks below. A hook the subclass does not override is absent: the pipeline's default runs
 (default lowering; code generation by the ``default_codegen`` kind, ``c``: C for this machine).
 
 | hook | signature | replaces |
@@ -128,6 +128,12 @@ class Backend:
     def schedule_rules(self, target: Any) -> str:
         """The default-schedule rule set (:mod:`plait.schedule`) of default lowering. Default: ``cpu``."""
         return "cpu"
+
+    def legalize(self, target: Any) -> list:
+        """Relay passes (:class:`plait.ir.transform.Pass`) that rewrite the piece's functions before default
+        lowering fuses and lowers them, and a call's function before placement prices it on the piece (so
+        that the price is of what the piece runs): the ``c`` kind's fixed-point requantization. Default: none."""
+        return []
 
     # ---- hooks (absent unless overridden) ------------------------------------------------------------
 

@@ -114,3 +114,39 @@ def test_host_int8_is_priced_with_integer_simd(shape):
     f = cycles(conv("float32", *SHAPES[shape]), HOST)
     i8 = cycles(conv("int8", *SHAPES[shape]), HOST)
     assert 0.25 * f < i8 < 4 * f
+
+
+@pytest.mark.parametrize("target, fixed", [(M0, True), (M0 + " -requantize=float", False),
+                                           (M7F, False), (M7F + " -requantize=fixed", True)])
+def test_placement_prices_the_requantization_the_piece_runs(target, fixed):
+    # the c kind legalizes a piece whose requantization is fixed (Backend.legalize) before placement prices a
+    # call on it, as default lowering does before it lowers: the price is of the fixed-point code it runs
+    from plait.placement.cost import CostModel
+    from plait.target import Target
+    from plait.target.composite import Piece
+
+    mod = infer_type(IRModule.from_expr(conv("int8", 1, 1)))
+    calls = [n for n in post_order(mod.main.body) if isinstance(n, Call)]  # the group's calls, constants in place
+    fused = FuseOps().run(mod, PassContext(opt_level=2))
+    (fn,) = [n.op for n in post_order(fused.main.body) if isinstance(n, Call) and isinstance(n.op, Function)]
+    clock = machine_for(target).clock_mhz * 1e6
+    got = CostModel().fused_cost(fn, calls, Piece("core", Target(target)))
+    assert got is not None and got.source == "schedule"
+    want = cycles(conv("int8", 1, 1), target, fixed=fixed)
+    assert got.seconds * clock == pytest.approx(want, rel=1e-9)
+    assert want != cycles(conv("int8", 1, 1), target, fixed=not fixed)
+
+
+def test_a_requantization_alone_is_priced_as_the_piece_runs_it():
+    from plait.placement.cost import CostModel
+    from plait.target import Target
+    from plait.target.composite import Piece
+
+    acc = var("acc", (1, 64, 25, 5), "int32")
+    req = call("qnn.requantize", acc, const(np.full(64, 0.004, np.float32)), zero_point=-128, out_dtype="int8", axis=1)
+    (one,) = [n for n in post_order(infer_type(IRModule.from_expr(req)).main.body) if isinstance(n, Call)]
+    clock = machine_for(M0).clock_mhz * 1e6
+    got = CostModel().call_cost(one, Piece("m0", Target(M0)))
+    assert got.source == "schedule"
+    assert got.seconds * clock == pytest.approx(cycles(req, M0, fixed=True), rel=1e-9)
+    assert cycles(req, M0, fixed=True) < cycles(req, M0) / 2  # soft-float multiplies and rounding on the M0

@@ -453,6 +453,12 @@ class CBackend(Backend):
     def schedule_rules(self, target: Any) -> str:
         return _schedule_rules(target)
 
+    def legalize(self, target: Any) -> list:
+        """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed``."""
+        from plait.relay.passes import FixedPointRequantize
+
+        return [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
+
     def compiler(self, target: Any, host_simulation: bool = False) -> str:
         return _compiler(target, host_simulation)
 
