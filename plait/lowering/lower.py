@@ -177,16 +177,19 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
 
 
 def _facts(target: Any) -> dict[str, Any]:
-    """What the computes may know of ``target`` (:func:`plait.op._compute.compute_fact`): its vector width
-    and paired 16-bit multiply-accumulates (none for a target without a schedule rule set: the computes'
-    defaults)."""
+    """What the computes may know of ``target`` (:func:`plait.op._compute.compute_fact`): its vector width,
+    paired 16-bit multiply-accumulates and whether it fuses float32 multiply-adds in hardware (``fma``: an
+    FPU on a microcontroller, FPv4-SP and later; a host with 256-bit vectors or wider, x86-64-v3's FMA3;
+    elsewhere ``fmaf`` would be a libm call). None for a target without a schedule rule set: the
+    computes' defaults."""
     from plait.schedule import machine_for
 
     try:
         m = machine_for(target)
     except PlaitError:
         return {}
-    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs}
+    fma = m.fpu != "none" and (m.rules == "microcontroller" or m.simd_bits >= 256)
+    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs, "fma": fma}
 
 
 def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:

@@ -21,8 +21,8 @@ constants, which stay compile-time constants of the artifact.
 
 from __future__ import annotations
 
+import functools
 import math
-from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -32,8 +32,9 @@ from plait.ir.attrs import Attrs
 from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel,
 )
-from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import compute_fact, make, max_reducer, out_tensor_type, shape_of, tir
 from plait.tir.dtype import int_range
+from plait.tir.scalar import fma
 from plait.tir.expr import PrimExpr
 
 defop = Family()
@@ -65,22 +66,6 @@ def _cost(flops: float) -> Callable[[tuple[Type, ...], Type, Attrs], Cost]:
 # ---- compile-time tables --------------------------------------------------------------------------
 
 
-def _round32(v: Fraction) -> np.float32:
-    """``v`` rounded to the nearest float32 (ties to even), exactly."""
-    f = np.float32(float(v))
-    best = f
-    for c in (np.nextafter(f, np.float32(-np.inf)), np.nextafter(f, np.float32(np.inf))):
-        d, db = abs(Fraction(float(c)) - v), abs(Fraction(float(best)) - v)
-        if d < db or (d == db and int(np.asarray(c).view(np.int32)) % 2 == 0):
-            best = c
-    return np.float32(best)
-
-
-def _fma32(a: np.float32, b: np.float32, c: np.float32) -> np.float32:
-    """A float32 fused multiply-add (one rounding)."""
-    return _round32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
-
-
 _ALPHA = [np.float32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
                                   8.51377133304701e-03, 2.48287947061529e-01)]
 _BETA = [np.float32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06,
@@ -90,19 +75,17 @@ _BETA = [np.float32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09, 6.2
 def mlas_logistic(x: np.ndarray) -> np.ndarray:
     """MLAS's logistic (``MlasComputeLogistic``: Eigen's rational polynomial on [-18, 18]) of float32
     values, each multiply-add fused (its FMA3 kernel), clamped to [0, 1]."""
-    out = np.empty(np.shape(x), np.float32)
-    for k, v in enumerate(np.asarray(x, np.float32).reshape(-1)):
-        v = np.float32(min(max(v, np.float32(-18.0)), np.float32(18.0)))
-        v2 = np.float32(v * v)
-        p = _fma32(v2, _ALPHA[0], _ALPHA[1])
-        for a in _ALPHA[2:]:
-            p = _fma32(p, v2, a)
-        p = np.float32(p * v)
-        q = _fma32(v2, _BETA[0], _BETA[1])
-        for b in _BETA[2:]:
-            q = _fma32(q, v2, b)
-        out.reshape(-1)[k] = min(max(np.float32(np.float32(p / q) + np.float32(0.5)), np.float32(0.0)), np.float32(1.0))
-    return out
+    f = np.float32
+    v = np.clip(np.asarray(x, f), f(-18.0), f(18.0)).astype(f)
+    v2 = (v * v).astype(f)
+    p = fma(v2, _ALPHA[0], _ALPHA[1])
+    for a in _ALPHA[2:]:
+        p = fma(p, v2, a)
+    p = (p * v).astype(f)
+    q = fma(v2, _BETA[0], _BETA[1])
+    for b in _BETA[2:]:
+        q = fma(q, v2, b)
+    return np.clip(((p / q).astype(f) + f(0.5)).astype(f), f(0.0), f(1.0)).astype(f).reshape(np.shape(x))
 
 
 def leaky_relu32(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -308,20 +291,64 @@ def _saturate(v: np.ndarray, dtype: str) -> np.ndarray:
     return np.rint(np.clip(v, np.float32(lo), np.float32(hi))).astype(np.int64).astype(dtype)
 
 
+def _scalar_side(a_shape: tuple, b_shape: tuple) -> str:
+    """Which operand MLAS folds into the offset: ``"a"`` or ``"b"`` (one element against more), or
+    ``""`` (elementwise). Shapes may be symbolic (a symbolic dimension is not a one)."""
+    def one(shape: tuple) -> bool:
+        return all(isinstance(d, int) and d == 1 for d in shape)
+
+    if one(a_shape) != one(b_shape):
+        return "a" if one(a_shape) else "b"
+    return ""
+
+
+def _add_values(a: np.ndarray, b: np.ndarray, attrs: Any, side: str, fused: bool) -> np.ndarray:
+    """QLinearAdd's float32 value before rounding, broadcast: ``a * ra + (b * rb + offset)``, each
+    multiply-add fused (``fused``: rounded once, MLAS's FMA kernel) or in double rounded to float32
+    (exact products, two roundings: the form for a machine without FMA, the same numbers where
+    :func:`add_needs_fma` says so). A one-element operand is folded into the offset first (a
+    float32 multiply, then an add)."""
+    ra, rb, off = (np.float32(attrs[k]) for k in ("a_multiplier", "b_multiplier", "offset"))
+
+    def madd(x: np.ndarray, r: np.float32, c: Any) -> np.ndarray:
+        x = np.asarray(x).astype(np.float32)
+        if fused:
+            return fma(x, r, np.asarray(c, np.float32))
+        return _f32(x.astype(np.float64) * np.float64(r) + np.asarray(c, np.float64))
+
+    if side == "a":
+        return madd(b, rb, _f32(_f32(np.asarray(a).astype(np.float64) * np.float64(ra)) + off))
+    if side == "b":
+        return madd(a, ra, _f32(_f32(np.asarray(b).astype(np.float64) * np.float64(rb)) + off))
+    return madd(a, ra, madd(b, rb, off))
+
+
 def _add_ref(args: list, attrs: Attrs) -> np.ndarray:
     a, b = np.asarray(args[0]), np.asarray(args[1])
-    ra, rb, off = (np.float64(np.float32(attrs[k])) for k in ("a_multiplier", "b_multiplier", "offset"))
     shape = a.shape if a.size != 1 or a.ndim > b.ndim else b.shape
-    fa, fb = a.astype(np.float64), b.astype(np.float64)
-    if a.size == 1 and b.size != 1:  # MLAS folds the scalar into the offset (a multiply, then an add)
-        off = np.float64(_f32(_f32(fa.reshape(()) * ra) + off))
-        v = _f32(fb * rb + off)
-    elif b.size == 1 and a.size != 1:
-        off = np.float64(_f32(_f32(fb.reshape(()) * rb) + off))
-        v = _f32(fa * ra + off)
-    else:  # two fused multiply-adds (exact products in double, one rounding to float32)
-        v = _f32(fa * ra + _f32(fb * rb + off))
+    v = _add_values(a, b, attrs, _scalar_side(a.shape, b.shape), True)
     return _saturate(np.broadcast_to(v, shape), a.dtype.name)
+
+
+@functools.lru_cache(maxsize=256)
+def _needs_fma(ra: float, rb: float, off: float, dtype: str, side: str) -> bool:
+    lo, hi = int_range(dtype)
+    vals = np.arange(lo, hi + 1).astype(dtype)
+    attrs = {"a_multiplier": ra, "b_multiplier": rb, "offset": off}
+    x, y = vals[:, None], vals[None, :]  # every pair (a one-element operand takes each value in turn)
+    outs = [_add_values(x, y, attrs, side, fused) for fused in (True, False)]
+    return not np.array_equal(_saturate(outs[0], dtype), _saturate(outs[1], dtype))
+
+
+def add_needs_fma(attrs: Any, dtype: str, side: str = "") -> bool:
+    """Whether ``qnn.add`` with these constants on ``dtype`` values (``side``: the one-element
+    operand, see :func:`_scalar_side`) must fuse its multiply-adds: whether the double form (exact
+    products, a sum rounded to double and then to float32) differs from the fused one for some
+    pair of input values. All 65536 pairs are tried (the inputs are 8-bit), so where this says no,
+    both forms give the same numbers for every input. A double rounding changes a result only when
+    a product and the value added to it differ in magnitude by more than about 2**20, which
+    calibrated scales do not: in practice never."""
+    return _needs_fma(*(float(np.float32(attrs[k])) for k in ("a_multiplier", "b_multiplier", "offset")), dtype, side)
 
 
 def _mul_ref(args: list, attrs: Attrs) -> np.ndarray:
@@ -364,29 +391,39 @@ def _f32e(v: PrimExpr) -> PrimExpr:
     return tir.cast("float32", v)
 
 
+def add_fused(attrs: Any, dtype: str, side: str = "") -> bool:
+    """Whether the C of ``qnn.add`` fuses its multiply-adds (``fmaf``, float32 vectors): where the
+    machine has FMA (lowering's ``fma`` fact: e.g. an AVX2 host, a Cortex-M4F/M7F), or where the
+    double form would differ (:func:`add_needs_fma`). Else the double form (exact products in
+    double, rounded to float32: no libm call on a machine without FMA). Both give the same numbers."""
+    return bool(compute_fact("fma", False)) or add_needs_fma(attrs, dtype, side)
+
+
 @defop.compute("qnn.add")
 def _add(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    """:func:`_add_values` in TIR: ``fma`` in float32 (:func:`add_fused`) or the double form, whose
+    casts keep a C compiler from contracting it (-ffp-contract=fast) into something else."""
     op = "qnn.add"
     a, b = inputs
     shape, out = out_tensor_type(out_type, op)
-    ra, rb, off = (tir.const(float(np.float32(attrs[k])), "float64")
-                   for k in ("a_multiplier", "b_multiplier", "offset"))
-    sa = all(isinstance(d, int) and d == 1 for d in shape_of(a, op)) and shape_of(a, op) != tuple(shape)
-    sb = all(isinstance(d, int) and d == 1 for d in shape_of(b, op)) and shape_of(b, op) != tuple(shape)
+    side = _scalar_side(shape_of(a, op), shape_of(b, op))
+    fused = add_fused(attrs, out, side)
+    c32 = {k: tir.const(float(np.float32(attrs[k])), "float32") for k in ("a_multiplier", "b_multiplier", "offset")}
+    c64 = {k: tir.const(float(np.float32(attrs[k])), "float64") for k in c32}
 
-    def wide(v: PrimExpr) -> PrimExpr:
-        return tir.cast("float64", v)
+    def madd(x: PrimExpr, r: str, c: PrimExpr) -> PrimExpr:
+        if fused:
+            return tir.fma(tir.cast("float32", x), c32[r], c)
+        return _f32e(tir.cast("float64", x) * c64[r] + tir.cast("float64", c))
 
     def body(*i: PrimExpr) -> PrimExpr:
-        fa, fb = wide(_load(a, i)), wide(_load(b, i))
-        if sa and not sb:
-            o = _f32e(fa * ra) + _f32e(off)
-            v = _f32e(fb * rb + wide(o))
-        elif sb and not sa:
-            o = _f32e(fb * rb) + _f32e(off)
-            v = _f32e(fa * ra + wide(o))
+        xa, xb = _load(a, i), _load(b, i)
+        if side == "a":
+            v = madd(xb, "b_multiplier", _f32e(tir.cast("float64", xa) * c64["a_multiplier"]) + c32["offset"])
+        elif side == "b":
+            v = madd(xa, "a_multiplier", _f32e(tir.cast("float64", xb) * c64["b_multiplier"]) + c32["offset"])
         else:
-            v = _f32e(fa * ra + wide(_f32e(fb * rb + off)))
+            v = madd(xa, "a_multiplier", madd(xb, "b_multiplier", c32["offset"]))
         return _round_out(v, out)
 
     return make(op, shape, body)
@@ -439,9 +476,13 @@ def _softmax_onnx(ex: Any) -> str:
 
 
 def _add_onnx(ex: Any) -> str:
-    """The same arithmetic in float64 ONNX operators (Cast, Mul, Add, Cast to float32), then Round,
-    Clip and Cast."""
+    """The same arithmetic in float64 ONNX operators (Cast, Mul, Add, Cast to float32: the double
+    form, no ONNX operator fuses a multiply-add), then Round, Clip and Cast; refused where the
+    double form differs (:func:`add_needs_fma`)."""
     a = ex.attrs
+    side = _scalar_side(ex.arg_type(0).shape, ex.arg_type(1).shape)
+    if add_needs_fma(a, ex.out_dtype(), side):
+        raise ex.fail("qnn.add: these multipliers and offset need fused multiply-adds, which no ONNX operator computes")
     f64 = ex.elem_type("float64")
     fa, fb = (ex.node("Cast", [x], to=f64) for x in ex.ins)
 
@@ -452,10 +493,9 @@ def _add_onnx(ex: Any) -> str:
         return ex.node("Cast", [ex.node("Cast", [v], to=ex.elem_type("float32"))], to=f64)
 
     ra, rb, off = c(a["a_multiplier"], "a_multiplier"), c(a["b_multiplier"], "b_multiplier"), c(a["offset"], "offset")
-    na, nb = np.prod(ex.arg_type(0).shape), np.prod(ex.arg_type(1).shape)
-    if na == 1 and nb != 1:
+    if side == "a":
         v = ex.node("Add", [ex.node("Mul", [fb, rb]), f32(ex.node("Add", [f32(ex.node("Mul", [fa, ra])), off]))])
-    elif nb == 1 and na != 1:
+    elif side == "b":
         v = ex.node("Add", [ex.node("Mul", [fa, ra]), f32(ex.node("Add", [f32(ex.node("Mul", [fb, rb])), off]))])
     else:
         v = ex.node("Add", [ex.node("Mul", [fa, ra]), f32(ex.node("Add", [ex.node("Mul", [fb, rb]), off]))])

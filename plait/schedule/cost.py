@@ -58,7 +58,7 @@ from plait.schedule.machine import Machine
 
 SYMBOLIC_EXTENT = 16
 CALL_OVERHEAD_CYCLES = 20.0
-CHEAP_INTRINSICS = frozenset({"fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
+CHEAP_INTRINSICS = frozenset({"fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "fma", "isnan",
                               "isinf", "isfinite"})
 _ARITH = (Add, Sub, Mul, Div, Min, Max)
 

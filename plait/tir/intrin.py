@@ -45,6 +45,7 @@ for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "
     INTRINSICS.register(_name, _libm(_name))
 for _name in ("pow", "fmod", "atan2", "copysign"):
     INTRINSICS.register(_name, _libm(_name, 2))
+INTRINSICS.register("fma", _libm("fma", 3))  # a * b + c rounded once
 for _name in ("isnan", "isinf", "isfinite"):
     INTRINSICS.register(_name, _macro(_name))
 INTRINSICS.register("rsqrt", Intrinsic("rsqrt", 1, {"float32": "(1.0f / sqrtf({0}))", "float16": "(1.0f / sqrtf({0}))",

@@ -12,6 +12,7 @@ and float -> integer casts truncate and saturate (:mod:`plait.ir.numeric`).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -108,6 +109,39 @@ def _via_float64(fn: Callable[[float], float]) -> Callable[[Any], Any]:
     return f
 
 
+def fma(a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` rounded once (C99 ``fma``/``fmaf``), elementwise on float32 or float64 numpy
+    values (scalars or arrays of one dtype). float32: the product is exact in float64, the sum is
+    rounded to odd in float64 (the rounding error from Knuth's TwoSum; an inexact sum whose last
+    bit is even moves one ulp towards the error), and rounding that to float32 is the single
+    rounding (53 >= 24 + 2 bits: Boldo and Melquiond, "Emulation of FMA and correctly rounded
+    sums: proved algorithms using rounding to odd"). float64: exact in rationals."""
+    dt = np.result_type(a, b, c)
+    if dt == np.float64:
+        def one(x: float, y: float, z: float) -> float:
+            if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+                return x * y + z
+            v = Fraction(x) * Fraction(y) + Fraction(z)
+            try:
+                return float(v) if v else x * y + z  # an exact zero keeps IEEE's sign
+            except OverflowError:
+                return math.copysign(math.inf, v)
+
+        out = np.vectorize(one, otypes=[np.float64])(a, b, c)
+        return np.float64(out) if np.ndim(out) == 0 else out
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    z = np.asarray(c, np.float64)
+    with np.errstate(all="ignore"):
+        s = p + z
+        t = s - p
+        err = (p - (s - t)) + (z - t)
+        even = (np.asarray(s).view(np.int64) & 1) == 0
+        nudge = np.isfinite(s) & (err != 0) & even
+        s = np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        out = s.astype(np.float32)
+    return np.float32(out) if np.ndim(out) == 0 else out
+
+
 _INTRIN_IMPL: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10,
     "log1p": np.log1p, "sqrt": np.sqrt, "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
@@ -116,7 +150,7 @@ _INTRIN_IMPL: dict[str, Callable[..., Any]] = {
     "erfc": _via_float64(math.erfc), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "round": _round_half_away, "nearbyint": np.rint, "pow": np.power, "fmod": np.fmod, "atan2": np.arctan2,
     "copysign": np.copysign, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
-    "rsqrt": lambda x: type(x)(1) / np.sqrt(x),
+    "rsqrt": lambda x: type(x)(1) / np.sqrt(x), "fma": fma,
 }
 
 

@@ -216,7 +216,9 @@ def test_every_intrinsic(dtype, cache_dir):
         intr = tir.get_intrinsic(name)
         lo, hi = UNARY_DOMAIN.get(name, (-3.0, 3.0))
         inputs.append(RNG.uniform(lo, hi, n).astype(dtype))
-        if intr.arity == 2:
+        if intr.arity == 3:
+            fn = (lambda i, *x, k=k, name=name: tir.call_intrin(name, x[k], x[-1], x[k]))
+        elif intr.arity == 2:
             fn = (lambda i, *x, k=k, name=name: tir.call_intrin(name, x[k], x[-1]))
         else:
             fn = (lambda i, *x, k=k, name=name: tir.call_intrin(name, x[k]))
@@ -232,6 +234,29 @@ def test_every_intrinsic(dtype, cache_dir):
     x = inputs[names.index("exp")]
     np.testing.assert_allclose(got[names.index("exp")].astype(np.float64), np.exp(x.astype(np.float64)),
                                rtol=max(rtol, 1e-3 if dtype == "float16" else rtol), equal_nan=True)
+
+
+def test_fma_rounds_once(cache_dir):
+    """``fma`` is one rounding where two differ: products of an 8-bit integer and a float32 that are
+    float32 midpoints, plus an addend too small to survive a rounding to double first."""
+    from fractions import Fraction
+
+    n = 512
+    a = RNG.integers(-128, 256, n).astype(np.float32)
+    b = (RNG.standard_normal(n) * np.exp2(RNG.integers(-20, 20, n))).astype(np.float32)
+    c = (RNG.standard_normal(n) * np.exp2(RNG.integers(-40, 20, n))).astype(np.float32)
+    a[:64], b[:64] = 3.0, np.float32(1 + 2 ** -23)  # 3 + 1.5 ulp: a midpoint of float32
+    c[:64] = np.where(np.arange(64) % 2, 1e-30, -1e-30).astype(np.float32)
+    f = elementwise("fma32", ["float32"] * 3, [("float32", lambda i, x, y, z: tir.fma(x, y, z))], n)
+    (got,) = check(f, [a, b, c], cache_dir)
+    exact = np.array([float(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))) for x, y, z in zip(a, b, c)])
+    want = np.array([min((np.float32(e), np.nextafter(np.float32(e), np.float32(np.inf)),
+                          np.nextafter(np.float32(e), np.float32(-np.inf))),
+                         key=lambda v: abs(Fraction(float(v)) - (Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))))
+                     for e, x, y, z in zip(exact, a, b, c)], np.float32)
+    assert got.view(np.int32).tolist() == want.view(np.int32).tolist()
+    twice = (a.astype(np.float64) * b + c).astype(np.float32)  # rounded to double, then to float32
+    assert (twice != want).sum() >= 32  # the test would catch a double-rounding fma
 
 
 def test_min_max_follow_tir_with_nan(cache_dir):

@@ -57,7 +57,7 @@ def run_llvm(funcs, args_per_func, cache_dir=None, target="llvm", statuses=None,
 
 from .test_c_semantics import (  # noqa: E402,F401
     test_casts_between_every_pair_of_dtypes, test_deep_expressions_and_loop_nests, test_division_edge_values,
-    test_every_intrinsic, test_float16_every_value_loads_stores_and_computes,
+    test_every_intrinsic, test_fma_rounds_once, test_float16_every_value_loads_stores_and_computes,
     test_float32_to_float16_matches_numpy_on_random_bit_patterns,
     test_float64_to_float16_rounds_once, test_float_literals_are_exact, test_int8_division_on_every_pair_of_values,
     test_int32_index_arithmetic_and_wider_buffers, test_int64_literals_compute_in_64_bits,

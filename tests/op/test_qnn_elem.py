@@ -160,3 +160,77 @@ def test_bad_arguments_are_refused_with_the_reason(op, inputs, attrs, message):
     with pytest.raises(TypeInferenceError, match=message.replace("[", r"\[").replace("(", r"\(")
                        .replace(")", r"\)").replace("]", r"\]")):
         run_plait_op(op, inputs, **attrs)
+
+
+# ---- qnn.add's two forms: fused multiply-adds (fmaf) and the double form ----------------------------
+
+FMA_HOST, NO_FMA_HOST = "c -simd-bits=512 -clock-mhz=2445", "c -simd-bits=128 -clock-mhz=2445"
+
+
+def _add_c(target: str, shapes: tuple, dtype: str, attrs: dict) -> tuple[str, object]:
+    """The C of one ``qnn.add`` call lowered for ``target``, and the call's built module."""
+    import plait
+    from plait.backends.c.backend import codegen_c
+    from plait.executor import GraphModule
+    from plait.lowering.lower import lower_function
+    from plait.relay import IRModule, call, infer_type, var
+
+    mod = infer_type(IRModule.from_expr(call("qnn.add", var("a", shapes[0], dtype), var("b", shapes[1], dtype),
+                                             **attrs)))
+    src = codegen_c([lower_function(mod["main"], "qadd", target)], target).source
+    return src, GraphModule(plait.build(mod, target=target))
+
+
+@pytest.mark.parametrize("dtype,params", BINARY_PARAMS)
+def test_add_fused_and_double_forms_give_onnx_runtimes_numbers(dtype, params):
+    """A target with FMA gets ``fmaf`` (float32 vectors), one without it the double form; every pair
+    of values (and a one-element operand on either side) gives ONNX Runtime's result in both."""
+    from plait.op.qnn_elem import add_needs_fma
+
+    attrs = add_attrs(*params)
+    assert not add_needs_fma(attrs, dtype) and not add_needs_fma(attrs, dtype, "a") and not add_needs_fma(attrs, dtype, "b")
+    lo = -128 if dtype == "int8" else 0
+    a = np.repeat(np.arange(lo, lo + 256), 256).astype(dtype)
+    b = np.tile(np.arange(lo, lo + 256), 256).astype(dtype)
+    for x, y in [(a, b), (a[:1].copy(), b[:256].copy()), (a[:256].copy(), b[7:8].copy())]:
+        (want,) = _binary_session("QLinearAdd", dtype, (list(x.shape), list(y.shape)), params).run(None, {"a": x, "b": y})
+        for target, fused in ((FMA_HOST, True), (NO_FMA_HOST, False)):
+            src, gm = _add_c(target, (x.shape, y.shape), dtype, attrs)
+            assert ("fmaf(" in src) is fused, target
+            assert x.size != y.size or ("(double)" in src) is not fused, target  # float32 only (elementwise)
+            np.testing.assert_array_equal(gm(a=x, b=y)[0], want)
+
+
+def test_add_takes_fused_multiply_adds_where_the_double_form_differs():
+    """Constants whose double form rounds twice on some pairs: the C fuses on every target (a libm
+    ``fmaf`` where the machine has no FMA), so both targets give the reference's numbers, which
+    are the single roundings."""
+    from plait.op.qnn_elem import _add_values, add_needs_fma
+
+    # 3 * a_multiplier = 2.5 + 2**-23, the float32 midpoint between 2.5 and 2.5 + 2**-22: a tiny
+    # positive b * b_multiplier + offset makes it round up (to 3); rounded to double first, it is
+    # lost and the tie goes to even (2.5, to 2)
+    attrs = {"a_multiplier": 6990507 * 2.0 ** -23, "b_multiplier": 2.0 ** -60, "offset": 2.0 ** -62}
+    assert add_needs_fma(attrs, "int8")
+    a = np.repeat(np.arange(-128, 128), 256).astype(np.int8)
+    b = np.tile(np.arange(-128, 128), 256).astype(np.int8)
+    fused, double = (_add_values(a, b, attrs, "", f) for f in (True, False))
+    assert (fused != double).sum() > 0
+    fn = get_op("qnn.add")
+    want = fn.ref([a, b], fn.make_attrs(attrs))
+    for target in (FMA_HOST, NO_FMA_HOST):
+        src, gm = _add_c(target, (a.shape, b.shape), "int8", attrs)
+        assert "fmaf(" in src, target
+        np.testing.assert_array_equal(gm(a=a, b=b)[0], want)
+
+
+@pytest.mark.parametrize("target,fma", [(FMA_HOST, True), ("c -simd-bits=256", True), (NO_FMA_HOST, False),
+                                        ("c -mcpu=cortex-m4f", True), ("c -mcpu=cortex-m7f", True),
+                                        ("c -mcpu=cortex-m0", False), ("c -mcpu=cortex-m3", False)])
+def test_the_fma_fact_follows_the_target(target, fma):
+    """Lowering tells the computes whether the target fuses float32 multiply-adds: FPv4-SP and later
+    Cortex-M FPUs, hosts with 256-bit vectors or wider; not soft-float cores or SSE2-level hosts."""
+    from plait.lowering.lower import _facts
+    from plait.target import Target
+
+    assert _facts(Target(target))["fma"] is fma

@@ -21,9 +21,9 @@ _FSUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
 
 # math intrinsics LLVM knows (llvm.<name>.f32); the others call libm (expf, erff, ...)
 LLVM_INTRINSICS = {"exp", "exp2", "log", "log2", "log10", "sqrt", "sin", "cos", "fabs", "floor", "ceil", "trunc",
-                   "round", "nearbyint", "pow", "copysign"}
+                   "round", "nearbyint", "pow", "copysign", "fma"}
 # what the loop vectorizer can vectorize without a vector math library
-VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "isnan",
+VECTOR_INTRINSICS = {"sqrt", "rsqrt", "fabs", "floor", "ceil", "trunc", "round", "nearbyint", "copysign", "fma", "isnan",
                      "isinf", "isfinite"}
 # C symbols LLVM itself may call: libgcc's float16 conversions, libc's memset/memcpy (loop idioms)
 HALF_SYMBOLS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")  # libgcc (GCC >= 12)
