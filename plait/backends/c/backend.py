@@ -28,7 +28,8 @@ of its C (cross, host simulation, the AOT host runner, the firmware), so the hos
 every operation alike and give bit-identical float32 results (libm's transcendental functions aside:
 docs/embedded.md); never ``-ffast-math`` (NaN, inf and signed zeros keep their meaning). A simulated
 Cortex-M piece also leaves out libmvec (scalar libm, as on the device). Host builds add
-``-march=native`` unless the target gives ``-mcpu``/``-march``, and use ``-O3``: the c kind's
+``-march=native`` unless the target gives ``-mcpu``/``-march``, ``-fno-thread-jumps`` with gcc
+(:data:`GCC_HOST_FLAGS`), and use ``-O3``: the c kind's
 ``-opt-level`` default (2) is meant for embedded builds, so on the host the default means 3 (an explicit 0 or 1 is honoured; an explicit 2 cannot be told from the default).
 Cortex-M targets are cross-compiled with ``arm-none-eabi-gcc`` and the target's ``compiler_flags``
 (``-mcpu -mthumb -mfpu -mfloat-abi -O<n>``).
@@ -64,6 +65,11 @@ CROSS_FLAGS = ("-ffunction-sections", "-fdata-sections")
 # then stores to it with vmovdqa: a segfault (seen on a grouped int8 convolution). Without a red zone gcc
 # allocates the frame with sub rsp and aligns it; the cost is one instruction per call.
 X86_HOST_FLAGS = ("-mno-red-zone",)
+# gcc host builds: no jump threading. gcc threads the compares of a requantization's clamp
+# (min(max(v, lo), hi)) into the next clamp of a fused chain (quantize -> dequantize -> quantize), and
+# the duplicated paths are control flow the vectorizer cannot if-convert: such loops stayed scalar
+# (the int8 transformer's GELU). Vectorized loops do not branch anyway.
+GCC_HOST_FLAGS = ("-fno-thread-jumps",)
 INCLUDES = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 
 
@@ -226,6 +232,8 @@ def compiler_and_flags(target: Any, host_simulation: bool = False) -> tuple[str,
         tflags.append("-march=native")
     if host_is_x86_64():
         tflags.extend(X86_HOST_FLAGS)
+    if "clang" not in cc.rsplit("/", 1)[-1]:
+        tflags.extend(GCC_HOST_FLAGS)
     if vector_math_available() and not is_cross(target):  # a simulated core calls scalar libm, as on the device
         tflags.append(f"-D{VECTOR_MATH_MACRO}")
     return cc, [*base, f"-O{host_opt_level(target)}", *tflags], False
