@@ -32,7 +32,7 @@ from plait.ir.attrs import Attrs
 from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel,
 )
-from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import compute_fact, make, max_reducer, out_tensor_type, shape_of, tir
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
 
@@ -172,8 +172,16 @@ defop("qnn.lookup", rel=_lookup_rel, ref=_lookup_ref, cost=_cost(1.0), pattern=O
 def _lookup(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.lookup"
     x, tab = inputs
-    shape, _ = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op)
     lo, _ = int_range(x.dtype)
+    if compute_fact("simd_bits", 0) >= 256:  # vector gathers load 32-bit lanes: the table widened first
+        wide = make(op, (256,), lambda k: tir.cast("int32", tab[k]), suffix="wide", inline=False)
+
+        def body(*i: PrimExpr) -> PrimExpr:
+            k = tir.cast("int32", x[i])
+            return tir.cast(out, wide[k - lo if lo else k])
+
+        return make(op, shape, body)
 
     def body(*i: PrimExpr) -> PrimExpr:
         k = tir.cast("int32", x[i])
