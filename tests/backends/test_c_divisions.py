@@ -90,3 +90,21 @@ def test_a_sum_that_may_wrap_is_left_alone(cache_dir):
     g = simplify_divisions(f)
     assert any(isinstance(n, FloorDiv) and n.b.value == 1 << 28 for n in _divs(g))
     _check(f, cache_dir)
+
+
+def test_a_fused_index_pair_is_left_to_the_emitter(cache_dir):
+    # x[(f0*192 + f1) // 24, (f0*192 + f1) % 24] over a [24, 24] buffer: a fused loop, read as one
+    # linear index; splitting it (f0*8 + f1 // 24, f1 % 24) would put a division in the inner loop
+    f0, f1 = Var("f0"), Var("f1")
+    X, Y = Buffer("x", (24, 24), "int32"), Buffer("y", (3, 192), "int32")
+    flat = f0 * 192 + f1
+    body = For(f0, IntImm(0), IntImm(3), "serial", For(f1, IntImm(0), IntImm(192), "serial", Y.store(
+        (f0, f1), X[FloorDiv(flat, IntImm(24)), FloorMod(flat, IntImm(24))])))
+    f = PrimFunc((X, Y), body, {"global_symbol": "pair", "num_inputs": 1})
+    assert len(_divs(simplify_divisions(f))) == 2
+    src = codegen_c([f]).source
+    assert "/ 24" not in src and "% 24" not in src and "plait_c_floor" not in src, src
+    x = np.arange(576, dtype=np.int32).reshape(24, 24) * 3 - 100
+    y = np.zeros((3, 192), np.int32)
+    (got,) = run_c([f], [[x, y]], cache_dir)
+    assert_same(got, run_ref(f, [x, y]))

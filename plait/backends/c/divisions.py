@@ -11,17 +11,21 @@ sum provably fits the dtype, ``x`` equals it (wrapping ``+ - *`` agree with the 
 ``2**bits``, and the sum is in range), so ``floordiv(x, c) = Q + floordiv(R, c)`` and
 ``floormod(x, c) = floormod(R, c)``; when ``R``'s values all lie in one block ``[k c, (k + 1) c)``
 those are ``Q + k`` and ``R - k c``. Truncating divisions take the same rules when ``x >= 0``.
-Every rewrite is exact; the result is simplified (:func:`plait.tir.simplify`).
+Every rewrite is exact; the result is simplified (:func:`plait.tir.simplify`). A pair of adjacent
+indices ``(x // n, x % n)`` over a dimension of size ``n`` (a fused loop) is left as it is: the
+emitters read it as ``x`` times the inner stride (:func:`plait.tir.codegen.fused_pair`), which is
+better than any split.
 """
 
 from __future__ import annotations
 
 from plait.tir.dtype import int_range, is_int
-from plait.tir.expr import Add, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, TruncDiv, TruncMod
-from plait.tir.functor import StmtExprMutator
+from plait.tir.codegen import fused_pair
+from plait.tir.expr import Add, AddressOf, BufferLoad, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, TruncDiv, TruncMod
+from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.int_bounds import IntBounds
 from plait.tir.simplify import simplify
-from plait.tir.stmt import PrimFunc
+from plait.tir.stmt import BufferStore, PrimFunc
 
 Terms = list[tuple[PrimExpr, int]]  # (atom, coefficient)
 _MAX_DEPTH = 32
@@ -63,6 +67,13 @@ class _Divisions(StmtExprMutator):
         self.bounds = IntBounds(func)
         self.keep: list[PrimExpr] = []  # IntBounds memoizes by id: keep every node it saw alive
         self.changed = False
+        self.pairs: set[int] = set()  # ids of the divisions of fused index pairs (kept alive by func)
+        for n in pre_order(func.body, unique=True):
+            if isinstance(n, (BufferLoad, BufferStore, AddressOf)):
+                idx, dims = n.indices, n.buffer.shape
+                for k in range(len(idx) - 1):
+                    if fused_pair(idx[k], idx[k + 1], dims[k + 1]) is not None:
+                        self.pairs.update((id(idx[k]), id(idx[k + 1])))
 
     def interval(self, e: PrimExpr) -> tuple[int, int] | None:
         self.keep.append(e)
@@ -129,16 +140,16 @@ class _Divisions(StmtExprMutator):
         return new
 
     def rewrite_floordiv(self, pre: PrimExpr, post: PrimExpr) -> PrimExpr:
-        return self.divide(post)
+        return post if id(pre) in self.pairs else self.divide(post)
 
     def rewrite_floormod(self, pre: PrimExpr, post: PrimExpr) -> PrimExpr:
-        return self.divide(post)
+        return post if id(pre) in self.pairs else self.divide(post)
 
     def rewrite_truncdiv(self, pre: PrimExpr, post: PrimExpr) -> PrimExpr:
-        return self.divide(post)
+        return post if id(pre) in self.pairs else self.divide(post)
 
     def rewrite_truncmod(self, pre: PrimExpr, post: PrimExpr) -> PrimExpr:
-        return self.divide(post)
+        return post if id(pre) in self.pairs else self.divide(post)
 
 
 def simplify_divisions(func: PrimFunc) -> PrimFunc:
