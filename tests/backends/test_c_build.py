@@ -10,8 +10,7 @@ import pytest
 
 from plait import tir
 from plait.backends.c import backend as cbackend
-from plait.backends.c.backend import (BASE_FLAGS, CONTRACT_FAST, CONTRACT_OFF, GCC_HOST_FLAGS, X86_HOST_FLAGS, build_c,
-                                     codegen_c,
+from plait.backends.c.backend import (BASE_FLAGS, CONTRACT_FAST, CONTRACT_OFF, X86_HOST_FLAGS, build_c, codegen_c,
                                      compiler_and_flags, host_flags, host_is_x86_64, vector_math_available)
 from plait.errors import PlaitError
 from plait.ir.transform import PassContext
@@ -42,27 +41,25 @@ KERNELS = ("matmul", "conv2d", "softmax_workspace", "all_dtypes", "lets_and_sele
 def test_compiler_and_flags(target, cc, flags):
     got_cc, got_flags, cross = compiler_and_flags(Target(target))
     arm = cc.startswith("arm")
-    host_extra = [*X86, *(GCC if cc == "gcc" else []), *VM] if not arm else []
+    host_extra = [*X86, *VM] if not arm else []
     contract = CONTRACT_OFF if arm else CONTRACT_FAST  # a Cortex-M piece's C is never contracted (bit-exactness)
     assert (got_cc, got_flags, cross) == (cc, [*BASE_FLAGS, contract, *flags, *host_extra], arm)
 
 
 VM = ["-DPLAIT_VECTOR_MATH"] if vector_math_available() else []  # glibc's libmvec, host builds only
 X86 = list(X86_HOST_FLAGS) if host_is_x86_64() else []  # gcc 12's misaligned red-zone arrays (backend.py)
-GCC = list(GCC_HOST_FLAGS)  # gcc host builds: no jump threading (clamp chains stay vectorizable)
 
 
 def test_host_simulation_flags_are_the_host_build_without_contraction_or_vector_math():
     # a simulated Cortex-M piece rounds like its core: no FMA, scalar libm (no libmvec)
     assert compiler_and_flags(Target("c -mcpu=cortex-m7f"), host_simulation=True) == \
-        ("gcc", [*BASE_FLAGS, CONTRACT_OFF, "-O3", "-march=native", *X86, *GCC], False)
+        ("gcc", [*BASE_FLAGS, CONTRACT_OFF, "-O3", "-march=native", *X86], False)
     assert BASE_FLAGS == ("-std=c99", "-fno-math-errno", "-fopenmp-simd")
     assert (CONTRACT_FAST, CONTRACT_OFF) == ("-ffp-contract=fast", "-ffp-contract=off")
     # a C source module compiles with the host flags of its target unless told otherwise
     assert codegen_c([FIXTURES["matmul"]()], Target("c -mcpu=cortex-m0")).compile_flags == \
-        (*BASE_FLAGS, CONTRACT_OFF, "-O3", "-march=native", *X86, *GCC)
-    assert host_flags("c") == [*BASE_FLAGS, CONTRACT_FAST, "-O3", "-march=native", *X86, *GCC, *VM]
-    assert GCC_HOST_FLAGS == ("-fno-thread-jumps",)
+        (*BASE_FLAGS, CONTRACT_OFF, "-O3", "-march=native", *X86)
+    assert host_flags("c") == [*BASE_FLAGS, CONTRACT_FAST, "-O3", "-march=native", *X86, *VM]
 
 
 def test_the_c_kind_builds_through_its_tir_to_runtime_hook(cache_dir):

@@ -134,6 +134,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         self.buf_names: dict[Buffer, str] = {}
         self.helpers: set[str] = set()
         self.uses_align = False
+        self.clamp_chain = sum(1 for n in pre_order(self.func.body, unique=True) if isinstance(n, Cast)
+                               and is_float(n.value.dtype) and is_int(n.dtype) and clamped_within(n.value, n.dtype)) >= 2
         self.lines: list[str] = []
         nodes = list(pre_order(func.body))
         self.used_vars = {n for n in nodes if isinstance(n, Var)}
@@ -440,7 +442,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
                 used = p in self.used_vars
             if not used:
                 unused.append(f"  (void){name};")
-        head = f"int32_t {self.cname}({', '.join(params) or 'void'}) {{"
+        attr = "PLAIT_C_CLAMP_CHAIN " if self.clamp_chain else ""  # helpers.CLAMP_CHAIN_MACRO
+        head = f"{attr}int32_t {self.cname}({', '.join(params) or 'void'}) {{"
         self.lines = [f"/* PrimFunc \"{comment_text(self.func.name or '')}\" */", head, *unused]
         self.body(self.func.body)
         self.lines += ["  return 0;", "}"]
