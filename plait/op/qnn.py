@@ -328,11 +328,10 @@ def _quantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         v = tir.cast("float32", x[i]) / s
         if wide:
             r = tir.cast("float64", tir.nearbyint(v)) + tir.cast("float64", _param_load(zp, i, axis, b))
-            r = tir.select(tir.isnan(r), float(lo), tir.min(tir.max(r, float(lo)), float(hi)))
-            return tir.cast(out, r)
+            return tir.cast(out, tir.min(tir.max(r, float(lo)), float(hi)))
         z = tir.cast("float32", _param_load(zp, i, axis, b))
         flo, fhi = float(lo) - z, float(hi) - z
-        v = tir.select(tir.isnan(v), flo, tir.min(tir.max(v, flo), fhi))
+        v = tir.min(tir.max(v, flo), fhi)  # TIR's max(NaN, lo) is lo: NaN gives qmin (MAXPS)
         return tir.cast(out, tir.cast("int32", tir.nearbyint(v)) + tir.cast("int32", _param_load(zp, i, axis, b)))
 
     return make(op, shape, body)

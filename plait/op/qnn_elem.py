@@ -155,8 +155,16 @@ defop("qnn.lookup", rel=_lookup_rel, ref=_lookup_ref, cost=_cost(1.0), pattern=O
 def _lookup(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.lookup"
     x, tab = inputs
-    shape, _ = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op)
     lo, _ = int_range(x.dtype)
+    if compute_fact("simd_bits", 0) >= 256:  # vector gathers load 32-bit lanes: the table widened first
+        wide = make(op, (256,), lambda k: tir.cast("int32", tab[k]), suffix="wide", inline=False)
+
+        def body(*i: PrimExpr) -> PrimExpr:
+            k = tir.cast("int32", x[i])
+            return tir.cast(out, wide[k - lo if lo else k])
+
+        return make(op, shape, body)
 
     def body(*i: PrimExpr) -> PrimExpr:
         k = tir.cast("int32", x[i])

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.backends.c.divisions import simplify_divisions
 from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
 from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
 from plait.tir.int_bounds import fits
@@ -125,13 +126,16 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
     error = CodegenError
 
     def __init__(self, func: PrimFunc, cname: str, module_names: NameTable, where: str):
-        super().__init__(func, where)
+        super().__init__(simplify_divisions(func), where)
+        func = self.func
         self.cname = cname
         self.names = NameTable(module_names)
         self.var_names: dict[Var, str] = {}
         self.buf_names: dict[Buffer, str] = {}
         self.helpers: set[str] = set()
         self.uses_align = False
+        self.clamp_chain = sum(1 for n in pre_order(self.func.body, unique=True) if isinstance(n, Cast)
+                               and is_float(n.value.dtype) and is_int(n.dtype) and clamped_within(n.value, n.dtype)) >= 2
         self.lines: list[str] = []
         nodes = list(pre_order(func.body))
         self.used_vars = {n for n in nodes if isinstance(n, Var)}
@@ -273,6 +277,11 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
             x = R(f"(int64_t){_p(x, x.prec <= UNARY)}", UNARY)
         return x, y
 
+    def nonnegative(self, node: PrimExpr) -> bool:
+        """Is every value of the integer expression ``node`` at least 0?"""
+        r = self.int_bounds.bounds(node)
+        return r is not None and r[0] >= 0
+
     def never_wraps(self, node: PrimExpr) -> bool:
         """Does the integer ``+ - *`` ``node`` provably stay in its dtype's range?"""
         r = self.int_bounds.exact(node)
@@ -300,8 +309,10 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         x, y = self.int64_pair(node, a)
         mod = kind.endswith("mod")
         lit = node.b.value if isinstance(node.b, IntImm) else None
-        # a literal divisor that is not 0 (nor -1 or negative for signed floor division) is safe inline
-        literal_ok = lit is not None and (lit != 0 if is_uint(d) else lit > 0 and kind.startswith("trunc"))
+        # a literal divisor that is not 0 (nor -1 or negative for signed floor division) is safe inline;
+        # a signed floor division by a positive literal is C's when the dividend is never negative
+        literal_ok = lit is not None and (lit != 0 if is_uint(d) else lit > 0 and (
+            kind.startswith("trunc") or self.nonnegative(node.a)))
         if literal_ok:
             sym = "%" if mod else "/"
             return f"{_p(x, x.prec <= MUL)} {sym} {_p(y, y.prec < MUL)}", MUL, True, sym
@@ -431,7 +442,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
                 used = p in self.used_vars
             if not used:
                 unused.append(f"  (void){name};")
-        head = f"int32_t {self.cname}({', '.join(params) or 'void'}) {{"
+        attr = "PLAIT_C_CLAMP_CHAIN " if self.clamp_chain else ""  # helpers.CLAMP_CHAIN_MACRO
+        head = f"{attr}int32_t {self.cname}({', '.join(params) or 'void'}) {{"
         self.lines = [f"/* PrimFunc \"{comment_text(self.func.name or '')}\" */", head, *unused]
         self.body(self.func.body)
         self.lines += ["  return 0;", "}"]

@@ -246,6 +246,18 @@ ALIGN_MACRO = """\
 #endif
 """
 
+# gcc threads a requantization's clamp compares (min(max(v, lo), hi)) into the next clamp of a fused
+# chain (requantize -> table -> qnn.add -> qnn.mul), and the duplicated paths are control flow its
+# vectorizer cannot if-convert: such a function is compiled without jump threading (a global
+# -fno-thread-jumps measured slower on float convolutions)
+CLAMP_CHAIN_MACRO = """\
+#if defined(__GNUC__) && !defined(__clang__)
+#define PLAIT_C_CLAMP_CHAIN __attribute__((optimize("no-thread-jumps")))
+#else
+#define PLAIT_C_CLAMP_CHAIN
+#endif
+"""
+
 
 def helper_source(names: set[str]) -> str:
     """The definitions of the helpers ``names`` (and what they use), in a fixed order."""

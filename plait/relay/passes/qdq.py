@@ -24,7 +24,9 @@ The other patterns ONNX Runtime's optimized session fuses become the operators o
 ``Q(add | multiply(DQ(a), DQ(b)))`` -> ``qnn.add`` / ``qnn.mul``; ``Q(concatenate(DQ(a), ...))`` ->
 ``qnn.lookup`` of each input with other parameters, then ``concatenate``;
 ``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
--> the float pooling with QLinearAveragePool's rounding.
+-> the float pooling with QLinearAveragePool's rounding. A chain of float elementwise operators that
+ONNX Runtime runs in float (``Q(erf(divide(DQ(x), c)))``: :data:`TABLE_UNARY`, :data:`TABLE_BINARY`)
+becomes one ``qnn.lookup`` table computed at compile time.
 
 First, as ONNX Runtime's ``WeightBiasQuantization``: ``Q([add](conv(DQ(x), w float), b float))``
 (``nn.conv2d`` / ``nn.conv2d_transpose``, x per tensor) takes ``DQ(int8 w)`` and ``DQ(int32 b)``
@@ -68,6 +70,11 @@ MOVES = ("reshape", "flatten", "squeeze", "expand_dims", "transpose", "strided_s
 
 # unary operators ONNX Runtime's optimized session runs as integer operators between a DQ and a Q
 UNARY = ("nn.softmax", "sigmoid", "nn.leaky_relu", "nn.global_avg_pool2d", "nn.avg_pool2d")
+# float elementwise operators (ONNX Runtime runs them in float32) whose chain between one per-tensor DQ
+# and a Q, with one-element float32 constants as the other operand of a binary one, is a function of
+# one int8 value: a qnn.lookup table computed at compile time
+TABLE_UNARY = ("erf", "tanh", "exp", "log", "sqrt", "abs", "negative", "nn.relu", "clip", "floor", "ceil", "round")
+TABLE_BINARY = ("add", "subtract", "multiply", "divide")
 
 
 def _one(t: TensorType) -> bool:
@@ -149,7 +156,7 @@ class _Rewriter(ExprMutator):
             return post
         ys, zero = np.float32(sv.reshape(())), zv.reshape(())
         moved = self._moved(y, ys, zero) or self._unary(y, ys, zero) or self._binary(y, ys, zero) \
-            or self._concat(y, ys, zero)
+            or self._concat(y, ys, zero) or self._table(y, ys, zero)
         if moved is not None:
             return moved
         clamp: tuple[int | None, int | None] = (None, None)
@@ -229,6 +236,45 @@ class _Rewriter(ExprMutator):
         fn = mlas_logistic if name == "sigmoid" else leaky_relu32(y.attrs["alpha"])  # type: ignore[union-attr]
         table = lookup_table(fn, dt, xs, xz, float(scale), int(zero), dt)
         return call("qnn.lookup", x, Constant(table), meta=y.meta)
+
+    def _table(self, y: Expr, scale: np.float32, zero: np.ndarray) -> Expr | None:
+        """``Q(f(DQ(x)))`` with ``f`` a chain of :data:`TABLE_UNARY` operators and :data:`TABLE_BINARY`
+        ones with a one-element float32 constant, all float32, each of one use, per tensor at both
+        ends: ``qnn.lookup`` of the table of ``Q(f(DQ(v)))`` for every int8 value ``v`` (the operators'
+        numpy references, in float32), so no float arithmetic nor libm call is left at run time. The
+        dequantize may have other uses."""
+        steps: list[tuple[Call, int | None, np.ndarray | None]] = []  # (call, constant's position, constant)
+        e = y
+        while not _op(e, "qnn.dequantize"):
+            if not isinstance(e, Call) or not self._single(e) or e.checked_type.dtype != "float32":  # type: ignore
+                return None
+            if _op(e, *TABLE_UNARY):
+                steps.append((e, None, None))
+                e = e.args[0]
+                continue
+            if not _op(e, *TABLE_BINARY):
+                return None
+            consts = [_const(a) for a in e.args]
+            k = next((i for i, c in enumerate(consts) if c is not None and c.size == 1 and c.dtype == np.float32
+                      and c.ndim <= e.checked_type.ndim), None)  # type: ignore[union-attr]
+            if k is None or consts[1 - k] is not None:
+                return None
+            steps.append((e, k, consts[k]))
+            e = e.args[1 - k]
+        q = _dq(e)
+        if not steps or q is None or not q.per_tensor or q.value.checked_type.shape != y.checked_type.shape:  # type: ignore
+            return None
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            for c, k, const in reversed(steps):
+                args = [v] if k is None else [const, v] if k == 0 else [v, const]
+                with np.errstate(all="ignore"):
+                    v = np.asarray(c.op.ref(args, c.attrs), np.float32)  # type: ignore[union-attr]
+            return v
+
+        dt = q.zero.dtype.name
+        table = lookup_table(fn, dt, float(q.scale[0]), int(q.zero[0]), float(scale), int(zero), zero.dtype.name)
+        return call("qnn.lookup", self._new(q.value), Constant(table), meta=y.meta)
 
     @staticmethod
     def _global_avg_pool(y: Call, x: Expr, xs: float, xz: int, ys: float, yz: np.ndarray) -> Expr | None:
