@@ -223,6 +223,36 @@ def _pixel_rows(func: PrimFunc, st: Stage, root: str, lanes: int) -> PrimFunc | 
     return sch.func
 
 
+def _read_order(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
+    """(SIMD machines.) An elementwise stage storing 8/16-bit integers that reads int32 sums across
+    their layout (the requantization of a channels-last depthwise convolution's sums into NCHW):
+    the outer loop along which every load that uses it is contiguous, of at least one vector, is
+    moved innermost and vectorized (the stores scattered instead of the loads gathered, the
+    arithmetic in vectors). None when the stage is not one."""
+    if st.is_reduction or len(st.stores) != 1 or st.stores[0].buffer.dtype not in NARROW or len(st.spatial) < 2:
+        return None
+    v = st.spatial[-1].loop_var
+    loads = st.loads()
+    if not any(ld.buffer.dtype == "int32" and contiguous(ld.indices, v, 1, ld.buffer.static_shape) is False
+               for ld in loads):
+        return None
+    for lp in reversed(st.spatial[:-1]):
+        n, u = const_int(lp.extent), lp.loop_var
+        used = [ld for ld in loads if uses(ld.indices, u)]
+        if n is None or n < lanes or not any(ld.buffer.dtype == "int32" for ld in used) or \
+                not all(contiguous(ld.indices, u, 1, ld.buffer.static_shape) for ld in used):
+            continue
+        sch = Schedule(func)
+        try:
+            names = [x.loop_var.name for x in st.spatial]
+            sch.reorder(*[x for x in names if x != u.name], u.name)
+            sch.vectorize(u.name)
+        except ScheduleError:
+            return None
+        return sch.func
+    return None
+
+
 def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
@@ -244,8 +274,13 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
-        return _split_pack(func, st)
-    return None
+        done = None
+        while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
+            done = func = split
+            st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+        return done
+    lanes = m.lanes("int32")
+    return _read_order(func, st, lanes) if lanes > 1 else None
 
 
 __all__ = ["DOT", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]
