@@ -179,16 +179,19 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
 
     row, k = kw * c, kh * kw * c
     kp = -(-k // WINDOW_ALIGN) * WINDOW_ALIGN  # (window) each output's run, zero weights past k
-    if mode == "rows":  # xq[n, yy, xx * C + c]: the padded input channels-last; wq[oc, ry, rx * C + c]
+    if mode == "rows" and kw == 1:  # xq[n, yy, xx, c] (a pixel's run is its channels); wq[oc, ry, c]
+        xq = make(op, (n, h + top + bottom, w + left + right, c),
+                  lambda i, yy, xx, ch: xval(i, ch, yy - top, xx - left), "pack", inline=False)
+        wq = make(op, (o, kh, c), lambda oc, ry, ch: wval(oc, ch, ry, 0), "wpack", inline=False)
+    elif mode == "rows":  # xq[n, yy, xx * C + c]: the padded input channels-last; wq[oc, ry, rx * C + c]
         xq = make(op, (n, h + top + bottom, (w + left + right) * c),
                   lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pack", inline=False)
         wq = make(op, (o, kh, row), lambda oc, ry, f: wval(oc, f % c, ry, f // c), "wpack", inline=False)
-    else:  # xq[n, y, z * KP + (ry * KW + rx) * C + c]: each output's window; wq[oc, 0, (ry * KW + rx) * C + c]
+    else:  # xq[n, y, z, (ry * KW + rx) * C + c]: each output's window; wq[oc, 0, (ry * KW + rx) * C + c]
         xp = make(op, (n, h + top + bottom, (w + left + right) * c),
                   lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pad", inline=False)
 
-        def window(i: PrimExpr, y: PrimExpr, f: PrimExpr) -> PrimExpr:  # runs of KW * C copied from xp
-            z, t = f // kp, f % kp
+        def window(i: PrimExpr, y: PrimExpr, z: PrimExpr, t: PrimExpr) -> PrimExpr:  # runs of KW * C from xp
             ry, r = t // row, t % row
             col = z * (s[1] * c) + r if d[1] == 1 else (z * s[1] + r // c * d[1]) * c + r % c
             v = xp[i, y * s[0] + ry * d[0], col]
@@ -198,13 +201,16 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
             v = wval(oc, t % c, t // row, t % row // c)
             return v if kp == k else tir.select(t < k, v, tir.const(0, v.dtype))
 
-        xq = make(op, (n, oh, ow * kp), window, "pack", inline=False)
+        xq = make(op, (n, oh, ow, kp), window, "pack", inline=False)
         wq = make(op, (o, 1, kp), wwindow, "wpack", inline=False)
 
     def body(i: PrimExpr, oc: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
         if mode == "window":
             rk = te.reduce_axis((0, kp), "rk")
-            xi, wi, axes = (i, y, z * kp + rk), (oc, 0, rk), [rk]
+            xi, wi, axes = (i, y, z, rk), (oc, 0, rk), [rk]
+        elif kw == 1:
+            ry, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, c), "rk")
+            xi, wi, axes = (i, y * s[0] + ry * d[0], z * s[1], rk), (oc, ry, rk), [ry, rk]
         elif d[1] == 1:
             ry, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, row), "rk")
             xi, wi, axes = (i, y * s[0] + ry * d[0], z * s[1] * c + rk), (oc, ry, rk), [ry, rk]

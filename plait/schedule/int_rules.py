@@ -12,7 +12,9 @@ split by the channel count so that their index arithmetic is a plain (channel, c
 instead of a division per element. A shorter integer reduction whose output pixels run
 contiguously (a 1x1 convolution over a few channels, a depthwise one over padded planes) is
 computed one output channel x a block of pixels, the reduction outside the vectorized pixel loop
-(:func:`_pixel_rows`).
+(:func:`_pixel_rows`). An epilogue that reads int32 sums across their layout (channels-last
+depthwise sums requantized into NCHW) is vectorized along the loop its loads run in
+(:func:`_read_order`).
 
 ``rules.py`` calls :func:`int_stage` first for every stage of the ``cpu`` and ``microcontroller``
 rules; it returns None for a stage that is not one of these (the usual rules then apply).
@@ -20,9 +22,9 @@ rules; it returns None for a stage that is not one of these (the usual rules the
 
 from __future__ import annotations
 
-from plait.tir.expr import Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Var
-from plait.tir.functor import StmtExprMutator, pre_order
-from plait.tir.stmt import PrimFunc
+from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Select, Var
+from plait.tir.functor import StmtExprMutator, pre_order, substitute
+from plait.tir.stmt import BufferStore, For, IfThenElse, PrimFunc
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
 from plait.schedule.loops import finish
@@ -70,6 +72,13 @@ one run and blocked by up to this many outputs: one vector loop for the whole pl
 instead of one per row of 5 (its pointwise convolutions 1.25x faster)."""
 
 
+DOT_UNROLL = 8
+"""The sums of a block of fused rows are unrolled by the largest divisor of the block up to this,
+when each is at most :data:`DOT_UNROLL_MAX` long (longer ones, e.g. 144 channels, get slower)."""
+
+DOT_UNROLL_MAX = 64
+
+
 def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
     """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
     ``<root>.epilogue_block``; rows shorter than a block fused first, :data:`ROW_BLOCK`) and
@@ -79,7 +88,8 @@ def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
         return func
     sch = Schedule(func)
     fused_rows = False
-    if len(st.spatial) >= 2 and const_int(st.spatial[-1].extent) in range(2, EPILOGUE_BLOCK):
+    if len(st.spatial) >= 2 and const_int(st.spatial[-1].extent) in range(2, EPILOGUE_BLOCK) and \
+            not isinstance(st.output.value, BufferLoad):  # (an epilogue that is only a store gains nothing)
         fused = _fused_rows(func, st, root)  # rows shorter than a block: blocks across the rows
         if fused is not None:
             (sch, st), fused_rows = fused, True
@@ -103,6 +113,15 @@ def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
                 sch.vectorize(loop)
             except ScheduleError:
                 pass
+    if fused_rows and (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
+        # unrolled: independent short sums in flight (their horizontal adds overlap)
+        unrolls = [d for d in range(1, min(b - 1, DOT_UNROLL) + 1) if b % d == 0]
+        u = knobs.choose(f"{root}.dot_unroll", unrolls, unrolls[-1])
+        if u > 1:
+            try:
+                sch.unroll(sch.split(inner, [None, u])[1])
+            except ScheduleError:
+                pass
     return sch.func
 
 
@@ -111,6 +130,9 @@ def _fused_rows(func: PrimFunc, st: Stage, root: str) -> tuple[Schedule, Stage] 
     the fused loop (a convolution's whole output plane)."""
     sch = Schedule(func)
     try:
+        for lp in st.reduce:  # (a unit loop in an index would keep the fused loop's division)
+            if const_int(lp.extent) == 1:
+                sch.remove_unit_loop(lp.loop_var.name)
         sch.fuse(st.spatial[-2].loop_var.name, st.spatial[-1].loop_var.name)
         fst = analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
     except ScheduleError:
@@ -143,6 +165,26 @@ def _split_pack(func: PrimFunc, st: Stage) -> PrimFunc | None:
     outer, inner_v = get_loop(sch.func, outer_name, "").loop_var, get_loop(sch.func, inner_name, "").loop_var
     new = _DivMod(outer, inner_v, c).visit(root)
     return finish(replace(sch.func, {root: new}), f"pack stage '{st.name}'")
+
+
+def _hoist_guard(func: PrimFunc, st: Stage) -> PrimFunc | None:
+    """(SIMD machines.) A packing stage ``for f: P[..] = select(cond, X[..], pad)`` whose guard does
+    not depend on ``f`` (the padding of a channels-last copy: the pixel is inside or not): the
+    guard tested once, ``if cond: for f: P = X else: for f: P = pad``, both loops vectorized (the
+    copy a gather of the pixel's channels, 2x faster than a guarded scalar copy)."""
+    if len(st.stores) != 1 or not st.spatial:
+        return None
+    loop = get_loop(func, st.spatial[-1].loop_var.name, "pack stage")
+    store, v = loop.body, loop.loop_var
+    if not isinstance(store, BufferStore) or not isinstance(store.value, Select) or \
+            any(n is v for n in pre_order(store.value.cond)):
+        return None
+    sel = store.value
+    pad_v = Var(f"{v.name}_pad", v.dtype)
+    copy = For(v, loop.min, loop.extent, "vectorized", BufferStore(store.buffer, sel.true_value, store.indices))
+    fill = For(pad_v, loop.min, loop.extent, "vectorized",
+               substitute(BufferStore(store.buffer, sel.false_value, store.indices), {v: pad_v}))
+    return finish(replace(func, {loop: IfThenElse(sel.cond, copy, fill)}), f"pack stage '{st.name}'")
 
 
 class _DivMod(StmtExprMutator):
@@ -304,6 +346,8 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+        if m.lanes("int32") > 1 and (hoisted := _hoist_guard(func, st)) is not None:
+            done = hoisted
         return done
     lanes = m.lanes("int32")
     return _read_order(func, st, lanes) if lanes > 1 else None
