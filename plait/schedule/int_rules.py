@@ -22,9 +22,9 @@ rules; it returns None for a stage that is not one of these (the usual rules the
 
 from __future__ import annotations
 
-from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Select, Var
-from plait.tir.functor import StmtExprMutator, pre_order, substitute
-from plait.tir.stmt import BufferStore, For, IfThenElse, PrimFunc
+from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Var
+from plait.tir.functor import StmtExprMutator, pre_order
+from plait.tir.stmt import PrimFunc
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
 from plait.schedule.loops import finish
@@ -165,26 +165,6 @@ def _split_pack(func: PrimFunc, st: Stage) -> PrimFunc | None:
     outer, inner_v = get_loop(sch.func, outer_name, "").loop_var, get_loop(sch.func, inner_name, "").loop_var
     new = _DivMod(outer, inner_v, c).visit(root)
     return finish(replace(sch.func, {root: new}), f"pack stage '{st.name}'")
-
-
-def _hoist_guard(func: PrimFunc, st: Stage) -> PrimFunc | None:
-    """(SIMD machines.) A packing stage ``for f: P[..] = select(cond, X[..], pad)`` whose guard does
-    not depend on ``f`` (the padding of a channels-last copy: the pixel is inside or not): the
-    guard tested once, ``if cond: for f: P = X else: for f: P = pad``, both loops vectorized (the
-    copy a gather of the pixel's channels, 2x faster than a guarded scalar copy)."""
-    if len(st.stores) != 1 or not st.spatial:
-        return None
-    loop = get_loop(func, st.spatial[-1].loop_var.name, "pack stage")
-    store, v = loop.body, loop.loop_var
-    if not isinstance(store, BufferStore) or not isinstance(store.value, Select) or \
-            any(n is v for n in pre_order(store.value.cond)):
-        return None
-    sel = store.value
-    pad_v = Var(f"{v.name}_pad", v.dtype)
-    copy = For(v, loop.min, loop.extent, "vectorized", BufferStore(store.buffer, sel.true_value, store.indices))
-    fill = For(pad_v, loop.min, loop.extent, "vectorized",
-               substitute(BufferStore(store.buffer, sel.false_value, store.indices), {v: pad_v}))
-    return finish(replace(func, {loop: IfThenElse(sel.cond, copy, fill)}), f"pack stage '{st.name}'")
 
 
 class _DivMod(StmtExprMutator):
@@ -346,8 +326,6 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
-        if m.lanes("int32") > 1 and (hoisted := _hoist_guard(func, st)) is not None:
-            done = hoisted
         return done
     lanes = m.lanes("int32")
     return _read_order(func, st, lanes) if lanes > 1 else None
