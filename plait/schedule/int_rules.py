@@ -12,7 +12,9 @@ split by the channel count so that their index arithmetic is a plain (channel, c
 instead of a division per element. A shorter integer reduction whose output pixels run
 contiguously (a 1x1 convolution over a few channels, a depthwise one over padded planes) is
 computed one output channel x a block of pixels, the reduction outside the vectorized pixel loop
-(:func:`_pixel_rows`).
+(:func:`_pixel_rows`). An epilogue that reads int32 sums across their layout (channels-last
+depthwise sums requantized into NCHW) is vectorized along the loop its loads run in
+(:func:`_read_order`).
 
 ``rules.py`` calls :func:`int_stage` first for every stage of the ``cpu`` and ``microcontroller``
 rules; it returns None for a stage that is not one of these (the usual rules then apply).
@@ -20,7 +22,7 @@ rules; it returns None for a stage that is not one of these (the usual rules the
 
 from __future__ import annotations
 
-from plait.tir.expr import Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Var
+from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.stmt import PrimFunc
 from plait.schedule import knobs
@@ -67,23 +69,44 @@ a 56 x 56 image: a block shorter than gcc's vector (14 or 8 outputs with 16 int3
 the epilogue scalar, and resnet_block's 3x3 convolutions took 1.7x the time with blocks of 14."""
 
 
+ROW_BLOCK = 128
+"""...but output rows shorter than :data:`EPILOGUE_BLOCK` (ds_cnn's 25 x 5 planes) are fused into
+one run and blocked by up to this many outputs: one vector loop for the whole plane's epilogue
+instead of one per row of 5 (its pointwise convolutions 1.25x faster)."""
+
+
+DOT_UNROLL = 8
+"""The sums of a block of fused rows are unrolled by the largest divisor of the block up to this,
+when each is at most :data:`DOT_UNROLL_MAX` long (longer ones, e.g. 144 channels, get slower).
+gcc: ds_cnn's stem and pointwise layers ~10% faster; the llvm backend's stem 4x slower (knob
+``dot_unroll`` 1 undoes it; the host cost estimate of these blocks is MAC-bound only unrolled)."""
+
+DOT_UNROLL_MAX = 64
+
+
 def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
     """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
-    ``<root>.epilogue_block``) and distribute the block loop over the accumulator's initialisation,
-    the sums and the epilogue, so that the epilogue is vectorized; the sums keep their innermost
-    reduce loop."""
+    ``<root>.epilogue_block``; rows shorter than a block fused first, :data:`ROW_BLOCK`) and
+    distribute the block loop over the accumulator's initialisation, the sums and the epilogue, so
+    that the epilogue is vectorized; the sums keep their innermost reduce loop."""
     if st.output is None or st.output is st.update or not st.spatial:
         return func
+    sch = Schedule(func)
+    fused_rows = False
+    if len(st.spatial) >= 2 and const_int(st.spatial[-1].extent) in range(2, EPILOGUE_BLOCK) and \
+            not isinstance(st.output.value, BufferLoad):  # (an epilogue that is only a store gains nothing)
+        fused = _fused_rows(func, st, root)  # rows shorter than a block: blocks across the rows
+        if fused is not None:
+            (sch, st), fused_rows = fused, True
     v = st.spatial[-1]
     n = const_int(v.extent)
     if n is None or n < 2:
         return func
-    choices = sorted({d for d in range(1, min(n, 64) + 1) if n % d == 0})
-    default = max(d for d in choices if d <= EPILOGUE_BLOCK)
+    choices = sorted({d for d in range(1, min(n, ROW_BLOCK) + 1) if n % d == 0})
+    default = max(d for d in choices if d <= (ROW_BLOCK if fused_rows else EPILOGUE_BLOCK))
     b = knobs.choose(f"{root}.epilogue_block", choices, default)
     if b < 2:
         return func
-    sch = Schedule(func)
     try:
         inner = sch.split(v.loop_var.name, [None, b])[1] if b < n else v.loop_var.name
         sch.decompose_reduction(inner)
@@ -95,7 +118,34 @@ def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
                 sch.vectorize(loop)
             except ScheduleError:
                 pass
+    if fused_rows and (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
+        # unrolled: independent short sums in flight (their horizontal adds overlap)
+        unrolls = [d for d in range(1, min(b - 1, DOT_UNROLL) + 1) if b % d == 0]
+        u = knobs.choose(f"{root}.dot_unroll", unrolls, unrolls[-1])
+        if u > 1:
+            try:
+                sch.unroll(sch.split(inner, [None, u])[1])
+            except ScheduleError:
+                pass
     return sch.func
+
+
+def _fused_rows(func: PrimFunc, st: Stage, root: str) -> tuple[Schedule, Stage] | None:
+    """The stage with its two innermost output loops fused, if the output runs contiguously along
+    the fused loop (a convolution's whole output plane)."""
+    sch = Schedule(func)
+    try:
+        for lp in st.reduce:  # (a unit loop in an index would keep the fused loop's division)
+            if const_int(lp.extent) == 1:
+                sch.remove_unit_loop(lp.loop_var.name)
+        sch.fuse(st.spatial[-2].loop_var.name, st.spatial[-1].loop_var.name)
+        fst = analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
+    except ScheduleError:
+        return None
+    out = fst.output
+    if out is None or not contiguous(out.indices, fst.spatial[-1].loop_var, 1, out.buffer.static_shape):
+        return None
+    return sch, fst
 
 
 def _split_pack(func: PrimFunc, st: Stage) -> PrimFunc | None:
@@ -226,6 +276,36 @@ def _pixel_rows(func: PrimFunc, st: Stage, root: str, lanes: int) -> PrimFunc | 
     return sch.func
 
 
+def _read_order(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
+    """(SIMD machines.) An elementwise stage storing 8/16-bit integers that reads int32 sums across
+    their layout (the requantization of a channels-last depthwise convolution's sums into NCHW):
+    the outer loop along which every load that uses it is contiguous, of at least one vector, is
+    moved innermost and vectorized (the stores scattered instead of the loads gathered, the
+    arithmetic in vectors). None when the stage is not one."""
+    if st.is_reduction or len(st.stores) != 1 or st.stores[0].buffer.dtype not in NARROW or len(st.spatial) < 2:
+        return None
+    v = st.spatial[-1].loop_var
+    loads = st.loads()
+    if not any(ld.buffer.dtype == "int32" and contiguous(ld.indices, v, 1, ld.buffer.static_shape) is False
+               for ld in loads):
+        return None
+    for lp in reversed(st.spatial[:-1]):
+        n, u = const_int(lp.extent), lp.loop_var
+        used = [ld for ld in loads if uses(ld.indices, u)]
+        if n is None or n < lanes or not any(ld.buffer.dtype == "int32" for ld in used) or \
+                not all(contiguous(ld.indices, u, 1, ld.buffer.static_shape) for ld in used):
+            continue
+        sch = Schedule(func)
+        try:
+            names = [x.loop_var.name for x in st.spatial]
+            sch.reorder(*[x for x in names if x != u.name], u.name)
+            sch.vectorize(u.name)
+        except ScheduleError:
+            return None
+        return sch.func
+    return None
+
+
 def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
@@ -247,8 +327,13 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
-        return _split_pack(func, st)
-    return None
+        done = None
+        while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
+            done = func = split
+            st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+        return done
+    lanes = m.lanes("int32")
+    return _read_order(func, st, lanes) if lanes > 1 else None
 
 
 __all__ = ["DOT", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]

@@ -1,0 +1,146 @@
+"""The integer kernels of small-channel models (ds_cnn, mobilenet_v2; plait/op/qnn_nn.py and
+plait/schedule/int_rules.py): the packed window of a few-channel stem padded to a multiple of 16
+taps and gathered from a padded copy, the 1x1 convolution packed pixel by pixel, output planes with
+short rows summed as one block (one vector epilogue, unrolled sums), and the requantization of a
+channels-last depthwise convolution vectorized along the channels. Each compiled form equals the
+numpy reference bit for bit (uint8 and int8, zero points, strides, dilation, odd sizes, padding);
+the schedules are checked in the generated C with the host facts pinned in the target (nothing here
+depends on the host's ISA)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import plait
+from plait.backends.c.backend import codegen_c
+from plait.executor import GraphModule
+from plait.ir.attrs import Attrs
+from plait.lowering.lower import lower_function
+from plait.op import get_op
+from plait.op.qnn_nn import WINDOW_ALIGN, packed_conv
+from plait.relay import IRModule, call, infer_type, run, var
+from plait.relay.expr import Function
+
+HOST = "c -simd-bits=512 -clock-mhz=2445"
+
+
+def _ints(shape, dtype, seed):
+    lo, hi = (-128, 128) if dtype == "int8" else (0, 256)
+    return np.random.default_rng(seed).integers(lo, hi, shape).astype(dtype)
+
+
+# (x shape, x dtype, w shape, w dtype, attrs, the form packed_conv picks)
+CONVS = [
+    # windows of 35 taps (padded to 48), uint8 data, stride (1, 2), wide padding
+    ((1, 1, 13, 9), "uint8", (5, 1, 5, 7), "int8",
+     dict(strides=(1, 2), padding=(2, 3, 2, 3), input_zero_point=200), "window"),
+    # a weight zero point: the window packed as int16 minus the zero points, 36 taps padded to 48
+    ((2, 1, 11, 8), "int8", (3, 1, 6, 6), "int8",
+     dict(strides=(2, 1), padding=(1, 1, 2, 0), input_zero_point=-5, kernel_zero_point=3), "window"),
+    # two channels, dilated columns (the gather's column arithmetic of a dilated window)
+    ((1, 2, 12, 14), "uint8", (4, 2, 3, 6), "int8",
+     dict(dilation=(1, 2), padding=(1, 2, 1, 2), input_zero_point=9), "window"),
+    # a window of exactly 32 taps: no padding
+    ((1, 2, 9, 9), "int8", (6, 2, 4, 4), "int8", dict(strides=(2, 2), input_zero_point=0), "window"),
+    # 1x1 over 32 channels, strided and padded: pixels packed one by one
+    ((1, 32, 7, 9), "int8", (10, 32, 1, 1), "int8", dict(strides=(2, 2), padding=(1, 0, 1, 1), input_zero_point=-3),
+     "rows"),
+    # 1x1 over 40 channels on 5 x 3 planes (rows shorter than a block: summed as one block of 15)
+    ((2, 40, 5, 3), "uint8", (9, 40, 1, 1), "int8", dict(input_zero_point=77), "rows"),
+    ((1, 48, 5, 5), "uint8", (7, 48, 1, 1), "uint8", dict(input_zero_point=3, kernel_zero_point=140), "rows"),
+    # depthwise channels-last (short rows), odd channel count, stride 2: requantized along the channels
+    ((1, 19, 9, 7), "uint8", (19, 1, 3, 3), "int8",
+     dict(groups=19, strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=130, kernel_zero_point=-1), None),
+]
+
+
+def _case(k):
+    xs, xd, ws, wd, attrs, form = CONVS[k]
+    return _ints(xs, xd, 10 + k), _ints(ws, wd, 200 + k), attrs, form
+
+
+def _build(expr, feeds):
+    mod = IRModule.from_expr(expr)
+    return GraphModule(plait.build(mod, target=HOST))(**feeds)[0], run(mod, list(feeds.values()))
+
+
+def _requantized(x, w, attrs):
+    o = w.shape[0]
+    acc = call("qnn.conv2d", var("x", x.shape, x.dtype.name), var("w", w.shape, w.dtype.name), **attrs)
+    biased = call("add", acc, call("reshape", var("b", (o,), "int32"), newshape=(o, 1, 1)))
+    return call("qnn.requantize", biased, var("s", (o,), "float32"), zero_point=5, axis=1)
+
+
+@pytest.mark.parametrize("k", range(len(CONVS)))
+def test_small_forms_equal_the_reference_alone_and_requantized(k):
+    x, w, attrs, form = _case(k)
+    assert packed_conv(x.shape, w.shape, get_op("qnn.conv2d").make_attrs(attrs)) == form
+    got, want = _build(call("qnn.conv2d", var("x", x.shape, x.dtype.name), var("w", w.shape, w.dtype.name), **attrs),
+                       {"x": x, "w": w})
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+    o = w.shape[0]
+    bias = np.random.default_rng(k).integers(-3000, 3000, o).astype(np.int32)
+    scale = (np.random.default_rng(k + 1).uniform(0.5, 2.0, o) / (w.size / o * 64)).astype(np.float32)
+    got, want = _build(_requantized(x, w, attrs), {"x": x, "w": w, "b": bias, "s": scale})
+    assert got.dtype == np.int8 and len(np.unique(got)) > 10  # not all saturated
+    np.testing.assert_array_equal(got, want)
+
+
+def _source(expr, params, target: str = HOST) -> str:
+    fn = Function(params, expr, None, Attrs({"Primitive": 1, "name": "qconv"}))
+    fn = infer_type(IRModule.from_expr(fn))["main"]
+    return codegen_c([lower_function(fn, "qconv", target)], target).source
+
+
+def _ds_cnn_layer(shape, wshape, attrs):
+    """One of ds_cnn's layers with its bias and requantization, as C for the pinned host."""
+    x, w = var("x", shape, "int8"), var("w", wshape, "int8")
+    b, s = var("b", (wshape[0],), "int32"), var("s", (wshape[0],), "float32")
+    acc = call("qnn.conv2d", x, w, **attrs)
+    out = call("qnn.requantize", call("add", acc, call("reshape", b, newshape=(wshape[0], 1, 1))), s, axis=1)
+    return _source(out, (x, w, b, s))
+
+
+def test_the_stem_window_is_padded_and_gathered_without_divisions():
+    """ds_cnn's first layer (1 channel, 10 x 4 kernel, stride 2): 40 taps padded with zero weights to
+    48 (a multiple of WINDOW_ALIGN: gcc's dot loop then has no scalar tail), the windows gathered
+    from a padded copy of the input by loops whose indices need no division, the 25 x 5 outputs of
+    a channel summed as one block (unrolled) and requantized by one vector loop."""
+    src = _ds_cnn_layer((1, 1, 49, 10), (64, 1, 10, 4), dict(strides=(2, 2), padding=(4, 1, 5, 1),
+                                                             input_zero_point=-7))
+    assert WINDOW_ALIGN == 16
+    body = src[src.index("int32_t qconv("):]
+    assert not re.search(r"plait_c_floor(div|mod)_i64\(| / | % ", body), body
+    assert re.search(r"T_qnn_conv2d_dot_rk < 48;", src), src
+    assert "int32_t T_qnn_conv2d_dot_acc[125];" in src and "#pragma GCC unroll 5" in src, src
+    assert re.search(r"#pragma omp simd\n\s*for \(int64_t \w+_epi = 0; \w+_epi < 125;", src), src
+
+
+def test_a_pointwise_plane_with_short_rows_is_one_block():
+    """ds_cnn's pointwise convolution (64 -> 64 channels on 25 x 5): the packed pixels read at
+    ``pixel * 64 + channel`` (no division by the row length), the plane's 125 outputs one block;
+    without an epilogue (the int32 sums are the output) the rows stay blocks of their own."""
+    attrs = dict(input_zero_point=-128)
+    src = _ds_cnn_layer((1, 64, 25, 5), (64, 64, 1, 1), attrs)
+    assert "int32_t T_qnn_conv2d_acc[125];" in src and " / 5" not in src and " % 5" not in src, src
+    x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (64, 64, 1, 1), "int8")
+    alone = _source(call("qnn.conv2d", x, w, **attrs), (x, w))
+    assert re.findall(r"int32_t T_qnn_conv2d_\w+\[(\d+)\];", alone) == ["5"], alone
+
+
+def test_a_channels_last_depthwise_is_requantized_along_the_channels():
+    """ds_cnn's depthwise convolution (64 channels, 25 x 5, channels-last sums): the requantization
+    loop runs innermost along the channels, vectorized (reading the sums contiguously, storing the
+    NCHW output strided); on a Cortex-M0 the depthwise convolution is the direct nest."""
+    attrs = dict(groups=64, padding=(1, 1, 1, 1), input_zero_point=-128)
+    src = _ds_cnn_layer((1, 64, 25, 5), (64, 1, 3, 3), attrs)
+    requant = src[src.index("/* stage T_qnn_requantize */"):]
+    assert re.search(r"#pragma omp simd\n\s*for \(int64_t T_qnn_requantize_ax1 = 0; T_qnn_requantize_ax1 < 64;",
+                     requant), requant
+    x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (64, 1, 3, 3), "int8")
+    m0 = _source(call("qnn.conv2d", x, w, **attrs), (x, w), "c -mcpu=cortex-m0")
+    assert "nhwc" not in m0 and "omp simd" not in m0
