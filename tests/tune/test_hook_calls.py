@@ -6,6 +6,8 @@ read them), and the tests that need numbers use the analytic measurement (the ho
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import onnx
 import pytest
@@ -147,3 +149,15 @@ def test_cli_tune_says_how_many_calls_it_measured(tmp_path, capsys, model):
     db = CostDatabase.load(out)
     assert capsys.readouterr().out.endswith(f"wrote {len(db.tuning())} tuning records and 3 measured calls to {out}\n")
     assert list(_entries(db)) == [CONV0, PW, FC]
+
+
+def test_ray_records_the_same_entries(mod, analytic):
+    ray = pytest.importorskip("ray")  # in [dev]: CI has it
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    ray.init(num_cpus=2, runtime_env={"env_vars": env}, include_dashboard=False, log_to_driver=False)
+    try:
+        db2, _ = tune(mod, TARGET, trials=2, seed=1, measure="analytic", ray="auto")
+    finally:
+        ray.shutdown()
+    assert db2.to_dict() == analytic[0].to_dict()
