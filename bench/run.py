@@ -13,7 +13,8 @@ placed by the cost model, no rules). The auto row is checked against the better 
 ``blas`` (``auto <= min * (1 + --tolerance)`` on the fastest run of each), the issue's acceptance.
 ``--tuned`` adds the row ``auto+tuned``: first ``plait tune`` of the model on ``host: c; blas: blas``
 (wall-clock measurements, ``--tune-trials`` candidates per function; its time is the row's
-``tune_s``), then the auto row's build with those tuning records (schedules and measured costs);
+``tune_s``), then the auto row's build with those tuning records (schedules and measured costs; the
+calls blas may take measured alone, as measured entries: placement compares measured with measured);
 it is checked like ``auto``.
 
 Everything is measured in the same process and run: for each model, plait builds each row (compile

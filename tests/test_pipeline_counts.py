@@ -59,20 +59,17 @@ def _computes(monkeypatch):
     return built, Stage()
 
 
-def _check_built_once(model, built, ctx_calls, refused: int = 0):
-    """Each call of the imported model had its TE compute built once while placement priced it (a fused
-    group counts for each of its calls), and default lowering found it in the build's cache, except the
-    calls of ``refused`` groups that placement priced in parts (a call blas could run, its neighbours only
-    c) whose parts landed on one piece: FuseOps fuses them whole, lowered once more."""
+def _check_built_once(model, built, ctx_calls):
+    """Each call of the imported model had its TE compute built while placement priced it (a fused group
+    counts for each of its calls): once, or twice for the calls of a group placement priced in parts (a
+    call blas could run, its neighbours only c) and whole (what lowering makes when the parts share the
+    host); default lowering found every function it makes in the build's cache."""
     assert len(set(ctx_calls)) == len(ctx_calls)  # (operator, name) identifies a call of these models
     priced = Counter(key for key, stage in built if stage == "price")
     again = Counter(key for key, stage in built if stage != "price")
-    assert set(priced) <= set(ctx_calls) and set(again) <= set(ctx_calls)  # (one site per structure)
-    assert max(priced.values()) == 1, [k for k, v in priced.items() if v > 1]
-    assert not again or max(again.values()) == 1
-    assert {stage for _, stage in built} <= {"price", "lower_to_tir"}
-    ops = Counter(op for op, _ in again)
-    assert ops.get("nn.conv2d", 0) + ops.get("nn.dense", 0) + ops.get("nn.batch_matmul", 0) == refused, again
+    assert set(priced) <= set(ctx_calls)  # (one site per structure)
+    assert max(priced.values()) <= 2, [k for k, v in priced.items() if v > 2]
+    assert not again, again
 
 
 def _calls_of(model):
@@ -99,9 +96,9 @@ def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_cal
     # type inference does at most the work of 4 whole-module runs: only the nodes a pass made are typed
     assert typed <= 4 * size, (typed, size, INFER_STATS.calls - calls0)
     # the conv + bias + relu groups on the host were priced as the fused functions lowering makes of
-    # them (not call by call); a group priced in parts (blas could run its conv) whose parts all stayed on
-    # the host is fused whole and lowered once more; no (structure, target) is lowered twice
-    _check_built_once(model, built, calls, refused=1)  # the classifier's dense (every convolution blas runs is on blas)
+    # them (not call by call); a group priced in parts (blas could run its conv) was priced whole as well:
+    # what lowering makes when its parts all stay on the host; no (structure, target) is lowered twice
+    _check_built_once(model, built, calls)
     assert len(seen) == len(set(seen))
     assert len(built) > len(seen)  # some lowered functions hold more than one call
     # flatten is a view, priced at nothing and never lowered: a view node of the graph
@@ -114,8 +111,8 @@ def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_cal
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name, refused", [("mlp", 1), ("resnet_block", 0)])
-def test_bundled_models_lower_each_call_once(name, refused, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["mlp", "resnet_block"])
+def test_bundled_models_lower_each_call_once(name, tmp_path, monkeypatch):
     model = getattr(onnx_models, name)()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {i.name: np.random.default_rng(5).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
@@ -123,7 +120,7 @@ def test_bundled_models_lower_each_call_once(name, refused, tmp_path, monkeypatc
     want = sess.run(None, feeds)
     built, stage = _computes(monkeypatch)
     art = plait.build(from_onnx(model), TARGET, config={"cc.cache_dir": str(tmp_path)}, instruments=[stage])
-    _check_built_once(model, built, _calls_of(model), refused)
+    _check_built_once(model, built, _calls_of(model))
     assert any(len(g) > 1 for g in art.placement.fused)
     got = GraphModule(art)(**feeds)
     for g, w in zip(got, want):

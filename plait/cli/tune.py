@@ -81,8 +81,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         bar.stop()
     db.save(args.output)
     n = len(db.tuning())
+    calls = f" and {len(db)} measured calls" if len(db) else ""  # of pieces whose kind lowers calls itself
     if info.interrupted:
-        say(f"interrupted: wrote the {n} records measured so far (of {len(info.jobs)} functions) to {args.output}")
+        say(f"interrupted: wrote the {n} records{calls} measured so far (of {len(info.jobs)} functions) to "
+            f"{args.output}")
         return 130
-    say(f"wrote {n} tuning records to {args.output}")
+    say(f"wrote {n} tuning records{calls} to {args.output}")
     return 0

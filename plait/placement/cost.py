@@ -102,7 +102,9 @@ class CostDatabase:
     """Measured costs: ``{"entries": [{"op": signature, "target": str, "seconds": s, "joules": j?, ...}]}``.
 
     An entry may carry more fields, kept as they are: ``plait measure`` writes ``instructions``,
-    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``. An optional
+    ``source`` ("measured qemu"), ``board``, ``cpi``, ``clock_mhz`` and ``calls``; ``plait tune`` writes
+    ``source`` ("measured wall" or "analytic estimate") and ``name`` for each call a piece lowering calls
+    itself (blas) may take, timed alone as the tuned functions are. An optional
     ``"calibration": [{"target": str, "op": op name or "*", "factor": k}]`` scales the analytic estimates
     (schedule, roofline) of calls not in the entries on that target: by the factor of their op, else "*".
     An optional ``"tuning": [{"workload": key, "target": str, "config": {knob: value}, "seconds": s,
@@ -355,8 +357,12 @@ class CostModel:
             if got is not None:
                 s, j = got
                 more = self.database.info(call, piece.target)
-                detail = (f"{more['source']}: {more['instructions']:,.0f} instructions on {more.get('board', '?')}"
-                          if "instructions" in more and "source" in more else "the cost database")
+                if "instructions" in more and "source" in more:
+                    detail = f"{more['source']}: {more['instructions']:,.0f} instructions on {more.get('board', '?')}"
+                elif "source" in more:  # plait tune: the call alone on a piece whose kind lowers it itself
+                    detail = f"cost database entry ({more['source']}) of the call alone"
+                else:
+                    detail = "the cost database"
                 return Estimate(s, s * power if j is None else j, "measured", detail)
         from plait.target import call_cost
 

@@ -248,6 +248,7 @@ def price(func: Function, target: CompositeTarget | str, objective: str = "laten
                 est[u][q] = cm.call_cost(c, p)
             elif not ok:
                 est[u][q] = None
+    _price_split_groups(func, cm, pieces, calls, index, ok_at, pins, member, default, est)
     for r in regions:  # a claimer's cost hook may price the region as a whole
         for pn, pattern in r.claims:
             q = names.index(pn)
@@ -307,6 +308,67 @@ def _fusion_groups(func: Function, index: dict[Call, int], names: list[str], ok_
         out.append((fn, tuple(sorted(g.members, key=index.__getitem__)),
                     tuple(x for x in inputs if not isinstance(x, Constant))))
     return sorted(out, key=lambda x: index[x[1][0]])
+
+
+def _price_split_groups(func: Function, cm: CostModel, pieces: list[Piece], calls: list[Call],
+                        index: dict[Call, int], ok_at: list[list[bool]], pins: dict[Call, Pin],
+                        member: dict[Call, PatternRegion], default: list[bool],
+                        est: list[list[Estimate | None]]) -> None:
+    """A group default lowering fuses whole when all its calls share a piece, but that placement splits
+    because one part may also go to another piece (a convolution blas can run, its bias and Clip only c):
+    on each piece lowered by default that can run the whole group, that movable part is charged what the
+    whole fused function costs less what the rest costs there as priced (``est``, updated in place). All
+    on that piece, the calls then cost the fused function; the part elsewhere, the rest costs its own
+    function(s): what lowering makes either way. Only groups with exactly one movable part (a set of
+    calls that may go to the same pieces) are repriced."""
+    from plait.relay.infer import infer_expr
+    from plait.relay.passes.fuse_ops import find_groups, group_function
+
+    names = [p.name for p in pieces]
+
+    def may(c: Call) -> tuple[str, ...]:
+        pin = pins.get(c)
+        return (pin.piece,) if pin is not None else tuple(n for n, ok in zip(names, ok_at[index[c]]) if ok)
+
+    def key(c: Call) -> object:  # as _fusion_groups, without the pieces the calls may go to
+        r, pin = member.get(c), pins.get(c)
+        return (id(r) if r is not None else None, pin.piece if pin is not None else None)
+
+    seen: set[int] = set()
+    for g in find_groups(func.body, key=key).values():
+        if id(g) in seen or len(g.members) < 2 or any(c not in index for c in g.members):
+            continue
+        seen.add(id(g))
+        parts: dict[tuple[str, ...], list[Call]] = {}
+        for c in sorted(g.members, key=index.__getitem__):
+            parts.setdefault(may(c), []).append(c)
+        if len(parts) < 2:
+            continue  # not split: priced whole already
+        shared = set.intersection(*(set(m) for m in parts))
+        movable = [m for m in parts if set(m) != shared]
+        if len(movable) != 1:
+            continue
+        moving = parts[movable[0]]
+        fn = None
+        for q, p in enumerate(pieces):
+            if names[q] not in shared or not default[q]:
+                continue
+            rest = [est[index[c]][q] for c in g.members if c not in moving]
+            if any(e is None for e in rest):
+                continue
+            if fn is None:
+                fn, _ = group_function(g)
+                infer_expr(fn)
+            whole = cm.fused_cost(fn, sorted(g.members, key=index.__getitem__), p)
+            if whole is None:
+                continue
+            s = max(0.0, whole.seconds - sum(e.seconds for e in rest))  # type: ignore[union-attr]
+            j = max(0.0, whole.joules - sum(e.joules for e in rest))  # type: ignore[union-attr]
+            for c in moving:
+                est[index[c]][q] = Estimate(
+                    s / len(moving), j / len(moving), whole.source,
+                    f"{'' if len(moving) == 1 else f'1/{len(moving)} of '}the whole group less its other calls here "
+                    f"({whole.seconds - s:.4g} s); {whole.detail}")
 
 
 def _claims(regions: list[PatternRegion], pieces: list[Piece]) -> dict[Call, dict[str, str]]:

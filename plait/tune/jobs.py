@@ -13,6 +13,13 @@ the same code. Measurements:
   is rejected. Timings on one machine disturb each other: with a local pool the tuning process times
   one workload at a time while the pool compiles (:mod:`plait.tune.runner`); a Ray worker compiles and
   times its chunk on its own machine.
+
+A job with an ``op`` (a call signature, :func:`plait.placement.cost.signature`) is a call a piece whose
+kind lowers calls itself (a ``relay_to_tir`` hook: blas) may take: its ``func`` is the PrimFunc that hook
+makes of the call alone, already final (no knobs: one candidate, the empty config), measured exactly
+as the candidates of a tuned function are (``wall``), or priced by the kind's ``cost`` hook
+(``analytic``: the ``estimate`` carried by the job). Its result is a measured entry of the cost
+database (keyed by the signature and the target string), not a tuning record.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ class Job:
     measure: str = "wall"
     repeat: int = 5
     cache_dir: str | None = None
+    op: str | None = None  #: a hook piece's call (its signature): ``func`` is final, nothing to tune
+    estimate: float | None = None  #: that call's ``cost`` hook seconds (``--measure analytic``)
 
 
 @dataclass
@@ -78,6 +87,8 @@ def scheduled(job: Job, config: Config) -> PrimFunc:
     from plait.tir.simplify import simplify
     from plait.tir.verify import verify
 
+    if job.op is not None:  # a hook piece's call: already final
+        return job.func.with_attrs(global_symbol="plait_tune_candidate", target=job.target)
     func, space = schedule_with(job.func, job.target, config)
     why = misfit(config, space)
     if why is not None:
@@ -91,6 +102,8 @@ def enumerate_job(job: Job) -> list[Config]:
     """The job's candidate configs (:func:`plait.tune.space.candidates`), the default first."""
     if job.measure not in MEASURES:
         raise TuneError(f"unknown measurement '{job.measure}': expected one of {', '.join(MEASURES)}")
+    if job.op is not None:
+        return [{}]
     return candidates(job.func, job.target, job.trials, job.seed, job.workload)
 
 
@@ -126,6 +139,10 @@ def run_job(job: Job) -> JobResult:
 def _estimate(job: Job, config: Config) -> float:
     from plait.schedule import estimate_cost
 
+    if job.op is not None:
+        if job.estimate is None:
+            raise TuneError(f"{job.name} on '{job.target}': its kind's cost hook has no estimate")
+        return float(job.estimate)
     cost = estimate_cost(scheduled(job, config), job.target)
     if cost is None:
         raise TuneError(f"candidate {config}: no estimate")

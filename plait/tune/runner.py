@@ -39,28 +39,96 @@ class TuneInfo:
 def workloads(mod: Any, target: Any, opt_level: int = 2, place: Any = None) -> list[tuple[str, str, Any]]:
     """``(workload, target string, unscheduled PrimFunc)`` of every function the build of ``mod`` for
     ``target`` schedules, in the order first lowered (the cost model's pricing on every piece, then lowering)."""
+    return _survey(mod, target, opt_level, place)[0]
+
+
+def hook_calls(mod: Any, target: Any, opt_level: int = 2, place: Any = None) -> list[HookCall]:
+    """Every call placement prices by a kind's ``cost`` hook on a piece whose kind lowers calls itself
+    (``relay_to_tir``: nothing there to tune), once per signature and piece target, in call order."""
+    return _survey(mod, target, opt_level, place)[1]
+
+
+@dataclass(frozen=True)
+class HookCall:
+    """A call a hook piece may take: its ``op`` signature, the piece's ``target`` string, the PrimFunc the
+    kind's ``relay_to_tir`` hook makes of it alone (``func``), the hook's ``estimate`` (seconds) and a ``name``."""
+
+    op: str
+    target: str
+    func: Any
+    estimate: float
+    name: str
+
+
+def _survey(mod: Any, target: Any, opt_level: int, place: Any) -> tuple[list[tuple[str, str, Any]], list[HookCall]]:
+    """The build of ``mod`` up to lowering: the functions it schedules (:func:`workloads`) and the calls
+    its placement priced by a cost hook on a piece lowering calls itself (:func:`hook_calls`)."""
     from plait.driver import _composite, _rules, lowered_module
     from plait.ir.transform import PassContext
     from plait.lowering.cache import LoweringCache
     from plait.lowering.tuning import recording
+    from plait.placement.cost import signature
     from plait.placement.explain import quiet_solver_banner
 
     ct = _composite(target)
     quiet_solver_banner()
     with LoweringCache().active(), recording() as seen:
-        lowered_module(mod, ct, PassContext(opt_level=opt_level), rules=_rules(place, ct))
-    return [(w, t, f) for (w, t), f in seen.items()]
+        low = lowered_module(mod, ct, PassContext(opt_level=opt_level), rules=_rules(place, ct))
+        pieces = {p.name: p for p in ct.pieces}
+        calls: dict[tuple[str, str], HookCall] = {}
+        for cp in (low.assignment.placed if low.assignment is not None else ()):
+            for pn, e in cp.alternatives.items():
+                piece = pieces[pn]
+                if isinstance(e, str) or e.source != "hook" or "relay_to_tir" not in piece.target.kind.hooks:
+                    continue
+                key = (signature(cp.call), str(piece.target))
+                if key not in calls:
+                    func = _hook_function(cp.call, piece)
+                    if func is not None:
+                        calls[key] = HookCall(key[0], key[1], func, e.seconds, _call_name(cp.call))
+    return [(w, t, f) for (w, t), f in seen.items()], list(calls.values())
+
+
+def _hook_function(call: Any, piece: Any) -> Any:
+    """The one PrimFunc the kind's ``relay_to_tir`` hook makes of ``call`` alone on ``piece`` (None when it
+    makes several: not one function to time)."""
+    from plait.ir.attrs import Attrs
+    from plait.lowering.lower import single_call_function
+    from plait.relay.expr import Function
+    from plait.relay.infer import infer_expr
+    from plait.relay.module import IRModule
+    from plait.target import run_relay_to_tir
+    from plait.target.hooks import PIECE_ATTR
+    from plait.tir.stmt import PrimFunc
+
+    fn = single_call_function(call)
+    region = Function(fn.params, fn.body, fn.ret_type, Attrs({"target": piece.name}))
+    infer_expr(region)
+    out = run_relay_to_tir(piece, IRModule({"region": region}, {PIECE_ATTR: piece.name}))
+    funcs = [f for _, f in out.items() if isinstance(f, PrimFunc)]
+    return funcs[0] if len(funcs) == 1 else None
+
+
+def _call_name(call: Any) -> str:
+    """A call for people, as :func:`describe` names a function (``nn_conv2d 1x64x25x5``)."""
+    from plait.ir.types import tuple_fields
+
+    shape = "x".join(str(d) for d in tuple_fields(call.checked_type)[-1].shape) or "scalar"
+    return f"{call.op_name.replace('.', '_')} {shape}"
 
 
 def make_jobs(mod: Any, target: Any, trials: int = 32, seed: int = 0, measure: str = "wall",
               opt_level: int = 2, cache_dir: str | None = None, repeat: int = 5, place: Any = None) -> list[Job]:
-    """One :class:`Job` per workload of ``mod`` on ``target``."""
+    """One :class:`Job` per workload of ``mod`` on ``target``, then one per call a hook piece may take
+    (:func:`hook_calls`: measured alone, no knobs)."""
     if measure not in MEASURES:
         raise TuneError(f"--measure {measure}: expected one of {', '.join(MEASURES)}")
     if trials < 1:
         raise TuneError(f"--trials {trials}: expected a positive number of candidates per workload")
-    return [Job(w, t, describe(f), f, trials, seed, measure, repeat, cache_dir)
-            for w, t, f in workloads(mod, target, opt_level, place)]
+    tuned, hooked = _survey(mod, target, opt_level, place)
+    return ([Job(w, t, describe(f), f, trials, seed, measure, repeat, cache_dir) for w, t, f in tuned]
+            + [Job(h.op, h.target, h.name, h.func, 1, seed, measure, repeat, cache_dir, op=h.op, estimate=h.estimate)
+               for h in hooked])
 
 
 def describe(func: Any) -> str:
@@ -105,8 +173,11 @@ def tune(mod: Any, target: Any, trials: int = 32, seed: int = 0, measure: str = 
         ex.close(stop=info.interrupted or len(info.results) < len(all_jobs))
     db = CostDatabase()
     for k in sorted(info.results):
-        res = info.results[k]
+        res, job = info.results[k], all_jobs[k]
         b = res.best()
+        if job.op is not None:  # a hook piece's call: a measured entry
+            db.add(job.op, job.target, res.seconds[b], source=res.source, name=res.name)  # type: ignore[arg-type]
+            continue
         d = res.seconds[0]
         db.add_tuning(res.workload, res.target, res.configs[b], res.seconds[b],  # type: ignore[arg-type]
                       source=res.source, name=res.name, candidates=len(res.configs),
@@ -257,4 +328,4 @@ class _Ray(_Executor):
             self.ray.cancel(ref, force=True)
 
 
-__all__ = ["TuneInfo", "make_jobs", "tune", "workloads"]
+__all__ = ["HookCall", "TuneInfo", "hook_calls", "make_jobs", "tune", "workloads"]

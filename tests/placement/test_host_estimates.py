@@ -28,7 +28,11 @@ def test_ds_cnn_pointwise_convolutions_go_to_blas_with_exact_reasons():
     assert (pw.piece, pw.reason) == ("blas", "cheapest")
     host, blas = pw.costs["host"], pw.costs["blas"]
     assert (host["source"], blas["source"]) == ("schedule", "hook")
-    assert host["detail"] == "3.314e+04 cycles (13.55 us at 2445 MHz), 1024000 flops, 80384 bytes"
+    # on c the convolution is fused with its bias and relu: it costs the fused function less those two alone
+    assert host["detail"] == ("the whole group less its other calls here (4.445e-06 s); fused group "
+                              "'fused_nn_conv2d_add_nn_relu' of 3 calls: 3.554e+04 cycles (14.54 us at 2445 MHz), "
+                              "1048000 flops, 80640 bytes")
+    assert host["seconds"] == pytest.approx(10.09e-6, rel=1e-3)
     assert blas["detail"] == HOOK
     assert blas["seconds"] == pytest.approx(10.03e-6, rel=1e-3)
     dw = next(c for c in r.calls if c.name == "/block0/dw/Conv")  # depthwise: blas cannot run it
@@ -53,8 +57,10 @@ def test_resnet_block_convolutions_go_to_blas_and_the_transformer_stays_on_c():
     assert {p for p, _ in _products("transformer_encoder").values()} == {"host"}
 
 
-def test_mobilenet_v2_only_its_6x6_pointwise_convolutions_go_to_blas():
+def test_mobilenet_v2_only_its_6x6_project_convolutions_go_to_blas():
     # at 6x6 the fused rows of 36 pixels are 18-wide tiles: a 16-lane vector and 2 single elements, so c runs
-    # at about half its speed on full vectors; at 12x12 and above c's schedules win
+    # at about half its speed on full vectors; at 12x12 and above c's schedules win. The expand and head
+    # convolutions at 6x6 stay on c: their bias and Clip cost next to nothing fused there, and a function
+    # of their own after a blas call
     on_blas = sorted(n for n, (p, _) in _products("mobilenet_v2").items() if p == "blas")
-    assert on_blas == ["/block3_0/project/Conv", "/block3_1/expand/Conv", "/block3_1/project/Conv", "/head/Conv"]
+    assert on_blas == ["/block3_0/project/Conv", "/block3_1/project/Conv"]

@@ -129,7 +129,8 @@ def test_placement_prices_tuned_functions_by_their_records(mod):
     from plait.placement.explain import explain
 
     db, info = tune(mod, f"host: {TARGET}; blas: blas", trials=2, measure="analytic", jobs=2)
-    assert {j.target for j in info.jobs} == {TARGET}  # blas runs its calls through its own library: nothing to tune
+    # blas runs its calls through its own library: nothing to tune, each call measured alone (tests/tune/test_hook_calls.py)
+    assert {j.target for j in info.jobs if j.op is None} == {TARGET} and {j.target for j in info.jobs if j.op} == {"blas"}
     rep = explain(mod, f"host: {TARGET}; blas: blas", cost_model=CostModel(database=db))
     host = [c.costs["host"] for c in rep.calls if c.op == "nn.conv2d"]
     assert host and all(e["source"] == "measured" and "tuning record (analytic estimate) of workload " in e["detail"]
