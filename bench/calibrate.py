@@ -19,8 +19,12 @@ What the ratios showed, and what changed in the models instead of shipping per-f
 (DS-CNN's rows of 25, MobileNetV2's 6x6 maps) ran at half the estimated speed (the remainder's vectors:
 ``plait.schedule.cost.vector_ops``); matrix-vector products ran at what L2 streams (``Machine.l1_bytes``,
 ``l2_bytes_per_cycle``); OpenBLAS ran 1.4x faster than the blas kind's AVX2 fit on an AVX-512 host
-(``plait.backends.blas.backend.SGEMM_FITS``, per vector-width class). Units of a few microseconds also
-carry the graph executor's ~0.4 us per call, which no estimate includes (the same on both pieces).
+(``plait.backends.blas.backend.SGEMM_FITS``, per vector-width class). Then 3x3 convolutions of the same
+flops ran 0.7x-1.9x their c estimates in a pattern that two probed host facts explain (plait.target.host):
+the effective clock (this VM's cores run at 3.7 GHz, its /proc/cpuinfo says 2596 MHz) and the FMA pass
+width (Zen 4 runs 512-bit FMAs as two 256-bit passes: ``plait.schedule.cost.vector_passes``). Units of a
+few microseconds also carry the graph executor's ~0.4 us per call, which no estimate includes (the same
+on both pieces).
 """
 
 from __future__ import annotations
@@ -91,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     host, blas = CompositeTarget(TARGET).pieces
     m = machine_for(host.target)
     fit, clock = sgemm_fit(blas.target)
-    print(f"c: {m.simd_bits}-bit SIMD at {m.clock_mhz:g} MHz; blas: {fit.flops_per_cycle:.1f} flops/cycle at "
-          f"{clock:g} MHz ({fit.source})")
+    print(f"c: {m.simd_bits}-bit SIMD in {m.fma_bits or m.simd_bits}-bit FMA passes at {m.clock_mhz:g} MHz "
+          f"({host.target.facts.clock_mhz.where}); blas: {fit.flops_per_cycle:.1f} flops/cycle at {clock:g} MHz "
+          f"({fit.source})")
     print(f"load average before: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = []
     for name in args.models.split(","):

@@ -60,9 +60,9 @@ class CacheError(PlaitError):
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/plait/cc`` when that variable holds an absolute path (the XDG rule), else
     ``~/.cache/plait/cc``."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
-    return base / "plait" / "cc"
+    from plait.target.host import cache_home
+
+    return cache_home() / "cc"
 
 
 def requested_dir(cache_dir: str | os.PathLike | None) -> Path:

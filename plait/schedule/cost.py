@@ -17,7 +17,8 @@ The model (its constants and the checks behind them are in docs/schedules.md):
 - a vectorized loop runs its body once per vector: ``extent // lanes`` full vectors, then the rest as
   compilers vectorize a remainder, in vectors of half, a quarter... the width down to 128 bits, and
   what is left one element at a time (:func:`vector_ops`: 25 floats in 512-bit vectors are 16 + 8 + 1,
-  three instructions, not 25 / 16);
+  three instructions, not 25 / 16); a float instruction on a vector wider than ``machine.fma_bits``
+  issues in parts (:func:`vector_passes`: AMD Zen 4 runs a 512-bit FMA as two 256-bit halves);
 - loop overhead: ``3 / ops_per_cycle`` cycles per iteration of a loop the compiler keeps (not
   unrolled, more than one iteration), per vector in a vectorized loop;
 - integer work on data (the operations of a statement's value, not of its indices or of loads'
@@ -215,12 +216,27 @@ def _vectorized(loop: For) -> bool:
     return loop.kind == "vectorized" or bool(loop.annotations.get("dot_product"))
 
 
-def _iterations(m: Machine, loop: For, dtype: str) -> int:
-    """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized."""
+def vector_passes(extent: int, lanes: int, min_lanes: int, pass_lanes: int) -> int:
+    """Passes through an FMA pipe that takes ``pass_lanes`` elements at once for the vectors of
+    :func:`vector_ops` (a vector wider than the pipe issues in parts: AMD Zen 4's 512-bit FMA is two)."""
+    if lanes <= 1 or pass_lanes >= lanes:
+        return vector_ops(extent, lanes, min_lanes)
+    n, rest, width = (extent // lanes) * -(-lanes // pass_lanes), extent % lanes, lanes // 2
+    while rest and width >= max(min_lanes, 2):
+        n, rest, width = n + (rest // width) * -(-width // pass_lanes), rest % width, width // 2
+    return n + rest
+
+
+def _iterations(m: Machine, loop: For, dtype: str, passes: bool = False) -> int:
+    """Times the body of ``loop`` runs: per vector (and remainder element) when it is vectorized; with
+    ``passes``, its vector FMAs' passes through a pipe of ``m.fma_bits``."""
     if not _vectorized(loop):
         return _extent(loop)
     bits = 8 if dtype == "bool" else np.dtype(dtype).itemsize * 8
-    return vector_ops(_extent(loop), m.lanes(dtype), min(m.simd_bits, 128) // bits)
+    lanes, min_lanes = m.lanes(dtype), min(m.simd_bits, 128) // bits
+    if passes and 0 < m.fma_bits < m.simd_bits:
+        return vector_passes(_extent(loop), lanes, min_lanes, max(1, m.fma_bits // bits))
+    return vector_ops(_extent(loop), lanes, min_lanes)
 
 
 def _extent(loop: For) -> int:
@@ -246,8 +262,9 @@ class _Walker:
             return False  # one iteration (a 1x1 kernel's window loops): no loop in the code
         return n is None or n // self.vf(loop, dtype) > self.m.auto_unroll
 
-    def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None) -> float:
-        """Executions of a statement (``used`` None) or of a load using the variables ``used``."""
+    def count(self, loops: tuple[For, ...], dtype: str, used: set[Var] | None = None, passes: bool = False) -> float:
+        """Executions of a statement (``used`` None) or of a load using the variables ``used``; with
+        ``passes``, of a statement's float instructions through the FMA pipes (:func:`vector_passes`)."""
         c = 1.0
         last_used = -1
         if used is not None:
@@ -255,7 +272,7 @@ class _Walker:
                 if lp.loop_var in used:
                     last_used = k
         for k, lp in enumerate(loops):
-            n = _iterations(self.m, lp, dtype)
+            n = _iterations(self.m, lp, dtype, passes)
             if used is None or lp.loop_var in used or (k < last_used and self.kept(lp, dtype)):
                 c *= n
         return c
@@ -273,7 +290,8 @@ class _Walker:
         if store is not None and store.scope != "local":
             mem += n
         scalar_n = float(np.prod([_extent(lp) for lp in loops]))
-        fp = n * (ops.fops / m.fma_per_cycle if m.fma_per_cycle > 0 else 0.0) + n * ops.soft * m.soft_float_cycles
+        nf = self.count(loops, dtype, passes=True) if ops.fops and 0 < m.fma_bits < m.simd_bits else n
+        fp = nf * (ops.fops / m.fma_per_cycle if m.fma_per_cycle > 0 else 0.0) + n * ops.soft * m.soft_float_cycles
         if ops.calls:
             fpu = m.has_fpu(dtype if dtype.startswith("float") else "float32")
             fp += scalar_n * ops.calls * (1.0 / max(m.fma_per_cycle, 1.0) if fpu else m.soft_float_cycles)
@@ -362,4 +380,5 @@ def estimate_cost(func: PrimFunc, target: Any = None, machine: Machine | None = 
     return ScheduleCost(cycles, nbytes, int(round(w.flops)), w.compute, memory, machine.clock_mhz)
 
 
-__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost", "vector_ops"]
+__all__ = ["CALL_OVERHEAD_CYCLES", "CHEAP_INTRINSICS", "ScheduleCost", "SYMBOLIC_EXTENT", "estimate_cost", "vector_ops",
+           "vector_passes"]

@@ -33,6 +33,7 @@ class Machine:
     l1_bytes: int = 0  # the first-level data cache (0: none: every access at loads_per_cycle)
     l2_bytes_per_cycle: float = 0.0  # sustained bandwidth from the next level, for data that overflows l1_bytes
     auto_unroll: int = 0  # the compiler unrolls constant loops of at most this many iterations (per vector)
+    fma_bits: int = 0  # the widest vector an FMA pipe takes in one pass (0: simd_bits); wider ones issue in parts
     intrinsic_ops: float = 20.0  # float operations of one exp/log/tanh/... call
     # integer arithmetic of the data (not of addresses), per instruction or per vector of them:
     int_mac_cycles: float = 1.0  # one 32-bit multiply-accumulate (MLA; MULS + ADDS on ARMv6-M)
@@ -77,6 +78,23 @@ def mcu_integer(target: object) -> dict[str, float | int]:
         return dict(ARMV6M_INTEGER)
     return {"int_mac_cycles": 1.0, "narrow_macs": 1 if arch == "armv7-m" else 2, "word_bits": 32,
             "wide_op_cycles": 2.0, "wide_mul_cycles": 3.0}
+
+
+def fma_bits(target: object, simd_bits: int) -> int:
+    """The widest vector one FMA pipe of ``target`` takes in one pass (at most ``simd_bits``): its
+    ``fma_bits`` fact when a target option gives it, or when it is measured on this machine together
+    with the SIMD width (AMD Zen 4 splits a 512-bit FMA in two 256-bit halves); else ``simd_bits``
+    (a SIMD width that a tag or an option states describes full-width FMA pipes)."""
+    facts = getattr(target, "facts", None)
+    f, simd = (getattr(facts, n, None) for n in ("fma_bits", "simd_bits")) if facts is not None else (None, None)
+    value = getattr(f, "value", None)
+    if value is None or simd_bits <= 0:
+        return simd_bits
+    from plait.target.host import MEASURED
+
+    if f.origin == MEASURED and getattr(simd, "origin", "") != MEASURED:  # type: ignore[union-attr]
+        return simd_bits
+    return min(simd_bits, int(value))
 
 
 def fact(target: object, name: str, default: object) -> object:

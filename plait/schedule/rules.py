@@ -28,7 +28,7 @@ from plait.schedule.int_rules import int_stage
 from plait.schedule.analysis import const_int, get_loop
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
-from plait.schedule.machine import Machine, fact, mcu_integer
+from plait.schedule.machine import Machine, fact, fma_bits, mcu_integer
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, buffers_with_guards, contiguous, stage_roots, uses
 
@@ -180,8 +180,8 @@ def cpu_machine(target: Any) -> Machine:
     return Machine(
         rules="cpu", clock_mhz=float(fact(target, "clock_mhz", 2000)),  # type: ignore[arg-type]
         simd_bits=simd if simd >= 64 else 0, fpu=fpu, vector_registers=32 if simd >= 512 else 16,
-        ops_per_cycle=4.0, fma_per_cycle=2.0, loads_per_cycle=2.0, bytes_per_cycle=8.0,
-        cache_bytes=8 << 20, soft_float_cycles=30.0, l1_bytes=32 << 10, l2_bytes_per_cycle=24.0, auto_unroll=16)
+        ops_per_cycle=4.0, fma_per_cycle=2.0, fma_bits=fma_bits(target, simd), loads_per_cycle=2.0, bytes_per_cycle=8.0,
+        cache_bytes=8 << 20, soft_float_cycles=30.0, l1_bytes=32 << 10, l2_bytes_per_cycle=20.0, auto_unroll=16)
 
 
 def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:

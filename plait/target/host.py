@@ -12,11 +12,17 @@ facts through target options (``-clock-mhz=``, ``-simd-bits=``, ``-ram-kb=``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import re
+import shutil
+import subprocess
+import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from plait.target.tag import Fact
 
@@ -26,6 +32,55 @@ ESTIMATE = "estimate"
 WATTS_PER_CORE = 4.375
 _CPUINFO = Path("/proc/cpuinfo")
 _MAX_FREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+#: the effective clock is rounded to this many MHz (the same machine gives the same number)
+CLOCK_STEP_MHZ = 100
+#: a chain of dependent integer adds, one cycle each on every x86-64 and AArch64 core: the fastest of
+#: 15 timed runs of 16 x 400,000 adds (about 2 ms each) gives the clock the core really runs at, boost
+#: included (a VM's /proc/cpuinfo gives the nominal clock and no cpufreq); then 10 independent chains
+#: of multiply-adds on vectors of VEC_BYTES: how many such FMAs the core issues per cycle (AMD Zen 4
+#: runs a 512-bit FMA as two 256-bit halves: 1 per cycle, 2 at 256 bits; Intel's AVX-512 cores with two
+#: FMA units: 2)
+_PROBE_C = r"""
+#include <stdio.h>
+#include <stdint.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+typedef float vec __attribute__((vector_size(VEC_BYTES)));
+int main(int argc, char **argv) {
+  uint64_t y = (uint64_t)argc, x = 0; const long n = 400000; double best = 1e9, bestf = 1e9;
+  (void)argv;
+  for (int r = 0; r < 15; r++) {
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+#define ADD x += y; __asm__ volatile("" : "+r"(x));
+      ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD ADD
+    }
+    double t = now() - t0;
+    if (t < best) best = t;
+  }
+  vec m = {0}, c = {0};
+  m += 0.5f; c += (float)argc;
+  vec a0 = c, a1 = c + 1, a2 = c + 2, a3 = c + 3, a4 = c + 4, a5 = c + 5, a6 = c + 6, a7 = c + 7, a8 = c + 8, a9 = c + 9;
+  for (int r = 0; r < 15; r++) {
+    double t0 = now();
+    for (long i = 0; i < n / 4; i++) {
+#define F(a) a = a * m + c;
+      F(a0) F(a1) F(a2) F(a3) F(a4) F(a5) F(a6) F(a7) F(a8) F(a9)
+      F(a0) F(a1) F(a2) F(a3) F(a4) F(a5) F(a6) F(a7) F(a8) F(a9)
+      __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7),
+                       "+x"(a8), "+x"(a9));
+    }
+    double t = now() - t0;
+    if (t < bestf) bestf = t;
+  }
+  vec s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9;
+  printf("%.1f %.3f %d\n", 16.0 * n / best / 1e6, (20.0 * (n / 4) / bestf) / (16.0 * n / best),
+         (int)(s[0] != s[0]) + (int)(x & 1));
+  return 0;
+}
+"""
+#: the compiler flags that give the probe's vectors of each width FMA instructions (x86-64)
+_VECTOR_FLAGS = {512: ["-mavx512f", "-mfma"], 256: ["-mavx2", "-mfma"]}
 
 
 @lru_cache(maxsize=1)
@@ -67,8 +122,86 @@ def _simd_bits() -> Fact:
     return Fact(0, "bits", f"no SIMD assumed on '{arch}'", "no CPU flags found in /proc/cpuinfo", origin=ESTIMATE)
 
 
+def cache_home() -> Path:
+    """Where plait caches files: ``$XDG_CACHE_HOME/plait`` when that variable holds an absolute path (the
+    XDG rule), else ``~/.cache/plait``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".cache"
+    return base / "plait"
+
+
+def _machine_key() -> str:
+    """This machine's processor, as the clock cache knows it: architecture, model name and flags."""
+    info = _cpuinfo()
+    text = "|".join((platform.machine(), info.get("model name", ""), info.get("flags") or info.get("Features") or ""))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_probe(simd_bits: int) -> tuple[float, float] | None:
+    """(the clock in MHz at which a chain of dependent adds runs, vector FMAs of ``simd_bits`` issued per
+    cycle) from the compiled :data:`_PROBE_C`; None when this is not an x86-64 machine with 256- or
+    512-bit vectors or no C compiler (``$CC``, ``cc``, ``gcc``) builds and runs it."""
+    cc = next((c for c in (os.environ.get("CC", ""), "cc", "gcc") if c and shutil.which(c)), None)
+    if cc is None or platform.machine().lower() not in ("x86_64", "amd64") or simd_bits not in _VECTOR_FLAGS:
+        return None
+    try:
+        with tempfile.TemporaryDirectory(prefix="plait-probe-") as d:
+            src, exe = Path(d) / "probe.c", Path(d) / "probe"
+            src.write_text(_PROBE_C)
+            subprocess.run([cc, "-O2", "-ffp-contract=fast", f"-DVEC_BYTES={simd_bits // 8}", *_VECTOR_FLAGS[simd_bits],
+                            str(src), "-o", str(exe)], check=True, capture_output=True, timeout=60)
+            out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60).stdout
+        mhz, fmas = (float(v) for v in out.split()[:2])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return (mhz, fmas) if mhz > 0 and fmas > 0 else None
+
+
+def _probe() -> tuple[dict[str, Any], Path] | None:
+    """This machine's probed facts (:func:`run_probe`): ``clock_mhz`` rounded to
+    :data:`CLOCK_STEP_MHZ`, ``fma_bits`` (the widest vector one FMA pipe takes in one pass: the SIMD
+    width, halved while two pipes issue fewer than 1.5 FMAs of it per cycle), and the file they are cached
+    in: probed once per machine (the first result written wins, so every later process, and every test
+    worker, reads the same numbers)."""
+    path = cache_home() / "host" / f"probe-{_machine_key()}.json"
+    try:
+        data = json.loads(path.read_text())
+        return {"clock_mhz": int(data["clock_mhz"]), "fma_bits": int(data["fma_bits"])}, path
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    simd = int(_simd_bits().value or 0)
+    got = run_probe(simd)
+    if got is None:
+        return None
+    mhz, fmas = got
+    bits = simd
+    while fmas < 1.5 and bits > 128:
+        bits, fmas = bits // 2, fmas * 2
+    data = {"clock_mhz": max(CLOCK_STEP_MHZ, int(round(mhz / CLOCK_STEP_MHZ)) * CLOCK_STEP_MHZ), "fma_bits": bits,
+            "measured_mhz": round(mhz, 1), "fma_per_cycle": round(got[1], 3), "simd_bits": simd}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data) + "\n")
+        try:
+            os.link(tmp, path)  # atomic; fails when another process cached its result first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    return {"clock_mhz": int(data["clock_mhz"]), "fma_bits": int(data["fma_bits"])}, path
+
+
 def _clock_mhz() -> Fact:
-    """The maximum clock (cpufreq), else the model name's nominal clock, else 'cpu MHz' of CPU 0."""
+    """The effective clock (:func:`_probe`), else the maximum clock (cpufreq), else the model
+    name's nominal clock, else 'cpu MHz' of CPU 0."""
+    probed = _probe()
+    if probed is not None:
+        return Fact(probed[0]["clock_mhz"], "MHz", f"a timed chain of dependent adds (1 cycle each), fastest of 15 "
+                    f"runs, rounded to {CLOCK_STEP_MHZ} MHz; cached in {probed[1]}", origin=MEASURED)
     try:
         khz = int(_MAX_FREQ.read_text().strip())
         return Fact(round(khz / 1000), "MHz", f"{_MAX_FREQ} (maximum clock)", origin=MEASURED)
@@ -86,6 +219,16 @@ def _clock_mhz() -> Fact:
         pass
     return Fact(2000, "MHz", "a typical x86-64 server core", "no clock found in /sys or /proc/cpuinfo",
                 origin=ESTIMATE)
+
+
+def _fma_bits() -> Fact:
+    """The widest vector one FMA pipe executes in one pass (:func:`_probe`), else the SIMD width."""
+    probed = _probe()
+    if probed is not None:
+        return Fact(probed[0]["fma_bits"], "bits", f"timed independent vector FMAs (two pipes: a width issued at "
+                    f"fewer than 1.5 per cycle is split in halves); cached in {probed[1]}", origin=MEASURED)
+    return Fact(_simd_bits().value, "bits", "the SIMD width", "not probed (no C compiler, or not an x86-64 "
+                "machine with 256- or 512-bit vectors)", origin=ESTIMATE)
 
 
 def _ram_kb() -> Fact:
@@ -116,7 +259,7 @@ def _flash_kb() -> Fact:
     return Fact(None, "KiB", "not applicable on a host: programs and weights load from disk into RAM")
 
 
-_MEASURES = {"clock_mhz": _clock_mhz, "fpu": _fpu, "simd_bits": _simd_bits, "ram_kb": _ram_kb,
+_MEASURES = {"clock_mhz": _clock_mhz, "fma_bits": _fma_bits, "fpu": _fpu, "simd_bits": _simd_bits, "ram_kb": _ram_kb,
              "flash_kb": _flash_kb, "power_mw": _power_mw, "cores": _cores}
 
 
@@ -128,4 +271,4 @@ def measure(name: str) -> Fact:
 
 MEASURABLE = tuple(_MEASURES)
 
-__all__ = ["ESTIMATE", "MEASURABLE", "MEASURED", "measure"]
+__all__ = ["CLOCK_STEP_MHZ", "ESTIMATE", "MEASURABLE", "MEASURED", "cache_home", "measure", "run_probe"]

@@ -105,7 +105,8 @@ class Option:
 
 
 #: option name -> the fact it sets (plait.target.tag.Facts), for the options every kind has
-FACT_OPTION_NAMES = {"ram-kb": "ram_kb", "flash-kb": "flash_kb", "clock-mhz": "clock_mhz", "simd-bits": "simd_bits"}
+FACT_OPTION_NAMES = {"ram-kb": "ram_kb", "flash-kb": "flash_kb", "clock-mhz": "clock_mhz", "simd-bits": "simd_bits",
+                     "fma-bits": "fma_bits"}
 
 FACT_OPTIONS: tuple[Option, ...] = (
     Option("ram-kb", int, None, "RAM in KiB (activations must fit; weights too without flash); overrides "
@@ -116,6 +117,9 @@ FACT_OPTIONS: tuple[Option, ...] = (
                                    "or the measured fact", nullable=True, minimum=1),
     Option("simd-bits", int, None, "widest SIMD register in bits, 0 for none (the cost model's vector lanes); "
                                    "overrides the tag's or the measured fact", nullable=True, minimum=0),
+    Option("fma-bits", int, None, "the widest vector one FMA pipe takes in one pass (AMD Zen 4: 256 of its "
+                                  "512-bit vectors; the cost model issues wider FMAs in parts); overrides the "
+                                  "measured fact", nullable=True, minimum=1),
 )
 
 

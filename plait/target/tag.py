@@ -65,7 +65,7 @@ class Fact:
 #: the origin of a fact that neither a tag nor a fact option gives
 UNKNOWN = "unknown"
 #: the facts a tag may leave out (then unknown)
-OPTIONAL_FACTS = ("cores",)
+OPTIONAL_FACTS = ("cores", "fma_bits")
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class Facts:
     power_mw: Fact  # typical active power at clock_mhz
     # CPUs (informational: the executor runs calls one at a time)
     cores: Fact = Fact(None, "", "not stated by the tag", origin=UNKNOWN)
+    # the widest vector one FMA pipe takes in one pass (None: simd_bits, full-width pipes)
+    fma_bits: Fact = Fact(None, "bits", "not stated by the tag", origin=UNKNOWN)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -245,7 +247,7 @@ def resolve_facts(tag: Tag | None, options: Mapping[str, Any]) -> Facts | None:
     return Facts(**out)
 
 
-_UNITS = {"clock_mhz": "MHz", "simd_bits": "bits", "ram_kb": "KiB", "flash_kb": "KiB", "power_mw": "mW"}
+_UNITS = {"clock_mhz": "MHz", "simd_bits": "bits", "fma_bits": "bits", "ram_kb": "KiB", "flash_kb": "KiB", "power_mw": "mW"}
 
 
 def _replace(f: Fact, **changes: Any) -> Fact:

@@ -113,7 +113,7 @@ def _host_facts(**fixed: Fact) -> dict[str, Fact]:
     """Facts of the machine plait runs on, measured when first needed; ``fixed`` ones (a SIMD width
     that an -mcpu level sets) replace the measured."""
     units = {"clock_mhz": MHZ, "fpu": "", "simd_bits": BITS, "ram_kb": KB, "flash_kb": KB, "power_mw": MW,
-             "cores": ""}
+             "cores": "", "fma_bits": BITS}
     return {name: fixed.get(name, Fact.measured(name, unit)) for name, unit in units.items()}
 
 

@@ -167,8 +167,8 @@ def test_explain_errors_are_reported_not_raised(capsys):
     assert capsys.readouterr().err == "plait: error: composite target: duplicate piece name 'a'\n"
     assert main(["targets", "--explain", "c -mcpu=x -O3"]) == 1
     assert capsys.readouterr().err == \
-        "plait: error: target kind 'c' has no option '-O3'; valid options: -board, -cc, -clock-mhz, -flash-kb, -keys, " \
-        "-march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits\n"
+        "plait: error: target kind 'c' has no option '-O3'; valid options: -board, -cc, -clock-mhz, -flash-kb, " \
+        "-fma-bits, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits\n"
 
 
 def test_a_mistyped_cpu_stops_plait_run_before_any_work(tmp_path, capsys):
@@ -189,8 +189,8 @@ def test_targets_lists_the_fact_options_once_and_explains_the_m55(capsys):
     assert main(["targets"]) == 0
     out = capsys.readouterr().out.splitlines()
     i = out.index("options of every kind (they override the tag's or the measured facts):")
-    assert [line.split()[0] for line in out[i + 1:i + 5]] == ["-ram-kb=<int>", "-flash-kb=<int>", "-clock-mhz=<int>",
-                                                               "-simd-bits=<int>"]
+    assert [line.split()[0] for line in out[i + 1:i + 6]] == ["-ram-kb=<int>", "-flash-kb=<int>", "-clock-mhz=<int>",
+                                                               "-simd-bits=<int>", "-fma-bits=<int>"]
     assert sum(line.lstrip().startswith("-ram-kb=") for line in out) == 1
     assert main(["targets", "--explain", "c -mcpu=cortex-m55"]) == 0
     lines = capsys.readouterr().out.splitlines()

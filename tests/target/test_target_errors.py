@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from plait.target import option
 from plait.target.testing import isolated_registry, make_backend, register_test_backend
 
-C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits"
+C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -fma-bits, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits"
 
 
 def message(exc_type, fn, *args, **kwargs) -> str:
@@ -42,7 +42,7 @@ def test_unknown_option_lists_the_valid_ones():
     assert message(TargetError, Target, "c -mcpuu=cortex-m0") == \
         f"target kind 'c' has no option '-mcpuu' (did you mean '-mcpu'?); valid options: {C_OPTIONS}"
     assert message(TargetError, Target, "llvm -xyz=1") == \
-        "target kind 'llvm' has no option '-xyz'; valid options: -clock-mhz, -flash-kb, -keys, -mattr, -mcpu, " \
+        "target kind 'llvm' has no option '-xyz'; valid options: -clock-mhz, -flash-kb, -fma-bits, -keys, -mattr, -mcpu, " \
         "-ram-kb, -simd-bits"
     assert message(TargetError, Target, {"kind": "c", "cpu": "cortex-m0"}) == \
         f"target kind 'c' has no option '-cpu' (did you mean '-mcpu'?); valid options: {C_OPTIONS}"
@@ -137,7 +137,7 @@ def test_kind_and_tag_registration_errors():
             == "target tag 't2': missing facts: fpu"
         assert message(TargetError, register_tag, "t3", "c", {}, {**facts, "mips": Fact(1, "", "x")}) == \
             "target tag 't3': unknown facts: mips; valid facts: clock_mhz, fpu, simd_bits, ram_kb, flash_kb, power_mw, " \
-            "cores"
+            "cores, fma_bits"
         assert message(TargetError, register_tag, "t4", "c", {"opt-level": 9}, facts) == \
             "target tag 't4': option '-opt-level' must be one of 0, 1, 2, 3; got 9"
 

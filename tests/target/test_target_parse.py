@@ -27,7 +27,7 @@ def test_string_form_resolves_every_option():
     assert dict(t.options) == {"mcpu": "cortex-m0", "march": "", "mfpu": "", "mfloat-abi": "",
                                "opt-level": 2, "cc": "", "board": "", "requantize": "", "keys": ("arm_cpu", "cpu"),
                                "ram-kb": None,
-                               "flash-kb": None, "clock-mhz": None, "simd-bits": None}
+                               "flash-kb": None, "clock-mhz": None, "simd-bits": None, "fma-bits": None}
     assert t.keys == ("arm_cpu", "cpu")
     assert str(t) == "c -mcpu=cortex-m0"  # the keys are the matching cortex-m0 tag's anyway
     assert t.to_dict() == {"kind": "c", "mcpu": "cortex-m0"}
@@ -145,7 +145,8 @@ def test_fact_options_override_the_tag_on_every_kind():
     from plait.target import Option, TargetError, TargetKind
 
     k = TargetKind("test_fact_kind", options=(Option("n", int, 1),))  # a kind declares none of them itself
-    assert [o.name for o in k.options] == ["n", "keys", "ram-kb", "flash-kb", "clock-mhz", "simd-bits"]
+    assert [o.name for o in k.options] == ["n", "keys", "ram-kb", "flash-kb", "clock-mhz", "simd-bits",
+                                          "fma-bits"]
     with pytest.raises(TargetError) as e:
         TargetKind("test_fact_kind2", options=(Option("ram-kb", int, 1),))
     assert str(e.value) == ("target kind 'test_fact_kind2': option 'ram-kb' is one every kind has "
@@ -236,6 +237,7 @@ _C_OPTIONS = {
     "flash-kb": st.one_of(st.none(), st.integers(0, 1 << 20)),
     "clock-mhz": st.one_of(st.none(), st.integers(1, 5000)),
     "simd-bits": st.one_of(st.none(), st.sampled_from([0, 128, 256, 512])),
+    "fma-bits": st.one_of(st.none(), st.sampled_from([128, 256, 512])),
 }
 
 

@@ -168,28 +168,32 @@ def supports(call: Call, target: Any) -> bool | tuple[bool, str]:
 # class of the host, each on one machine by ``python bench/blas_speed.py`` (a C loop calling OpenBLAS as the
 # PrimFuncs do; least squares in log space of the best of several runs: the machine is shared, the best run
 # is the unloaded one, the same best case the analytic estimates of other kinds describe), and kept in
-# flops per cycle of that machine's clock so that the clock of the machine it runs on scales it.
+# flops per cycle of that machine's effective clock (the one plait.target.host probes: boost included) so that the clock
+# of the machine it runs on scales it.
 
 
 @dataclass(frozen=True)
 class SgemmFit:
     """OpenBLAS's speed on one vector-width class: ``cblas_sgemm``'s ``flops_per_cycle`` on large products
     and the ``half`` sizes (m, n, k) at which that dimension alone would halve it; ``cblas_sgemv``'s
-    ``gemv_bytes_per_cycle`` (it streams the matrix); ``source``: the measurements."""
+    ``gemv_bytes_per_cycle`` (it streams the matrix); ``fma_bits``: the widest vector one FMA pipe of the
+    measured machine takes in one pass (sgemm's speed scales with it); ``source``: the measurements."""
 
     flops_per_cycle: float
     half: tuple[float, float, float]
     gemv_bytes_per_cycle: float
+    fma_bits: int
     source: str
 
 
 SGEMM_FITS = {
-    256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0), 55e3 / 2445,
+    256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0), 55e3 / 2445, 256,
                   "AMD EPYC Zen 3, 2445 MHz, AVX2 + FMA, OpenBLAS 0.3.34 (Haswell kernels): 78-86 GFLOP/s on "
                   "large products (256^3: 85.7), every sgemm shape within 11%; sgemv 1x512x512 in 21 us"),
-    512: SgemmFit(113e3 / 2596, (0.5, 1.0, 1.0), 70e3 / 2596,
-                  "AMD EPYC with AVX-512 (avx512f), 2596 MHz, OpenBLAS of scipy-openblas32: 95-116 GFLOP/s "
-                  "from 32x64x64 to 256^3, every shape from 16^3 up within 25%; sgemv 1x256x512 in 7.5 us"),
+    512: SgemmFit(113e3 / 3700, (0.5, 1.0, 1.0), 70e3 / 3700, 256,
+                  "AMD EPYC Zen 4 with AVX-512 (avx512f; 512-bit FMAs in two 256-bit passes), 2596 MHz nominal, "
+                  "3700 MHz effective (plait.target.host's probe), OpenBLAS of scipy-openblas32: 95-116 GFLOP/s from 32x64x64 to 256^3, every shape "
+                  "from 16^3 up within 25%; sgemv 1x256x512 in 7.5 us"),
 }
 CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.04-0.14 us in all)
 IM2COL_BYTES_PER_S = 50e9  # the im2col loop nest, 4 bytes read + 4 written per element (ResNet 3x3
@@ -198,23 +202,28 @@ IM2COL_BYTES_PER_S = 50e9  # the im2col loop nest, 4 bytes read + 4 written per 
 
 def sgemm_fit(target: Any = None) -> tuple[SgemmFit, float]:
     """The fit of ``target``'s vector-width class and the clock (MHz) to apply it at: the target's
-    ``simd_bits`` and ``clock_mhz`` facts (``blas -simd-bits=512 -clock-mhz=2445``), else this machine's
-    (OpenBLAS runs on the host). A class without a fit takes the widest fitted class below it, scaled by
-    the width ratio (128-bit SSE / NEON: half the 256-bit class)."""
-    from plait.schedule.machine import fact
+    ``simd_bits``, ``fma_bits`` and ``clock_mhz`` facts (``blas -simd-bits=512 -clock-mhz=2445``), else this
+    machine's (OpenBLAS runs on the host). A class without a fit takes the widest fitted class below it;
+    sgemm's flops per cycle scale with the FMA pass width (:func:`plait.schedule.machine.fma_bits`: 128-bit
+    SSE / NEON half the 256-bit class, full-width AVX-512 pipes twice the fitted Zen 4)."""
+    from plait.schedule.machine import fact, fma_bits
     from plait.target.host import measure
 
     simd = fact(target, "simd_bits", None) if target is not None else None
     clock = fact(target, "clock_mhz", None) if target is not None else None
-    simd = int(simd if simd is not None else measure("simd_bits").value or 128)  # type: ignore[arg-type]
+    if simd is None:
+        simd = int(measure("simd_bits").value or 128)  # type: ignore[arg-type]
+        fma = min(simd, int(measure("fma_bits").value or simd))  # type: ignore[arg-type]
+    else:
+        simd = int(simd)  # type: ignore[arg-type]
+        fma = fma_bits(target, simd)
     clock = float(clock if clock is not None else measure("clock_mhz").value or 2000)  # type: ignore[arg-type]
     below = [b for b in SGEMM_FITS if b <= simd]
-    if simd in SGEMM_FITS:
-        return SGEMM_FITS[simd], clock
-    base = max(below) if below else min(SGEMM_FITS)
-    f = SGEMM_FITS[base]
-    return SgemmFit(f.flops_per_cycle * simd / base, f.half, f.gemv_bytes_per_cycle,
-                    f"{f.source} (scaled to {simd}-bit vectors)"), clock
+    f = SGEMM_FITS[simd] if simd in SGEMM_FITS else SGEMM_FITS[max(below) if below else min(SGEMM_FITS)]
+    if fma == f.fma_bits:
+        return f, clock
+    return SgemmFit(f.flops_per_cycle * fma / f.fma_bits, f.half, f.gemv_bytes_per_cycle, fma,
+                    f"{f.source} (scaled to {fma}-bit FMA passes)"), clock
 
 
 def gemm_seconds(m: int, n: int, k: int, target: Any = None) -> float:
