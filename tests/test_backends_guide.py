@@ -172,7 +172,11 @@ def test_vecacc_declines_broadcasts_and_other_dtypes(guide):
     b = Builder("bcast")
     x = b.input("x", (4, 8))
     y = b.nn.relu(x + b.const(np.ones((8,), np.float32)), name="act")
-    art = plait.build(b.finish(y), "host: c; vec: vecacc")
+    mod = b.finish(y)
+    auto = plait.build(mod, "host: c; vec: vecacc")
+    # the broadcast add stays on the host; the relu follows it there (fused with the add it costs next to nothing)
+    assert [(p.call.op_name, p.piece) for p in auto.placement] == [("add", "host"), ("nn.relu", "host")]
+    art = plait.build(mod, "host: c; vec: vecacc", place="act=vec")
     assert [(p.call.op_name, p.piece) for p in art.placement] == [("add", "host"), ("nn.relu", "vec")]
     add = art.placement.placed[0]
     assert add.alternatives["vec"] == "the 'supports' hook of target kind 'vecacc' says no"

@@ -98,7 +98,7 @@ def test_a_chain_of_requantizations_is_compiled_without_jump_threading():
     for body, chain in ((one, False), (two, True)):
         fn = Function((acc,), body, None, Attrs({"Primitive": 1, "name": "rq"}))
         src = codegen_c([lower_function(infer_type(IRModule.from_expr(fn))["main"], "rq", target)], target).source
-        assert ("PLAIT_C_CLAMP_CHAIN int32_t rq(" in src) == chain, src
+        assert ("PLAIT_C_CLAMP_CHAIN\nint32_t rq(" in src) == chain, src
         assert ('__attribute__((optimize("no-thread-jumps")))' in src) == chain
     x = np.arange(-3200, 3200, 100).astype(np.int32)
     (out,) = GraphModule(plait.build(IRModule.from_expr(two), target=str(target)))(acc=x)

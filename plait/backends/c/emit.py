@@ -442,9 +442,10 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
                 used = p in self.used_vars
             if not used:
                 unused.append(f"  (void){name};")
-        attr = "PLAIT_C_CLAMP_CHAIN " if self.clamp_chain else ""  # helpers.CLAMP_CHAIN_MACRO
-        head = f"{attr}int32_t {self.cname}({', '.join(params) or 'void'}) {{"
-        self.lines = [f"/* PrimFunc \"{comment_text(self.func.name or '')}\" */", head, *unused]
+        # the attribute on a line of its own: the AOT executor reads each definition's head line as its prototype
+        attr = ["PLAIT_C_CLAMP_CHAIN"] if self.clamp_chain else []  # helpers.CLAMP_CHAIN_MACRO
+        head = f"int32_t {self.cname}({', '.join(params) or 'void'}) {{"
+        self.lines = [f"/* PrimFunc \"{comment_text(self.func.name or '')}\" */", *attr, head, *unused]
         self.body(self.func.body)
         self.lines += ["  return 0;", "}"]
         return "\n".join(self.lines) + "\n", tuple(sig)
