@@ -30,16 +30,6 @@ FC = "nn.dense(Tensor[(1, 8), float32], Tensor[(12, 8), float32])"
 
 
 @pytest.fixture(scope="module")
-def model() -> onnx.ModelProto:
-    return ds_cnn(channels=8, blocks=1)
-
-
-@pytest.fixture(scope="module")
-def mod(model):
-    return from_onnx(model)
-
-
-@pytest.fixture(scope="module")
 def analytic(mod):
     return tune(mod, TARGET, trials=2, seed=1, measure="analytic")
 

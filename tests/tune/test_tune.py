@@ -30,16 +30,6 @@ TARGET = "c -clock-mhz=2445 -simd-bits=256"  # host facts pinned: the same knob 
 
 
 @pytest.fixture(scope="module")
-def model() -> onnx.ModelProto:
-    return ds_cnn(channels=8, blocks=1)
-
-
-@pytest.fixture(scope="module")
-def mod(model):
-    return from_onnx(model)
-
-
-@pytest.fixture(scope="module")
 def analytic(mod):
     """The model tuned on one piece with the analytic measurement, inline."""
     return tune(mod, TARGET, trials=6, seed=3, measure="analytic")
