@@ -101,8 +101,9 @@ def inside(iy: PrimExpr, ix: PrimExpr, h: int, w: int) -> PrimExpr:
     return tir.all_(iy >= 0, iy < h, ix >= 0, ix < w)
 
 
-def padded(op: str, x: Tensor, pad: Sequence[int], value: Any) -> tuple[Tensor, int, int]:
-    """``x`` [N, C, H, W] padded by (top, left, bottom, right) with ``value`` (an inlined stage)."""
+def padded(op: str, x: Tensor, pad: Sequence[int], value: Any, inline: bool = True) -> tuple[Tensor, int, int]:
+    """``x`` [N, C, H, W] padded by (top, left, bottom, right) with ``value`` (an inlined stage, or a
+    copy of its own with ``inline=False``)."""
     n, c, h, w = shape_of(x, op)
     t, l, b, r = pad
     if not any(pad):
@@ -112,4 +113,4 @@ def padded(op: str, x: Tensor, pad: Sequence[int], value: Any) -> tuple[Tensor, 
         iy, ix = y - t, z - l
         return tir.select(inside(iy, ix, h, w), x[i, j, iy, ix], tir.const(value, x.dtype))
 
-    return make(op, (n, c, h + t + b, w + l + r), body, "pad"), h + t + b, w + l + r
+    return make(op, (n, c, h + t + b, w + l + r), body, "pad", inline=inline), h + t + b, w + l + r

@@ -1,0 +1,79 @@
+"""Float convolutions with short output rows computed over their copied windows (im2col:
+plait/op/nn/conv.py ``_windowed``): which convolutions take the form, its loop structure on the host,
+and its numbers compiled by gcc vs the numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plait import tir
+from plait.backends.c.backend import build_c
+from plait.op import get_op
+from plait.op._compute import compute_facts
+from plait.op.nn.conv import _windowed
+from plait.schedule.rules import default_schedule
+from tests.schedule.test_rules import AVX512, HOST, allocs, loop_kinds, lower
+
+# (data shape, weight shape, attrs): strides, padding, dilation, batch 2, channels not multiples of 16
+CASES = [
+    ((1, 1, 49, 10), (64, 1, 10, 4), dict(strides=(2, 2), padding=(4, 1, 5, 1))),  # DS-CNN's stem
+    ((2, 3, 11, 9), (17, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),
+    ((1, 5, 9, 7), (20, 5, 3, 2), dict(strides=(1, 2), padding=(0, 1, 2, 0), dilation=(2, 1))),
+    ((1, 2, 6, 6), (16, 2, 4, 3), {}),  # no padding: the copy reads the input itself
+]
+
+
+def _names(f: tir.PrimFunc) -> list[str]:
+    return [n.loop_var.name for n in tir.functor.pre_order(f.body) if isinstance(n, tir.For)]
+
+
+@pytest.mark.parametrize("dshape,wshape,attrs", CASES)
+def test_the_cases_take_the_window_form(dshape, wshape, attrs):
+    f = lower("nn.conv2d", [dshape, wshape], **attrs)
+    assert "T_nn_conv2d_window_t" in _names(f) and "T_nn_conv2d_rt" in _names(f)
+
+
+@pytest.mark.parametrize("target", [HOST, AVX512])
+def test_windowed_convs_compiled_match_numpy(target):
+    op = get_op("nn.conv2d")
+    funcs, args = [], []
+    rng = np.random.default_rng(0)
+    for k, (dshape, wshape, attrs) in enumerate(CASES):
+        f = default_schedule(lower("nn.conv2d", [dshape, wshape], **attrs), target)
+        funcs.append(f.with_attrs(global_symbol=f"window_{k}"))
+        args.append((rng.uniform(-3, 3, dshape).astype("float32"), rng.uniform(-3, 3, wshape).astype("float32"),
+                     attrs))
+    lib = build_c(funcs, target)
+    for k, (x, w, attrs) in enumerate(args):
+        want = op.ref([x, w], op.make_attrs(attrs))
+        arrays = [x, w, np.zeros(want.shape, "float32")]
+        lib[f"window_{k}"](*arrays)
+        np.testing.assert_allclose(arrays[2], want, rtol=1e-5, atol=1e-4)
+
+
+def test_the_product_is_tiled_over_the_fused_rows_in_whole_vectors():
+    # DS-CNN's stem: 64 outputs x 40 window elements x 125 pixels, one reduce loop (gcc kept the tile of
+    # nested (ry, rx) loops in memory: 20 us vs 9 us), the 25 x 5 pixels fused into one vectorized row
+    f = lower("nn.conv2d", [(1, 1, 49, 10), (64, 1, 10, 4)], strides=(2, 2), padding=(4, 1, 5, 1))
+    g = default_schedule(f, AVX512)
+    k = loop_kinds(g)
+    c = "T_nn_conv2d_"
+    assert k[c + "rt"] == ("serial", 40) and c + "ry" not in k
+    assert k[c + "y_" + c + "z_fused_1"][0] == "vectorized" and k[c + "oc_1"] == ("serial", 8)
+    assert allocs(g)[c + "window"] == ((1, 40, 25, 5), "global.workspace")
+
+
+@pytest.mark.parametrize("dshape,wshape,out,groups,facts,want", [
+    ((1, 1, 49, 10), (64, 1, 10, 4), (1, 64, 25, 5), 1, {}, True),
+    ((1, 1, 49, 10), (64, 1, 10, 4), (1, 64, 25, 5), 1, {"simd_bits": 0}, False),  # a microcontroller: no copy
+    ((1, 64, 27, 7), (64, 1, 3, 3), (1, 64, 25, 5), 64, {}, False),  # depthwise
+    ((1, 64, 25, 5), (64, 64, 1, 1), (1, 64, 25, 5), 1, {}, False),  # 1x1: already a product
+    ((1, 16, 10, 10), (32, 16, 3, 3), (1, 32, 8, 8), 1, {}, False),  # rows of 8: whole vectors on AVX2
+    ((1, 1, 49, 10), (8, 1, 10, 4), (1, 8, 25, 5), 1, {}, False),  # 8 outputs: the copy would cost as much
+    ((1, 1, 12, 12), (16, 1, 2, 2), (1, 16, 6, 6), 1, {}, False),  # 4 products per output
+    ((1, 256, 9, 9), (64, 256, 3, 3), (1, 64, 7, 7), 1, {}, False),  # a copy of 441 KiB
+])
+def test_which_convolutions_take_the_window_form(dshape, wshape, out, groups, facts, want):
+    with compute_facts(**facts):
+        assert _windowed(dshape, wshape, out, groups) is want
