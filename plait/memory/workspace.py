@@ -50,7 +50,7 @@ from plait.ir.transform import Pass, PassContext
 from plait.ir.types import DTYPES
 from plait.tir.errors import TIRError
 from plait.tir.expr import (
-    Add, AddressOf, BufferLoad, Cast, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var,
+    Add, AddressOf, BufferLoad, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import StmtExprMutator, pre_order
 from plait.tir.stmt import Allocate, Buffer, BufferStore, LetStmt, PrimFunc, SeqStmt, Stmt
@@ -126,14 +126,15 @@ def plan_slices(func: PrimFunc, share: bool = True) -> tuple[list[Slice], int]:
 
 
 def _fused(a: PrimExpr, b: PrimExpr, n: int) -> PrimExpr | None:
-    """``x`` when ``(a, b)`` is ``(x / n, x % n)`` (trunc or floor) of plain integer arithmetic."""
+    """``x`` when ``(a, b)`` is ``(x / n, x % n)`` (trunc or floor) of plain integer arithmetic (min and
+    max included: an overlapping split's index, plait/schedule/loops.py)."""
     if (type(a), type(b)) not in ((TruncDiv, TruncMod), (FloorDiv, FloorMod)):
         return None
     if not (isinstance(a.b, IntImm) and isinstance(b.b, IntImm) and a.b.value == b.b.value == n > 0):
         return None
     if a.a is not b.a and not _same(a.a, b.a):
         return None
-    if any(not isinstance(x, (Var, IntImm, Add, Sub, Mul, Cast)) for x in pre_order(a.a)):
+    if any(not isinstance(x, (Var, IntImm, Add, Sub, Mul, Min, Max, Cast)) for x in pre_order(a.a)):
         return None
     return a.a
 

@@ -14,7 +14,7 @@ from plait.schedule.compute import compute_inline, pad_input, reverse_compute_in
 from plait.schedule.cost import ScheduleCost, estimate_cost
 from plait.schedule.errors import ScheduleError
 from plait.schedule.loops import (
-    annotate, fuse, parallel, remove_unit_loop, reorder, serial, split, unroll, vectorize,
+    annotate, fuse, parallel, remove_unit_loop, reorder, serial, split, split_overlapping, unroll, vectorize,
 )
 from plait.schedule.machine import Machine
 from plait.schedule.reduction import cache_write, decompose_reduction, rfactor
@@ -25,5 +25,5 @@ __all__ = [
     "ScheduleCost", "Machine", "RULE_SETS", "RuleSet", "Schedule", "ScheduleError", "annotate", "cache_write",
     "compute_inline", "decompose_reduction", "default_schedule", "estimate_cost", "fuse", "machine_for",
     "pad_input", "parallel", "register_rules", "remove_unit_loop", "reorder", "reverse_compute_inline", "rfactor", "rules_for",
-    "serial", "split", "unroll", "vectorize",
+    "serial", "split", "split_overlapping", "unroll", "vectorize",
 ]

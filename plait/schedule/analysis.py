@@ -398,6 +398,33 @@ def determined_vars(indices: tuple[PrimExpr, ...], varying: set[Var], extents: M
     return out
 
 
+_PLAIN = (Var, IntImm, Add, Sub, Mul, Min, Max, Cast, FloorDiv, FloorMod, TruncDiv, TruncMod)
+
+
+class _Freeze(StmtExprMutator):
+    """Each ``min``/``max`` of an index that uses none of the ``varying`` loop variables (an overlapping
+    split's ``min(o * 16, 109)``, inside the loops of ``o``) as a variable of its own: a constant of the
+    nest being analysed, so that the index stays linear in the varying ones. Equal expressions get the
+    same variable."""
+
+    def __init__(self, varying: set[Var]):
+        super().__init__()
+        self.varying = varying
+        self.seen: list[tuple[PrimExpr, Var]] = []
+
+    def _freeze(self, pre: PrimExpr, post: PrimExpr) -> PrimExpr:
+        if any(isinstance(n, Var) and n in self.varying or not isinstance(n, _PLAIN) for n in pre_order(post)):
+            return post  # varies in the nest, or reads a buffer
+        for e, v in self.seen:
+            if structural_equal(e, post):
+                return v
+        v = Var(f"_invariant{len(self.seen)}", post.dtype)
+        self.seen.append((post, v))
+        return v
+
+    rewrite_min = rewrite_max = _freeze
+
+
 def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[Buffer | None, set[Var]]]:
     """For each buffer written in ``body`` (run once per iteration of the nest ``loops``), the loop
     variables of ``loops`` whose relative order must be kept (None for an opaque access).
@@ -419,6 +446,8 @@ def order_constraints(body: Stmt, loops: list[For]) -> list[tuple[Buffer | None,
         if n is not None:
             extents[lp.loop_var] = n
     bound_inside = {s.var for s, _ in walk(body) if isinstance(s, LetStmt)}
+    frozen = _Freeze(varying | bound_inside)
+    acc = [Access(a.buffer, tuple(frozen.visit(i) for i in a.indices), a.write, a.loops) for a in acc]
     out: list[tuple[Buffer | None, set[Var]]] = []
     written: list[Buffer] = []
     for a in acc:

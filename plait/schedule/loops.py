@@ -16,11 +16,11 @@ from typing import Sequence
 
 from plait.tir import free_vars, simplify, substitute, verify
 from plait.tir.errors import TIRVerifyError
-from plait.tir.expr import IntImm, PrimExpr, Var
+from plait.tir.expr import IntImm, Min, PrimExpr, Var
 from plait.tir.op import lt, truncdiv, truncmod
 from plait.tir.stmt import For, IfThenElse, PrimFunc, Stmt
 from plait.schedule.analysis import (
-    chain, check_new_names, const_extent, get_loop, order_constraints, other_annotations, path_to,
+    accesses, chain, check_new_names, const_extent, get_loop, order_constraints, other_annotations, path_to,
     replace, stage_annotations,
 )
 from plait.schedule.errors import ScheduleError
@@ -99,6 +99,39 @@ def split(func: PrimFunc, loop: str, factors: Sequence[int | None], names: Seque
         ann = dict(lp.annotations) if k == 0 else {}
         body = For(new_vars[k], 0, factors[k], kinds[k], body, ann)
     return finish(replace(func, {lp: body}), where)
+
+
+def split_overlapping(func: PrimFunc, loop: str, factor: int, names: Sequence[str] | None = None) -> PrimFunc:
+    """Split ``loop`` (extent ``n``, not a multiple of ``factor``) into ``ceil(n / factor)`` blocks of
+    ``factor`` iterations with no guard: the last block starts at ``n - factor`` and repeats a few
+    iterations of the one before (index ``min(o * factor, n - factor) + i``). A register tile over a
+    row of 125 outputs runs 8 whole 16-wide vectors instead of tiles of 25 (16 + 9 lanes: DS-CNN's
+    pointwise convolutions 12.7 -> 9.4 us). Legal only when running an iteration again changes
+    nothing: every buffer the body writes is allocated inside it (a register tile's accumulators) or
+    never read in it (the output), and nothing is opaque (extern calls)."""
+    where = f"split_overlapping('{loop}', {factor})"
+    lp = get_loop(func, loop, where)
+    n = const_extent(lp, where)
+    if not isinstance(factor, int) or isinstance(factor, bool) or not 1 < factor < n or n % factor == 0:
+        raise ScheduleError(f"{where}: expected a factor between 2 and the extent {n} that does not divide it")
+    if lp.kind == "parallel":
+        raise ScheduleError(f"{where}: loop '{loop}' is parallel (two threads would write the same elements)")
+    acc, private, opaque = accesses(lp.body)
+    read = {a.buffer for a in acc if not a.write}
+    again = sorted({a.buffer.name for a in acc if a.write and a.buffer not in private and a.buffer in read})
+    if opaque or again:
+        why = "an extern call or address_of" if opaque else f"buffer '{again[0]}' is read and written"
+        raise ScheduleError(f"{where}: iterations of loop '{loop}' may not run twice: {why} in its body")
+    names = list(names) if names is not None else [f"{loop}_0", f"{loop}_1"]
+    if len(names) != 2:
+        raise ScheduleError(f"{where}: expected 2 names, got {names}")
+    check_new_names(func, [x for x in names if x != loop], where)
+    vo, vi = (Var(x, lp.loop_var.dtype) for x in names)
+    start = Min(vo * factor, IntImm(n - factor, vo.dtype))
+    body: Stmt = substitute(lp.body, {lp.loop_var: _plus(lp.min, start + vi)})  # type: ignore[assignment]
+    inner = For(vi, 0, factor, "vectorized" if lp.kind == "vectorized" else "serial", body)
+    new = For(vo, 0, -(-n // factor), "serial", inner, dict(lp.annotations))
+    return finish(replace(func, {lp: new}), where)
 
 
 def fuse(func: PrimFunc, outer: str, inner: str, name: str | None = None) -> PrimFunc:
@@ -228,5 +261,5 @@ def annotate(func: PrimFunc, loop: str, key: str, value: object) -> PrimFunc:
     return finish(replace(func, {lp: new}), where)
 
 
-__all__ = ["annotate", "finish", "fuse", "parallel", "remove_unit_loop", "reorder", "serial", "split", "unroll",
-           "vectorize"]
+__all__ = ["annotate", "finish", "fuse", "parallel", "remove_unit_loop", "reorder", "serial", "split",
+           "split_overlapping", "unroll", "vectorize"]

@@ -51,6 +51,11 @@ class Schedule:
         self._apply(loops.split, loop, list(factors), names)
         return new
 
+    def split_overlapping(self, loop: str, factor: int, names: Sequence[str] | None = None) -> list[str]:
+        new = list(names) if names is not None else [f"{loop}_0", f"{loop}_1"]
+        self._apply(loops.split_overlapping, loop, factor, names)
+        return new
+
     def fuse(self, outer: str, inner: str, name: str | None = None) -> str:
         self._apply(loops.fuse, outer, inner, name)
         return name or f"{outer}_{inner}_fused"

@@ -10,7 +10,7 @@ from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 from plait.errors import PlaitError
 from plait.tir.equal import structural_equal
-from plait.tir.expr import Add, AddressOf, Call, Cast, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var
+from plait.tir.expr import Add, AddressOf, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var
 from plait.tir.functor import pre_order
 from plait.tir.int_bounds import IntBounds
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc, Stmt
@@ -20,13 +20,14 @@ V = TypeVar("V")  # an emitted value: C text, an LLVM register...
 
 def fused_pair(a: PrimExpr, b: PrimExpr, inner: PrimExpr) -> PrimExpr | None:
     """``x`` when two adjacent indices are ``(x / n, x % n)`` (trunc or floor, ``n > 0`` the inner
-    dimension's size, ``x`` plain integer arithmetic): ``(x / n) * n + x % n == x`` for every ``x``."""
+    dimension's size, ``x`` plain integer arithmetic, min and max included: an overlapping split's
+    ``min(o * 16, 109) + i``): ``(x / n) * n + x % n == x`` for every ``x``."""
     pairs = ((TruncDiv, TruncMod), (FloorDiv, FloorMod))
     if (type(a), type(b)) not in pairs or not isinstance(a.b, IntImm) or not isinstance(b.b, IntImm):
         return None
     if not (isinstance(inner, IntImm) and a.b.value == b.b.value == inner.value > 0):
         return None
-    if not structural_equal(a.a, b.a) or any(not isinstance(n, (Var, IntImm, Add, Sub, Mul, Cast))
+    if not structural_equal(a.a, b.a) or any(not isinstance(n, (Var, IntImm, Add, Sub, Mul, Min, Max, Cast))
                                             for n in pre_order(a.a)):
         return None
     return a.a

@@ -235,3 +235,40 @@ def test_remove_unit_loop():
     same(f, g)
     assert err(remove_unit_loop, f, "conv_ic") == "remove_unit_loop('conv_ic'): loop 'conv_ic' has extent 2, not 1"
     assert err(remove_unit_loop, f, "conv_n") == "remove_unit_loop('conv_n'): loop 'conv_n' carries the stage annotations"
+
+
+def test_split_overlapping_shifts_the_last_block_back():
+    # an elementwise row of 10 in blocks of 4: 0-3, 4-7, 6-9 (6 and 7 written twice, the same values)
+    from plait.schedule import split_overlapping
+
+    f = fx.elementwise((2, 3, 10))
+    g = split_overlapping(vectorize(f, "add_i2"), "add_i2", 4)
+    k = kinds(g)
+    assert k["add_i2_0"] == ("serial", 3) and k["add_i2_1"] == ("vectorized", 4)
+    assert not any(isinstance(n, tir.IfThenElse) for n in tir.functor.pre_order(g.body))
+    assert "min(add_i2_0 * 4, 6)" in tir.print_prim_func(g)
+    same(f, g)
+
+
+def test_split_overlapping_of_a_reduction_with_a_local_accumulator():
+    # a matmul row of 10 accumulated in a local buffer allocated per output: a block may run twice
+    f = fx.matmul(m=6, n=10, k=5)
+    sch = Schedule(f)
+    o, i = sch.split_overlapping("mm_j", 4)
+    assert (o, i) == ("mm_j_0", "mm_j_1") and kinds(sch.func)[o] == ("serial", 3)
+    sch.reorder("mm_j_0", "mm_i", "mm_j_1")
+    same(f, sch.func)
+
+
+def test_split_overlapping_errors():
+    from plait.schedule import split_overlapping
+    from tests.schedule.test_rules import lower
+
+    f = lower("nn.dense", [(3, 8), (10, 8)])  # out[i, j] += ...: running an iteration twice would add twice
+    assert err(split_overlapping, f, "T_nn_dense_ax1", 4) == (
+        "split_overlapping('T_nn_dense_ax1', 4): iterations of loop 'T_nn_dense_ax1' may not run twice: buffer "
+        "'T_nn_dense' is read and written in its body")
+    for factor in (5, 1, 10, 12):
+        assert err(split_overlapping, f, "T_nn_dense_ax1", factor) == (
+            f"split_overlapping('T_nn_dense_ax1', {factor}): expected a factor between 2 and the extent 10 that "
+            "does not divide it")

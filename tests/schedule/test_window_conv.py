@@ -1,6 +1,7 @@
 """Float convolutions with short output rows computed over their copied windows (im2col:
 plait/op/nn/conv.py ``_windowed``): which convolutions take the form, its loop structure on the host,
-and its numbers compiled by gcc vs the numpy reference."""
+and its numbers compiled by gcc vs the numpy reference; with them, pointwise convolutions whose fused
+rows are tiled in whole vectors with the last tile shifted back (loops.split_overlapping)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ CASES = [
     ((1, 2, 6, 6), (16, 2, 4, 3), {}),  # no padding: the copy reads the input itself
 ]
 
+OVERLAPPED = [  # fused rows of 125 and 2 x 91 pixels: whole vectors, the last tile shifted back
+    ((1, 20, 25, 5), (24, 20, 1, 1), {}),
+    ((2, 7, 13, 7), (10, 7, 1, 1), {}),
+]
+
 
 def _names(f: tir.PrimFunc) -> list[str]:
     return [n.loop_var.name for n in tir.functor.pre_order(f.body) if isinstance(n, tir.For)]
@@ -39,7 +45,7 @@ def test_windowed_convs_compiled_match_numpy(target):
     op = get_op("nn.conv2d")
     funcs, args = [], []
     rng = np.random.default_rng(0)
-    for k, (dshape, wshape, attrs) in enumerate(CASES):
+    for k, (dshape, wshape, attrs) in enumerate(CASES + OVERLAPPED):
         f = default_schedule(lower("nn.conv2d", [dshape, wshape], **attrs), target)
         funcs.append(f.with_attrs(global_symbol=f"window_{k}"))
         args.append((rng.uniform(-3, 3, dshape).astype("float32"), rng.uniform(-3, 3, wshape).astype("float32"),
@@ -50,6 +56,8 @@ def test_windowed_convs_compiled_match_numpy(target):
         arrays = [x, w, np.zeros(want.shape, "float32")]
         lib[f"window_{k}"](*arrays)
         np.testing.assert_allclose(arrays[2], want, rtol=1e-5, atol=1e-4)
+    for f in funcs:  # the stem's product (rows of 125) and the pointwise ones: overlapping tiles
+        assert any(isinstance(n, tir.Min) for n in tir.functor.pre_order(f.body)) is (f in funcs[:1] + funcs[-2:])
 
 
 def test_the_product_is_tiled_over_the_fused_rows_in_whole_vectors():
