@@ -12,7 +12,7 @@ from plait import tir
 from plait.backends.c.backend import build_c
 from plait.op import get_op
 from plait.op._compute import compute_facts
-from plait.op.nn.conv import _windowed
+from plait.op.nn.conv import _wide_rows, _windowed
 from plait.schedule.rules import default_schedule
 from tests.schedule.test_rules import AVX512, HOST, allocs, loop_kinds, lower
 
@@ -22,6 +22,13 @@ CASES = [
     ((2, 3, 11, 9), (17, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ((1, 5, 9, 7), (20, 5, 3, 2), dict(strides=(1, 2), padding=(0, 1, 2, 0), dilation=(2, 1))),
     ((1, 2, 6, 6), (16, 2, 4, 3), {}),  # no padding: the copy reads the input itself
+]
+
+WIDE = [  # depthwise, stride 1, short rows: computed over the padded width, then cropped
+    ((1, 64, 25, 5), (64, 1, 3, 3), dict(padding=(1, 1, 1, 1), groups=64)),  # DS-CNN's
+    ((2, 17, 9, 6), (17, 1, 3, 2), dict(padding=(0, 1, 2, 0), groups=17)),
+    ((1, 5, 11, 7), (5, 1, 3, 3), dict(padding=(2, 2, 2, 2), dilation=(2, 2), groups=5)),
+    ((1, 3, 6, 6), (3, 1, 3, 3), dict(groups=3)),  # no padding: reads past the last row into the extra one
 ]
 
 OVERLAPPED = [  # fused rows of 125 and 2 x 91 pixels: whole vectors, the last tile shifted back
@@ -45,7 +52,7 @@ def test_windowed_convs_compiled_match_numpy(target):
     op = get_op("nn.conv2d")
     funcs, args = [], []
     rng = np.random.default_rng(0)
-    for k, (dshape, wshape, attrs) in enumerate(CASES + OVERLAPPED):
+    for k, (dshape, wshape, attrs) in enumerate(CASES + WIDE + OVERLAPPED):
         f = default_schedule(lower("nn.conv2d", [dshape, wshape], **attrs), target)
         funcs.append(f.with_attrs(global_symbol=f"window_{k}"))
         args.append((rng.uniform(-3, 3, dshape).astype("float32"), rng.uniform(-3, 3, wshape).astype("float32"),
@@ -56,8 +63,8 @@ def test_windowed_convs_compiled_match_numpy(target):
         arrays = [x, w, np.zeros(want.shape, "float32")]
         lib[f"window_{k}"](*arrays)
         np.testing.assert_allclose(arrays[2], want, rtol=1e-5, atol=1e-4)
-    for f in funcs:  # the stem's product (rows of 125) and the pointwise ones: overlapping tiles
-        assert any(isinstance(n, tir.Min) for n in tir.functor.pre_order(f.body)) is (f in funcs[:1] + funcs[-2:])
+    for f in (funcs[0], funcs[len(CASES)], funcs[-2]):  # rows of 125, 175, 125: overlapping tiles of vectors
+        assert any(isinstance(n, tir.Min) for n in tir.functor.pre_order(f.body))
 
 
 def test_the_product_is_tiled_over_the_fused_rows_in_whole_vectors():
@@ -70,6 +77,27 @@ def test_the_product_is_tiled_over_the_fused_rows_in_whole_vectors():
     assert k[c + "rt"] == ("serial", 40) and c + "ry" not in k
     assert k[c + "y_" + c + "z_fused_1"][0] == "vectorized" and k[c + "oc_1"] == ("serial", 8)
     assert allocs(g)[c + "window"] == ((1, 40, 25, 5), "global.workspace")
+
+
+@pytest.mark.parametrize("dshape,wshape,attrs", WIDE)
+def test_the_depthwise_cases_take_the_wide_form(dshape, wshape, attrs):
+    f = lower("nn.conv2d", [dshape, wshape], **attrs)
+    wide = [b for b in allocs(f) if b.endswith("_wide")]
+    assert wide and "T_nn_conv2d_wide_q" in _names(f)
+
+
+@pytest.mark.parametrize("dshape,wshape,out,groups,strides,facts,want", [
+    ((1, 64, 27, 7), (64, 1, 3, 3), (1, 64, 25, 5), 64, (1, 1), {}, True),
+    ((1, 64, 27, 7), (64, 1, 3, 3), (1, 64, 25, 5), 64, (1, 1), {"simd_bits": 0}, False),  # a microcontroller
+    ((1, 64, 27, 7), (64, 1, 3, 3), (1, 64, 13, 3), 64, (2, 2), {}, False),  # strided: rows would not line up
+    ((1, 16, 10, 10), (16, 1, 3, 3), (1, 16, 8, 8), 16, (1, 1), {}, False),  # rows of 8
+    ((1, 8, 7, 7), (16, 1, 3, 3), (1, 16, 5, 5), 8, (1, 1), {}, False),  # two outputs per channel
+    ((1, 8, 7, 7), (8, 2, 3, 3), (1, 8, 5, 5), 4, (1, 1), {}, False),  # grouped, not depthwise
+    ((1, 8, 7, 7), (8, 1, 1, 1), (1, 8, 7, 7), 8, (1, 1), {}, False),  # 1x1
+])
+def test_which_depthwise_convolutions_take_the_wide_form(dshape, wshape, out, groups, strides, facts, want):
+    with compute_facts(**facts):
+        assert _wide_rows(dshape, wshape, out, groups, strides) is want
 
 
 @pytest.mark.parametrize("dshape,wshape,out,groups,facts,want", [
