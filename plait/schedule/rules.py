@@ -26,6 +26,7 @@ from plait.tir.stmt import For, PrimFunc, Stmt
 from plait.schedule import knobs
 from plait.schedule.int_rules import int_stage
 from plait.schedule.analysis import const_int, get_loop
+from plait.schedule.chain_rules import interleave_outputs
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
 from plait.schedule.machine import Machine, fact, fma_bits, mcu_integer
@@ -234,6 +235,8 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     r = _rfactor_axis(st, lanes) if _out_dtype(st) != "float16" else None  # fp16 sums: keep their order
     if r is not None and knobs.choose(f"{knob}.rfactor", (True, False), True):
         _rfactor(sch, st, r, lanes, knob)
+    else:
+        interleave_outputs(sch, st, knob)
     return sch.func
 
 

@@ -53,10 +53,13 @@ def _conv_job(mod):
 def test_rules_declare_knobs_whose_defaults_are_the_untuned_schedule(mod):
     job = _conv_job(mod)
     untuned, space = schedule_with(job.func, TARGET, None)
-    assert list(space) == ["T_nn_conv2d_n.lanes", "T_nn_conv2d_n.fuse_rows", "T_nn_conv2d_n.vector_block",
+    assert list(space) == ["T_nn_conv2d_n.lanes", "T_nn_conv2d_n.fuse_rows", "T_nn_conv2d_n.overlap",
                            "T_nn_conv2d_n.reuse_block"]
     assert space["T_nn_conv2d_n.lanes"].choices == (2, 4, 8) and space["T_nn_conv2d_n.lanes"].default == 8
-    assert space["T_nn_conv2d_n.fuse_rows"].default is True and space["T_nn_conv2d_n.vector_block"].choices == (25,)
+    # the fused row of 125 in whole vectors, the last one shifted back (no vector_block knob then)
+    assert space["T_nn_conv2d_n.fuse_rows"].default is True and space["T_nn_conv2d_n.overlap"].default is True
+    overlapping, space3 = schedule_with(job.func, TARGET, {"T_nn_conv2d_n.overlap": False})
+    assert space3["T_nn_conv2d_n.vector_block"].choices == (25,) and "vectorized(0, 25)" in print_prim_func(overlapping)
     from plait.schedule import default_schedule
 
     assert print_prim_func(untuned) == print_prim_func(default_schedule(job.func, TARGET))  # no config: the rules' own
@@ -70,7 +73,7 @@ def test_candidates_are_the_knob_tree_grid_or_a_seeded_sample_default_first(mod)
     job = _conv_job(mod)
     grid = candidates(job.func, TARGET, 1000, 0, job.workload)
     assert grid[0] == default_config(job.func, TARGET) == {"T_nn_conv2d_n.lanes": 8, "T_nn_conv2d_n.fuse_rows": True,
-                                                        "T_nn_conv2d_n.vector_block": 25, "T_nn_conv2d_n.reuse_block": 2}
+                                                        "T_nn_conv2d_n.overlap": True, "T_nn_conv2d_n.reuse_block": 8}
     assert len(grid) == len({json.dumps(c, sort_keys=True) for c in grid}) > 8
     for c in grid:  # complete: exactly the knobs declared under it
         assert set(schedule_with(job.func, TARGET, c)[1]) == set(c)
@@ -142,7 +145,7 @@ def test_the_lowering_cache_keys_by_the_tuning_config(mod):
             again = lower_cached(fn, "f", TARGET)
     assert cache.stats.lowered == 2 and cache.stats.hits == 1 and again is tuned
     assert print_prim_func(tuned) != print_prim_func(plain)
-    assert "vectorized(0, 5)" in print_prim_func(tuned) and "vectorized(0, 25)" in print_prim_func(plain)
+    assert "vectorized(0, 5)" in print_prim_func(tuned) and "vectorized(0, 8)" in print_prim_func(plain)
 
 
 def _conv_relay_function(mod):
@@ -164,7 +167,7 @@ def test_a_stale_record_is_a_clear_error(mod):
         plait.build(mod, TARGET, cost_model=CostModel(database=db))
     assert str(e.value) == (f"the tuning record of workload {job.workload} ('{job.func.name}') on target '{TARGET}' does "
                             "not fit: knob 'T_nn_conv2d_n.tile' is not a knob of this function (it has "
-                            "T_nn_conv2d_n.lanes, T_nn_conv2d_n.fuse_rows, T_nn_conv2d_n.vector_block, "
+                            "T_nn_conv2d_n.lanes, T_nn_conv2d_n.fuse_rows, T_nn_conv2d_n.overlap, "
                             "T_nn_conv2d_n.reuse_block); the tuning file is stale (re-run plait tune)")
     db.add_tuning(job.workload, TARGET, {"T_nn_conv2d_n.lanes": 3}, 1e-6)
     with pytest.raises(TuningError, match=r"knob 'T_nn_conv2d_n.lanes': 3 is not one of \[2, 4, 8\]; the tuning"):
