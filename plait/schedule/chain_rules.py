@@ -1,4 +1,7 @@
-"""A step of the ``cpu`` rules (plait/schedule/rules.py calls it) for reductions that take no vectors.
+"""Steps of the rules (plait/schedule/rules.py calls them) for reductions that take no vectors.
+
+- :func:`scalar_reduction`: no SIMD (the ``microcontroller`` rules, a ``cpu`` target without vectors):
+  unroll a short innermost reduce loop.
 
 - :func:`interleave_outputs`: a reduction with neither a vector axis (its outputs are not contiguous
   in any load: a global pool reads each channel's plane) nor a reduce loop to vectorize (rows of 125
@@ -15,6 +18,7 @@ from plait.schedule import knobs
 from plait.schedule.analysis import const_int
 from plait.schedule.errors import ScheduleError
 from plait.schedule.schedule import Schedule
+from plait.tir.stmt import PrimFunc
 from plait.schedule.stage import Stage, uses
 
 MAX_CHAINS = 8
@@ -58,4 +62,22 @@ def interleave_outputs(sch: Schedule, st: Stage, knob: str) -> bool:
     return True
 
 
-__all__ = ["MAX_CHAINS", "interleave_outputs"]
+def scalar_reduction(sch: Schedule, st: Stage, knob: str) -> PrimFunc:
+    """No SIMD: unroll a short innermost reduce loop (a 3-tap kernel row), nothing else (knob
+    ``<root>.unroll``: any innermost reduce loop of 2 to 16 iterations)."""
+    if st.reduce:
+        lp = st.reduce[-1]
+        n = const_int(lp.extent)
+        if n is not None and 2 <= n <= 16 and knobs.choose(f"{knob}.unroll", (False, True), n <= 4):
+            _try_unroll(sch, lp.loop_var.name)
+    return sch.func
+
+
+def _try_unroll(sch: Schedule, name: str) -> None:
+    try:
+        sch.unroll(name)
+    except ScheduleError:
+        pass
+
+
+__all__ = ["MAX_CHAINS", "interleave_outputs", "scalar_reduction"]

@@ -26,7 +26,7 @@ from plait.tir.stmt import For, PrimFunc, Stmt
 from plait.schedule import knobs
 from plait.schedule.int_rules import int_stage
 from plait.schedule.analysis import const_int, get_loop
-from plait.schedule.chain_rules import interleave_outputs
+from plait.schedule.chain_rules import interleave_outputs, scalar_reduction
 from plait.schedule.errors import ScheduleError
 from plait.schedule.isolate import clashing_names, isolate, splice
 from plait.schedule.machine import Machine, fact, fma_bits, mcu_integer
@@ -216,7 +216,7 @@ def cpu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
             _try(sch, "remove_unit_loop", _name(lp))
     st = _stage(sch.func, root)
     if lanes < 2:
-        return _scalar_reduction(sch, st, knob)
+        return scalar_reduction(sch, st, knob)
     lanes = knobs.choose(f"{knob}.lanes", [w for w in (2, 4, 8, 16, 32, 64) if w <= lanes] or [lanes], lanes)
     budget = max(4, m.vector_registers // 2)
     v = _vector_axis(st, lanes)
@@ -386,6 +386,10 @@ the last tile shifted back over the one before (knob ``<root>.overlap``): rows o
 pixels fused) in 8 vectors of 16, 128 outputs for 125 (pointwise 12.7 -> 9.4 us, the stem's product
 the same); shorter rows would repeat too much of their work (36 in 3 vectors: 48)."""
 
+MAX_TAPS = 16
+"""A tile without a reuse axis (a depthwise convolution) unrolls its reduce loops when they run at most
+this many iterations in all (knob ``<root>.unroll_taps``): DS-CNN's depthwise 3x3, 6.3 -> 5.6 us."""
+
 MAX_ROW_BLOCK = 4
 """At most this many output rows in a register tile (the ``row_block`` knob's choices)."""
 
@@ -494,6 +498,10 @@ def _tile(sch: Schedule, st: Stage, v: For, lanes: int, budget: int, knob: str) 
     for loop in (vi, f"{vi}_init", f"{vi}_epi"):
         if loop in sch.loops():
             _try(sch, "vectorize", loop)
+    if u is None and knobs.choose(f"{knob}.unroll_taps", (False, True), math.prod(
+            const_int(lp.extent) or 99 for lp in st.reduce) <= MAX_TAPS):  # type: ignore[misc]
+        for name in reduce:  # a depthwise 3x3 window: one chain of 9 FMAs per vector, unrolled
+            _try(sch, "unroll", name)
 
 
 def _rfactor_axis(st: Stage, lanes: int) -> For | None:
@@ -548,17 +556,6 @@ def _rfactor(sch: Schedule, st: Stage, r: For, lanes: int, knob: str) -> None:
     _try(sch, "vectorize", ri)
 
 
-def _scalar_reduction(sch: Schedule, st: Stage, knob: str) -> PrimFunc:
-    """No SIMD: unroll a short innermost reduce loop (a 3-tap kernel row), nothing else (knob
-    ``<root>.unroll``: any innermost reduce loop of 2 to 16 iterations)."""
-    if st.reduce:
-        lp = st.reduce[-1]
-        n = const_int(lp.extent)
-        if n is not None and 2 <= n <= 16 and knobs.choose(f"{knob}.unroll", (False, True), n <= 4):
-            _try(sch, "unroll", _name(lp))
-    return sch.func
-
-
 register_rules(RuleSet("cpu", cpu_machine, cpu_stage,
                        "SIMD CPUs (x86 AVX2/AVX-512 hosts): register tiles, vectorized inner loops"))
 
@@ -586,7 +583,7 @@ def mcu_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc:
     st = _stage(func, root)
     if not st.is_reduction:
         return func
-    return _scalar_reduction(Schedule(func), st, root)
+    return scalar_reduction(Schedule(func), st, root)
 
 
 register_rules(RuleSet("microcontroller", mcu_machine, mcu_stage,
