@@ -103,8 +103,10 @@ def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_cal
     assert len(built) > len(seen)  # some lowered functions hold more than one call
     # flatten is a view, priced at nothing and never lowered: a view node of the graph
     assert [n["op"] for n in art.graph["nodes"]].count("view") == 1
-    assert {p for p in art.placement.pieces().values()} == {"host", "blas"}
-    # on the host: 4 depthwise conv + bias + relu; bias + relu after each of the 5 convolutions on blas
+    # every call on the host since c runs DS-CNN's convolutions faster (issue 16: the stem over copied
+    # windows, rows of 125 in whole vectors); the groups blas could run a part of were priced in parts:
+    # 4 depthwise conv + bias + relu; the 5 other convolutions apart from their bias + relu
+    assert {p for p in art.placement.pieces().values()} == {"host"}
     assert sorted(len(g) for g in art.placement.fused) == [2] * 5 + [3] * 4
     assert LoweringCache.current() is None
     (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})
