@@ -349,6 +349,50 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     return make(op, out_shape, body)
 
 
+def _packed_product(op: str, x: Any, wt: Any, wval: Callable[[PrimExpr, PrimExpr], PrimExpr], wdtype: str, n: int,
+                    zx: int, zw: int, out_shape: Any) -> Any | None:
+    """A matrix product ``x [..., K] @ W [K, N]`` (``wval(j, k)``: the weight element of output column
+    ``j`` at ``k``; ``wt``: the weight as an ``[N, K]`` tensor when it is one, ``qnn.dense``) as dot
+    products over contiguous ``K`` runs, like a packed convolution (module docstring): the weight
+    ``[N, K]`` (int8 with zero point 0: as it is, or transposed once per call; otherwise int16 minus
+    its zero point), the data as uint8 (an int8 one shifted by 128, the sum corrected by
+    ``zero_point * sum(weight column)``) or int16 minus its zero point. None when the product is
+    not one of these (symbolic shapes, K shorter than :data:`MIN_DOT`, a machine without vectors).
+    The QDQ pass makes a product with a constant matrix a ``qnn.dense`` with the matrix transposed
+    at compile time, so that no transposition runs."""
+    xs = shape_of(x, op)
+    k_len = xs[-1]
+    if len(xs) != len(out_shape) or not all(isinstance(d, int) for d in (*xs, *out_shape, n)) or \
+            k_len < MIN_DOT or not packs():
+        return None
+    u8 = wdtype == "int8" and zw == 0
+    shift = 128 if u8 and x.dtype == "int8" else 0
+    if u8:
+        xq = x if not shift else make(
+            op, xs, lambda *i: tir.cast("uint8", tir.cast("int32", x[i]) + shift), "pack", inline=False)
+        wq = wt if wt is not None else make(op, (n, k_len), wval, "wpack", inline=False)
+        pad = zx + shift
+    else:
+        xq = make(op, xs, lambda *i: tir.cast("int16", _widened(x[i], zx)), "pack", inline=False)
+        wq = make(op, (n, k_len), lambda j, k: tir.cast("int16", _widened(wval(j, k), zw)), "wpack", inline=False)
+        pad = 0
+
+    def body(*i: PrimExpr) -> Any:
+        k = te.reduce_axis((0, k_len), "k")
+        return te.sum(tir.cast("int32", xq[tuple(i[:-1]) + (k,)]) * tir.cast("int32", wq[i[-1], k]), axis=[k])
+
+    if not pad:
+        return make(op, out_shape, body)
+    acc = make(op, out_shape, body, "dot")
+
+    def wsum(j: PrimExpr) -> Any:
+        k = te.reduce_axis((0, k_len), "rk")
+        return te.sum(tir.cast("int32", wq[j, k]), axis=[k])
+
+    ws = make(op, (n,), wsum, "wsum")
+    return make(op, out_shape, lambda *i: acc[i] - ws[i[-1]] * pad)
+
+
 @defop.compute("qnn.dense")
 def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.dense"
@@ -356,6 +400,9 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     k_len = shape_of(x, op)[-1]
     out_shape, _ = out_tensor_type(out_type, op)
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    packed = _packed_product(op, x, wt, lambda j, k: wt[j, k], wt.dtype, shape_of(wt, op)[0], zx, zw, out_shape)
+    if packed is not None:
+        return packed
 
     def body(*i: PrimExpr) -> Any:
         k = te.reduce_axis((0, k_len), "k")
@@ -372,6 +419,10 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     out_shape, _ = out_tensor_type(out_type, op)
     za, zb = attrs["a_zero_point"], attrs["b_zero_point"]
     nb = len(out_shape) - (len(sa) >= 2) - (len(sb) >= 2)
+    if len(sb) == 2 and len(sa) >= 2:  # a product with a matrix (a weight): b packed transposed
+        packed = _packed_product(op, a, None, lambda j, k: b[k, j], b.dtype, sb[1], za, zb, out_shape)
+        if packed is not None:
+            return packed
 
     def body(*i: PrimExpr) -> Any:
         k = te.reduce_axis((0, sa[-1]), "k")

@@ -148,6 +148,10 @@ class _Rewriter(ExprMutator):
         return self.memo.get(e, e)
 
     def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if _op(post, "qnn.matmul"):  # (the QOperator form's)
+            (a, b), at = post.args, pre.args[0].checked_type  # type: ignore[union-attr]
+            assert isinstance(at, TensorType)
+            return _product(a, b, at.ndim, post.attrs["a_zero_point"], post.attrs["b_zero_point"], post.meta)  # type: ignore[union-attr]
         if not _op(pre, "qnn.quantize"):
             return post
         y, s, z = pre.args
@@ -364,8 +368,21 @@ class _Rewriter(ExprMutator):
         elif name == "nn.dense":
             acc = call("qnn.dense", x, w, input_zero_point=za, kernel_zero_point=zb, meta=y.meta)
         else:
-            acc = call("qnn.matmul", x, w, a_zero_point=za, b_zero_point=zb, meta=y.meta)
+            at = a.value.checked_type
+            assert isinstance(at, TensorType)
+            acc = _product(x, w, at.ndim, za, zb, y.meta)
         return acc, scale, axis
+
+
+def _product(a: Expr, b: Expr, a_ndim: int, za: int, zb: int, meta: object) -> Call:
+    """``qnn.matmul(a, b)``, or ``qnn.dense(a, b.T)`` with ``b`` transposed here when it is a constant
+    matrix and ``a`` (of ``a_ndim`` dimensions) at least one too (the same exact sums: the dense kernel
+    reads the weight's columns as contiguous runs, :mod:`plait.op.qnn_nn`)."""
+    bv = _const(b)
+    if bv is not None and bv.ndim == 2 and a_ndim >= 2:
+        w = Constant(np.ascontiguousarray(bv.T))
+        return call("qnn.dense", a, w, input_zero_point=za, kernel_zero_point=zb, meta=meta)  # type: ignore[arg-type]
+    return call("qnn.matmul", a, b, a_zero_point=za, b_zero_point=zb, meta=meta)  # type: ignore[arg-type]
 
 
 def weight_quantization(w: np.ndarray) -> tuple[np.float32, np.int8]:

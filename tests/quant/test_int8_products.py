@@ -1,0 +1,93 @@
+"""Integer matrix products as dot products (plait/op/qnn_nn.py ``_packed_product``): ``qnn.dense`` and
+``qnn.matmul`` with a matrix ``b`` and at least :data:`MIN_DOT` summed elements, compiled to C, equal
+the numpy reference bit for bit in each packed form (int8 data shifted to uint8 with the zero-point
+correction, uint8 data, both int16 minus their zero points, ``b`` transposed at run time); the QDQ
+pass makes a product with a constant matrix a ``qnn.dense`` with the matrix transposed at compile
+time. The host facts are pinned in the target; nothing here depends on the host's ISA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plait
+from plait.executor import GraphModule
+from plait.ir.attrs import Attrs
+from plait.ir.transform import PassContext
+from plait.lowering.lower import lower_function
+from plait.backends.c.backend import codegen_c
+from plait.relay import Call, IRModule, call, infer_type, run, var
+from plait.relay.expr import Constant, Function
+from plait.relay.passes import QDQToInteger
+from plait.relay.visitor import post_order
+
+HOST = "c -simd-bits=512 -clock-mhz=2445"
+
+
+def _ints(shape, dtype, seed):
+    lo, hi = (-128, 128) if dtype == "int8" else (0, 256)
+    return np.random.default_rng(seed).integers(lo, hi, shape).astype(dtype)
+
+
+# (op, a shape, a dtype, b shape, b dtype, zero points (a, b))
+PRODUCTS = [
+    ("qnn.dense", (1, 32, 64), "int8", (96, 64), "int8", (3, 0)),        # int8 data shifted to uint8
+    ("qnn.dense", (7, 48), "uint8", (10, 48), "int8", (131, 0)),         # uint8 data: its zero point
+    ("qnn.dense", (5, 40), "uint8", (9, 40), "uint8", (0, 0)),           # uint8 weight: int16 pairs
+    ("qnn.dense", (4, 256), "int8", (24, 256), "int8", (-108, 5)),       # a weight zero point: int16
+    ("qnn.dense", (3, 64), "int8", (5, 64), "int8", (127, 0)),           # full range, below
+    ("qnn.matmul", (1, 9, 64), "int8", (64, 20), "int8", (-7, 0)),       # b transposed per call
+    ("qnn.matmul", (5, 33), "uint8", (33, 6), "int8", (128, -2)),
+]
+
+
+def _case(k):
+    op, sa, da, sb, db, (za, zb) = PRODUCTS[k]
+    a, b = _ints(sa, da, k), _ints(sb, db, 50 + k)
+    if k == 4:
+        a[:], b[:] = -128, -128
+    names = ("a_zero_point", "b_zero_point") if op == "qnn.matmul" else ("input_zero_point", "kernel_zero_point")
+    return op, a, b, dict(zip(names, (za, zb)))
+
+
+@pytest.mark.parametrize("k", range(len(PRODUCTS)))
+def test_products_equal_the_reference_bit_for_bit(k):
+    op, a, b, attrs = _case(k)
+    mod = IRModule.from_expr(call(op, var("a", a.shape, a.dtype.name), var("b", b.shape, b.dtype.name), **attrs))
+    got = GraphModule(plait.build(mod, target=HOST))(a=a, b=b)[0]
+    want = run(mod, [a, b])
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def _c(op, a_shape, b_shape, attrs) -> str:
+    a, b = var("a", a_shape, "int8"), var("b", b_shape, "int8")
+    fn = Function((a, b), call(op, a, b, **attrs), None, Attrs({"Primitive": 1, "name": "qprod"}))
+    fn = infer_type(IRModule.from_expr(fn))["main"]
+    return codegen_c([lower_function(fn, "qprod", HOST)], HOST).source
+
+
+def test_the_dense_dot_loop_reads_the_weight_rows_as_they_are():
+    """The dense kernel sums contiguous runs of the shifted data and of the weight itself (no copy of
+    the weight), as a signed sum gcc turns into dot-product instructions; a matmul's b is transposed."""
+    src = _c("qnn.dense", (32, 64), (256, 64), {"input_zero_point": 3})
+    assert "T_qnn_dense_wpack" not in src and "T_qnn_dense_pack" in src and "T_qnn_dense_wsum" in src
+    dot = [ln for ln in src.splitlines() if "_acc[" in ln and "* (int32_t)p1[" in ln]
+    assert len(dot) == 1 and "uint32_t" not in dot[0], src
+    src = _c("qnn.matmul", (32, 64), (64, 256), {"a_zero_point": 3})
+    assert "T_qnn_matmul_wpack" in src
+
+
+def test_the_qdq_pass_makes_a_product_with_a_constant_matrix_a_dense():
+    w = _ints((64, 16), "int8", 1)
+    a, b = var("a", (2, 8, 64), "int8"), var("b", (2, 64, 16), "int8")
+    body = call("add", call("qnn.matmul", a, Constant(w), a_zero_point=1, b_zero_point=0),
+                call("qnn.matmul", a, b, a_zero_point=1, b_zero_point=0))
+    mod = QDQToInteger()(infer_type(IRModule.from_expr(Function((a, b), body))), PassContext())
+    calls = {n.op.name: n for n in post_order(mod["main"]) if isinstance(n, Call)}
+    assert set(calls) == {"qnn.dense", "qnn.matmul", "add"}
+    dense = calls["qnn.dense"]
+    np.testing.assert_array_equal(dense.args[1].data, w.T)
+    assert (dense.attrs["input_zero_point"], dense.attrs["kernel_zero_point"]) == (1, 0)
+    x, y = _ints((2, 8, 64), "int8", 2), _ints((2, 64, 16), "int8", 3)
+    np.testing.assert_array_equal(run(mod, [x, y]), run(infer_type(IRModule.from_expr(Function((a, b), body))), [x, y]))
