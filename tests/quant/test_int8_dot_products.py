@@ -3,7 +3,9 @@
 the numpy reference bit for bit in each packed form (int8 data shifted to uint8 with the zero-point
 correction, uint8 data, both int16 minus their zero points, ``b`` transposed at run time); the QDQ
 pass makes a product with a constant matrix a ``qnn.dense`` with the matrix transposed at compile
-time. The host facts are pinned in the target; nothing here depends on the host's ISA."""
+time; an accumulator updated once per element of a block of outputs is bounded per element, so a
+long dot product over a block of 128 outputs still reaches gcc as a signed sum (dot-product
+instructions). The host facts are pinned in the target; nothing here depends on the host's ISA."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ from plait.relay import Call, IRModule, call, infer_type, run, var
 from plait.relay.expr import Constant, Function
 from plait.relay.passes import QDQToInteger
 from plait.relay.visitor import post_order
+from plait.tir.expr import Add, BufferLoad, IntImm, Var
+from plait.tir.int_bounds import IntBounds
+from plait.tir.op import cast
+from plait.tir.stmt import Allocate, Buffer, BufferStore, For, PrimFunc, seq
 
 HOST = "c -simd-bits=512 -clock-mhz=2445"
 
@@ -91,3 +97,36 @@ def test_the_qdq_pass_makes_a_product_with_a_constant_matrix_a_dense():
     assert (dense.attrs["input_zero_point"], dense.attrs["kernel_zero_point"]) == (1, 0)
     x, y = _ints((2, 8, 64), "int8", 2), _ints((2, 64, 16), "int8", 3)
     np.testing.assert_array_equal(run(mod, [x, y]), run(infer_type(IRModule.from_expr(Function((a, b), body))), [x, y]))
+
+
+def test_accumulator_bounds_count_the_updates_of_one_element():
+    """A block of 128 sums of 576 int8 products: 576 updates per element (the block loop indexes the
+    store one element per iteration), not 128 * 576 (which would not fit int32)."""
+    acc, x = Buffer("acc", (128, 1), "int32", "local"), Buffer("x", (128 * 576,), "int8")
+    j, k = Var("j", "int64"), Var("k", "int64")
+    zero = IntImm(0, "int64")
+
+    def bound(index, j_extent=128):
+        init = For(j, 0, j_extent, "serial", BufferStore(acc, IntImm(0, "int32"), (index, zero)))
+        term = cast("int32", BufferLoad(x, (j * 576 + k,))) * cast("int32", BufferLoad(x, (k,)))
+        update = BufferStore(acc, Add(BufferLoad(acc, (index, zero)), term), (index, zero))
+        body = Allocate(acc, seq(init, For(j, 0, j_extent, "serial", For(k, 0, 576, "serial", update))))
+        return IntBounds(PrimFunc((x,), body)).accumulators.get(acc)
+
+    assert bound(j) == (-576 * 128 * 127, 576 * 128 * 128)
+    # not one element per iteration of j (not linear; two js per element): every update counted
+    assert bound(j // 2) == (-128 * 576 * 128 * 127, 128 * 576 * 128 * 128)
+    assert bound(j - j) == (-128 * 576 * 128 * 127, 128 * 576 * 128 * 128)
+    assert bound(j * 0 + 5, 1) == (-576 * 128 * 127, 576 * 128 * 128)  # one iteration of j
+
+
+def test_a_long_dot_product_over_a_block_of_128_outputs_is_a_signed_sum():
+    """unet's 64 -> 32 channel 3x3 convolution at 32 x 32: 576-element sums in blocks of 128 outputs
+    (was wrapping unsigned arithmetic, which gcc does not turn into ``vpdpbusd``: 4x slower)."""
+    x, w = var("x", (1, 64, 32, 32), "int8"), var("w", (32, 64, 3, 3), "int8")
+    fn = Function((x, w), call("qnn.conv2d", x, w, input_zero_point=-78, padding=(1, 1, 1, 1)), None,
+                  Attrs({"Primitive": 1, "name": "qconv"}))
+    fn = infer_type(IRModule.from_expr(fn))["main"]
+    src = codegen_c([lower_function(fn, "qconv", HOST)], HOST).source
+    dot = [ln for ln in src.splitlines() if "_dot_acc[" in ln and "_wpack" in ln]
+    assert len(dot) == 1 and "uint32_t" not in dot[0], src
