@@ -5,7 +5,7 @@ correction, uint8 data, both int16 minus their zero points, ``b`` transposed at 
 pass makes a product with a constant matrix a ``qnn.dense`` with the matrix transposed at compile
 time; an accumulator updated once per element of a block of outputs is bounded per element, so a
 long dot product over a block of 128 outputs still reaches gcc as a signed sum (dot-product
-instructions). The host facts are pinned in the target; nothing here depends on the host's ISA."""
+instructions); a stride-1 convolution over a few channels is summed over whole padded planes. The host facts are pinned in the target; nothing here depends on the host's ISA."""
 
 from __future__ import annotations
 
@@ -130,3 +130,28 @@ def test_a_long_dot_product_over_a_block_of_128_outputs_is_a_signed_sum():
     src = codegen_c([lower_function(fn, "qconv", HOST)], HOST).source
     dot = [ln for ln in src.splitlines() if "_dot_acc[" in ln and "_wpack" in ln]
     assert len(dot) == 1 and "uint32_t" not in dot[0], src
+
+
+# (x shape, x dtype, w shape, w dtype, attrs): stride 1, one group, a window too short for dot products
+PLANES = [
+    ((1, 3, 9, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9)),
+    ((2, 2, 7, 20), "uint8", (5, 2, 3, 3), "uint8",
+     dict(dilation=(2, 2), padding=(2, 2, 2, 2), input_zero_point=200, kernel_zero_point=3)),
+    ((1, 3, 6, 20), "int8", (6, 3, 2, 3), "int8", dict(padding=(0, 1, 1, 1), input_zero_point=-128)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(PLANES)))
+def test_a_few_channel_convolution_over_planes_equals_the_reference(k):
+    """unet's first layer (3 channels, 3 x 3, stride 1): summed over whole padded planes, int16
+    minus the zero points, one output channel x a block of pixels per vector loop."""
+    xs, xd, ws, wd, attrs = PLANES[k]
+    x, w = _ints(xs, xd, 20 + k), _ints(ws, wd, 30 + k)
+    expr = call("qnn.conv2d", var("x", xs, xd), var("w", ws, wd), **attrs)
+    mod = IRModule.from_expr(expr)
+    got = GraphModule(plait.build(mod, target=HOST))(x=x, w=w)[0]
+    np.testing.assert_array_equal(got, run(mod, [x, w]))
+    xv, wv = var("x", xs, xd), var("w", ws, wd)
+    f = Function((xv, wv), call("qnn.conv2d", xv, wv, **attrs), None, Attrs({"Primitive": 1, "name": "qconv"}))
+    src = codegen_c([lower_function(infer_type(IRModule.from_expr(f))["main"], "qconv", HOST)], HOST).source
+    assert "T_qnn_conv2d_planes" in src
