@@ -41,7 +41,8 @@ PRODUCTS = [
     ("qnn.dense", (7, 48), "uint8", (10, 48), "int8", (131, 0)),         # uint8 data: its zero point
     ("qnn.dense", (5, 40), "uint8", (9, 40), "uint8", (0, 0)),           # uint8 weight: int16 pairs
     ("qnn.dense", (4, 256), "int8", (24, 256), "int8", (-108, 5)),       # a weight zero point: int16
-    ("qnn.dense", (3, 64), "int8", (5, 64), "int8", (127, 0)),           # full range, below
+    ("qnn.dense", (4, 64), "int8", (5, 64), "int8", (127, 0)),           # full range, below
+    ("qnn.dense", (1, 64), "int8", (5, 64), "int8", (3, 0)),             # one row: the direct dot loop
     ("qnn.matmul", (1, 9, 64), "int8", (64, 20), "int8", (-7, 0)),       # b transposed per call
     ("qnn.matmul", (5, 33), "uint8", (33, 6), "int8", (128, -2)),
 ]
