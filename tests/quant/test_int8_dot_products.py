@@ -156,3 +156,27 @@ def test_a_few_channel_convolution_over_planes_equals_the_reference(k):
     f = Function((xv, wv), call("qnn.conv2d", xv, wv, **attrs), None, Attrs({"Primitive": 1, "name": "qconv"}))
     src = codegen_c([lower_function(infer_type(IRModule.from_expr(f))["main"], "qconv", HOST)], HOST).source
     assert "T_qnn_conv2d_planes" in src
+
+
+def test_an_elementwise_chain_of_one_int8_value_becomes_one_table():
+    """A GELU after its Erf table (lookup -> qnn.add 1 -> qnn.mul by x -> qnn.mul 0.5, as the QDQ pass
+    leaves transformer_encoder's) is one ``qnn.lookup`` of x with the chain's numbers, compiled too;
+    a product of two different values is not a table."""
+    x, y = var("x", (4, 64), "int8"), var("y", (4, 64), "int8")
+    erf = Constant(_ints((256,), "int8", 7))
+    one, half = Constant(np.array(127, np.int8)), Constant(np.array(127, np.int8))
+    t = call("qnn.lookup", x, erf)
+    t = call("qnn.add", t, one, a_multiplier=0.9777, b_multiplier=0.5105, offset=-61.67)
+    t = call("qnn.mul", x, t, multiplier=0.0071864, a_zero_point=-1, b_zero_point=-128, zero_point=-108)
+    t = call("qnn.mul", t, half, multiplier=0.0039216, a_zero_point=-108, b_zero_point=-128, zero_point=-108)
+    other = call("qnn.mul", call("qnn.lookup", x, erf), y, multiplier=0.01, a_zero_point=0, b_zero_point=0)
+    fn = Function((x, y), call("concatenate", t, other, axis=0))
+    before = infer_type(IRModule.from_expr(fn))
+    after = QDQToInteger()(before, PassContext())
+    ops = [n.op.name for n in post_order(after["main"]) if isinstance(n, Call)]
+    assert sorted(ops) == ["concatenate", "qnn.lookup", "qnn.lookup", "qnn.mul"]
+    xv = np.arange(-128, 128).astype(np.int8).reshape(4, 64)  # every value
+    yv = _ints((4, 64), "int8", 8)
+    want = run(before, [xv, yv])
+    np.testing.assert_array_equal(run(after, [xv, yv]), want)
+    np.testing.assert_array_equal(GraphModule(plait.build(before, target=HOST))(x=xv, y=yv)[0], want)

@@ -26,7 +26,9 @@ The other patterns ONNX Runtime's optimized session fuses become the operators o
 ``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
 -> the float pooling with QLinearAveragePool's rounding. A chain of float elementwise operators that
 ONNX Runtime runs in float (``Q(erf(divide(DQ(x), c)))``: :data:`TABLE_UNARY`, :data:`TABLE_BINARY`)
-becomes one ``qnn.lookup`` table computed at compile time.
+becomes one ``qnn.lookup`` table computed at compile time; so does, afterwards, a chain of integer
+elementwise operators of one int8 value and such a table (:mod:`plait.relay.passes.qdq_tables`: a
+GELU's ``x * (1 + erf(x))``).
 
 First, as ONNX Runtime's ``WeightBiasQuantization``: ``Q([add](conv(DQ(x), w float), b float))``
 (``nn.conv2d`` / ``nn.conv2d_transpose``, x per tensor) takes ``DQ(int8 w)`` and ``DQ(int32 b)``
@@ -59,6 +61,7 @@ from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fold_batch_norm import _use_counts
+from plait.relay.passes.qdq_tables import FoldTables
 from plait.relay.visitor import ExprMutator
 from plait.tir.dtype import int_range
 
@@ -472,7 +475,13 @@ class QDQToInteger(Pass):
             if new is not fn:
                 assert isinstance(new, Function)
                 changed[gname] = new
-        return infer_type(mod.with_functions(changed)) if changed else mod
+        mod = infer_type(mod.with_functions(changed)) if changed else mod
+        folded = {}
+        for gname, fn in mod.relay_functions().items():  # chains of one int8 value: one table
+            new = FoldTables().visit(fn)
+            if new is not fn:
+                folded[gname] = new
+        return infer_type(mod.with_functions(folded)) if folded else mod
 
 
 class _ToFixed(ExprMutator):
