@@ -180,3 +180,40 @@ def test_an_elementwise_chain_of_one_int8_value_becomes_one_table():
     want = run(before, [xv, yv])
     np.testing.assert_array_equal(run(after, [xv, yv]), want)
     np.testing.assert_array_equal(GraphModule(plait.build(before, target=HOST))(x=xv, y=yv)[0], want)
+
+
+# (x shape, x dtype, w shape, w dtype, attrs): stride 1 over a multiple of 32 channels
+STACKED = [
+    ((1, 32, 6, 7), "int8", (5, 32, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=-7)),
+    ((2, 64, 5, 4), "uint8", (3, 64, 3, 2), "int8", dict(padding=(1, 0, 1, 1), input_zero_point=131)),
+    ((1, 32, 4, 6), "uint8", (2, 32, 2, 3), "int8", dict(input_zero_point=0)),
+    # a weight zero point: int16 rows (no stack)
+    ((1, 32, 6, 5), "int8", (4, 32, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=3, kernel_zero_point=-2)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(STACKED)))
+def test_stacked_rows_equal_the_reference(k):
+    """The ``stacked`` form: the packed rows of each output row's window stacked so that an output's
+    window is one contiguous run (one dot product per output); with the bias and requantization."""
+    from plait.op import get_op
+    from plait.op.qnn_nn import packed_conv
+
+    xs, xd, ws, wd, attrs = STACKED[k]
+    assert packed_conv(xs, ws, get_op("qnn.conv2d").make_attrs(attrs)) == "stacked"
+    x, w = _ints(xs, xd, 40 + k), _ints(ws, wd, 50 + k)
+    o = ws[0]
+    bias = np.random.default_rng(k).integers(-3000, 3000, o).astype(np.int32)
+    scale = (np.random.default_rng(k + 1).uniform(0.5, 2.0, o) / (w.size / o * 64)).astype(np.float32)
+    xv, wv = var("x", xs, xd), var("w", ws, wd)
+    acc = call("qnn.conv2d", xv, wv, **attrs)
+    biased = call("add", acc, call("reshape", var("b", (o,), "int32"), newshape=(o, 1, 1)))
+    for expr, feeds in [(acc, {"x": x, "w": w}),
+                        (call("qnn.requantize", biased, var("s", (o,), "float32"), zero_point=-3, axis=1),
+                         {"x": x, "w": w, "b": bias, "s": scale})]:
+        mod = IRModule.from_expr(expr)
+        got = GraphModule(plait.build(mod, target=HOST))(**feeds)[0]
+        np.testing.assert_array_equal(got, run(mod, list(feeds.values())))
+    f = Function((xv, wv), acc, None, Attrs({"Primitive": 1, "name": "qconv"}))
+    src = codegen_c([lower_function(infer_type(IRModule.from_expr(f))["main"], "qconv", HOST)], HOST).source
+    assert ("T_qnn_conv2d_stack" in src) == (attrs.get("kernel_zero_point", 0) == 0)
