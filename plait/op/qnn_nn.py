@@ -139,28 +139,40 @@ def packs() -> bool:
 def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
     """How a ``qnn.conv2d`` of these static shapes is packed (module docstring): ``"rows"`` (its
     window rows ``KW * C`` are long enough: the input packed channels-last once), ``"stacked"``
-    (rows, and a stride-1 kernel over a multiple of :data:`STACK_CHANNELS` channels: the rows of
-    each output row's window stacked, one dot product per output), ``"window"`` (short rows, e.g.
+    (rows, and a stride-1 kernel of zero point 0 over a multiple of :data:`STACK_CHANNELS`
+    channels: the rows of each output row's window stacked, one dot product per output), ``"window"`` (short rows, e.g.
     one input channel: every output's whole window packed, im2col), None (the direct loop nest:
     groups, symbolic shapes, tiny windows, a machine without vectors)."""
     if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (*x_shape, *w_shape)) or not packs():
         return None
     c, kh, kw = w_shape[1], w_shape[2], w_shape[3]
     if (c * kw if attrs["dilation"][1] == 1 else c) >= MIN_DOT:
-        if c % STACK_CHANNELS == 0 and kh > 1 and kw > 1 and tuple(attrs["strides"]) == (1, 1) and \
-                tuple(attrs["dilation"]) == (1, 1):
+        k = c * kh * kw
+        if c % STACK_CHANNELS == 0 and (_stack_run(k) - k) % c == 0 and kh > 1 and kw > 1 and \
+                tuple(attrs["strides"]) == (1, 1) and tuple(attrs["dilation"]) == (1, 1) and \
+                attrs["kernel_zero_point"] == 0:  # (uint8 data, int8 weights: int16 stacks would divide)
             return "stacked"
         return "rows"
     return "window" if c * kh * kw >= MIN_DOT else None
 
 
-STACK_CHANNELS = 32
+STACK_CHANNELS = 16
 """A ``"rows"`` convolution of stride 1 over a multiple of this many channels takes the ``"stacked"``
-form: its packed input copied once more as ``[N, OH, (W + pads) * KH * C]``, each column holding the
-``KH`` rows of an output row's window, so that an output's window is one contiguous run of
-``KW * KH * C`` (one dot product and one horizontal sum per output instead of ``KH``). unet's 3x3
-convolutions over 32 and 64 channels: 247 -> 156 us, 125 -> 82 us, 161 -> 133 us in a C harness;
-over 16 channels (runs of 144) slower (171 -> 386 us), so not taken."""
+form: its packed input copied once more as ``[N, OH, (W + pads) * KH * C + extra]``, each column
+holding the ``KH`` rows of an output row's window, so that an output's window is one contiguous run
+of ``KW * KH * C`` (one dot product and one horizontal sum per output instead of ``KH``). The run
+is read as :func:`_stack_run` elements, the weights past the window zero (and ``extra`` zeros at
+the end of each row for the last output's overhang). unet's 3x3 convolutions over 32 and 64
+channels: 247 -> 156 us, 125 -> 82 us, 161 -> 133 us in a C harness; over 16 channels 170 -> 116 us
+with runs of 160 (384 us with runs of 144: gcc's 16-byte tail)."""
+
+
+STACK_ALIGN = 32
+
+
+def _stack_run(k: int) -> int:
+    """The length of a stacked window's run: ``k`` up to a multiple of :data:`STACK_ALIGN`."""
+    return -(-k // STACK_ALIGN) * STACK_ALIGN
 
 
 WINDOW_ALIGN = 16
@@ -195,13 +207,22 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
         return v if u8 else tir.cast("int16", _widened(v, zw))
 
     row, k = kw * c, kh * kw * c
-    kp = -(-k // WINDOW_ALIGN) * WINDOW_ALIGN if mode == "window" else k  # (window) zero weights past k
+    kp = -(-k // WINDOW_ALIGN) * WINDOW_ALIGN  # (window) each output's run, zero weights past k
     if mode == "stacked":  # xp as xq of rows; xq[n, y, (xx * KH + ry) * C + c] = xp[n, y + ry, xx * C + c]
         xp = make(op, (n, h + top + bottom, (w + left + right) * c),
                   lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pack", inline=False)
-        xq = make(op, (n, oh, (w + left + right) * kh * c),
-                  lambda i, y, f: xp[i, y + f // c % kh, f // c // kh * c + f % c], "stack", inline=False)
-        wq = make(op, (o, 1, k), lambda oc, _, t: wval(oc, t % c, t // c % kh, t // c // kh), "wpack", inline=False)
+        kp, end = _stack_run(k), (w + left + right) * kh * c
+
+        def stack(i: PrimExpr, y: PrimExpr, f: PrimExpr) -> PrimExpr:
+            v = xp[i, y + f // c % kh, f // c // kh * c + f % c]
+            return v if kp == k else tir.select(f // c < end // c, v, tir.const(pad, pdt))  # (per C-run)
+
+        def wstack(oc: PrimExpr, _: PrimExpr, t: PrimExpr) -> PrimExpr:
+            v = wval(oc, t % c, t // c % kh, t // c // kh)
+            return v if kp == k else tir.select(t < k, v, tir.const(0, v.dtype))
+
+        xq = make(op, (n, oh, end + kp - k), stack, "stack", inline=False)
+        wq = make(op, (o, 1, kp), wstack, "wpack", inline=False)
     elif mode == "rows" and kw == 1:  # xq[n, yy, xx, c] (a pixel's run is its channels); wq[oc, ry, c]
         xq = make(op, (n, h + top + bottom, w + left + right, c),
                   lambda i, yy, xx, ch: xval(i, ch, yy - top, xx - left), "pack", inline=False)
@@ -232,7 +253,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
             rk = te.reduce_axis((0, kp), "rk")
             xi, wi, axes = (i, y, z, rk), (oc, 0, rk), [rk]
         elif mode == "stacked":
-            rk = te.reduce_axis((0, k), "rk")
+            rk = te.reduce_axis((0, kp), "rk")
             xi, wi, axes = (i, y, z * (kh * c) + rk), (oc, 0, rk), [rk]
         elif kw == 1:
             ry, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, c), "rk")
@@ -249,7 +270,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
     if not pad or not u8:
         return make(op, out_shape, body)
     acc = make(op, out_shape, body, "dot")
-    wrows, wlen = (1, kp) if mode in ("window", "stacked") else (kh, row)
+    wrows, wlen = (1, kp) if mode in ("window", "stacked") else (kh, row)  # (zero weights past k)
 
     def wsum(oc: PrimExpr) -> Any:
         ry, rk = te.reduce_axis((0, wrows), "ry"), te.reduce_axis((0, wlen), "rk")

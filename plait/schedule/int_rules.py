@@ -216,6 +216,25 @@ def _load_order(func: PrimFunc, st: Stage) -> PrimFunc | None:
     return None
 
 
+def _vector_copy(func: PrimFunc, root: str) -> PrimFunc | None:
+    """A split uint8 packing stage whose innermost loop runs contiguously in its store and its load (a
+    stacked convolution's copy of runs of ``C`` channels, qnn_nn): that loop vectorized (the two
+    buffers share one workspace, so gcc copied byte by byte: unet's 16-channel stack 39 -> 12 us)."""
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    if len(st.stores) != 1 or st.stores[0].buffer.dtype != "uint8" or not st.spatial or len(st.loads()) != 1:
+        return None
+    v, (store, load) = st.spatial[-1].loop_var, (st.stores[0], st.loads()[0])
+    if not (contiguous(store.indices, v, 1, store.buffer.static_shape) and
+            contiguous(load.indices, v, 1, load.buffer.static_shape)):
+        return None
+    sch = Schedule(func)
+    try:
+        sch.vectorize(v.name)
+    except ScheduleError:
+        return None
+    return sch.func
+
+
 DOT = "dot_product"
 """The annotation of a dot-product stage's innermost reduce loop: the C compiler vectorizes it (its
 dot-product pattern), so the cost model prices it as a vector loop although its kind is serial."""
@@ -357,7 +376,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
         if done is not None and knobs.choose(f"{root}.load_order", (True, False), True):
-            done = _load_order(done, st) or done
+            done = _load_order(done, st) or _vector_copy(done, root) or done
         return done
     lanes = m.lanes("int32")
     return _read_order(func, st, lanes) if lanes > 1 else None
