@@ -191,6 +191,50 @@ class _DivMod(StmtExprMutator):
         return self.inner if isinstance(post, FloorMod) and self._split_form(post) else post
 
 
+def _load_order(func: PrimFunc, st: Stage) -> PrimFunc | None:
+    """A split packing stage storing uint8 (a convolution's input packed channels-last for u8 x s8 dot
+    products) whose load is not contiguous along its innermost (channel) loop: the outer loop along
+    which it is (the columns) is moved innermost, so that the stage reads rows and writes with the
+    channel stride, instead of gathering one byte per channel plane (knob ``<root>.load_order``).
+    unet's 32-channel 66 x 66 pack: 289 -> 39 us; its 64-channel 34 x 34 one: 51 -> 21 us. None when
+    the stage is not one (depthwise int16 packs keep their order)."""
+    if len(st.stores) != 1 or st.stores[0].buffer.dtype != "uint8" or len(st.spatial) < 2:
+        return None
+    loads = st.loads()
+    v = st.spatial[-1].loop_var
+    if len(loads) != 1 or contiguous(loads[0].indices, v, 1, loads[0].buffer.static_shape) is not False:
+        return None
+    for lp in reversed(st.spatial[:-1]):
+        if contiguous(loads[0].indices, lp.loop_var, 1, loads[0].buffer.static_shape):
+            sch = Schedule(func)
+            try:
+                names = [x.loop_var.name for x in st.spatial]
+                sch.reorder(*[x for x in names if x != lp.loop_var.name], lp.loop_var.name)
+            except ScheduleError:
+                return None
+            return sch.func
+    return None
+
+
+def _vector_copy(func: PrimFunc, root: str) -> PrimFunc | None:
+    """A split uint8 packing stage whose innermost loop runs contiguously in its store and its load (a
+    stacked convolution's copy of runs of ``C`` channels, qnn_nn): that loop vectorized (the two
+    buffers share one workspace, so gcc copied byte by byte: unet's 16-channel stack 39 -> 12 us)."""
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    if len(st.stores) != 1 or st.stores[0].buffer.dtype != "uint8" or not st.spatial or len(st.loads()) != 1:
+        return None
+    v, (store, load) = st.spatial[-1].loop_var, (st.stores[0], st.loads()[0])
+    if not (contiguous(store.indices, v, 1, store.buffer.static_shape) and
+            contiguous(load.indices, v, 1, load.buffer.static_shape)):
+        return None
+    sch = Schedule(func)
+    try:
+        sch.vectorize(v.name)
+    except ScheduleError:
+        return None
+    return sch.func
+
+
 DOT = "dot_product"
 """The annotation of a dot-product stage's innermost reduce loop: the C compiler vectorizes it (its
 dot-product pattern), so the cost model prices it as a vector loop although its kind is serial."""
@@ -331,6 +375,8 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+        if done is not None and knobs.choose(f"{root}.load_order", (True, False), True):
+            done = _load_order(done, st) or _vector_copy(done, root) or done
         return done
     lanes = m.lanes("int32")
     return _read_order(func, st, lanes) if lanes > 1 else None

@@ -13,6 +13,9 @@ every store is a constant (its initialisation) or ``acc[i] = acc[i] + e`` (``e``
 each update inside loops of constant extents below the Allocate. A value of it is an initial
 constant plus at most ``N`` updates of that store (``N`` the product of those loops' extents: the
 buffer lives only inside the Allocate), so it lies in ``hull(inits) + sum N * hull(bounds(e), 0)``.
+Loops whose variables index the store one element per iteration (a one-dimensional index, linear in
+them with mixed-radix coefficients) leave them out of ``N``: a block of 128 outputs, each summing 576
+products, is 576 updates per element, not 128 * 576.
 That is what lets the C emitter write an int8 convolution's ``acc += x * w`` as plain signed
 arithmetic (which gcc turns into dot-product instructions) instead of wrapping unsigned arithmetic.
 """
@@ -84,15 +87,17 @@ class IntBounds:
         b = alloc.buffer
         lo = hi = None
         grow = [0, 0]
-        stack: list[tuple[Stmt, int]] = [(alloc.body, 1)]
+        inner = {n.loop_var if isinstance(n, For) else n.var for n in pre_order(alloc.body)
+                 if isinstance(n, (For, LetStmt, Let))}  # variables that change while the buffer lives
+        stack: list[tuple[Stmt, tuple[tuple[Var, int], ...]]] = [(alloc.body, ())]
         while stack:
-            st, trips = stack.pop()
+            st, loops = stack.pop()
             if isinstance(st, For):
                 if not isinstance(st.extent, IntImm):  # a symbolic trip count: no bound on the updates
                     if any(isinstance(x, BufferStore) and x.buffer is b for x in pre_order(st.body)):
                         return None
                     continue
-                stack.append((st.body, trips * max(st.extent.value, 0)))
+                stack.append((st.body, loops + ((st.loop_var, max(st.extent.value, 0)),)))
                 continue
             if isinstance(st, BufferStore):
                 if st.buffer is not b:
@@ -109,10 +114,11 @@ class IntBounds:
                 r = self.bounds(e)
                 if r is None or r == int_range(e.dtype):
                     return None
+                trips = _updates_per_element(_flat(st.indices, b), loops, inner)
                 grow[0] += trips * min(r[0], 0)
                 grow[1] += trips * max(r[1], 0)
                 continue
-            stack.extend((c, trips) for c in st._children() if isinstance(c, Stmt))  # seq, if, let, allocate
+            stack.extend((c, loops) for c in st._children() if isinstance(c, Stmt))  # seq, if, let, allocate
         if lo is None:
             return None
         return (lo + grow[0], hi + grow[1])
@@ -159,6 +165,72 @@ class IntBounds:
                 return (a0, a1) if a1 < c else (0, c - 1)
             return (0, c - 1) if isinstance(n, FloorMod) else (-(c - 1), c - 1)
         return None
+
+
+def _flat(indices: tuple, b: Buffer) -> dict[Var, int] | None:
+    """The row-major flat index of ``b`` at ``indices`` as ``sum a_i * v_i + c`` (its coefficients;
+    None when it is not linear or the shape is not static)."""
+    shape = b.static_shape
+    if shape is None or len(shape) != len(indices):
+        return None
+    out: dict[Var, int] = {}
+    stride = 1
+    for i, n in zip(reversed(indices), reversed(shape)):
+        f = _linear(i)
+        if f is None:
+            return None
+        for v, c in f.items():
+            out[v] = out.get(v, 0) + c * stride
+        stride *= n
+    return {v: c for v, c in out.items() if c}
+
+
+def _updates_per_element(form: dict[Var, int] | None, loops: tuple[tuple[Var, int], ...], inner: set) -> int:
+    """How many times a store inside ``loops`` (loop variable, extent; every loop between the Allocate
+    and the store) at flat index ``form`` (:func:`_flat`) may update one element: the product of the
+    extents, without the loops that the index ``sum a_i * v_i + c`` tells apart (mixed radix: each
+    ``|a_i|`` larger than the span of the smaller terms; no other variable that changes while the
+    buffer lives, ``inner``)."""
+    total = 1
+    for _, n in loops:
+        total *= n
+    if not form:
+        return total
+    extent = dict(loops)
+    if any(v not in extent and v in inner for v in form):
+        return total
+    span = 0
+    for a, v in sorted(((abs(a), v) for v, a in form.items() if v in extent), key=lambda t: t[0]):
+        if a <= span:
+            return total
+        span += a * (extent[v] - 1)
+    trips = 1
+    for v, n in loops:
+        trips *= 1 if v in form else n
+    return trips
+
+
+def _linear(e: PrimExpr) -> dict[Var, int] | None:
+    """The coefficients of ``e`` as ``sum a_i * v_i + c`` over variables (None when it is not one)."""
+    if isinstance(e, IntImm):
+        return {}
+    if isinstance(e, Var):
+        return {e: 1}
+    if isinstance(e, (Add, Sub)):
+        a, b = _linear(e.a), _linear(e.b)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, Add) else -1
+        out = dict(a)
+        for v, c in b.items():
+            out[v] = out.get(v, 0) + sign * c
+        return {v: c for v, c in out.items() if c}
+    if isinstance(e, Mul):
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, IntImm):
+                f = _linear(x)
+                return None if f is None else {v: c * y.value for v, c in f.items() if c * y.value}
+    return None
 
 
 def _reads_at(e: PrimExpr, b: Buffer, indices: tuple) -> bool:

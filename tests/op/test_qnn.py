@@ -81,10 +81,18 @@ OP_CASES = {
     "qnn.dense": [
         ([_i8((3, 16), "uint8"), _i8((5, 16), seed=1)], {"input_zero_point": 120}),
         ([_i8((2, 3, 8), seed=2), _i8((4, 8), seed=3)], {"input_zero_point": -1, "kernel_zero_point": 3}),
+        # K >= 32: dot products over packed rows (int8 data shifted to uint8; uint8 data; int16 with zero points)
+        ([_i8((2, 5, 64), seed=4), _i8((24, 64), seed=5)], {"input_zero_point": -7}),
+        ([_i8((6, 48), "uint8", 6), _i8((10, 48), seed=7)], {"input_zero_point": 133}),
+        ([_i8((3, 40), seed=8), _i8((7, 40), "uint8", 9)], {"input_zero_point": 2, "kernel_zero_point": 130}),
+        ([np.full((2, 64), -128, np.int8), np.full((3, 64), -128, np.int8)], {"input_zero_point": 127}),
     ],
     "qnn.matmul": [
         ([_i8((2, 3, 8), "uint8"), _i8((8, 5), seed=1)], {"a_zero_point": 128}),
         ([_i8((4, 8), seed=2), _i8((2, 8, 3), seed=3)], {"a_zero_point": 5, "b_zero_point": -7}),
+        # K >= 32 with a matrix b: b transposed into dot-product rows
+        ([_i8((1, 9, 64), seed=10), _i8((64, 20), seed=11)], {"a_zero_point": 3}),
+        ([_i8((5, 33), "uint8", 12), _i8((33, 6), seed=13)], {"a_zero_point": 128, "b_zero_point": -2}),
     ],
 }
 

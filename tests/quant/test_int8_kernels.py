@@ -39,7 +39,8 @@ def _ints(shape, dtype, seed):
 # (x shape, x dtype, w shape, w dtype, attrs, the form packed_conv picks)
 CONVS = [
     # window rows of 3 x 16 channels: the input packed channels-last, u8 x s8 with the zero-point correction
-    ((1, 16, 7, 9), "int8", (5, 16, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=-7), "rows"),
+    # (stride 1: the rows of each output row stacked, tests/quant/test_int8_dot_products.py)
+    ((1, 16, 7, 9), "int8", (5, 16, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=-7), "stacked"),
     # uint8 data, stride 2, uneven padding, 33 output channels
     ((2, 12, 10, 11), "uint8", (33, 12, 3, 3), "int8",
      dict(strides=(2, 2), padding=(0, 1, 2, 1), input_zero_point=131), "rows"),

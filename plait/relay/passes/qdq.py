@@ -26,7 +26,9 @@ The other patterns ONNX Runtime's optimized session fuses become the operators o
 ``Q(global_avg_pool2d(DQ(x)))`` -> an int32 ``sum`` and ``qnn.requantize``; ``Q(avg_pool2d(DQ(x)))``
 -> the float pooling with QLinearAveragePool's rounding. A chain of float elementwise operators that
 ONNX Runtime runs in float (``Q(erf(divide(DQ(x), c)))``: :data:`TABLE_UNARY`, :data:`TABLE_BINARY`)
-becomes one ``qnn.lookup`` table computed at compile time.
+becomes one ``qnn.lookup`` table computed at compile time; so does, afterwards, a chain of integer
+elementwise operators of one int8 value and such a table (:mod:`plait.relay.passes.qdq_tables`: a
+GELU's ``x * (1 + erf(x))``).
 
 First, as ONNX Runtime's ``WeightBiasQuantization``: ``Q([add](conv(DQ(x), w float), b float))``
 (``nn.conv2d`` / ``nn.conv2d_transpose``, x per tensor) takes ``DQ(int8 w)`` and ``DQ(int32 b)``
@@ -59,6 +61,7 @@ from plait.relay.expr import Call, Constant, Expr, Function, call
 from plait.relay.infer import infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fold_batch_norm import _use_counts
+from plait.relay.passes.qdq_tables import FoldTables
 from plait.relay.visitor import ExprMutator
 from plait.tir.dtype import int_range
 
@@ -148,6 +151,10 @@ class _Rewriter(ExprMutator):
         return self.memo.get(e, e)
 
     def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if _op(post, "qnn.matmul"):  # (the QOperator form's)
+            (a, b), at = post.args, pre.args[0].checked_type  # type: ignore[union-attr]
+            assert isinstance(at, TensorType)
+            return _product(a, b, at.ndim, post.attrs["a_zero_point"], post.attrs["b_zero_point"], post.meta)  # type: ignore[union-attr]
         if not _op(pre, "qnn.quantize"):
             return post
         y, s, z = pre.args
@@ -364,8 +371,21 @@ class _Rewriter(ExprMutator):
         elif name == "nn.dense":
             acc = call("qnn.dense", x, w, input_zero_point=za, kernel_zero_point=zb, meta=y.meta)
         else:
-            acc = call("qnn.matmul", x, w, a_zero_point=za, b_zero_point=zb, meta=y.meta)
+            at = a.value.checked_type
+            assert isinstance(at, TensorType)
+            acc = _product(x, w, at.ndim, za, zb, y.meta)
         return acc, scale, axis
+
+
+def _product(a: Expr, b: Expr, a_ndim: int, za: int, zb: int, meta: object) -> Call:
+    """``qnn.matmul(a, b)``, or ``qnn.dense(a, b.T)`` with ``b`` transposed here when it is a constant
+    matrix and ``a`` (of ``a_ndim`` dimensions) at least one too (the same exact sums: the dense kernel
+    reads the weight's columns as contiguous runs, :mod:`plait.op.qnn_nn`)."""
+    bv = _const(b)
+    if bv is not None and bv.ndim == 2 and a_ndim >= 2:
+        w = Constant(np.ascontiguousarray(bv.T))
+        return call("qnn.dense", a, w, input_zero_point=za, kernel_zero_point=zb, meta=meta)  # type: ignore[arg-type]
+    return call("qnn.matmul", a, b, a_zero_point=za, b_zero_point=zb, meta=meta)  # type: ignore[arg-type]
 
 
 def weight_quantization(w: np.ndarray) -> tuple[np.float32, np.int8]:
@@ -455,7 +475,13 @@ class QDQToInteger(Pass):
             if new is not fn:
                 assert isinstance(new, Function)
                 changed[gname] = new
-        return infer_type(mod.with_functions(changed)) if changed else mod
+        mod = infer_type(mod.with_functions(changed)) if changed else mod
+        folded = {}
+        for gname, fn in mod.relay_functions().items():  # chains of one int8 value: one table
+            new = FoldTables().visit(fn)
+            if new is not fn:
+                folded[gname] = new
+        return infer_type(mod.with_functions(folded)) if folded else mod
 
 
 class _ToFixed(ExprMutator):
