@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from plait.backends.llvm.dot import vnni_bits
 from plait.backends.llvm.emit import LLVMCodegenError, LLVMFunctionEmitter
 from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
 from plait.errors import PlaitError
@@ -127,7 +128,8 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
             raise LLVMCodegenError(f"codegen_llvm expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
     _externs(funcs)  # checks the extern names and signatures
-    state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {})
+    state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {},
+                        vnni_bits=vnni_bits(*cpu_and_features(target)))
     simd_bits = _simd_bits(target)
     bodies, sigs, half_users = [], {}, []
     where_of: dict[str, str] = {}

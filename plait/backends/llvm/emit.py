@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from plait.backends.llvm.arith import ArithEmitter, Safety
+from plait.backends.llvm.dot import DotEmitter, match_dot
 from plait.backends.llvm.ir_text import (
     _FSUFFIX, LLVM_INTRINSICS, STORAGE_TYPES, VALUE_TYPES, VECTOR_INTRINSICS, ModuleState, float_literal, global_name,
     int_literal, libm_name, local_name,
@@ -67,7 +68,7 @@ _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
 _DIVS = (FloorDiv, FloorMod, TruncDiv, TruncMod)
 
 
-class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
+class LLVMFunctionEmitter(ArithEmitter, DotEmitter, FunctionEmitterBase[str]):
     """One PrimFunc -> one LLVM function (:meth:`function`)."""
 
     language = "LLVM"
@@ -425,6 +426,10 @@ class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
         work.append(s.body)
 
     def stmt_for(self, s: For, work: Work) -> None:
+        dot = match_dot(s) if self.simd_bits >= 128 else None
+        if dot is not None:
+            self.dot(dot)  # (plait.backends.llvm.dot: the int8 kernels' dot products as vector code)
+            return
         pieces = self.vector_pieces(s)
         if pieces is not None:
             work.append(SeqStmt(pieces))
