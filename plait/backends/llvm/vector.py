@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from plait.backends.llvm.ir_text import VECTOR_INTRINSICS
-from plait.tir.dtype import bits
-from plait.tir.expr import BufferLoad, Call, IntImm, Var
+from plait.tir.dtype import bits, is_float
+from plait.tir.expr import BufferLoad, Call, Div, IntImm, Mul, Var
 from plait.tir.functor import pre_order, substitute
 from plait.tir.stmt import BufferStore, For, Stmt
 
@@ -37,7 +37,8 @@ class VectorLoops:
             width //= 2
         if width < 2 or n % width == 0 or n > 64 or not self.vectorizable_calls(s.body):
             return None
-        if not any(isinstance(b, (BufferStore, BufferLoad)) and b.buffer.scope == "local"
+        if not any(isinstance(b, (BufferStore, BufferLoad)) and b.buffer.scope == "local" or
+                   isinstance(b, (Div, Mul)) and is_float(b.dtype)
                    for b in pre_order(s.body, unique=True)):
             return None  # not a register tile: a padded copy (split, LLVM took 3x longer on ResNet-8)
         pieces: list[Stmt] = []
