@@ -61,6 +61,19 @@ def _dot_func(n: int, rows: int, da: str, db: str) -> PrimFunc:
     return PrimFunc((a, b, out), For(i, 0, rows, "serial", body)).with_attrs(global_symbol="dot")
 
 
+def _unrolled_dots(n: int, u: int, da: str, db: str) -> PrimFunc:
+    """``out[r] += sum_k a[r, k] * b[k]`` for 2u rows, ``u`` rows per step of an unrolled loop (int_rules'
+    ``dot_unroll`` of fused short rows): the u dot products' horizontal sums computed together."""
+    a, b, out = Buffer("a", (2 * u, n), da), Buffer("b", (n,), db), Buffer("out", (2 * u,), "int32")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    r = i * u + j
+    update = BufferStore(out, BufferLoad(out, (r,)) + cast("int32", BufferLoad(a, (r, k))) *
+                         cast("int32", BufferLoad(b, (k,))), (r,))
+    dot = For(k, 0, n, "serial", update, {"dot_product": 1})
+    return PrimFunc((a, b, out), For(i, 0, 2, "serial", For(j, 0, u, "unrolled", dot))).with_attrs(
+        global_symbol=f"dots{u}_{n}")
+
+
 def _operands(n: int, rows: int, da: str, db: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.integers(*LIMITS[da], (rows, n), endpoint=True).astype(da)
@@ -84,6 +97,21 @@ def test_dot_rows_of_every_length_equal_numpy(da, db, target):
         want = (7 + (x.astype(np.int64) * y.astype(np.int64)).sum(axis=1)).astype(np.int64)
         want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 sums wrap
         np.testing.assert_array_equal(out, want, err_msg=f"n={n}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("da, db", [("uint8", "int8"), ("int8", "int8"), ("int16", "int16")])
+def test_unrolled_dot_products_summed_together_equal_numpy(da, db, target):
+    shapes = [(n, u) for n in (40, 64, 100) for u in (2, 3, 5, 8, 16)]
+    lib = build_llvm_funcs([_unrolled_dots(n, u, da, db) for n, u in shapes], target)
+    for n, u in shapes:
+        x, y = _operands(n, 2 * u, da, db, u)
+        out = np.arange(2 * u, dtype=np.int32) - 3
+        want = out + (x.astype(np.int64) * y[0].astype(np.int64)).sum(axis=1).astype(np.int32)
+        lib[f"dots{u}_{n}"](x, np.ascontiguousarray(y[0]), out)
+        np.testing.assert_array_equal(out, want, err_msg=f"n={n} u={u}")
+    text = codegen_llvm([_unrolled_dots(64, 5, da, db)], target)
+    assert text.count("shufflevector") >= 6 and "llvm.vector.reduce.add" not in text
 
 
 def test_the_host_code_uses_vpdpbusd_for_u8_by_s8_only():

@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 
 from plait.backends.llvm.ir_text import VALUE_TYPES
+from plait.tir.dtype import bits
 from plait.schedule.analysis import same_indices
 from plait.schedule.stage import coefficient
 from plait.tir.expr import Add, BufferLoad, Cast, IntImm, Mul, PrimExpr
@@ -34,6 +35,7 @@ from plait.tir.stmt import BufferStore, For
 DOT = "dot_product"  # the loop annotation of plait.schedule.int_rules
 WIDE = ("int8", "uint8", "int16")
 STRAIGHT = 16
+NARROW = 8
 """Rows of at most this many chunks are straight-line code (two accumulators from 4 chunks on);
 longer ones a loop of one chunk per iteration."""
 
@@ -92,6 +94,17 @@ def match_dot(s: For) -> Dot | None:
     return None
 
 
+def match_dots(s: For) -> list[Dot] | None:
+    """The dot products of ``s``: one dot-product loop, or an ``unrolled`` loop (of 2..16 steps:
+    int_rules' ``dot_unroll``) whose body is one, copied for each step; None otherwise."""
+    if s.kind == "unrolled" and isinstance(s.extent, IntImm) and 2 <= s.extent.value <= 16 and \
+            isinstance(s.body, For):
+        found = [match_dot(substitute(s.body, {s.loop_var: s.min + j})) for j in range(s.extent.value)]
+        return found if all(d is not None for d in found) else None  # type: ignore[return-value]
+    d = match_dot(s)
+    return [d] if d is not None else None
+
+
 @functools.lru_cache(maxsize=None)
 def vnni_bits(cpu: str, features: str) -> int:
     """512 or 256 when LLVM generates ``vpdpbusd`` on zmm / ymm registers for ``cpu`` + ``features``
@@ -133,7 +146,28 @@ def _pieces(n: int) -> list[tuple[int, int]]:
 class DotEmitter:
     """The mixin of :class:`plait.backends.llvm.emit.LLVMFunctionEmitter` that emits a :class:`Dot`."""
 
-    def dot(self, d: Dot) -> None:
+    def dots(self, found: list[Dot]) -> None:
+        """Emit the dot products ``found`` (one loop, or the copies of an unrolled loop's body): each
+        summed into a vector of int32 lanes, their horizontal sums at once (:meth:`_sum_lanes`),
+        each added to its accumulator, in order."""
+        accs = [self._dot_vector(d) for d in found]
+        lanes = accs[0][1]
+        if len(found) == 1 or len(found) > lanes:
+            red = f"llvm.vector.reduce.add.v{lanes}i32"
+            self.m.declare(red, f"declare i32 @{red}(<{lanes} x i32>)", external=False)
+            sums = [self.op(f"call i32 @{red}(<{lanes} x i32> {v})", "dot") for v, _ in accs]
+        else:
+            vec, width = self._sum_lanes([v for v, _ in accs], lanes)
+            sums = [self.op(f"extractelement <{width} x i32> {vec}, i64 {j}", "dot") for j in range(len(found))]
+        for d, sum_ in zip(found, sums):
+            st = d.store
+            vals = [self.expr(i, index=True) for i in st.indices]
+            ptr = self.address(st.buffer, st.indices, vals)
+            old = self.op(f"load i32, ptr {ptr}{self.access_md()}", "ld")
+            self.emit(f"store i32 {self.op(f'add i32 {old}, {sum_}')}, ptr {ptr}{self.access_md()}")
+
+    def _dot_vector(self, d: Dot) -> tuple[str, int]:
+        """The products of ``d`` summed into a vector: (its LLVM value, its lanes)."""
         s, n = d.loop, d.loop.extent.value  # type: ignore[attr-defined]
         k0 = {s.loop_var: s.min}
         ptrs = []
@@ -159,14 +193,44 @@ class DotEmitter:
         total = accs[0]
         for other in accs[1:]:
             total = self.op(f"add {acc_t} {total}, {other}")
-        red = f"llvm.vector.reduce.add.v{lanes}i32"
-        self.m.declare(red, f"declare i32 @{red}({acc_t})", external=False)
-        sum_ = self.op(f"call i32 @{red}({acc_t} {total})", "dot")
-        st = d.store
-        vals = [self.expr(i, index=True) for i in st.indices]
-        ptr = self.address(st.buffer, st.indices, vals)
-        old = self.op(f"load i32, ptr {ptr}{self.access_md()}", "ld")
-        self.emit(f"store i32 {self.op(f'add i32 {old}, {sum_}')}, ptr {ptr}{self.access_md()}")
+        return total, lanes
+
+    def _sum_lanes(self, vecs: list[str], lanes: int) -> tuple[str, int]:
+        """The horizontal sums of ``vecs`` (at most ``lanes`` vectors of ``lanes`` int32) as one vector
+        (and its width, a power of two at least ``len(vecs)``): lane ``j`` is the sum of ``vecs[j]``.
+        Each vector is first folded (its upper half added to its lower half) down to :data:`NARROW`
+        lanes (or the number of sums), then pairs of vectors are halved and added until one holds
+        every sum: two shuffles and an add per pair, instead of a whole horizontal reduction each."""
+        n = 1 << (len(vecs) - 1).bit_length()
+        width = lanes
+        while width > max(n, NARROW):
+            vecs = [self._halve(v, width, 1, None) for v in vecs]
+            width //= 2
+        vecs = vecs + ["zeroinitializer"] * (n - len(vecs))
+        h = width  # each vector: width // h groups (one per sum) of h partial sums
+        while len(vecs) > 1:
+            vecs = [self._halve(a, width, width // h, b) for a, b in zip(vecs[::2], vecs[1::2])]
+            h //= 2
+        v = vecs[0]
+        while width > n:  # each sum still in h lanes: fold them
+            v = self._halve(v, width, width // h, None)
+            width, h = width // 2, h // 2
+        return v, width
+
+    def _halve(self, a: str, width: int, groups: int, b: str | None) -> str:
+        """``a`` (and ``b``): vectors of ``width`` lanes in ``groups`` groups; each group's lower half
+        plus its upper half, ``a``'s groups then ``b``'s (a vector of ``width`` lanes; of ``width // 2``
+        without ``b``)."""
+        h = width // groups // 2
+        lo = [x * 2 * h + i for x in range(groups) for i in range(h)]
+        if b is not None:
+            lo = lo + [width + j for j in lo]
+        hi = [j + h for j in lo]
+        t, out = f"<{width} x i32>", f"<{len(lo)} x i32>"
+        other = b if b is not None else "poison"
+        x = self.op(f"shufflevector {t} {a}, {t} {other}, {out} <{', '.join(f'i32 {j}' for j in lo)}>")
+        y = self.op(f"shufflevector {t} {a}, {t} {other}, {out} <{', '.join(f'i32 {j}' for j in hi)}>")
+        return self.op(f"add {out} {x}, {y}")
 
     def _dot_chunk_fn(self, d: Dot, vnni: int, lanes: int, per: int):  # type: ignore[no-untyped-def]
         """acc, [a, b] (vectors of ``per`` elements) -> the new accumulator (its LLVM value)."""
@@ -195,8 +259,18 @@ class DotEmitter:
         return self.op(f"load <{count} x {t}>, ptr {p}, align 1{self.access_md()}", "ld")
 
     def _dot_padded(self, base: str, offset: int, count: int, per: int, dtype: str) -> str:
-        """``count`` elements from ``base + offset`` in a vector of ``per``, zeros after them."""
+        """``count`` elements from ``base + offset`` in a vector of ``per``, zeros after them: one
+        masked load with AVX-512 (which loads bytes under a mask, the rest not touched), else loads
+        of whole pieces (32, 16, ... 1 elements) inserted into a zero vector."""
         t = VALUE_TYPES[dtype]
+        vt = f"<{per} x {t}>"
+        if self.simd_bits >= 512 and per * bits(dtype) == 512:
+            p = self.op(f"getelementptr inbounds {t}, ptr {base}, i64 {offset}", "p") if offset else base
+            fn = f"llvm.masked.load.v{per}{t}.p0"
+            self.m.declare(fn, f"declare {vt} @{fn}(ptr, i32, <{per} x i1>, {vt})", external=False)
+            mask = "<" + ", ".join(f"i1 {'true' if j < count else 'false'}" for j in range(per)) + ">"
+            return self.op(f"call {vt} @{fn}(ptr {p}, i32 1, <{per} x i1> {mask}, {vt} zeroinitializer)"
+                           f"{self.access_md()}", "ld")
         vec = "zeroinitializer"
         for off, m in _pieces(count):
             part = self._dot_load(base, offset + off, m, dtype)

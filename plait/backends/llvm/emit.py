@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from plait.backends.llvm.arith import ArithEmitter, Safety
-from plait.backends.llvm.dot import DotEmitter, match_dot
+from plait.backends.llvm.dot import DotEmitter, match_dots
 from plait.backends.llvm.vector import VectorLoops
 from plait.backends.llvm.ir_text import (
     _FSUFFIX, LLVM_INTRINSICS, STORAGE_TYPES, VALUE_TYPES, ModuleState, float_literal, global_name,
@@ -426,9 +426,9 @@ class LLVMFunctionEmitter(ArithEmitter, DotEmitter, VectorLoops, FunctionEmitter
         work.append(s.body)
 
     def stmt_for(self, s: For, work: Work) -> None:
-        dot = match_dot(s) if self.simd_bits >= 128 else None
-        if dot is not None:
-            self.dot(dot)  # (plait.backends.llvm.dot: the int8 kernels' dot products as vector code)
+        dots = match_dots(s) if self.simd_bits >= 128 else None
+        if dots is not None:
+            self.dots(dots)  # (plait.backends.llvm.dot: the int8 kernels' dot products as vector code)
             return
         pieces = self.vector_pieces(s)
         if pieces is not None:

@@ -14,6 +14,10 @@ from plait.tir.functor import pre_order, substitute
 from plait.tir.stmt import BufferStore, For, Stmt
 
 
+PIECES_MAX = 1024
+"""Vectorized loops up to this long are split by :meth:`VectorLoops.vector_pieces`."""
+
+
 class VectorLoops:
     """Loop shapes and metadata for ``vectorized`` loops."""
 
@@ -35,7 +39,7 @@ class VectorLoops:
         width = max(1, self.simd_bits // _store_bits(s.body))
         while width > n:
             width //= 2
-        if width < 2 or n % width == 0 or n > 64 or not self.vectorizable_calls(s.body):
+        if width < 2 or n % width == 0 or n > PIECES_MAX or not self.vectorizable_calls(s.body):
             return None
         if not any(isinstance(b, (BufferStore, BufferLoad)) and b.buffer.scope == "local" or
                    isinstance(b, (Div, Mul)) and is_float(b.dtype)
