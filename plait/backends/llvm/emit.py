@@ -21,8 +21,10 @@ Mirrors the C backend (:mod:`plait.backends.c.emit`) and TIR's semantics (:mod:`
 - loops: a header with a ``phi``; min and extent are evaluated once at entry. ``vectorized``
   loops get ``llvm.loop.vectorize.enable`` and ``llvm.loop.parallel_accesses`` (every memory
   access inside is in the loop's access group: iterations are independent, as ``#pragma omp simd``
-  asserts in C); ``unrolled`` loops ``llvm.loop.unroll.full`` (constant extent) or
-  ``unroll.count 4``; ``parallel`` loops run serially (single thread, as in C);
+  asserts in C), shaped for LLVM's vectorizers by :mod:`plait.backends.llvm.vector`; ``unrolled``
+  loops ``llvm.loop.unroll.full`` (constant extent) or ``unroll.count 4``; ``parallel`` loops run
+  serially (single thread, as in C); the int8 kernels' ``dot_product`` loops are vector code of
+  :mod:`plait.backends.llvm.dot` (``vpdpbusd`` where the CPU has it);
 - ``global.workspace`` allocations of static size are internal globals aligned to 64 bytes (not
   reentrant, as in C); ``local`` ones ``alloca`` in the entry block; dynamic sizes ``alloca``
   between ``llvm.stacksave``/``stackrestore``.
