@@ -162,3 +162,26 @@ def test_quantized_models_on_llvm_equal_the_c_kind_bit_for_bit(name, target):
     got = GraphModule(plait.build(mod, target=target))(**feed)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@needs_x86
+def test_code_with_vpdpbusd_does_not_run_on_a_cpu_without_vnni(monkeypatch):
+    """A -mcpu whose int8 dot products use vpdpbusd needs AVX512-VNNI (AVX-VNNI) on the machine that
+    runs it: an AVX-512 machine without it (Skylake-X) would stop on an illegal instruction."""
+    from plait.backends.llvm import module
+
+    binding = module.llvm_binding()
+    skylake = {f: True for f in ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq")}
+
+    class Fake:
+        def __getattr__(self, name):
+            return getattr(binding, name)
+
+        def get_host_cpu_features(self):
+            return skylake
+
+    monkeypatch.setattr(module, "llvm_binding", lambda: Fake())
+    assert missing_host_features("znver4", "") == ["avx512vnni"]
+    assert missing_host_features("znver4", "-avx512vnni") == []
+    assert missing_host_features("alderlake", "") == ["avxvnni"]
+    assert missing_host_features("skylake-avx512", "") == []

@@ -239,8 +239,8 @@ _LEVEL_FEATURES = {"x86-64-v2": ("sse4.2", "popcnt"), "x86-64-v3": ("avx2", "fma
 
 def missing_host_features(cpu: str, features: str) -> list[str]:
     """The CPU features code for ``cpu`` + ``features`` needs that this machine lacks (known CPU
-    levels and ``+feature`` options only: running such code would stop the process on an illegal
-    instruction)."""
+    levels, ``+feature`` options and the VNNI of the int8 dot products only: running such code would
+    stop the process on an illegal instruction)."""
     from plait.backends.llvm.module import llvm_binding
 
     host = llvm_binding().get_host_cpu_features()
@@ -250,6 +250,10 @@ def missing_host_features(cpu: str, features: str) -> list[str]:
     elif cpu in _AVX2_CPUS:
         need.append("avx2")
     need += [f[1:] for f in features.split(",") if f.startswith("+")]
+    vnni = vnni_bits(cpu, features)  # the int8 dot products' vpdpbusd (plait.backends.llvm.dot)
+    if vnni:
+        wide = vnni == 512 or cpu in _AVX512_CPUS or "+avx512f" in features.split(",")
+        need.append("avx512vnni" if wide else "avxvnni")
     return [f for f in dict.fromkeys(need) if not host.get(f, False)]
 
 
