@@ -5,9 +5,11 @@ Such a loop is ``acc[i] = acc[i] + int32(a[.., k]) * int32(b[.., k])`` over cont
 gcc turns it into ``vpdpbusd``; LLVM 22's loop vectorizer does not (it widens u8 x s8 to 16 bits and
 uses ``vpdpwssd``, half the work per instruction, and vectorized resnet_block's 3x3 convolutions
 across the wrong loop: 3 ms each against gcc's 1.3). So the emitter writes the vector loop itself
-(:meth:`DotEmitter.dot`): chunks of one vector of bytes (64 with 512-bit registers), the tail padded
-with zeros into one more chunk (pieces of 32, 16, ... 1 elements: every load stays in the row), the
-products summed into a vector of int32 lanes, one horizontal sum at the end added to ``acc[i]``:
+(:meth:`DotEmitter.dots`): chunks of one vector of bytes (64 with 512-bit registers), the tail padded
+with zeros into one more chunk (a masked load with AVX-512, else pieces of 32, 16, ... 1 elements:
+nothing outside the row is read), the products summed into a vector of int32 lanes, one horizontal
+sum at the end added to ``acc[i]`` (the dot products of an ``unrolled`` loop, int_rules'
+``dot_unroll``, summed together: halving shuffles instead of one reduction each):
 
 - u8 x s8 (the packed rows of every 8-bit convolution and product) on a CPU with AVX512-VNNI or
   AVX-VNNI: ``llvm.x86.avx512.vpdpbusd.512`` / ``.256`` (:func:`vnni_bits` asks LLVM itself, by
@@ -25,9 +27,9 @@ import functools
 from dataclasses import dataclass
 
 from plait.backends.llvm.ir_text import VALUE_TYPES
-from plait.tir.dtype import bits
 from plait.schedule.analysis import same_indices
 from plait.schedule.stage import coefficient
+from plait.tir.dtype import bits
 from plait.tir.expr import Add, BufferLoad, Cast, IntImm, Mul, PrimExpr
 from plait.tir.functor import pre_order, substitute
 from plait.tir.stmt import BufferStore, For
@@ -35,9 +37,11 @@ from plait.tir.stmt import BufferStore, For
 DOT = "dot_product"  # the loop annotation of plait.schedule.int_rules
 WIDE = ("int8", "uint8", "int16")
 STRAIGHT = 16
-NARROW = 8
 """Rows of at most this many chunks are straight-line code (two accumulators from 4 chunks on);
 longer ones a loop of one chunk per iteration."""
+NARROW = 8
+"""Dot products summed together are first folded to this many lanes (256-bit shuffles are cheaper
+than 512-bit ones on Zen 4; measured: 4 and 8 alike, 16 and one reduction each ~4% slower)."""
 
 
 @dataclass(frozen=True)
