@@ -78,8 +78,9 @@ instead of one per row of 5 (its pointwise convolutions 1.25x faster)."""
 DOT_UNROLL = 8
 """The sums of a block of fused rows are unrolled by the largest divisor of the block up to this,
 when each is at most :data:`DOT_UNROLL_MAX` long (longer ones, e.g. 144 channels, get slower).
-gcc: ds_cnn's stem and pointwise layers ~10% faster; the llvm backend's stem 4x slower (knob
-``dot_unroll`` 1 undoes it; the host cost estimate of these blocks is MAC-bound only unrolled)."""
+gcc: ds_cnn's stem and pointwise layers ~10% faster; the llvm backend computes such an unrolled
+block's sums together (plait/backends/llvm/dot.py; its stem was 4x slower than gcc's before). Knob
+``dot_unroll``; the host cost estimate of these blocks is MAC-bound only unrolled."""
 
 DOT_UNROLL_MAX = 64
 

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from plait.backends.llvm.dot import vnni_bits
 from plait.backends.llvm.emit import LLVMCodegenError, LLVMFunctionEmitter
 from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
 from plait.errors import PlaitError
@@ -127,7 +128,8 @@ def generate(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module"
             raise LLVMCodegenError(f"codegen_llvm expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
     _externs(funcs)  # checks the extern names and signatures
-    state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {})
+    state = ModuleState(vector_variants=vector_math(target) if vector_math_enabled else {},
+                        vnni_bits=vnni_bits(*cpu_and_features(target)))
     simd_bits = _simd_bits(target)
     bodies, sigs, half_users = [], {}, []
     where_of: dict[str, str] = {}
@@ -237,8 +239,8 @@ _LEVEL_FEATURES = {"x86-64-v2": ("sse4.2", "popcnt"), "x86-64-v3": ("avx2", "fma
 
 def missing_host_features(cpu: str, features: str) -> list[str]:
     """The CPU features code for ``cpu`` + ``features`` needs that this machine lacks (known CPU
-    levels and ``+feature`` options only: running such code would stop the process on an illegal
-    instruction)."""
+    levels, ``+feature`` options and the VNNI of the int8 dot products only: running such code would
+    stop the process on an illegal instruction)."""
     from plait.backends.llvm.module import llvm_binding
 
     host = llvm_binding().get_host_cpu_features()
@@ -248,6 +250,10 @@ def missing_host_features(cpu: str, features: str) -> list[str]:
     elif cpu in _AVX2_CPUS:
         need.append("avx2")
     need += [f[1:] for f in features.split(",") if f.startswith("+")]
+    vnni = vnni_bits(cpu, features)  # the int8 dot products' vpdpbusd (plait.backends.llvm.dot)
+    if vnni:
+        wide = vnni == 512 or cpu in _AVX512_CPUS or "+avx512f" in features.split(",")
+        need.append("avx512vnni" if wide else "avxvnni")
     return [f for f in dict.fromkeys(need) if not host.get(f, False)]
 
 

@@ -21,8 +21,10 @@ Mirrors the C backend (:mod:`plait.backends.c.emit`) and TIR's semantics (:mod:`
 - loops: a header with a ``phi``; min and extent are evaluated once at entry. ``vectorized``
   loops get ``llvm.loop.vectorize.enable`` and ``llvm.loop.parallel_accesses`` (every memory
   access inside is in the loop's access group: iterations are independent, as ``#pragma omp simd``
-  asserts in C); ``unrolled`` loops ``llvm.loop.unroll.full`` (constant extent) or
-  ``unroll.count 4``; ``parallel`` loops run serially (single thread, as in C);
+  asserts in C), shaped for LLVM's vectorizers by :mod:`plait.backends.llvm.vector`; ``unrolled``
+  loops ``llvm.loop.unroll.full`` (constant extent) or ``unroll.count 4``; ``parallel`` loops run
+  serially (single thread, as in C); the int8 kernels' ``dot_product`` loops are vector code of
+  :mod:`plait.backends.llvm.dot` (``vpdpbusd`` where the CPU has it);
 - ``global.workspace`` allocations of static size are internal globals aligned to 64 bytes (not
   reentrant, as in C); ``local`` ones ``alloca`` in the entry block; dynamic sizes ``alloca``
   between ``llvm.stacksave``/``stackrestore``.
@@ -36,8 +38,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from plait.backends.llvm.arith import ArithEmitter, Safety
+from plait.backends.llvm.dot import DotEmitter, match_dots
+from plait.backends.llvm.vector import VectorLoops
 from plait.backends.llvm.ir_text import (
-    _FSUFFIX, LLVM_INTRINSICS, STORAGE_TYPES, VALUE_TYPES, VECTOR_INTRINSICS, ModuleState, float_literal, global_name,
+    _FSUFFIX, LLVM_INTRINSICS, STORAGE_TYPES, VALUE_TYPES, ModuleState, float_literal, global_name,
     int_literal, libm_name, local_name,
 )
 from plait.errors import PlaitError
@@ -48,7 +52,6 @@ from plait.tir.expr import (
     Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr, Select, ShiftLeft,
     ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
-from plait.tir.functor import pre_order, substitute
 from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 
@@ -67,7 +70,7 @@ _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
 _DIVS = (FloorDiv, FloorMod, TruncDiv, TruncMod)
 
 
-class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
+class LLVMFunctionEmitter(ArithEmitter, DotEmitter, VectorLoops, FunctionEmitterBase[str]):
     """One PrimFunc -> one LLVM function (:meth:`function`)."""
 
     language = "LLVM"
@@ -425,44 +428,15 @@ class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
         work.append(s.body)
 
     def stmt_for(self, s: For, work: Work) -> None:
+        dots = match_dots(s) if self.simd_bits >= 128 else None
+        if dots is not None:
+            self.dots(dots)  # (plait.backends.llvm.dot: the int8 kernels' dot products as vector code)
+            return
         pieces = self.vector_pieces(s)
         if pieces is not None:
             work.append(SeqStmt(pieces))
             return
         work += self.loop(s)
-
-    def vector_pieces(self, s: For) -> list[Stmt] | None:
-        """A vectorized loop of a register tile (it reads or writes a ``local`` buffer) of constant
-        extent up to 64 that is not a multiple of the SIMD width (a fused 25x5 row: 25 lanes with 16)
-        as consecutive loops of whole vectors of halving widths and a scalar tail (16 + 8 + 1), each of
-        which the loop vectorizer turns into straight-line vector code: the accumulators stay in
-        registers. Fully unrolled instead, the SLP vectorizer vectorized ds_cnn's pointwise tile (8
-        channels x 25) along the channels, 17x slower than gcc's code; one predicated loop of 8-wide
-        vectors was 1.8x. Other loops (padded copies) stay fully unrolled: split, LLVM took 3x longer
-        to compile ResNet-8. None when the loop is emitted as it is (see :meth:`vector_hints`)."""
-        if s.kind != "vectorized" or not isinstance(s.extent, IntImm) or self.simd_bits < 64:
-            return None
-        n = s.extent.value
-        width = max(1, self.simd_bits // _store_bits(s.body))
-        while width > n:
-            width //= 2
-        if width < 2 or n % width == 0 or n > 64 or not self.vectorizable_calls(s.body):
-            return None
-        if not any(isinstance(b, (BufferStore, BufferLoad)) and b.buffer.scope == "local"
-                   for b in pre_order(s.body, unique=True)):
-            return None  # not a register tile: a padded copy (split, LLVM took 3x longer on ResNet-8)
-        pieces: list[Stmt] = []
-        start = 0
-        while start < n:
-            k = (n - start) // width * width if width >= 2 else n - start
-            if k:
-                v = Var(f"{s.loop_var.name}_v{len(pieces)}", s.loop_var.dtype)
-                kind = "vectorized" if width >= 2 else "serial"
-                pieces.append(For(v, s.min + start if start else s.min, k, kind,
-                                  substitute(s.body, {s.loop_var: v}), s.annotations))
-                start += k
-            width //= 2
-        return pieces
 
     def stmt_if_then_else(self, s: IfThenElse, work: Work) -> None:
         c = self.expr(s.cond)
@@ -503,38 +477,6 @@ class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
         sp = self.op("call ptr @llvm.stacksave.p0()", "sp")
         self.bufs[b] = self.op(f"alloca {st}, i64 {count}, align 32", local_name(b.name))
         return lambda: self.emit(f"call void @llvm.stackrestore.p0(ptr {sp})")
-
-    def vectorizable_calls(self, body: Any) -> bool:
-        """Only calls LLVM can vectorize: sqrt, fabs, floor... and libm functions with libmvec versions?"""
-        for n in pre_order(body, unique=True):
-            if isinstance(n, Call) and not (n.kind == "intrin" and (n.name in VECTOR_INTRINSICS or (
-                    n.name, "float32" if n.args[0].dtype == "float16" else n.args[0].dtype) in self.m.vector_variants)):
-                return False
-        return True
-
-    def vector_hints(self, s: For) -> list[str]:
-        """Loop metadata for a vectorized loop. With a constant extent: SIMD-register wide and
-        interleaved so that one vector iteration covers the whole loop (the loop disappears and its
-        accumulators can live in registers across an enclosing reduction loop); an extent up to 64
-        that is not a multiple of the width is fully unrolled instead (the SLP vectorizer takes it). The
-        loop is never unrolled before the vectorizer runs: a short vectorized loop unrolled early is
-        vectorized along the wrong (enclosing) loop."""
-        vec = '!{!"llvm.loop.vectorize.enable", i1 true}'
-        if not self.vectorizable_calls(s.body):  # LLVM would warn that it could not do what was asked
-            return ['!{!"llvm.loop.unroll.full"}'] if isinstance(s.extent, IntImm) and s.extent.value <= 16 else []
-        no_unroll = '!{!"llvm.loop.unroll.disable"}'
-        if not isinstance(s.extent, IntImm) or self.simd_bits < 64:
-            return [vec, no_unroll]
-        n = s.extent.value
-        width = max(1, self.simd_bits // _store_bits(s.body))
-        while width > n:
-            width //= 2
-        if width >= 2 and n % width == 0 and n // width <= 16:
-            return [vec, no_unroll, f'!{{!"llvm.loop.vectorize.width", i32 {width}}}',
-                    f'!{{!"llvm.loop.interleave.count", i32 {n // width}}}']
-        if n <= 64:  # measured: better than a vector loop with a remainder (ds_cnn's 25-wide rows)
-            return ['!{!"llvm.loop.unroll.full"}']
-        return [vec, no_unroll, f'!{{!"llvm.loop.vectorize.width", i32 {max(width, 2)}}}']
 
     def loop(self, s: For) -> list[Any]:
         d = s.loop_var.dtype
@@ -585,9 +527,3 @@ class LLVMFunctionEmitter(ArithEmitter, FunctionEmitterBase[str]):
             self.start(done)
 
         return [close, s.body]
-
-
-def _store_bits(body: Any) -> int:
-    """The widest element (bits) stored in ``body`` (32 when it stores nothing)."""
-    widths = [bits(n.buffer.dtype) for n in pre_order(body, unique=True) if isinstance(n, BufferStore)]
-    return max(8, max(widths, default=32))

@@ -77,6 +77,7 @@ class ModuleState:
     c_uses: dict[str, tuple[str, str]] = field(default_factory=dict)  # C symbol -> (who, LLVM signature)
     attr_groups: list[str] = field(default_factory=list)
     used: list[str] = field(default_factory=list)  # kept from dead-code elimination until vectorized
+    vnni_bits: int = 0  # 512 / 256: vpdpbusd for u8 x s8 dot products (plait.backends.llvm.dot)
 
     def declare(self, symbol: str, line: str, external: bool = True) -> None:
         if symbol not in self.decls:
