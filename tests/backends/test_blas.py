@@ -326,8 +326,8 @@ def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_di
     # 10x4 kernel, stride 2) runs 3x faster on OpenBLAS than plait's C; its pointwise convolutions (rows of
     # 25 pixels: a 512-bit vector and a remainder of 9) take 13 us on c, 10 us on OpenBLAS plus 2 us for
     # their bias and relu: both estimates now see it (the remainder's vectors, OpenBLAS's AVX-512 class).
-    # The MLP's matrix-vector products stream their matrices (512 KiB, 1 MiB) from L2: 7.4 and 14 us on c,
-    # 6.8 and 13 us on OpenBLAS's sgemv plus a pass for the bias: a tie the estimates leave on c
+    # The MLP's two large matrix-vector products stream their matrices (512 KiB, 1 MiB) from L2: 6.1 and
+    # 13.4 us on c, 5.4 and 11.9 us on OpenBLAS's sgemv (the bias and relu then a function of their own)
     import plait
     from plait.frontend.onnx import from_onnx
     from plait.testing.onnx_models import ds_cnn, mlp
@@ -340,7 +340,7 @@ def test_placement_by_cost_puts_on_blas_the_convolutions_it_runs_faster(cache_di
     assert first.piece == "blas" and _on_blas(art) == ["nn.conv2d"] * 5
     assert all(p.estimate.source == "hook" for p in art.placement.placed if p.piece == "blas")
     art = plait.build(from_onnx(mlp()), target, config={"cc.cache_dir": str(cache_dir)})
-    assert _on_blas(art) == []
+    assert _on_blas(art) == ["nn.dense"] * 2
 
 
 def test_random_convolutions_match_numpy(cache_dir):
