@@ -71,6 +71,8 @@ class JobResult:
     configs: list[Config] = field(default_factory=list)
     seconds: list[float | None] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)
+    paths: list[str | None] = field(default_factory=list)  #: the compiled libraries (local runs), by index
+    confirmed: dict[int, float] = field(default_factory=dict)  #: :func:`confirm`'s seconds, by index
 
     def best(self) -> int:
         """The index of the fastest candidate (the first of equals: the default wins ties)."""
@@ -79,6 +81,20 @@ class JobResult:
             raise TuneError(f"workload {self.workload} ('{self.name}') on '{self.target}': no candidate could be "
                             f"measured ({'; '.join(self.errors.values())})")
         return min(ok, key=lambda k: (self.seconds[k], k))
+
+    def finalists(self) -> list[int]:
+        """What the final measurement times again: the search's best, and the default when it is another."""
+        b = self.best()
+        return [b] if b == 0 or self.seconds[0] is None else [0, b]
+
+    def chosen(self) -> tuple[int, float]:
+        """The candidate kept and its seconds: once confirmed, the best of the finalists in the final
+        measurement (the default unless another was faster there too), else the search's best."""
+        if self.confirmed:
+            k = min(self.confirmed, key=lambda i: (self.confirmed[i], i))
+            return k, self.confirmed[k]
+        b = self.best()
+        return b, self.seconds[b]  # type: ignore[return-value]
 
 
 def scheduled(job: Job, config: Config) -> PrimFunc:
@@ -178,7 +194,8 @@ def _arguments(func: PrimFunc) -> list[np.ndarray]:
 
 
 def _caller(path: str, args: list[np.ndarray]) -> Any:
-    """A no-argument function calling the candidate of library ``path`` on ``args`` (bound once)."""
+    """A no-argument function calling the candidate of library ``path`` on ``args`` (bound once; it keeps
+    the library loaded and the arrays alive)."""
     import ctypes
 
     from plait.runtime.module import load_module
@@ -188,9 +205,9 @@ def _caller(path: str, args: list[np.ndarray]) -> Any:
     if all(k == "ptr" for k in getattr(lib, "signatures", {}).get(name, ("?",))):
         raw = lib.raw(name)  # type: ignore[attr-defined]
         ptrs = [ctypes.c_void_p(a.ctypes.data) for a in args]
-        return lambda: raw(*ptrs)
+        return lambda keep=(lib, args): raw(*ptrs)  # the library and the arrays live as long as the caller
     fn = lib[name]
-    return lambda: fn(*args)
+    return lambda keep=lib: fn(*args)
 
 
 def measure_libraries(job: Job, paths: list[str | None]) -> tuple[list[float | None], dict[int, str]]:
@@ -217,23 +234,62 @@ def measure_libraries(job: Job, paths: list[str | None]) -> tuple[list[float | N
             continue
         callers[k] = _caller(path, args)
     secs: list[float | None] = [None] * len(paths)
-    if not callers:
-        return secs, errors
-    first = next(iter(callers.values()))
-    t0 = time.perf_counter()
-    first()
-    number = max(1, min(10_000, int(2e-3 / max(time.perf_counter() - t0, 1e-7))))
-    times: dict[int, list[float]] = {k: [] for k in callers}
-    for _ in range(job.repeat):
-        for k, call in callers.items():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                call()
-            times[k].append((time.perf_counter() - t0) / number)
-    for k, ts in times.items():
-        secs[k] = statistics.median(ts)
+    for k, t in time_alternating(callers, job.repeat).items():
+        secs[k] = t
     return secs, errors
 
 
-__all__ = ["Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "enumerate_job",
-           "measure_libraries", "run_job", "scheduled"]
+BATCH_S = 2e-3  #: one timing of a function: about this long, in calls of it (at least one)
+
+
+def time_alternating(callers: dict[int, Any], rounds: int) -> dict[int, float]:
+    """The median seconds per call of each no-argument function: ``rounds`` rounds, each timing every
+    function once in turn, a timing being as many calls of it as last about :data:`BATCH_S` (sized per
+    function: a 1 us call and a 2 ms one are each timed over ~2 ms)."""
+    number: dict[int, int] = {}
+    for k, call in callers.items():
+        t0 = time.perf_counter()
+        call()
+        number[k] = max(1, min(10_000, int(BATCH_S / max(time.perf_counter() - t0, 1e-7))))
+    times: dict[int, list[float]] = {k: [] for k in callers}
+    for _ in range(rounds):
+        for k, call in callers.items():
+            n = number[k]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            times[k].append((time.perf_counter() - t0) / n)
+    return {k: statistics.median(ts) for k, ts in times.items()}
+
+
+CONFIRM_ROUNDS = 30  #: rounds of the final measurement of a tuning run (:func:`confirm`)
+
+
+def confirm(items: list[tuple[Job, Config, str | None]], rounds: int = CONFIRM_ROUNDS) -> list[tuple[float | None, str | None]]:
+    """The final measurement of a wall-clock tuning run: each ``(job, config, library path or None)`` (a
+    workload's best candidate and its default, a hook piece's call alone), compiled when it has no path
+    (a Ray worker's libraries stay on its machine), all timed together in ``rounds`` alternating rounds
+    (:func:`time_alternating`): the costs placement compares across pieces come from the same rounds on
+    the same machine, not from searches minutes apart. ``(seconds, None)`` or ``(None, error)`` each."""
+    out: list[tuple[float | None, str | None]] = [(None, None)] * len(items)
+    callers: dict[int, Any] = {}
+    for k, (job, config, path) in enumerate(items):
+        try:
+            if path is None:
+                path = str(_compile(job, config).path)
+            args = _arguments(job.func)
+            call = _caller(path, args)
+            status = call()
+        except PlaitError as exc:
+            out[k] = (None, str(exc))
+            continue
+        if status:
+            out[k] = (None, f"it returned status {status}")
+            continue
+        callers[k] = call
+    for k, t in time_alternating(callers, rounds).items():
+        out[k] = (t, None)
+    return out
+
+__all__ = ["CONFIRM_ROUNDS", "Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "confirm",
+           "enumerate_job", "measure_libraries", "run_job", "scheduled", "time_alternating"]
