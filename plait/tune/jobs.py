@@ -6,8 +6,9 @@ the same code. Measurements:
 
 - ``analytic``: :func:`plait.schedule.estimate_cost` of each candidate (deterministic: any number of
   jobs may run at once, anywhere);
-- ``wall``: each candidate compiled by its piece's code generation (``tir_to_runtime``: the C compiler
-  for ``c``) and called on fixed random inputs; the candidates of the job are timed in alternation (one
+- ``wall``: each candidate compiled as the build compiles it (its scratch memory lifted into a workspace
+  arena, then its piece's code generation, ``tir_to_runtime``: the C compiler for ``c``) and called on
+  fixed random inputs; the candidates of the job are timed in alternation (one
   timing of each per round, ``repeat`` rounds, each timing ``number`` calls sized to about 2 ms), the
   median kept (:func:`measure_libraries`). A candidate whose outputs differ from the default schedule's
   is rejected. Timings on one machine disturb each other: with a local pool the tuning process times
@@ -71,7 +72,7 @@ class JobResult:
     configs: list[Config] = field(default_factory=list)
     seconds: list[float | None] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)
-    paths: list[str | None] = field(default_factory=list)  #: the compiled libraries (local runs), by index
+    paths: list[Any] = field(default_factory=list)  #: the compiled candidates (:class:`Built`; local runs), by index
     confirmed: dict[int, float] = field(default_factory=dict)  #: :func:`confirm`'s seconds, by index
 
     def best(self) -> int:
@@ -125,15 +126,15 @@ def enumerate_job(job: Job) -> list[Config]:
 
 def chunk_job(job: Job, configs: list[Config], mode: str) -> list[tuple[Any, str | None]]:
     """Candidates of one job: ``(value, error)`` for each config. ``mode``: ``estimate`` (value: seconds,
-    analytic), ``compile`` (value: the path of the compiled library, for a measurement elsewhere on this
-    machine) or ``time`` (compiled and timed here: seconds)."""
+    analytic), ``compile`` (value: the compiled library, a :class:`Built`, for a measurement elsewhere on
+    this machine) or ``time`` (compiled and timed here: seconds)."""
     out: list[tuple[Any, str | None]] = []
     for c in configs:
         try:
             if mode == "estimate":
                 out.append((_estimate(job, c), None))
             else:
-                out.append((str(_compile(job, c).path), None))
+                out.append((_compile(job, c), None))
         except PlaitError as exc:
             out.append((None, str(exc)))
     if mode == "time":
@@ -165,19 +166,36 @@ def _estimate(job: Job, config: Config) -> float:
     return float(cost.seconds)
 
 
-def _compile(job: Job, config: Config) -> Any:
-    """The candidate's compiled library (a module with a ``path``)."""
+@dataclass(frozen=True)
+class Built:
+    """A compiled candidate: its library's ``path`` and its workspace arena (``workspace_bytes``, one
+    parameter per dtype in ``arena_dtypes``, after the function's own parameters)."""
+
+    path: str
+    workspace_bytes: int = 0
+    arena_dtypes: tuple[str, ...] = ()
+
+
+def _compile(job: Job, config: Config) -> Built:
+    """The candidate compiled as the build compiles it: scheduled, its scratch memory (a padded input, an
+    im2col matrix) lifted into a workspace arena parameter (:func:`plait.memory.workspace.lift_workspaces`,
+    as ``plait.build`` does: the C code of a static array and of an arena slice differ, and so may their
+    speed), then the piece's code generation."""
     from plait.ir.transform import PassContext
+    from plait.memory.workspace import lift_workspaces, workspace_params
     from plait.relay.module import IRModule
     from plait.target import Piece, Target, run_tir_to_runtime
 
-    func = scheduled(job, config)
+    func = lift_workspaces(scheduled(job, config))
+    if func.attrs.get("dynamic_workspaces"):
+        raise TuneError(f"{job.name}: a workspace of symbolic size cannot be timed")
     ctx = PassContext(config={"cc.cache_dir": job.cache_dir} if job.cache_dir else {})
     lib = run_tir_to_runtime(Piece("tune", Target(job.target)), IRModule({func.name: func}), ctx)
     if getattr(lib, "path", None) is None:
         raise TuneError(f"target '{job.target}' does not build a host library: its candidates cannot be timed "
                         "(use --measure analytic)")
-    return lib
+    return Built(str(lib.path), int(func.attrs.get("workspace_bytes", 0) or 0),
+                 tuple(str(b.dtype) for b in workspace_params(func)))
 
 
 def _arguments(func: PrimFunc) -> list[np.ndarray]:
@@ -193,14 +211,20 @@ def _arguments(func: PrimFunc) -> list[np.ndarray]:
     return out
 
 
-def _caller(path: str, args: list[np.ndarray]) -> Any:
-    """A no-argument function calling the candidate of library ``path`` on ``args`` (bound once; it keeps
-    the library loaded and the arrays alive)."""
+def _caller(built: Built, args: list[np.ndarray]) -> Any:
+    """A no-argument function calling the compiled candidate on ``args`` and a workspace arena of its own
+    (allocated and aligned as the graph executor allocates its pool), bound once; it keeps the library
+    loaded and the arrays alive."""
     import ctypes
 
     from plait.runtime.module import load_module
 
-    lib = load_module(path)
+    lib = load_module(built.path)
+    if built.arena_dtypes:
+        raw_arena = np.zeros(built.workspace_bytes + 64, np.uint8)
+        off = (-raw_arena.ctypes.data) % 64
+        arena = raw_arena[off:off + built.workspace_bytes]
+        args = [*args, *(arena.view(np.dtype(d)) for d in built.arena_dtypes)]
     name = "plait_tune_candidate"
     if all(k == "ptr" for k in getattr(lib, "signatures", {}).get(name, ("?",))):
         raw = lib.raw(name)  # type: ignore[attr-defined]
@@ -210,7 +234,7 @@ def _caller(path: str, args: list[np.ndarray]) -> Any:
     return lambda keep=lib: fn(*args)
 
 
-def measure_libraries(job: Job, paths: list[str | None]) -> tuple[list[float | None], dict[int, str]]:
+def measure_libraries(job: Job, paths: list[Built | None]) -> tuple[list[float | None], dict[int, str]]:
     """Wall time of each compiled candidate (None: not built or rejected, with its reason): alternating
     rounds, medians (see the module docstring)."""
     args = _arguments(job.func)
@@ -265,8 +289,8 @@ def time_alternating(callers: dict[int, Any], rounds: int) -> dict[int, float]:
 CONFIRM_ROUNDS = 30  #: rounds of the final measurement of a tuning run (:func:`confirm`)
 
 
-def confirm(items: list[tuple[Job, Config, str | None]], rounds: int = CONFIRM_ROUNDS) -> list[tuple[float | None, str | None]]:
-    """The final measurement of a wall-clock tuning run: each ``(job, config, library path or None)`` (a
+def confirm(items: list[tuple[Job, Config, Built | None]], rounds: int = CONFIRM_ROUNDS) -> list[tuple[float | None, str | None]]:
+    """The final measurement of a wall-clock tuning run: each ``(job, config, compiled library or None)`` (a
     workload's best candidate and its default, a hook piece's call alone), compiled when it has no path
     (a Ray worker's libraries stay on its machine), all timed together in ``rounds`` alternating rounds
     (:func:`time_alternating`): the costs placement compares across pieces come from the same rounds on
@@ -276,7 +300,7 @@ def confirm(items: list[tuple[Job, Config, str | None]], rounds: int = CONFIRM_R
     for k, (job, config, path) in enumerate(items):
         try:
             if path is None:
-                path = str(_compile(job, config).path)
+                path = _compile(job, config)
             args = _arguments(job.func)
             call = _caller(path, args)
             status = call()
@@ -291,5 +315,5 @@ def confirm(items: list[tuple[Job, Config, str | None]], rounds: int = CONFIRM_R
         out[k] = (t, None)
     return out
 
-__all__ = ["CONFIRM_ROUNDS", "Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "confirm",
+__all__ = ["Built", "CONFIRM_ROUNDS", "Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "confirm",
            "enumerate_job", "measure_libraries", "run_job", "scheduled", "time_alternating"]
