@@ -72,7 +72,7 @@ class JobResult:
     configs: list[Config] = field(default_factory=list)
     seconds: list[float | None] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)
-    paths: list[Any] = field(default_factory=list)  #: the compiled candidates (:class:`Built`; local runs), by index
+    paths: list[Any] = field(default_factory=list)  #: the CompiledCandidate of each (local runs), by index
     confirmed: dict[int, float] = field(default_factory=dict)  #: :func:`confirm`'s seconds, by index
 
     def best(self) -> int:
@@ -126,8 +126,8 @@ def enumerate_job(job: Job) -> list[Config]:
 
 def chunk_job(job: Job, configs: list[Config], mode: str) -> list[tuple[Any, str | None]]:
     """Candidates of one job: ``(value, error)`` for each config. ``mode``: ``estimate`` (value: seconds,
-    analytic), ``compile`` (value: the compiled library, a :class:`Built`, for a measurement elsewhere on
-    this machine) or ``time`` (compiled and timed here: seconds)."""
+    analytic), ``compile`` (value: a :class:`CompiledCandidate`, for a measurement elsewhere on this
+    machine) or ``time`` (compiled and timed here: seconds)."""
     out: list[tuple[Any, str | None]] = []
     for c in configs:
         try:
@@ -167,7 +167,7 @@ def _estimate(job: Job, config: Config) -> float:
 
 
 @dataclass(frozen=True)
-class Built:
+class CompiledCandidate:
     """A compiled candidate: its library's ``path`` and its workspace arena (``workspace_bytes``, one
     parameter per dtype in ``arena_dtypes``, after the function's own parameters)."""
 
@@ -176,7 +176,7 @@ class Built:
     arena_dtypes: tuple[str, ...] = ()
 
 
-def _compile(job: Job, config: Config) -> Built:
+def _compile(job: Job, config: Config) -> CompiledCandidate:
     """The candidate compiled as the build compiles it: scheduled, its scratch memory (a padded input, an
     im2col matrix) lifted into a workspace arena parameter (:func:`plait.memory.workspace.lift_workspaces`,
     as ``plait.build`` does: the C code of a static array and of an arena slice differ, and so may their
@@ -194,7 +194,7 @@ def _compile(job: Job, config: Config) -> Built:
     if getattr(lib, "path", None) is None:
         raise TuneError(f"target '{job.target}' does not build a host library: its candidates cannot be timed "
                         "(use --measure analytic)")
-    return Built(str(lib.path), int(func.attrs.get("workspace_bytes", 0) or 0),
+    return CompiledCandidate(str(lib.path), int(func.attrs.get("workspace_bytes", 0) or 0),
                  tuple(str(b.dtype) for b in workspace_params(func)))
 
 
@@ -211,7 +211,7 @@ def _arguments(func: PrimFunc) -> list[np.ndarray]:
     return out
 
 
-def _caller(built: Built, args: list[np.ndarray]) -> Any:
+def _caller(built: CompiledCandidate, args: list[np.ndarray]) -> Any:
     """A no-argument function calling the compiled candidate on ``args`` and a workspace arena of its own
     (allocated and aligned as the graph executor allocates its pool), bound once; it keeps the library
     loaded and the arrays alive."""
@@ -234,7 +234,7 @@ def _caller(built: Built, args: list[np.ndarray]) -> Any:
     return lambda keep=lib: fn(*args)
 
 
-def measure_libraries(job: Job, paths: list[Built | None]) -> tuple[list[float | None], dict[int, str]]:
+def measure_libraries(job: Job, paths: list[CompiledCandidate | None]) -> tuple[list[float | None], dict[int, str]]:
     """Wall time of each compiled candidate (None: not built or rejected, with its reason): alternating
     rounds, medians (see the module docstring)."""
     args = _arguments(job.func)
@@ -289,7 +289,8 @@ def time_alternating(callers: dict[int, Any], rounds: int) -> dict[int, float]:
 CONFIRM_ROUNDS = 30  #: rounds of the final measurement of a tuning run (:func:`confirm`)
 
 
-def confirm(items: list[tuple[Job, Config, Built | None]], rounds: int = CONFIRM_ROUNDS) -> list[tuple[float | None, str | None]]:
+def confirm(items: list[tuple[Job, Config, CompiledCandidate | None]],
+            rounds: int = CONFIRM_ROUNDS) -> list[tuple[float | None, str | None]]:
     """The final measurement of a wall-clock tuning run: each ``(job, config, compiled library or None)`` (a
     workload's best candidate and its default, a hook piece's call alone), compiled when it has no path
     (a Ray worker's libraries stay on its machine), all timed together in ``rounds`` alternating rounds
@@ -315,5 +316,6 @@ def confirm(items: list[tuple[Job, Config, Built | None]], rounds: int = CONFIRM
         out[k] = (t, None)
     return out
 
-__all__ = ["Built", "CONFIRM_ROUNDS", "Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job", "confirm",
-           "enumerate_job", "measure_libraries", "run_job", "scheduled", "time_alternating"]
+
+__all__ = ["CONFIRM_ROUNDS", "CompiledCandidate", "Job", "JobResult", "MEASURES", "SOURCES", "TuneError", "chunk_job",
+           "confirm", "enumerate_job", "measure_libraries", "run_job", "scheduled", "time_alternating"]
