@@ -266,15 +266,16 @@ def measure_libraries(job: Job, paths: list[CompiledCandidate | None]) -> tuple[
 BATCH_S = 2e-3  #: one timing of a function: about this long, in calls of it (at least one)
 
 
-def time_alternating(callers: dict[int, Any], rounds: int) -> dict[int, float]:
+def time_alternating(callers: dict[int, Any], rounds: int, batch_s: float = BATCH_S) -> dict[int, float]:
     """The median seconds per call of each no-argument function: ``rounds`` rounds, each timing every
-    function once in turn, a timing being as many calls of it as last about :data:`BATCH_S` (sized per
-    function: a 1 us call and a 2 ms one are each timed over ~2 ms)."""
+    function once in turn, a timing being as many calls of it as last about ``batch_s`` (sized per
+    function: a 1 us call and a 2 ms one are each timed over ~2 ms; 0: one call, so that between two calls
+    of a function run all the others, as in a model)."""
     number: dict[int, int] = {}
     for k, call in callers.items():
         t0 = time.perf_counter()
         call()
-        number[k] = max(1, min(10_000, int(BATCH_S / max(time.perf_counter() - t0, 1e-7))))
+        number[k] = max(1, min(10_000, int(batch_s / max(time.perf_counter() - t0, 1e-7))))
     times: dict[int, list[float]] = {k: [] for k in callers}
     for _ in range(rounds):
         for k, call in callers.items():
@@ -286,7 +287,7 @@ def time_alternating(callers: dict[int, Any], rounds: int) -> dict[int, float]:
     return {k: statistics.median(ts) for k, ts in times.items()}
 
 
-CONFIRM_ROUNDS = 30  #: rounds of the final measurement of a tuning run (:func:`confirm`)
+CONFIRM_ROUNDS = 100  #: rounds of the final measurement of a tuning run (:func:`confirm`)
 
 
 def confirm(items: list[tuple[Job, Config, CompiledCandidate | None]],
@@ -295,7 +296,10 @@ def confirm(items: list[tuple[Job, Config, CompiledCandidate | None]],
     workload's best candidate and its default, a hook piece's call alone), compiled when it has no path
     (a Ray worker's libraries stay on its machine), all timed together in ``rounds`` alternating rounds
     (:func:`time_alternating`): the costs placement compares across pieces come from the same rounds on
-    the same machine, not from searches minutes apart. ``(seconds, None)`` or ``(None, error)`` each."""
+    the same machine, not from searches minutes apart. Each timing is one call: between two calls of a
+    function run all the others, whose data evict its own from the caches as the rest of a model does (a
+    matrix-vector product whose matrix stays in L2 when timed in a loop streams it from L3 in the MLP).
+    ``(seconds, None)`` or ``(None, error)`` each."""
     out: list[tuple[float | None, str | None]] = [(None, None)] * len(items)
     callers: dict[int, Any] = {}
     for k, (job, config, path) in enumerate(items):
@@ -312,7 +316,7 @@ def confirm(items: list[tuple[Job, Config, CompiledCandidate | None]],
             out[k] = (None, f"it returned status {status}")
             continue
         callers[k] = call
-    for k, t in time_alternating(callers, rounds).items():
+    for k, t in time_alternating(callers, rounds, batch_s=0.0).items():
         out[k] = (t, None)
     return out
 
