@@ -8,12 +8,14 @@ the same code. Measurements:
   jobs may run at once, anywhere);
 - ``wall``: each candidate compiled as the build compiles it (its scratch memory lifted into a workspace
   arena, then its piece's code generation, ``tir_to_runtime``: the C compiler for ``c``) and called on
-  fixed random inputs; the candidates of the job are timed in alternation (one
-  timing of each per round, ``repeat`` rounds, each timing ``number`` calls sized to about 2 ms), the
+  fixed random inputs; the candidates of the job are timed in alternation (one timing of each per
+  round, ``repeat`` rounds, each timing as many calls as last about 2 ms, sized per candidate), the
   median kept (:func:`measure_libraries`). A candidate whose outputs differ from the default schedule's
   is rejected. Timings on one machine disturb each other: with a local pool the tuning process times
   one workload at a time while the pool compiles (:mod:`plait.tune.runner`); a Ray worker compiles and
-  times its chunk on its own machine.
+  times its chunk on its own machine. Once every job is done, :func:`confirm` times every job's best
+  candidate, its default and every hook piece's call together (the final measurement: what the
+  records and entries keep).
 
 A job with an ``op`` (a call signature, :func:`plait.placement.cost.signature`) is a call a piece whose
 kind lowers calls itself (a ``relay_to_tir`` hook: blas) may take: its ``func`` is the PrimFunc that hook
