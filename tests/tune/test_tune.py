@@ -294,3 +294,23 @@ def test_a_candidate_replaces_the_default_only_if_the_final_measurement_agrees()
 def test_the_analytic_measurement_has_no_final_measurement(analytic, mod):
     db, info = tune(mod, TARGET, trials=2, measure="analytic")
     assert not any(res.confirmed for res in info.results.values())
+
+
+def test_the_final_measurement_times_one_call_per_round_and_the_search_batches():
+    from plait.tune.jobs import time_alternating
+
+    calls = {0: 0, 1: 0}
+    order = []
+
+    def make(k):
+        def f():
+            calls[k] += 1
+            order.append(k)
+        return f
+
+    got = time_alternating({0: make(0), 1: make(1)}, rounds=5, batch_s=0.0)
+    assert calls == {0: 6, 1: 6} and order[2:] == [0, 1] * 5  # one sizing call each, then alternating calls
+    assert set(got) == {0, 1} and all(t > 0 for t in got.values())
+    calls.update({0: 0, 1: 0})
+    time_alternating({0: make(0), 1: make(1)}, rounds=2, batch_s=1e-3)
+    assert min(calls.values()) > 2  # cheap calls: batches of many
