@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 from plait.errors import PlaitError
 from plait.tune.jobs import (
-    MEASURES, SOURCES, Job, JobResult, TuneError, chunk_job, enumerate_job, measure_libraries,
+    MEASURES, SOURCES, Job, JobResult, TuneError, chunk_job, confirm, enumerate_job, measure_libraries,
 )
 
 
@@ -167,6 +167,8 @@ def tune(mod: Any, target: Any, trials: int = 32, seed: int = 0, measure: str = 
             info.results[k] = res
             if on_result is not None:
                 on_result(all_jobs[k], res, info)
+        if measure == "wall":
+            _confirm(ex, all_jobs, info)
     except KeyboardInterrupt:
         info.interrupted = True
     finally:
@@ -174,15 +176,40 @@ def tune(mod: Any, target: Any, trials: int = 32, seed: int = 0, measure: str = 
     db = CostDatabase()
     for k in sorted(info.results):
         res, job = info.results[k], all_jobs[k]
-        b = res.best()
+        b, secs = res.chosen()
         if job.op is not None:  # a hook piece's call: a measured entry
-            db.add(job.op, job.target, res.seconds[b], source=res.source, name=res.name)  # type: ignore[arg-type]
+            db.add(job.op, job.target, secs, source=res.source, name=res.name)
             continue
-        d = res.seconds[0]
-        db.add_tuning(res.workload, res.target, res.configs[b], res.seconds[b],  # type: ignore[arg-type]
+        d = res.confirmed.get(0, res.seconds[0])
+        db.add_tuning(res.workload, res.target, res.configs[b], secs,
                       source=res.source, name=res.name, candidates=len(res.configs),
                       **({} if d is None else {"default_seconds": d}))
     return db, info
+
+
+def _confirm(ex: "_Executor", jobs: list[Job], info: TuneInfo) -> None:
+    """The final measurement (:func:`plait.tune.jobs.confirm`, one task: on Ray, one worker's machine):
+    every workload's best candidate, its default when that is another, and every hook piece's call, timed
+    together in alternating rounds. The records and entries then carry these seconds, so that placement
+    compares a tuned c function with a blas call measured in the same rounds, and a candidate replaces
+    the default only if it was faster there as well. Skipped when nothing was measured."""
+    items, owners = [], []
+    for k in sorted(info.results):
+        res = info.results[k]
+        if not any(s is not None for s in res.seconds):
+            continue
+        for i in res.finalists():
+            items.append((jobs[k], res.configs[i], res.paths[i] if i < len(res.paths) else None))
+            owners.append((k, i))
+    if not items:
+        return
+    h = ex.submit(confirm, items)
+    ex.wait([h])
+    for (k, i), (secs, err) in zip(owners, ex.result(h)):
+        if secs is not None:
+            info.results[k].confirmed[i] = secs
+        elif i not in info.results[k].errors:
+            info.results[k].errors[i] = f"final measurement: {err}"
 
 
 CHUNK = 4  #: candidates per task
@@ -215,6 +242,7 @@ def _search(ex: "_Executor", jobs: list[Job], measure: str) -> Iterator[tuple[in
             if left[k]:
                 continue
             if mode == "compile":
+                res.paths = list(values[k])
                 secs, errors = measure_libraries(job, values[k])
                 res.errors.update(errors)
                 values[k] = secs
@@ -302,7 +330,7 @@ class _Ray(_Executor):
                 ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise TuneError(f"--ray {address}: cannot connect to a Ray cluster: {exc}") from None
-        self.remote = {f: ray.remote(num_cpus=1)(f) for f in (enumerate_job, chunk_job)}
+        self.remote = {f: ray.remote(num_cpus=1)(f) for f in (enumerate_job, chunk_job, confirm)}
         self.live: set[Any] = set()
 
     def submit(self, fn: Callable, *args: Any) -> Any:

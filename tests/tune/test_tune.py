@@ -277,3 +277,43 @@ def test_the_microcontroller_rules_unroll_knob(mod):
     rolled = print_prim_func(schedule_with(job.func, job.target, {knob.name: False})[0])
     assert "unrolled(" in unrolled and "unrolled(" not in rolled
     assert print_prim_func(schedule_with(job.func, job.target, None)[0]) == (unrolled if knob.default else rolled)
+
+
+def test_a_candidate_replaces_the_default_only_if_the_final_measurement_agrees():
+    from plait.tune.jobs import JobResult
+
+    res = JobResult("w", "c", "n", "measured wall", configs=[{}, {"k": 1}, {"k": 2}], seconds=[3e-6, 4e-6, 2e-6])
+    assert res.finalists() == [0, 2] and res.chosen() == (2, 2e-6)  # not confirmed: the search's best
+    res.confirmed = {0: 2.5e-6, 2: 2.6e-6}  # the search's 2 us was noise
+    assert res.chosen() == (0, 2.5e-6)
+    res.confirmed = {0: 2.5e-6, 2: 2.5e-6}  # a tie: the default
+    assert res.chosen() == (0, 2.5e-6)
+    res.confirmed = {0: 2.5e-6, 2: 2.0e-6}
+    assert res.chosen() == (2, 2.0e-6)
+    res = JobResult("w", "c", "n", "measured wall", configs=[{}, {"k": 1}], seconds=[1e-6, 2e-6])
+    assert res.finalists() == [0]
+
+
+def test_the_analytic_measurement_has_no_final_measurement(analytic, mod):
+    db, info = tune(mod, TARGET, trials=2, measure="analytic")
+    assert not any(res.confirmed for res in info.results.values())
+
+
+def test_the_final_measurement_times_one_call_per_round_and_the_search_batches():
+    from plait.tune.jobs import time_alternating
+
+    calls = {0: 0, 1: 0}
+    order = []
+
+    def make(k):
+        def f():
+            calls[k] += 1
+            order.append(k)
+        return f
+
+    got = time_alternating({0: make(0), 1: make(1)}, rounds=5, batch_s=0.0)
+    assert calls == {0: 6, 1: 6} and order[2:] == [0, 1] * 5  # one sizing call each, then alternating calls
+    assert set(got) == {0, 1} and all(t > 0 for t in got.values())
+    calls.update({0: 0, 1: 0})
+    time_alternating({0: make(0), 1: make(1)}, rounds=2, batch_s=1e-3)
+    assert min(calls.values()) > 2  # cheap calls: batches of many

@@ -190,10 +190,11 @@ SGEMM_FITS = {
     256: SgemmFit(80e3 / 2445, (2.0, 4.0, 4.0), 55e3 / 2445, 256,
                   "AMD EPYC Zen 3, 2445 MHz, AVX2 + FMA, OpenBLAS 0.3.34 (Haswell kernels): 78-86 GFLOP/s on "
                   "large products (256^3: 85.7), every sgemm shape within 11%; sgemv 1x512x512 in 21 us"),
-    512: SgemmFit(113e3 / 3700, (0.5, 1.0, 1.0), 70e3 / 3700, 256,
+    512: SgemmFit(113e3 / 3700, (0.5, 1.0, 1.0), 90e3 / 3700, 256,
                   "AMD EPYC Zen 4 with AVX-512 (avx512f; 512-bit FMAs in two 256-bit passes), 2596 MHz nominal, "
                   "3700 MHz effective (plait.target.host's probe), OpenBLAS of scipy-openblas32: 95-116 GFLOP/s from 32x64x64 to 256^3, every shape "
-                  "from 16^3 up within 25%; sgemv 1x256x512 in 7.5 us"),
+                  "from 16^3 up within 25%; sgemv (a dense layer's [n, k] weights) 1x256x512 in 5.4 us and 1x512x512 "
+                  "in 11.9 us on a quiet machine (plait tune's timing: alternated, medians of 30; 7.5 us under load)"),
 }
 CALL_OVERHEAD_S = 0.1e-6  # one cblas call from a PrimFunc (8x8x8 sgemm: 0.04-0.14 us in all)
 IM2COL_BYTES_PER_S = 50e9  # the im2col loop nest, 4 bytes read + 4 written per element (ResNet 3x3
