@@ -76,8 +76,10 @@ CONVS = [
     ((2, 5, 16, 18), "uint8", (6, 5, 1, 1), "uint8", dict(input_zero_point=3, kernel_zero_point=130), None),
     # strided 1x1: the pixels are not contiguous, the float rules' tile
     ((1, 6, 9, 9), "int8", (4, 6, 1, 1), "int8", dict(strides=(2, 2), input_zero_point=1), None),
-    # the direct loop nest: a window too small to pack
-    ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
+    # 3 channels, 3 x 3 (mobilenet's stem): 27 taps packed as 3 window rows of 16 (48, zero weights past 9)
+    ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), "window"),
+    # the direct loop nest: a window too small to pack (18 taps)
+    ((1, 2, 8, 8), "int8", (4, 2, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
     # grouped (not depthwise): the direct nest with a row accumulator that gcc 12 once put, misaligned,
     # in the red zone (a segfault; host builds pass -mno-red-zone)
     ((1, 16, 7, 7), "uint8", (16, 4, 3, 3), "int8", dict(groups=4, padding=(1, 1, 1, 1), input_zero_point=0), None),

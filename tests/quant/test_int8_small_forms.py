@@ -20,7 +20,7 @@ from plait.executor import GraphModule
 from plait.ir.attrs import Attrs
 from plait.lowering.lower import lower_function
 from plait.op import get_op
-from plait.op.qnn_nn import WINDOW_ALIGN, packed_conv
+from plait.op.qnn_nn import WINDOW_ALIGN, packed_conv, window_layout
 from plait.relay import IRModule, call, infer_type, run, var
 from plait.relay.expr import Function
 
@@ -43,6 +43,13 @@ CONVS = [
     # two channels, dilated columns (the gather's column arithmetic of a dilated window)
     ((1, 2, 12, 14), "uint8", (4, 2, 3, 6), "int8",
      dict(dilation=(1, 2), padding=(1, 2, 1, 2), input_zero_point=9), "window"),
+    # 3 channels, 3 x 3, stride 2 (mobilenet's stem): 27 taps as 3 window rows of 16 (no division by 9)
+    ((1, 3, 13, 11), "int8", (5, 3, 3, 3), "int8", dict(strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=-3),
+     "window"),
+    ((1, 3, 9, 9), "uint8", (4, 3, 3, 3), "uint8",
+     dict(strides=(2, 1), padding=(0, 1, 1, 0), input_zero_point=100, kernel_zero_point=128), "window"),
+    # 5 rows of 5 taps: rows of 8, 40 taps padded to 48 (the last 8 zero weights too)
+    ((1, 1, 12, 12), "int8", (3, 1, 5, 5), "int8", dict(padding=(2, 2, 2, 2), input_zero_point=4), "window"),
     # a window of exactly 32 taps: no padding
     ((1, 2, 9, 9), "int8", (6, 2, 4, 4), "int8", dict(strides=(2, 2), input_zero_point=0), "window"),
     # 1x1 over 32 channels, strided and padded: pixels packed one by one
@@ -118,6 +125,18 @@ def test_the_stem_window_is_padded_and_gathered_without_divisions():
     assert re.search(r"T_qnn_conv2d_dot_rk < 48;", src), src
     assert "int32_t T_qnn_conv2d_dot_acc[125];" in src and "#pragma GCC unroll 5" in src, src
     assert re.search(r"#pragma omp simd\n\s*for \(int64_t \w+_epi = 0; \w+_epi < 125;", src), src
+
+
+def test_a_three_channel_stem_window_has_rows_of_16_and_no_division():
+    """mobilenet's stem (3 channels, 3 x 3, stride 2): 27 taps (24 or more are packed as windows), 9
+    per window row, do not fill 32 in whole rows: each row padded to 16 (48 taps, window_layout), so
+    that the gather splits the window index by 16, not 9."""
+    assert window_layout(3, 9) == (16, 48) and window_layout(10, 4) == (4, 48) and window_layout(2, 16) == (16, 32)
+    src = _ds_cnn_layer((1, 3, 96, 96), (16, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1),
+                                                             input_zero_point=-3))
+    body = src[src.index("/* stage T_qnn_conv2d_pack */"):src.index("/* stage T_qnn_conv2d_wpack */")]
+    assert not re.search(r"plait_c_floor(div|mod)_i64\(| / | % ", body), body
+    assert re.search(r"T_qnn_conv2d_dot_rk < 48;", src) and "_t_1 < 9 ?" in body, src
 
 
 def test_a_pointwise_plane_with_short_rows_is_one_block():
