@@ -15,7 +15,7 @@ contiguous ``KW * C`` runs of both, which gcc vectorizes with its dot-product pa
 With int8 weights of zero point 0 the packed input is uint8 (an int8 input is shifted by 128) and
 the sum is corrected by ``zero_point * sum(weights of the output channel)``; otherwise both are
 packed as int16 with their zero points subtracted. A depthwise convolution is summed over whole
-padded planes (:func:`_depthwise_planes`, stride 1, little waste), channels-last
+padded planes (:func:`_depthwise_planes`: strided ones by phases; rows of 16 or more, little waste), channels-last
 (:func:`_depthwise`, short rows) or by the direct nest. Integers are exact: every form gives the
 same numbers as the reference.
 """
@@ -304,47 +304,71 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | 
 
 
 PLANES_WASTE = (5, 4)
-"""A depthwise convolution of stride 1 is computed over whole padded planes when its padded rows are
-at most 5/4 of its output rows (the extra columns are computed for nothing): mobilenet's 24 x 24
-x 96 layer 1.4x faster than channels-last; ds_cnn's 5-column rows (7 padded) are not."""
+"""A depthwise convolution is computed over whole padded planes when its padded rows (of one phase,
+strided) are at most 5/4 of its output rows (the extra columns are computed for nothing):
+mobilenet's 24 x 24 x 96 layer 1.4x faster than channels-last; ds_cnn's 5-column rows (7 padded)
+are not."""
+
+
+MIN_PLANE_ROW = 16
+"""...and its output rows have at least this many columns: the requantization of shorter rows (read
+back from the planes row by row) is left scalar by gcc (one 16-lane vector of int8 per step), the
+channels-last form's is vectorized along the channels (mobilenet's 12 x 12 x 144 layer 2x faster)."""
 
 
 def _depthwise_planes(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
-    """A depthwise convolution of stride 1 over whole padded planes: the input packed
-    ``[N, C, (H + pads + 1) * (W + pads)]`` as int16 minus its zero point (one more zero row for
-    the last row's overhang), the sums ``[N, C, OH * (W + pads)]`` computed at every column of the
-    padded rows, so that each tap reads a contiguous run of the whole plane (vectors along it, no
-    transposes), the extra columns left unread (``(W + pads) / OW`` times the multiply-adds, at
-    most :data:`PLANES_WASTE`)."""
+    """A depthwise convolution over whole padded planes: the input packed as int16 minus its zero
+    point, ``[N, C, S, S, (HQ + 1) * WQ]``: for stride ``S``, its ``S * S`` phases (the padded rows
+    and columns of each residue modulo ``S``, ``HQ x WQ`` each; one phase of the padded plane for
+    stride 1), plus one zero row for the last row's overhang; the sums ``[N, C, OH * WQ]`` computed
+    at every column of a phase's rows, so that each tap reads a contiguous run of one phase (vectors
+    along it, no transposes, no strided loads), the extra columns left unread (``WQ / OW`` times the
+    multiply-adds, at most :data:`PLANES_WASTE`). Dilation only with stride 1."""
     xs, ws = shape_of(x, op), shape_of(wt, op)
     n, c, h, w = xs
     o, cg, kh, kw = ws
-    if attrs["groups"] != c or o != c or cg != 1 or tuple(attrs["strides"]) != (1, 1) or not packs() or \
-            not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])):
+    st, d = tuple(attrs["strides"]), tuple(attrs["dilation"])
+    if attrs["groups"] != c or o != c or cg != 1 or st[0] != st[1] or (st != (1, 1) and d != (1, 1)) or \
+            not packs() or not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])):
         return None
-    d = attrs["dilation"]
+    s = st[0]
     top, left, bottom, right = attrs["padding"]
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
-    hp, wp = h + top + bottom, w + left + right
-    if wp * PLANES_WASTE[1] > out_shape[3] * PLANES_WASTE[0]:
+    hq, wq = -(-(h + top + bottom) // s), -(-(w + left + right) // s)
+    if wq * PLANES_WASTE[1] > out_shape[3] * PLANES_WASTE[0] or out_shape[3] < MIN_PLANE_ROW:
         return None
 
-    def pack(i: PrimExpr, ch: PrimExpr, f: PrimExpr) -> PrimExpr:
-        iy, ix = f // wp - top, f % wp - left
-        v = tir.cast("int16", _widened(x[i, ch, iy, ix], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
+    if s == 1:
+        def pack(i: PrimExpr, ch: PrimExpr, py: PrimExpr, px: PrimExpr, f: PrimExpr) -> PrimExpr:
+            iy, ix = f // wq - top, f % wq - left
+            v = tir.cast("int16", _widened(x[i, ch, iy, ix], zx))
+            return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
+    else:  # strided: a padded copy first, its rows grouped by phase ([N, C, S, (HQ + 1) * WQ * S]: its
+        # bounds checks vectorize), then each phase a strided run of it (one loop, no division)
+        def padded_rows(i: PrimExpr, ch: PrimExpr, py: PrimExpr, g: PrimExpr) -> PrimExpr:
+            iy, ix = g // (wq * s) * s + py - top, g % (wq * s) - left
+            return tir.select(inside(iy, ix, h, w), x[i, ch, iy, ix], tir.const(zx, x.dtype))
 
-    xq = make(op, (n, c, (hp + 1) * wp), pack, "pack", inline=False)
-    wq = make(op, (c, kh, kw), lambda ch, ry, rx: tir.cast("int16", _widened(wt[ch, 0, ry, rx], zw)),
-              "wpack", inline=False)
+        xp = make(op, (n, c, s, (hq + 1) * wq * s), padded_rows, "pad", inline=False)
+
+        def pack(i: PrimExpr, ch: PrimExpr, py: PrimExpr, px: PrimExpr, f: PrimExpr) -> PrimExpr:
+            return tir.cast("int16", _widened(xp[i, ch, py, f * s + px], zx))
+
+    xq = make(op, (n, c, s, s, (hq + 1) * wq), pack, "pack", inline=False)
+    wq_ = make(op, (c, kh, kw), lambda ch, ry, rx: tir.cast("int16", _widened(wt[ch, 0, ry, rx], zw)),
+               "wpack", inline=False)
 
     def body(i: PrimExpr, ch: PrimExpr, f: PrimExpr) -> Any:
         ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-        v = tir.cast("int32", xq[i, ch, f + ry * (d[0] * wp) + rx * d[1]]) * tir.cast("int32", wq[ch, ry, rx])
+        if s == 1:
+            xi = (i, ch, 0, 0, f + ry * (d[0] * wq) + rx * d[1])
+        else:
+            xi = (i, ch, ry % s, rx % s, f + ry // s * wq + rx // s)
+        v = tir.cast("int32", xq[xi]) * tir.cast("int32", wq_[ch, ry, rx])
         return te.sum(v, axis=[ry, rx])
 
-    acc = make(op, (n, c, out_shape[2] * wp), body, "planes")
-    return make(op, out_shape, lambda i, ch, y, z: acc[i, ch, y * wp + z])
+    acc = make(op, (n, c, out_shape[2] * wq), body, "planes")
+    return make(op, out_shape, lambda i, ch, y, z: acc[i, ch, y * wq + z])
 
 
 @defop.compute("qnn.conv2d")

@@ -163,3 +163,19 @@ def test_a_channels_last_depthwise_is_requantized_along_the_channels():
     x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (64, 1, 3, 3), "int8")
     m0 = _source(call("qnn.conv2d", x, w, **attrs), (x, w), "c -mcpu=cortex-m0")
     assert "nhwc" not in m0 and "omp simd" not in m0
+
+
+def test_a_strided_depthwise_is_summed_over_the_phases_of_its_planes():
+    """mobilenet's stride-2 depthwise convolution (48 channels, 48 x 48 -> 24 x 24): the padded
+    planes copied with their rows grouped by phase, each of the 2 x 2 phases packed as one strided
+    run (no division in either copy), the sums at every column of a phase's rows (25 for 24); its
+    12 x 12 outputs of 12 columns (shorter than a vector of int8) stay channels-last."""
+    src = _ds_cnn_layer((1, 48, 48, 48), (48, 1, 3, 3), dict(groups=48, strides=(2, 2), padding=(1, 1, 1, 1),
+                                                             input_zero_point=-128))
+    copies = src[src.index("/* stage T_qnn_conv2d_pad */"):src.index("/* stage T_qnn_conv2d_wpack */")]
+    assert not re.search(r"plait_c_floor(div|mod)_i64\(| / | % ", copies), copies
+    assert re.search(r"T_qnn_conv2d_pack_f < 650;", copies) and "T_qnn_conv2d_pack_f * 2 + T_qnn_conv2d_pack_px" in copies
+    assert "T_qnn_conv2d_planes" in src and "ax2 * 25 + T_qnn_requantize_ax3" in src, src
+    small = _ds_cnn_layer((1, 96, 24, 24), (96, 1, 3, 3), dict(groups=96, strides=(2, 2), padding=(1, 1, 1, 1),
+                                                               input_zero_point=-128))
+    assert "planes" not in small and "T_qnn_conv2d_nhwc" in small
