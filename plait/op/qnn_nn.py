@@ -15,9 +15,9 @@ contiguous ``KW * C`` runs of both, which gcc vectorizes with its dot-product pa
 With int8 weights of zero point 0 the packed input is uint8 (an int8 input is shifted by 128) and
 the sum is corrected by ``zero_point * sum(weights of the output channel)``; otherwise both are
 packed as int16 with their zero points subtracted. A depthwise convolution is summed over whole
-padded planes (:func:`_depthwise_planes`: strided ones by phases; rows of 16 or more, little waste), channels-last
-(:func:`_depthwise`, short rows) or by the direct nest. Integers are exact: every form gives the
-same numbers as the reference.
+padded planes (:func:`_depthwise_planes`: rows of 16 or more, little waste; strided ones by phases),
+channels-last (:func:`_depthwise`, short rows) or by the direct nest. Integers are exact: every form
+gives the same numbers as the reference.
 """
 
 from __future__ import annotations
