@@ -179,3 +179,20 @@ def test_a_strided_depthwise_is_summed_over_the_phases_of_its_planes():
     small = _ds_cnn_layer((1, 96, 24, 24), (96, 1, 3, 3), dict(groups=96, strides=(2, 2), padding=(1, 1, 1, 1),
                                                                input_zero_point=-128))
     assert "planes" not in small and "T_qnn_conv2d_nhwc" in small
+
+
+def test_the_average_pool_of_a_requantized_plane_is_one_fused_sum():
+    """ds_cnn's average pool (int32 sums of a requantized 25 x 5 plane per channel): the two reduce
+    loops fused into one run of 125 summed in a local scalar (gcc vectorizes it as one reduction),
+    equal to the reference."""
+    shape = (1, 16, 25, 5)
+    x, b, s = var("x", shape, "int32"), var("b", (16,), "int32"), var("s", (16,), "float32")
+    q = call("qnn.requantize", call("add", x, call("reshape", b, newshape=(16, 1, 1))), s, axis=1)
+    out = call("sum", call("cast", q, dtype="int32"), axis=(2, 3), keepdims=True)
+    src = _source(out, (x, b, s))
+    assert re.search(r"T_sum_k2_T_sum_k3_fused < 125;", src) and "int32_t T_sum_local[1];" in src, src
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.integers(-40000, 40000, shape).astype(np.int32), "b": rng.integers(-99, 99, 16).astype(np.int32),
+             "s": rng.uniform(0.001, 0.01, 16).astype(np.float32)}
+    got, want = _build(out, feeds)
+    np.testing.assert_array_equal(got, want)
