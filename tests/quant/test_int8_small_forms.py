@@ -168,14 +168,18 @@ def test_a_channels_last_depthwise_is_requantized_along_the_channels():
 def test_a_strided_depthwise_is_summed_over_the_phases_of_its_planes():
     """mobilenet's stride-2 depthwise convolution (48 channels, 48 x 48 -> 24 x 24): the padded
     planes copied with their rows grouped by phase, each of the 2 x 2 phases packed as one strided
-    run (no division in either copy), the sums at every column of a phase's rows (25 for 24); its
-    12 x 12 outputs of 12 columns (shorter than a vector of int8) stay channels-last."""
+    run (no division in either copy), the sums at every column of a phase's rows (25 for 24), copied
+    out without the extra column and requantized as one run of 576 per channel (rows of 24 would
+    leave gcc a scalar tail per row); its 12 x 12 outputs of 12 columns (shorter than a vector of
+    int8) stay channels-last."""
     src = _ds_cnn_layer((1, 48, 48, 48), (48, 1, 3, 3), dict(groups=48, strides=(2, 2), padding=(1, 1, 1, 1),
                                                              input_zero_point=-128))
     copies = src[src.index("/* stage T_qnn_conv2d_pad */"):src.index("/* stage T_qnn_conv2d_wpack */")]
     assert not re.search(r"plait_c_floor(div|mod)_i64\(| / | % ", copies), copies
     assert re.search(r"T_qnn_conv2d_pack_f < 650;", copies) and "T_qnn_conv2d_pack_f * 2 + T_qnn_conv2d_pack_px" in copies
-    assert "T_qnn_conv2d_planes" in src and "ax2 * 25 + T_qnn_requantize_ax3" in src, src
+    assert "T_qnn_conv2d_planes" in src and "T_qnn_conv2d_compact_y * 25 + T_qnn_conv2d_compact_z" in src, src
+    assert re.search(r"#pragma omp simd\n\s*for \(int64_t T_qnn_requantize_ax2_T_qnn_requantize_ax3_fused = 0; "
+                     r"\w+ < 576;", src), src
     small = _ds_cnn_layer((1, 96, 24, 24), (96, 1, 3, 3), dict(groups=96, strides=(2, 2), padding=(1, 1, 1, 1),
                                                                input_zero_point=-128))
     assert "planes" not in small and "T_qnn_conv2d_nhwc" in small
