@@ -137,6 +137,11 @@ def test_a_three_channel_stem_window_has_rows_of_16_and_no_division():
     body = src[src.index("/* stage T_qnn_conv2d_pack */"):src.index("/* stage T_qnn_conv2d_wpack */")]
     assert not re.search(r"plait_c_floor(div|mod)_i64\(| / | % ", body), body
     assert re.search(r"T_qnn_conv2d_dot_rk < 48;", src) and "_t_1 < 9 ?" in body, src
+    # LLVM forms no vpdpbusd from the dot loops (lowering's compiled_as_c fact): the direct nest there
+    x, w = var("x", (1, 3, 96, 96), "int8"), var("w", (16, 3, 3, 3), "int8")
+    llvm = _source(call("qnn.conv2d", x, w, strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=-3), (x, w),
+                   "llvm -simd-bits=512")
+    assert "T_qnn_conv2d_dot" not in llvm and "T_qnn_conv2d_pack" not in llvm, llvm
 
 
 def test_a_pointwise_plane_with_short_rows_is_one_block():
