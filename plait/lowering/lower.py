@@ -180,8 +180,9 @@ def _facts(target: Any) -> dict[str, Any]:
     """What the computes may know of ``target`` (:func:`plait.op._compute.compute_fact`): its vector width,
     paired 16-bit multiply-accumulates and whether it fuses float32 multiply-adds in hardware (``fma``: an
     FPU on a microcontroller, FPv4-SP and later; a host with 256-bit vectors or wider, x86-64-v3's FMA3;
-    elsewhere ``fmaf`` would be a libm call). None for a target without a schedule rule set: the
-    computes' defaults."""
+    elsewhere ``fmaf`` would be a libm call), and whether its PrimFuncs are compiled as C (``compiled_as_c``:
+    gcc's vectorizer, which forms dot products from dot loops; not LLVM's). None for a target without a
+    schedule rule set: the computes' defaults."""
     from plait.schedule import machine_for
 
     try:
@@ -189,7 +190,9 @@ def _facts(target: Any) -> dict[str, Any]:
     except PlaitError:
         return {}
     fma = m.fpu != "none" and (m.rules == "microcontroller" or m.simd_bits >= 256)
-    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs, "fma": fma}
+    backend = getattr(getattr(target, "kind", None), "backend", None)
+    as_c = backend is None or type(backend).generates_c()
+    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs, "fma": fma, "compiled_as_c": as_c}
 
 
 def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:

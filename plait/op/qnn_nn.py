@@ -15,11 +15,12 @@ contiguous ``KW * C`` runs of both, which gcc vectorizes with its dot-product pa
 With int8 weights of zero point 0 the packed input is uint8 (an int8 input is shifted by 128) and
 the sum is corrected by ``zero_point * sum(weights of the output channel)``; otherwise both are
 packed as int16 with their zero points subtracted. A depthwise convolution is summed over whole
-padded planes (:func:`_depthwise_planes`, stride 1, little waste), channels-last
-(:func:`_depthwise`, short rows) or by the direct nest; so is a stride-1 convolution whose window is
-too short to pack (:func:`_conv_planes`, a few input channels). ``qnn.dense`` and ``qnn.matmul`` with
-a matrix are dot products over packed rows the same way (:func:`_packed_product`). Integers are
-exact: every form gives the same numbers as the reference.
+padded planes (``_depthwise_planes``: rows of 16 or more, little waste; strided ones by phases),
+channels-last (``_depthwise``, short rows) or by the direct nest; so is a stride-1 convolution whose
+window is too short to pack (``_conv_planes``, a few input channels): those forms are in
+:mod:`plait.op._qnn_planes`. ``qnn.dense`` and
+``qnn.matmul`` with a matrix are dot products over packed rows the same way (:func:`_packed_product`).
+Integers are exact: every form gives the same numbers as the reference.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelErro
 from plait.op._compute import compute_fact, make, out_tensor_type, shape_of, tir
 from plait.op.nn import conv as fconv
 from plait.op.nn._window import WINDOW_ATTRS, inside, padded
+from plait.op._qnn_planes import _conv_planes, _depthwise, _depthwise_planes, _widened, packs
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
 
@@ -116,24 +118,9 @@ defop("qnn.matmul", rel=_int_rel("nn.matmul", ("a", "b"), MM_ZPS), ref=_int_ref(
 # ---- TE computes ----------------------------------------------------------------------------------
 
 
-def _widened(v: PrimExpr, zp: int) -> PrimExpr:
-    """A loaded 8-bit value as int32 minus its zero point."""
-    w = tir.cast("int32", v)
-    return w - zp if zp else w
-
-
 MIN_DOT = 32
 """A convolution is computed as packed dot products when its window holds at least this many
 elements (``KH * KW * C``)."""
-
-
-def packs() -> bool:
-    """Whether the integer convolutions pack their input (a copy as large as it, or larger) for dot
-    products: on a machine with vectors or with paired 16-bit multiply-accumulates (lowering's
-    ``simd_bits`` and ``narrow_macs`` facts: a host, a Cortex-M4/M7/M55 whose SMLAxx the dot loops
-    reach; packed when no fact is stated), not on a core without either (Cortex-M0/M3), whose scarce
-    RAM the copy would take for no gain."""
-    return compute_fact("simd_bits", 128) >= 128 or compute_fact("narrow_macs", 2) >= 2
 
 
 def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
@@ -153,7 +140,15 @@ def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
                 attrs["kernel_zero_point"] == 0:  # (uint8 data, int8 weights: int16 stacks would divide)
             return "stacked"
         return "rows"
-    return "window" if c * kh * kw >= MIN_DOT else None
+    return "window" if c * kh * kw >= (MIN_WINDOW if compute_fact("compiled_as_c", True) else MIN_DOT) else None
+
+
+MIN_WINDOW = 24
+"""...and as packed windows (im2col) when the window holds at least this many (padded with zero
+weights, :func:`window_layout`), when the code is compiled as C (``compiled_as_c``: gcc forms
+``vpdpbusd`` from the dot loops, LLVM does not: its window of 27 taps is 14x slower than the direct
+nest): mobilenet's 3-channel 3 x 3 stem (27 taps) 1.7x and its 1 x 1 expansions over 24 channels
+1.5x faster than the direct nest's register tile and pixel rows."""
 
 
 STACK_CHANNELS = 16
@@ -181,6 +176,19 @@ elements: gcc's dot-product loop over a run of 40 (ds_cnn's 10 x 4 stem) ends in
 over 48 it does not (2x faster)."""
 
 
+def window_layout(kh: int, row: int) -> tuple[int, int]:
+    """(run, kp) of a packed window of ``kh`` rows of ``row`` elements: each window row starts at a
+    multiple of ``run`` (``row`` itself when the padded window, ``kp`` elements, holds a whole
+    number of rows: ds_cnn's 10 rows of 4 in 48; otherwise ``row`` rounded up to a power of two:
+    mobilenet's 3 rows of 9 as 3 of 16 in 48), so that the gather splits the window index by
+    ``run`` with no division, the taps past each row's ``row`` zero weights."""
+    kp = -(-(kh * row) // WINDOW_ALIGN) * WINDOW_ALIGN
+    if kp % row == 0:
+        return row, kp
+    run = 1 << (row - 1).bit_length()
+    return run, -(-(kh * run) // WINDOW_ALIGN) * WINDOW_ALIGN
+
+
 def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str) -> Any:
     """The convolution as dot products over channels-last packed input and weight rows."""
     n, c, h, w = shape_of(x, op)
@@ -200,6 +208,8 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
             v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
         else:
             v = tir.cast("int16", _widened(v, zx))
+        if not any(attrs["padding"]):  # (no bounds check to copy: a transposing pack is then tiled)
+            return v
         return tir.select(inside(iy, ix, h, w), v, tir.const(pad, pdt))
 
     def wval(oc: PrimExpr, ch: PrimExpr, ry: PrimExpr, rx: PrimExpr) -> PrimExpr:
@@ -207,7 +217,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
         return v if u8 else tir.cast("int16", _widened(v, zw))
 
     row, k = kw * c, kh * kw * c
-    kp = -(-k // WINDOW_ALIGN) * WINDOW_ALIGN  # (window) each output's run, zero weights past k
+    run, kp = window_layout(kh, row)  # (window) each output's taps: rows of `run`, zero weights past them
     if mode == "stacked":  # xp as xq of rows; xq[n, y, (xx * KH + ry) * C + c] = xp[n, y + ry, xx * C + c]
         xp = make(op, (n, h + top + bottom, (w + left + right) * c),
                   lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pack", inline=False)
@@ -235,15 +245,23 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
         xp = make(op, (n, h + top + bottom, (w + left + right) * c),
                   lambda i, yy, f: xval(i, f % c, yy - top, f // c - left), "pad", inline=False)
 
+        def tap(t: PrimExpr) -> tuple[PrimExpr, PrimExpr, Any]:  # (window row, offset in it, is a tap)
+            ry, r = t // run, t % run
+            valid = None if kp == k else (t < k) if run == row else \
+                (r < row) if kp == kh * run else tir.all_(r < row, t < kh * run)
+            return ry, r, valid
+
         def window(i: PrimExpr, y: PrimExpr, z: PrimExpr, t: PrimExpr) -> PrimExpr:  # runs of KW * C from xp
-            ry, r = t // row, t % row
+            ry, r, valid = tap(t)
             col = z * (s[1] * c) + r if d[1] == 1 else (z * s[1] + r // c * d[1]) * c + r % c
-            v = xp[i, y * s[0] + ry * d[0], col]
-            return v if kp == k else tir.select(t < k, v, tir.const(pad, pdt))
+            if valid is None:
+                return xp[i, y * s[0] + ry * d[0], col]
+            return tir.select(valid, xp[i, y * s[0] + ry * d[0], col], tir.const(pad, pdt))
 
         def wwindow(oc: PrimExpr, _: PrimExpr, t: PrimExpr) -> PrimExpr:
-            v = wval(oc, t % c, t // row, t % row // c)
-            return v if kp == k else tir.select(t < k, v, tir.const(0, v.dtype))
+            ry, r, valid = tap(t)
+            v = wval(oc, r % c, ry, r // c)
+            return v if valid is None else tir.select(valid, v, tir.const(0, v.dtype))
 
         xq = make(op, (n, oh, ow, kp), window, "pack", inline=False)
         wq = make(op, (o, 1, kp), wwindow, "wpack", inline=False)
@@ -278,131 +296,6 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
 
     ws = make(op, (o,), wsum, "wsum")
     return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z] - ws[oc] * pad)
-
-
-MIN_DEPTHWISE = 8
-"""A depthwise convolution of at least this many channels is computed channels-last (vectors along
-the channels): its rows are often too short to vectorize along the width (ds_cnn: 5 columns)..."""
-
-WIDE_DEPTHWISE = 32
-"""...unless its output rows have at least this many columns: then the direct loop nest, vectors
-along the rows, skips the two transposing copies (a 48 x 48 x 16 layer: 1.8x faster; of stride 1
-it takes whole planes, :func:`_depthwise_planes`, first)."""
-
-
-def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
-    """A depthwise convolution (one input and one output channel per group) channels-last: the
-    input packed ``[N, H + pads, (W + pads) * C]`` and the weight ``[KH, KW * C]`` as int16 minus
-    their zero points, the sums ``[N, OH, OW, C]`` vectorized along ``C``, then read back as NCHW."""
-    xs, ws = shape_of(x, op), shape_of(wt, op)
-    n, c, h, w = xs
-    o, cg, kh, kw = ws
-    if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or not packs() or \
-            not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])) or out_shape[3] >= WIDE_DEPTHWISE:
-        return None
-    s, d = attrs["strides"], attrs["dilation"]
-    top, left, bottom, right = attrs["padding"]
-    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
-
-    def pack(i: PrimExpr, yy: PrimExpr, f: PrimExpr) -> PrimExpr:
-        iy, ix = yy - top, f // c - left
-        v = tir.cast("int16", _widened(x[i, f % c, iy, ix], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
-
-    xq = make(op, (n, h + top + bottom, (w + left + right) * c), pack, "pack", inline=False)
-    wq = make(op, (kh, kw * c), lambda ry, f: tir.cast("int16", _widened(wt[f % c, 0, ry, f // c], zw)),
-              "wpack", inline=False)
-
-    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, ch: PrimExpr) -> Any:
-        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-        v = tir.cast("int32", xq[i, y * s[0] + ry * d[0], (z * s[1] + rx * d[1]) * c + ch]) * \
-            tir.cast("int32", wq[ry, rx * c + ch])
-        return te.sum(v, axis=[ry, rx])
-
-    acc = make(op, (n, out_shape[2], out_shape[3], c), body, "nhwc")
-    return make(op, out_shape, lambda i, ch, y, z: acc[i, y, z, ch])
-
-
-PLANES_WASTE = (5, 4)
-"""A depthwise convolution of stride 1 is computed over whole padded planes when its padded rows are
-at most 5/4 of its output rows (the extra columns are computed for nothing): mobilenet's 24 x 24
-x 96 layer 1.4x faster than channels-last; ds_cnn's 5-column rows (7 padded) are not."""
-
-
-def _depthwise_planes(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
-    """A depthwise convolution of stride 1 over whole padded planes: the input packed
-    ``[N, C, (H + pads + 1) * (W + pads)]`` as int16 minus its zero point (one more zero row for
-    the last row's overhang), the sums ``[N, C, OH * (W + pads)]`` computed at every column of the
-    padded rows, so that each tap reads a contiguous run of the whole plane (vectors along it, no
-    transposes), the extra columns left unread (``(W + pads) / OW`` times the multiply-adds, at
-    most :data:`PLANES_WASTE`)."""
-    xs, ws = shape_of(x, op), shape_of(wt, op)
-    n, c, h, w = xs
-    o, cg, kh, kw = ws
-    if attrs["groups"] != c or o != c or cg != 1 or tuple(attrs["strides"]) != (1, 1) or not packs() or \
-            not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])):
-        return None
-    d = attrs["dilation"]
-    top, left, bottom, right = attrs["padding"]
-    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
-    hp, wp = h + top + bottom, w + left + right
-    if wp * PLANES_WASTE[1] > out_shape[3] * PLANES_WASTE[0]:
-        return None
-
-    def pack(i: PrimExpr, ch: PrimExpr, f: PrimExpr) -> PrimExpr:
-        iy, ix = f // wp - top, f % wp - left
-        v = tir.cast("int16", _widened(x[i, ch, iy, ix], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
-
-    xq = make(op, (n, c, (hp + 1) * wp), pack, "pack", inline=False)
-    wq = make(op, (c, kh, kw), lambda ch, ry, rx: tir.cast("int16", _widened(wt[ch, 0, ry, rx], zw)),
-              "wpack", inline=False)
-
-    def body(i: PrimExpr, ch: PrimExpr, f: PrimExpr) -> Any:
-        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-        v = tir.cast("int32", xq[i, ch, f + ry * (d[0] * wp) + rx * d[1]]) * tir.cast("int32", wq[ch, ry, rx])
-        return te.sum(v, axis=[ry, rx])
-
-    acc = make(op, (n, c, out_shape[2] * wp), body, "planes")
-    return make(op, out_shape, lambda i, ch, y, z: acc[i, ch, y * wp + z])
-
-
-def _conv_planes(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
-    """A convolution of stride 1 with one group, a spatial kernel and a window too short for dot
-    products (unet's first layer: 3 channels, 3 x 3) over whole padded planes, as
-    :func:`_depthwise_planes`: the input packed ``[N, C, (H + pads + 1) * (W + pads)]`` as int16
-    minus its zero point, the sums ``[N, O, OH * (W + pads)]`` of ``C * KH * KW`` taps, each a
-    contiguous run of a plane (int_rules' pixel rows: one output channel x a block of pixels, vectors
-    along the pixels). unet's 3 -> 16 channel layer at 64 x 64: 215 -> 60 us."""
-    xs, ws = shape_of(x, op), shape_of(wt, op)
-    n, c, h, w = xs
-    o, cg, kh, kw = ws
-    if attrs["groups"] != 1 or kh * kw < 2 or tuple(attrs["strides"]) != (1, 1) or not packs() or \
-            not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])):
-        return None
-    d = attrs["dilation"]
-    top, left, bottom, right = attrs["padding"]
-    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
-    hp, wp = h + top + bottom, w + left + right
-    if wp * PLANES_WASTE[1] > out_shape[3] * PLANES_WASTE[0]:
-        return None
-
-    def pack(i: PrimExpr, ch: PrimExpr, f: PrimExpr) -> PrimExpr:
-        iy, ix = f // wp - top, f % wp - left
-        v = tir.cast("int16", _widened(x[i, ch, iy, ix], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
-
-    xq = make(op, (n, c, (hp + 1) * wp), pack, "pack", inline=False)
-    wq = make(op, (o, c, kh, kw), lambda oc, ch, ry, rx: tir.cast("int16", _widened(wt[oc, ch, ry, rx], zw)),
-              "wpack", inline=False)
-
-    def body(i: PrimExpr, oc: PrimExpr, f: PrimExpr) -> Any:
-        rc, ry, rx = te.reduce_axis((0, c), "rc"), te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-        v = tir.cast("int32", xq[i, rc, f + ry * (d[0] * wp) + rx * d[1]]) * tir.cast("int32", wq[oc, rc, ry, rx])
-        return te.sum(v, axis=[rc, ry, rx])
-
-    acc = make(op, (n, o, out_shape[2] * wp), body, "planes")
-    return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y * wp + z])
 
 
 @defop.compute("qnn.conv2d")

@@ -135,7 +135,7 @@ def test_a_long_dot_product_over_a_block_of_128_outputs_is_a_signed_sum():
 
 # (x shape, x dtype, w shape, w dtype, attrs): stride 1, one group, a window too short for dot products
 PLANES = [
-    ((1, 3, 9, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9)),
+    ((1, 2, 9, 8), "int8", (4, 2, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9)),
     ((2, 2, 7, 20), "uint8", (5, 2, 3, 3), "uint8",
      dict(dilation=(2, 2), padding=(2, 2, 2, 2), input_zero_point=200, kernel_zero_point=3)),
     ((1, 3, 6, 20), "int8", (6, 3, 2, 3), "int8", dict(padding=(0, 1, 1, 1), input_zero_point=-128)),
@@ -144,7 +144,8 @@ PLANES = [
 
 @pytest.mark.parametrize("k", range(len(PLANES)))
 def test_a_few_channel_convolution_over_planes_equals_the_reference(k):
-    """unet's first layer (3 channels, 3 x 3, stride 1): summed over whole padded planes, int16
+    """A few channels, 3 x 3, stride 1 (a window of fewer than MIN_WINDOW taps; unet's 3-channel first
+    layer is a 27-tap window when compiled as C, over planes otherwise): summed over whole padded planes, int16
     minus the zero points, one output channel x a block of pixels per vector loop."""
     xs, xd, ws, wd, attrs = PLANES[k]
     x, w = _ints(xs, xd, 20 + k), _ints(ws, wd, 30 + k)

@@ -68,6 +68,13 @@ CONVS = [
     ((1, 9, 6, 30), "uint8", (9, 1, 3, 3), "uint8",
      dict(groups=9, dilation=(2, 2), padding=(2, 2, 2, 2), input_zero_point=200, kernel_zero_point=3), None),
     ((2, 12, 7, 11), "int8", (12, 1, 3, 2), "int8", dict(groups=12, padding=(0, 0, 2, 1), input_zero_point=4), None),
+    # strided depthwise with output rows of 16 columns or more: over the S x S phases of the padded planes
+    ((1, 8, 34, 36), "int8", (8, 1, 3, 3), "int8",
+     dict(groups=8, strides=(2, 2), padding=(1, 1, 1, 1), input_zero_point=-128, kernel_zero_point=1), None),
+    ((1, 6, 33, 35), "uint8", (6, 1, 3, 3), "uint8",
+     dict(groups=6, strides=(2, 2), padding=(1, 0, 1, 1), input_zero_point=140, kernel_zero_point=120), None),
+    ((2, 4, 20, 52), "int8", (4, 1, 4, 3), "int8", dict(groups=4, strides=(3, 3), padding=(1, 1, 2, 1),
+                                                        input_zero_point=6), None),
     # depthwise with output rows of 32 columns or more: the direct nest (vectors along the rows)
     ((1, 16, 9, 66), "uint8", (16, 1, 3, 3), "int8",
      dict(groups=16, strides=(1, 2), padding=(1, 1, 1, 1), input_zero_point=77), None),
@@ -77,8 +84,10 @@ CONVS = [
     ((2, 5, 16, 18), "uint8", (6, 5, 1, 1), "uint8", dict(input_zero_point=3, kernel_zero_point=130), None),
     # strided 1x1: the pixels are not contiguous, the float rules' tile
     ((1, 6, 9, 9), "int8", (4, 6, 1, 1), "int8", dict(strides=(2, 2), input_zero_point=1), None),
-    # the direct loop nest: a window too small to pack
-    ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
+    # 3 channels, 3 x 3 (mobilenet's stem): 27 taps packed as 3 window rows of 16 (48, zero weights past 9)
+    ((1, 3, 8, 8), "int8", (4, 3, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), "window"),
+    # the direct loop nest: a window too small to pack (18 taps)
+    ((1, 2, 8, 8), "int8", (4, 2, 3, 3), "int8", dict(padding=(1, 1, 1, 1), input_zero_point=9), None),
     # grouped (not depthwise): the direct nest with a row accumulator that gcc 12 once put, misaligned,
     # in the red zone (a segfault; host builds pass -mno-red-zone)
     ((1, 16, 7, 7), "uint8", (16, 4, 3, 3), "int8", dict(groups=4, padding=(1, 1, 1, 1), input_zero_point=0), None),
@@ -106,7 +115,7 @@ def test_conv2d_forms_equal_the_reference_bit_for_bit(k):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("k", [0, 1, 6, 8, 10, 11, 14, 15])
+@pytest.mark.parametrize("k", [0, 1, 6, 8, 10, 11, 13, 14, 15, 17, 18, 20])
 def test_conv2d_with_bias_and_requantization_fused_equals_the_reference(k):
     x, w, attrs, _ = _case(k)
     o = w.shape[0]
