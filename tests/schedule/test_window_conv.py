@@ -125,3 +125,17 @@ def test_the_wide_depthwise_is_tiled_in_whole_vectors_with_its_taps_unrolled():
     assert k[c + "q_0"] == ("serial", 11) and k[c + "q_1"] == ("vectorized", 16)
     assert k[c + "ry"] == ("unrolled", 3) and k[c + "rx"] == ("unrolled", 3)
     assert allocs(g)["T_nn_conv2d_wide"] == ((1, 64, 175), "global.workspace")
+
+
+
+def test_the_window_copy_bound_counts_the_input_dtype_bytes():
+    """MAX_WINDOW_BYTES bounds the copy in bytes of the input's dtype: a copy of float32 elements just
+    under it is taken, the same number of float64 elements (twice the bytes) is not."""
+    from plait.op.nn.conv import MAX_WINDOW_BYTES
+
+    k, ow = 16, 4  # 1 channel, 4x4 kernel: 16 taps copied per output, rows of 4 pixels, 16 output channels
+    oh = MAX_WINDOW_BYTES // (4 * k * ow)
+    dshape, wshape, out = (1, 1, oh + 3, ow + 3), (16, 1, 4, 4), (1, 16, oh, ow)
+    with compute_facts():
+        assert _windowed(dshape, wshape, out, 1, 4) is True
+        assert _windowed(dshape, wshape, out, 1, 8) is False

@@ -28,6 +28,7 @@ from plait.op.nn._window import (
     WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_ints, window_out,
 )
 from plait.op.tensor import require_dtype
+from plait.tir.dtype import bits as dtype_bits
 from plait.tir.expr import PrimExpr
 
 defop = Family()
@@ -266,7 +267,7 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         x = make(op, (n, c, out_shape[2], out_shape[3]), lambda i, j, y, z: x[i, j, y * s[0], z * s[1]],
                  "subsample", inline=False)
         s = (1, 1)
-    if _windowed(shape_of(x, op), (o, cg, kh, kw), out_shape, g):
+    if _windowed(shape_of(x, op), (o, cg, kh, kw), out_shape, g, max(1, dtype_bits(x.dtype) // 8)):
         return rounded(op, out_shape, _window_product(op, x, wt, attrs, out_shape), dtype)
     if _wide_rows(shape_of(x, op), (o, cg, kh, kw), out_shape, g, s):
         return rounded(op, out_shape, _wide_depthwise(op, x, wt, attrs, out_shape), dtype)
@@ -296,10 +297,11 @@ MIN_WINDOW_REUSE = 16
 """... and every copied element meets at least this many weights (output channels)..."""
 
 MAX_WINDOW_BYTES = 256 << 10
-"""... and the copy (``N * C * KH * KW * OH * OW`` elements) takes at most this many bytes."""
+"""... and the copy (``N * C * KH * KW * OH * OW`` elements of the input's dtype) takes at most this many
+bytes."""
 
 
-def _windowed(x_shape: tuple, w_shape: tuple, out_shape: Any, groups: int) -> bool:
+def _windowed(x_shape: tuple, w_shape: tuple, out_shape: Any, groups: int, elem_bytes: int = 4) -> bool:
     """Whether a float convolution is computed as a product over its copied windows (im2col,
     :func:`_window_product`) rather than as a direct loop nest: on a machine with vectors (lowering's
     ``simd_bits`` fact; never on a microcontroller, whose RAM the copy would take), a convolution
@@ -318,7 +320,7 @@ def _windowed(x_shape: tuple, w_shape: tuple, out_shape: Any, groups: int) -> bo
     n, _, oh, ow = out_shape
     k = c * kh * kw
     return (kh * kw > 1 and ow < SHORT_ROW and k >= MIN_WINDOW and o >= MIN_WINDOW_REUSE
-            and n * k * oh * ow * 4 <= MAX_WINDOW_BYTES)
+            and n * k * oh * ow * elem_bytes <= MAX_WINDOW_BYTES)
 
 
 def _window_product(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
