@@ -497,7 +497,7 @@ source: :mod:`plait.backends.c.kernels`)."""
 def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     """The ``"outer"`` stage of a 1x1 convolution (sums over the packed input ``[N, H, W, C]`` uint8
     and weights ``[O/16, C/4, 16, 4]`` int8) as one call of :data:`OUTER_KERNEL` into a workspace of
-    sums, then its output loop nest (the fused epilogue) reading them; None when the stage is not
+    sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when the stage is not
     that shape (left to the usual rules)."""
     if st.update is None or st.output is None or len(st.spatial) != 4 or len(st.reduce) != 1:
         return None
@@ -525,7 +525,9 @@ def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
         body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
     args = [IntImm(v, "int32") for v in (n, h * w, c, ob * lanes)]
     call = Evaluate(call_extern("void", OUTER_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
-    return replace(func, {st.root: Allocate(sums, seq(call, body))})
+    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
+    sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along whole planes)
+    return sch.func
 
 
 __all__ = ["DOT", "OUTER_KERNEL", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]

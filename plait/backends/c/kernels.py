@@ -40,14 +40,33 @@ static void plait_q8_outer(const void* xv, const void* wv, void* sv, int32_t n, 
           a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(q2), wk);
           a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(q3), wk);
         }
-        int32_t t[4][16];
-        _mm512_storeu_si512((void*)t[0], a0); _mm512_storeu_si512((void*)t[1], a1);
-        _mm512_storeu_si512((void*)t[2], a2); _mm512_storeu_si512((void*)t[3], a3);
-        for (int32_t j = 0; j < 16; ++j)
-          for (int32_t i = 0; i < 4; ++i) sb[(size_t)j * np + p + i] = t[i][j];
+        /* 4 x 4 transposes in each 128-bit lane: r[k] lane l = channel 4l + k of the 4 pixels */
+        __m512i t0 = _mm512_unpacklo_epi32(a0, a1), t1 = _mm512_unpackhi_epi32(a0, a1);
+        __m512i t2 = _mm512_unpacklo_epi32(a2, a3), t3 = _mm512_unpackhi_epi32(a2, a3);
+        __m512i r[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                        _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+        int32_t* sp = sb + p;
+        for (int32_t k = 0; k < 4; ++k) {
+          _mm_storeu_si128((__m128i*)(sp + (size_t)k * np), _mm512_castsi512_si128(r[k]));
+          _mm_storeu_si128((__m128i*)(sp + (size_t)(4 + k) * np), _mm512_extracti32x4_epi32(r[k], 1));
+          _mm_storeu_si128((__m128i*)(sp + (size_t)(8 + k) * np), _mm512_extracti32x4_epi32(r[k], 2));
+          _mm_storeu_si128((__m128i*)(sp + (size_t)(12 + k) * np), _mm512_extracti32x4_epi32(r[k], 3));
+        }
+      }
+      for (; p < np; ++p) {  /* the last pixels one at a time */
+        const uint8_t* xp = x + (size_t)p * c;
+        __m512i a0 = _mm512_setzero_si512();
+        for (int32_t k = 0; k < c; k += 4) {
+          int32_t q0;
+          memcpy(&q0, xp + k, 4);
+          a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(q0), _mm512_loadu_si512((const void*)(wb + (size_t)k * 16)));
+        }
+        int32_t t[16];
+        _mm512_storeu_si512((void*)t, a0);
+        for (int32_t j = 0; j < 16; ++j) sb[(size_t)j * np + p] = t[j];
       }
 #endif
-      for (; p < np; ++p) {
+      for (; p < np; ++p) {  /* (without VNNI: plain C) */
         const uint8_t* xp = x + (size_t)p * c;
         int32_t acc[16] = {0};
         for (int32_t k = 0; k < c; k += 4)
