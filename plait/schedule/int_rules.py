@@ -497,8 +497,8 @@ source: :mod:`plait.backends.c.kernels`)."""
 def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     """The ``"outer"`` stage of a 1x1 convolution (sums over the packed input ``[N, H, W, C]`` uint8
     and weights ``[O/16, C/4, 16, 4]`` int8) as one call of :data:`OUTER_KERNEL` into a workspace of
-    sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when the stage is not
-    that shape (left to the usual rules)."""
+    sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when
+    the stage is not that shape (left to the usual rules: the same sums, slower)."""
     if st.update is None or st.output is None or len(st.spatial) != 4 or len(st.reduce) != 1:
         return None
     loads = {ld.buffer.dtype: ld.buffer for ld in st.loads()}
