@@ -456,7 +456,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
-    if st.name.endswith("_outer") and (done := _outer_kernel(func, st)) is not None:
+    if st.name.endswith("_outer") and (done := _outer_kernel(func, st, m.lanes("int32"))) is not None:
         return done
     if st.is_reduction:
         if not dot_loop(st):
@@ -494,7 +494,7 @@ OUTER_KERNEL = "plait_q8_outer"
 source: :mod:`plait.backends.c.kernels`)."""
 
 
-def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
+def _outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
     """The ``"outer"`` stage of a 1x1 convolution (sums over the packed input ``[N, H, W, C]`` uint8
     and weights ``[O/16, C/4, 16, 4]`` int8) as one call of :data:`OUTER_KERNEL` into a workspace of
     sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when
@@ -508,8 +508,8 @@ def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     dims = [const_int(d) for d in (*xb.shape, *wb.shape, *(lp.extent for lp in st.spatial))]
     if any(d is None for d in dims):
         return None
-    n, h, w, c, ob, c4, lanes, step, *out = dims
-    if out != [n, ob * lanes, h, w] or c4 * step != c or (lanes, step) != (16, 4):
+    n, h, w, c, ob, c4, block, step, *out = dims
+    if out != [n, ob * block, h, w] or c4 * step != c or (block, step) != (16, 4):
         return None
     sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
     acc = st.update.buffer
@@ -523,10 +523,15 @@ def _outer_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
     for lp in reversed(st.spatial):
         body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    args = [IntImm(v, "int32") for v in (n, h * w, c, ob * lanes)]
+    args = [IntImm(v, "int32") for v in (n, h * w, c, ob * block)]
     call = Evaluate(call_extern("void", OUTER_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
     sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along whole planes)
+    plane = sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along planes)
+    if h * w > lanes > 1 and h * w % lanes:  # whole vectors, the last one shifted back (no scalar tail)
+        try:
+            sch.vectorize(sch.split_overlapping(plane, lanes)[1])
+        except ScheduleError:
+            pass
     return sch.func
 
 
