@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Select, Var
 from plait.tir.functor import StmtExprMutator, pre_order
-from plait.tir.stmt import PrimFunc
+from plait.tir.op import address_of, call_extern
+from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
 from plait.schedule.loops import finish
@@ -455,6 +456,8 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    if st.name.endswith("_outer") and (done := _outer_kernel(func, st, m.lanes("int32"))) is not None:
+        return done
     if st.is_reduction:
         if not dot_loop(st):
             lanes = m.lanes("int32")
@@ -486,4 +489,50 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     return (_read_order(func, st, lanes) or _whole_planes(func, st, root, lanes)) if lanes > 1 else None
 
 
-__all__ = ["DOT", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]
+OUTER_KERNEL = "plait_q8_outer"
+"""The C kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op.qnn_nn.OUTER_LANES`; its
+source: :mod:`plait.backends.c.kernels`)."""
+
+
+def _outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
+    """The ``"outer"`` stage of a 1x1 convolution (sums over the packed input ``[N, H, W, C]`` uint8
+    and weights ``[O/16, C/4, 16, 4]`` int8) as one call of :data:`OUTER_KERNEL` into a workspace of
+    sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when
+    the stage is not that shape (left to the usual rules: the same sums, slower)."""
+    if st.update is None or st.output is None or len(st.spatial) != 4 or len(st.reduce) != 1:
+        return None
+    loads = {ld.buffer.dtype: ld.buffer for ld in st.loads()}
+    xb, wb = loads.get("uint8"), loads.get("int8")
+    if xb is None or wb is None or len(loads) != 2 or len(xb.shape) != 4 or len(wb.shape) != 4:
+        return None
+    dims = [const_int(d) for d in (*xb.shape, *wb.shape, *(lp.extent for lp in st.spatial))]
+    if any(d is None for d in dims):
+        return None
+    n, h, w, c, ob, c4, block, step, *out = dims
+    if out != [n, ob * block, h, w] or c4 * step != c or (block, step) != (16, 4):
+        return None
+    sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
+    acc = st.update.buffer
+    idx = tuple(lp.loop_var for lp in st.spatial)
+
+    class _Sums(StmtExprMutator):
+        def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
+            return BufferLoad(sums, idx) if pre.buffer is acc else post
+
+    store = st.output
+    body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
+    for lp in reversed(st.spatial):
+        body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
+    args = [IntImm(v, "int32") for v in (n, h * w, c, ob * block)]
+    call = Evaluate(call_extern("void", OUTER_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
+    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
+    plane = sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along planes)
+    if h * w > lanes > 1 and h * w % lanes:  # whole vectors, the last one shifted back (no scalar tail)
+        try:
+            sch.vectorize(sch.split_overlapping(plane, lanes)[1])
+        except ScheduleError:
+            pass
+    return sch.func
+
+
+__all__ = ["DOT", "OUTER_KERNEL", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]

@@ -145,13 +145,14 @@ def test_a_three_channel_stem_window_has_rows_of_16_and_no_division():
 
 
 def test_a_pointwise_plane_with_short_rows_is_one_block():
-    """ds_cnn's pointwise convolution (64 -> 64 channels on 25 x 5): the packed pixels read at
-    ``pixel * 64 + channel`` (no division by the row length), the plane's 125 outputs one block;
-    without an epilogue (the int32 sums are the output) the rows stay blocks of their own."""
+    """A pointwise convolution like ds_cnn's (64 channels on 25 x 5, into 40: 64 take the "outer"
+    form, test_int8_outer.py) in the rows form: the packed pixels read at ``pixel * 64 + channel``
+    (no division by the row length), the plane's 125 outputs one block; without an epilogue (the
+    int32 sums are the output) the rows stay blocks of their own."""
     attrs = dict(input_zero_point=-128)
-    src = _ds_cnn_layer((1, 64, 25, 5), (64, 64, 1, 1), attrs)
+    src = _ds_cnn_layer((1, 64, 25, 5), (40, 64, 1, 1), attrs)
     assert "int32_t T_qnn_conv2d_acc[125];" in src and " / 5" not in src and " % 5" not in src, src
-    x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (64, 64, 1, 1), "int8")
+    x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (40, 64, 1, 1), "int8")
     alone = _source(call("qnn.conv2d", x, w, **attrs), (x, w))
     assert re.findall(r"int32_t T_qnn_conv2d_\w+\[(\d+)\];", alone) == ["5"], alone
 

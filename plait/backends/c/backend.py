@@ -52,6 +52,7 @@ from plait.target.errors import TargetError
 from plait.target.tags import C_TAGS
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
+from plait.backends.c.kernels import KERNELS
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
@@ -172,7 +173,9 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
     decls = []
     for e in sorted(externs):
         ret, args, _ = externs[e]
-        if e not in HEADER_NAMES:
+        if e in KERNELS:  # (a kernel of plait's own: its source)
+            parts.append(KERNELS[e])
+        elif e not in HEADER_NAMES:
             params = ", ".join(value_type(d) for d in args) or "void"
             decls.append(f"extern {value_type(ret)} {e}({params});\n")
     if decls:
