@@ -180,8 +180,9 @@ def _facts(target: Any) -> dict[str, Any]:
     """What the computes may know of ``target`` (:func:`plait.op._compute.compute_fact`): its vector width,
     paired 16-bit multiply-accumulates and whether it fuses float32 multiply-adds in hardware (``fma``: an
     FPU on a microcontroller, FPv4-SP and later; a host with 256-bit vectors or wider, x86-64-v3's FMA3;
-    elsewhere ``fmaf`` would be a libm call), and whether its PrimFuncs are compiled as C (``compiled_as_c``:
-    gcc's vectorizer, which forms dot products from dot loops; not LLVM's). None for a target without a
+    elsewhere ``fmaf`` would be a libm call), whether its PrimFuncs are compiled as C (``compiled_as_c``:
+    gcc's vectorizer, which forms dot products from dot loops; not LLVM's) and, then, whether that C has
+    AVX512-VNNI (``vnni``: :func:`_vnni`). None for a target without a
     schedule rule set: the computes' defaults."""
     from plait.schedule import machine_for
 
@@ -192,7 +193,17 @@ def _facts(target: Any) -> dict[str, Any]:
     fma = m.fpu != "none" and (m.rules == "microcontroller" or m.simd_bits >= 256)
     backend = getattr(getattr(target, "kind", None), "backend", None)
     as_c = backend is None or type(backend).generates_c()
-    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs, "fma": fma, "compiled_as_c": as_c}
+    return {"simd_bits": m.simd_bits, "narrow_macs": m.narrow_macs, "fma": fma, "compiled_as_c": as_c,
+            "vnni": as_c and m.rules != "microcontroller" and _vnni(target)}
+
+
+def _vnni(target: Any) -> bool:
+    """Whether C compiled for ``target`` has AVX512-VNNI: its ``-int8-dot`` option when the kind has
+    one and it is set, else this machine's CPU (host C is built with ``-march=native``)."""
+    from plait.target.host import cpu_has
+
+    chosen = str(getattr(target, "options", {}).get("int8-dot", "") or "")
+    return chosen == "vnni" if chosen else cpu_has("avx512_vnni")
 
 
 def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:

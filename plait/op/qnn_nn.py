@@ -135,7 +135,8 @@ def packed_conv(x_shape: tuple, w_shape: tuple, attrs: Attrs) -> str | None:
     c, kh, kw = w_shape[1], w_shape[2], w_shape[3]
     if kh == kw == 1 and c % OUTER_STEP == 0 and w_shape[0] % OUTER_LANES == 0 and c >= MIN_DOT and \
             tuple(attrs["strides"]) == (1, 1) and not any(attrs["padding"]) and attrs["kernel_zero_point"] == 0 \
-            and compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512:
+            and compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512 \
+            and compute_fact("vnni", False):
         return "outer"
     if (c * kw if attrs["dilation"][1] == 1 else c) >= MIN_DOT:
         k = c * kh * kw
@@ -158,7 +159,8 @@ nest): mobilenet's 3-channel 3 x 3 stem (27 taps) 1.7x and its 1 x 1 expansions 
 OUTER_LANES, OUTER_STEP = 16, 4
 """A 1x1 convolution of stride 1, no padding, over a multiple of ``OUTER_STEP`` (and at least
 :data:`MIN_DOT`) input channels into a multiple of ``OUTER_LANES`` output channels, int8 weights of
-zero point 0, compiled as C for a host with 512-bit vectors, takes the ``"outer"`` form: weights
+zero point 0, compiled as C for a host with 512-bit vectors and AVX512-VNNI (compute fact ``vnni``: the c
+kind's ``-int8-dot`` option, else this machine's CPU), takes the ``"outer"`` form: weights
 packed as ``[O/16, C/4, 16, 4]``, the input channels-last, and the sums computed by the C kernel
 ``plait_q8_outer`` (:mod:`plait.backends.c.kernels`, put in by ``int_rules``): 16 output channels in
 the lanes of one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes,

@@ -98,6 +98,13 @@ def _cpuinfo() -> dict[str, str]:
     return out
 
 
+def cpu_has(flag: str) -> bool:
+    """Whether this machine's CPU lists ``flag`` (``avx512_vnni``...) in /proc/cpuinfo (False where
+    there is none)."""
+    info = _cpuinfo()
+    return flag in (info.get("flags") or info.get("Features") or "").split()
+
+
 def _cores() -> Fact:
     try:
         n, how = len(os.sched_getaffinity(0)), "os.sched_getaffinity (CPUs this process may run on)"
@@ -271,4 +278,4 @@ def measure(name: str) -> Fact:
 
 MEASURABLE = tuple(_MEASURES)
 
-__all__ = ["CLOCK_STEP_MHZ", "ESTIMATE", "MEASURABLE", "MEASURED", "cache_home", "measure", "run_probe"]
+__all__ = ["CLOCK_STEP_MHZ", "ESTIMATE", "MEASURABLE", "MEASURED", "cache_home", "cpu_has", "measure", "run_probe"]

@@ -25,7 +25,7 @@ from plait.lowering.lower import lower_function
 from plait.relay import IRModule, call, infer_type, run, var
 from plait.relay.expr import Function
 
-HOST = "c -simd-bits=512 -clock-mhz=2445"
+HOST = "c -simd-bits=512 -clock-mhz=2445 -int8-dot=vnni"  # (the form on any machine: without VNNI its plain C body)
 
 
 def _ints(shape, dtype, seed):
@@ -54,17 +54,43 @@ def _build(expr, feeds):
 
 def test_outer_form_is_picked_for_1x1_convolutions_compiled_as_c_with_512_bit_vectors():
     attrs = get_op("qnn.conv2d").make_attrs
-    with compute_facts(compiled_as_c=True, simd_bits=512):
+    with compute_facts(compiled_as_c=True, simd_bits=512, vnni=True):
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs({})) == "outer"
         assert packed_conv((1, 64, 25, 5), (24, 64, 1, 1), attrs({})) == "rows"  # O % 16
         assert packed_conv((1, 66, 25, 5), (64, 66, 1, 1), attrs({})) == "rows"  # C % 4
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs(dict(strides=(2, 2)))) == "rows"
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs(dict(padding=(1, 1, 1, 1)))) == "rows"
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs(dict(kernel_zero_point=3))) == "rows"
-    with compute_facts(compiled_as_c=False, simd_bits=512):  # (LLVM)
+    with compute_facts(compiled_as_c=False, simd_bits=512, vnni=False):  # (LLVM)
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs({})) == "rows"
-    with compute_facts(compiled_as_c=True, simd_bits=256):
+    with compute_facts(compiled_as_c=True, simd_bits=256, vnni=False):
         assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs({})) == "rows"
+    with compute_facts(compiled_as_c=True, simd_bits=512, vnni=False):  # AVX-512 without VNNI (Skylake-X)
+        assert packed_conv((1, 64, 25, 5), (64, 64, 1, 1), attrs({})) == "rows"
+
+
+def test_the_vnni_fact_follows_the_int8_dot_option_then_the_machine():
+    from plait.lowering.lower import _facts
+    from plait.target import Target
+    from plait.target.host import cpu_has
+
+    assert _facts(Target("c -simd-bits=512 -int8-dot=vnni"))["vnni"] is True
+    assert _facts(Target("c -simd-bits=512 -int8-dot=none"))["vnni"] is False
+    assert _facts(Target("c -simd-bits=512"))["vnni"] is cpu_has("avx512_vnni")
+    assert _facts(Target("c -mcpu=cortex-m4f -int8-dot=vnni"))["vnni"] is False  # a microcontroller
+    assert _facts(Target("llvm"))["vnni"] is False
+
+
+def test_int8_dot_none_keeps_ds_cnn_like_layers_on_the_rows_form():
+    target = "c -simd-bits=512 -clock-mhz=2445 -int8-dot=none"  # (AVX-512 without VNNI: the plain body is slower)
+    x, w = var("x", (1, 64, 25, 5), "int8"), var("w", (64, 64, 1, 1), "int8")
+    fn = infer_type(IRModule.from_expr(Function((x, w), call("qnn.conv2d", x, w, input_zero_point=-128))))["main"]
+    assert "plait_q8_outer" not in codegen_c([lower_function(fn, "qconv", target)], target).source
+    xs, ws = _ints((1, 64, 25, 5), "int8", 7), _ints((64, 64, 1, 1), "int8", 8)
+    mod = IRModule.from_expr(call("qnn.conv2d", var("x", xs.shape, "int8"), var("w", ws.shape, "int8"),
+                                  input_zero_point=-128))
+    got = GraphModule(plait.build(mod, target=target))(x=xs, w=ws)[0]
+    np.testing.assert_array_equal(got, run(mod, [xs, ws]))
 
 
 @pytest.mark.parametrize("k", range(len(CASES)))
