@@ -98,11 +98,15 @@ def _cpuinfo() -> dict[str, str]:
     return out
 
 
+def _cpu_flags(info: dict[str, str]) -> str:
+    """The CPU flags of /proc/cpuinfo entries (x86 ``flags``, Arm ``Features``; empty where none)."""
+    return info.get("flags") or info.get("Features") or ""
+
+
 def cpu_has(flag: str) -> bool:
     """Whether this machine's CPU lists ``flag`` (``avx512_vnni``...) in /proc/cpuinfo (False where
     there is none)."""
-    info = _cpuinfo()
-    return flag in (info.get("flags") or info.get("Features") or "").split()
+    return flag in _cpu_flags(_cpuinfo()).split()
 
 
 def _cores() -> Fact:
@@ -116,7 +120,7 @@ def _cores() -> Fact:
 def _simd_bits() -> Fact:
     """The widest SIMD register: x86 flags avx512f/avx2/avx/sse2, Arm asimd (NEON); the base ISA else."""
     info = _cpuinfo()
-    flags = set((info.get("flags") or info.get("Features") or "").split())
+    flags = set(_cpu_flags(info).split())
     for flag, bits in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128), ("asimd", 128),
                        ("neon", 128)):
         if flag in flags:
@@ -140,7 +144,7 @@ def cache_home() -> Path:
 def _machine_key() -> str:
     """This machine's processor, as the clock cache knows it: architecture, model name and flags."""
     info = _cpuinfo()
-    text = "|".join((platform.machine(), info.get("model name", ""), info.get("flags") or info.get("Features") or ""))
+    text = "|".join((platform.machine(), info.get("model name", ""), _cpu_flags(info)))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
