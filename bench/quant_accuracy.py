@@ -12,7 +12,10 @@ per channel and per tensor, int8 weights, the activation type of ``--activation`
 ``--inputs`` standard-normal inputs (fixed seed) next to ONNX Runtime's default session (graph
 optimizations on, one thread): the reference. For every output made by a ``DequantizeLinear`` the
 difference is counted in quantization steps of that output's scale: the largest, and the fraction
-of elements that differ at all. An output made otherwise (a float operator after the last
+of elements that differ at all. The last two columns compare the ``float`` build again, with ONNX
+Runtime's option ``session.qdqisint8allowed`` set (:data:`plait.testing.quantized.INT8_FUSION`): its
+optimizer then fuses every int8 QDQ group into its integer operator, as its ARM builds do by default;
+on x86-64 it otherwise runs some of them in float (docs/quantization.md). An output made otherwise (a float operator after the last
 dequantize) is compared in float: its largest absolute difference is printed, marked ``float``.
 
 ``--trace`` prints, instead, every quantized tensor of the model (each ``QuantizeLinear``'s output, made
@@ -22,7 +25,7 @@ dequantizes and its quantize). It shows where a difference starts and how it spr
 step on a value near a rounding tie in one convolution reaches several outputs of the next.
 
 ``--json`` writes ``{"onnxruntime", "activation", "inputs", "rows": [{"model", "form", "per_channel",
-"float_steps", "float_off", "fixed_steps", "float_outputs": {NAME: max_abs_diff}}]}`` (a model plait
+"float_steps", "float_off", "fixed_steps", "fused_steps", "fused_off", "float_outputs": {NAME: max_abs_diff}}]}`` (a model plait
 cannot compile has ``"error"`` instead: the reason, also printed in its row).
 """
 
@@ -52,6 +55,8 @@ def compare(model: Any, n_inputs: int = 3, fixed: bool = True) -> dict[str, Any]
     scales = output_scales(model)
     feeds = calibration_feeds(model, n_inputs, seed=7)
     wants = [sess.run(None, f) for f in feeds]
+    fused = ort_session(model, int8_fusion=True)
+    fused_wants = [fused.run(None, f) for f in feeds]
     row: dict[str, Any] = {}
     for mode in ("float", "fixed") if fixed else ("float",):
         target = "c" if mode == "float" else "c -requantize=fixed"
@@ -71,6 +76,11 @@ def compare(model: Any, n_inputs: int = 3, fixed: bool = True) -> dict[str, Any]
         row[f"{mode}_off"] = float((s > 0).mean()) if s.size else 0.0
         if mode == "float":
             row["float_outputs"] = floats
+            s = np.concatenate([int8_steps(np.asarray(g), w, scales[name]).ravel()
+                                for feed, want in zip(feeds, fused_wants)
+                                for name, g, w in zip(names, art(**feed), want) if name in scales] or [np.zeros(0)])
+            row["fused_steps"] = int(s.max()) if s.size else 0
+            row["fused_off"] = float((s > 0).mean()) if s.size else 0.0
     return row
 
 
@@ -132,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     print(f"onnxruntime {onnxruntime.__version__}, {args.activation} activations, int8 weights, {args.inputs} inputs")
-    print(f"{'model':22} {'form':9} {'scales':11} {'float: steps':>12} {'off':>9} {'fixed: steps':>12}  float outputs")
+    print(f"{'model':22} {'form':9} {'scales':11} {'float: steps':>12} {'off':>9} {'fixed: steps':>12} "
+          f"{'int8-fused ORT: steps':>21} {'off':>9}  float outputs")
     for name in args.models.split(","):
         for form in args.forms.split(","):
             for per_channel in (True, False):
@@ -149,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r)
                 fl = ", ".join(f"{k} {v:.3g}" for k, v in r["float_outputs"].items())
                 print(f"{name:22} {form:9} {'per channel' if per_channel else 'per tensor':11} "
-                      f"{r['float_steps']:>12} {r['float_off']:>9.4%} {r.get('fixed_steps', '-'):>12}  "
+                      f"{r['float_steps']:>12} {r['float_off']:>9.4%} {r.get('fixed_steps', '-'):>12} "
+                      f"{r['fused_steps']:>21} {r['fused_off']:>9.4%}  "
                       f"{('float: ' + fl) if fl else ''}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"onnxruntime": onnxruntime.__version__, "activation": args.activation,
