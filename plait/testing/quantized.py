@@ -23,6 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from plait.errors import PlaitError
+from plait.testing.ort_reference import INT8_FUSION  # noqa: F401 (re-exported: the option ort_session sets)
 
 FORMATS = ("qdq", "qoperator")
 DTYPES = ("int8", "uint8")
@@ -137,27 +138,14 @@ def int8_steps(got: np.ndarray, want: np.ndarray, scale: float) -> np.ndarray:
     return np.rint(np.abs(got.astype(np.float64) - want.astype(np.float64)) / scale)
 
 
-#: ONNX Runtime's session option that lets its optimizer fuse a ``DQ -> op -> Q`` group of int8 activations
-#: into its integer operator (QLinearConv, QGemm, ...). Its ARM builds default to ``1``; its x86-64 build
-#: to ``0`` (``QDQIsInt8Allowed()``): there such a group runs in float unless its QDQS8ToU8Transformer could
-#: turn the int8 pair into uint8 (only when the Q has that one consumer) -- a float sum that can land on the
-#: other side of a rounding tie than the exact integer one (docs/quantization.md).
-INT8_FUSION = "session.qdqisint8allowed"
-
-
 def ort_session(model: onnx.ModelProto, optimized: bool = True, int8_fusion: bool | None = None) -> Any:
-    """A single-threaded ONNX Runtime CPU session of ``model`` (``optimized=False``: graph
-    optimizations off, i.e. ORT runs the QDQ nodes as written). ``int8_fusion``: None leaves ONNX
-    Runtime's default for this machine's build; True / False set :data:`INT8_FUSION` (True: int8 QDQ
-    groups become integer operators as on ARM, whatever the machine)."""
-    import onnxruntime as ort
+    """A single-threaded ONNX Runtime CPU session of ``model`` with exact integer sums on every machine
+    (:func:`plait.testing.ort_reference.reference_session`). ``optimized=False``: graph optimizations off,
+    i.e. ORT runs the QDQ nodes as written; ``int8_fusion``: None leaves ONNX Runtime's default for this
+    machine's build, True / False set :data:`INT8_FUSION` (True: int8 QDQ groups become integer operators
+    as on ARM, whatever the machine)."""
+    from functools import partial
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if not optimized:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    if int8_fusion is not None:
-        so.add_session_config_entry(INT8_FUSION, "1" if int8_fusion else "0")
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from plait.testing.ort_reference import reference_session, session_options
+
+    return reference_session(model.SerializeToString(), partial(session_options, optimized, int8_fusion))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.helper as oh
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, numpy_helper
 
@@ -19,7 +18,7 @@ from plait.errors import FrontendError
 from plait.executor import GraphModule
 from plait.frontend import from_onnx
 
-from plait.testing.quantized import quantize
+from plait.testing.quantized import ort_session, quantize
 
 SHAPE = (1, 3, 8, 8)
 OUTPUTS = ["a", "m", "s", "l", "cat", "p", "g", "gm", "y"]
@@ -59,10 +58,7 @@ def _output_scales(m: onnx.ModelProto) -> dict[str, float]:
 def test_every_contrib_operator_gives_onnx_runtimes_values(model):
     ms = {n.op_type for n in model.graph.node if n.domain == "com.microsoft"}
     assert ms == CONTRIB
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(model)
     names = [o.name for o in model.graph.output]
     scales = _output_scales(model)
     art = GraphModule(plait.build(from_onnx(model), target="c"))

@@ -21,7 +21,7 @@ from plait.frontend import from_onnx
 from plait.relay import Call
 from plait.relay.visitor import post_order
 
-from plait.testing.quantized import quantize
+from plait.testing.quantized import ort_session, quantize
 
 SHAPE = (1, 3, 8, 8)
 
@@ -56,11 +56,7 @@ def quantized(fmt: str, per_channel: bool, act: str) -> onnx.ModelProto:
 
 
 def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return s.run(None, {"x": x})[0]
+    return ort_session(model).run(None, {"x": x})[0]
 
 
 def _output_scale(model: onnx.ModelProto) -> float:
