@@ -211,6 +211,17 @@ def call_extern(dtype: str, name: str, *args: _Operand) -> PrimExpr:
     return Call(dtype, name, xs, "extern")
 
 
+READ_ONLY_EXTERNS = ("plait_dot_",)
+"""Name prefixes of extern functions (plait's own C kernels: the dot products of
+:mod:`plait.schedule.dsp_dot`) that only read through their pointer arguments: a buffer whose address
+is passed to one is not written by that (code generators keep such a parameter ``const``)."""
+
+
+def reads_only(call: Call) -> bool:
+    """Is ``call`` an extern call of :data:`READ_ONLY_EXTERNS`?"""
+    return call.kind == "extern" and call.name.startswith(READ_ONLY_EXTERNS)
+
+
 def address_of(x: Any, *indices: _Operand) -> PrimExpr:
     """``address_of(A[i, 0])`` or ``address_of(A)`` (the address of the first element)."""
     from plait.tir.stmt import Buffer

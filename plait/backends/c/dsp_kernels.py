@@ -1,0 +1,103 @@
+"""The int8 dot-product kernels of Cortex-M cores with the DSP extension (``plait_dot_*``, put in by
+:mod:`plait.schedule.dsp_dot`): ``int32_t plait_dot_<a>_<b>(a, b, n, za, zb)`` is the sum over
+``i < n`` of ``(a[i] - za) * (b[i] - zb)``, ``a`` and ``b`` contiguous runs of ``u8`` / ``s8``
+(``uint8_t`` / ``int8_t``) or both ``s16`` (``int16_t``); a ``z`` after an operand's type means it has
+a zero point (else ``za`` / ``zb`` are 0 and unused by the DSP body).
+
+With ``__ARM_FEATURE_DSP`` (ARMv7E-M, ARMv8-M Mainline with DSP, ARMv8.1-M: gcc's ``-mcpu=cortex-m4``,
+``cortex-m7``, ``cortex-m55``) two multiply-accumulates per instruction, as CMSIS-NN does: four bytes
+of each operand are loaded as one word and widened to two pairs of 16-bit halves, bytes 0 and 2 by
+``SXTB16`` / ``UXTB16`` and bytes 1 and 3 by the same with the word rotated by 8 (one instruction:
+``sxtb16 r, r, ror #8``, written as inline assembly: the ACLE intrinsic takes no rotation and gcc 12
+does not fold a rotate into it); a zero point is subtracted from both halves at once (``SSUB16``:
+every value minus its zero point lies in [-255, 255], exact in 16 bits); ``SMLAD`` adds both
+products of a pair of halves to the int32 sum (``__smlad``, ``<arm_acle.h>``). ``s16`` operands are
+loaded as pairs directly. Eight elements per iteration (four per ``SMLAD`` pair of words), then the
+rest one at a time. Without the DSP extension (and in the host simulation of such a core) the plain C
+loop of the same sum: the integers are the same on both paths (the products are exact and each SMLAD
+adds them to the same int32 sum, modulo 2**32 as C's does).
+"""
+
+from __future__ import annotations
+
+_TYPES = {"u8": ("uint8_t", "__uxtb16", "uxtb16"), "s8": ("int8_t", "__sxtb16", "sxtb16"),
+          "s16": ("int16_t", "", "")}
+
+_PRELUDE = r"""
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(PLAIT_DSP_DOT)
+#define PLAIT_DSP_DOT 1
+#include <arm_acle.h>
+static inline uint32_t plait_sxtb16_ror8(uint32_t x) { uint32_t r; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x)); return r; }
+static inline uint32_t plait_uxtb16_ror8(uint32_t x) { uint32_t r; __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x)); return r; }
+#endif
+"""
+
+
+def kernel_name(a: str, za: bool, b: str, zb: bool) -> str:
+    """The kernel of operands of types ``a``, ``b`` (``u8``, ``s8``, ``s16``), with zero points or not."""
+    return f"plait_dot_{a}{'z' if za else ''}_{b}{'z' if zb else ''}"
+
+
+def _pairs(v: str, t: str, z: str | None) -> tuple[str, str, list[str]]:
+    """(even, odd) pair expressions of the word ``v`` of 8-bit type ``t``, and their statements."""
+    _, intrin, insn = _TYPES[t]
+    lines = [f"uint32_t {v}e = {intrin}({v}), {v}o = plait_{insn}_ror8({v});"]
+    if z is not None:
+        lines.append(f"{v}e = __ssub16({v}e, {z}); {v}o = __ssub16({v}o, {z});")
+    return f"{v}e", f"{v}o", lines
+
+
+def _source(a: str, za: bool, b: str, zb: bool) -> str:
+    name = kernel_name(a, za, b, zb)
+    ta, tb = _TYPES[a][0], _TYPES[b][0]
+    xa = "((int32_t)a[i] - za)" if za else "(int32_t)a[i]"
+    xb = "((int32_t)b[i] - zb)" if zb else "(int32_t)b[i]"
+    if a == "s16":
+        dsp = ["  for (; i + 8 <= n; i += 8) {",
+               "    uint32_t w[8];",
+               "    memcpy(w, a + i, 16); memcpy(w + 4, b + i, 16);",
+               "    acc = __smlad(w[0], w[4], acc); acc = __smlad(w[1], w[5], acc);",
+               "    acc = __smlad(w[2], w[6], acc); acc = __smlad(w[3], w[7], acc);",
+               "  }"]
+    else:
+        zs = []
+        if za:
+            zs.append("  const uint32_t zpa = (uint32_t)(uint16_t)za * 0x10001u;")
+        if zb:
+            zs.append("  const uint32_t zpb = (uint32_t)(uint16_t)zb * 0x10001u;")
+        body = []
+        for k in ("0", "1"):
+            ae, ao, la = _pairs("x" + k, a, "zpa" if za else None)
+            be, bo, lb = _pairs("y" + k, b, "zpb" if zb else None)
+            body += la + lb + [f"acc = __smlad({ae}, {be}, acc); acc = __smlad({ao}, {bo}, acc);"]
+        dsp = zs + ["  for (; i + 8 <= n; i += 8) {",
+                    "    uint32_t x0, x1, y0, y1;",
+                    "    memcpy(&x0, a + i, 4); memcpy(&x1, a + i + 4, 4); memcpy(&y0, b + i, 4); memcpy(&y1, b + i + 4, 4);"]
+        dsp += ["    " + s for s in body] + ["  }"]
+    return "\n".join([
+        f"static inline int32_t {name}(const void* av, const void* bv, int32_t n, int32_t za, int32_t zb) {{",
+        f"  const {ta}* a = (const {ta}*)av;",
+        f"  const {tb}* b = (const {tb}*)bv;",
+        "  int32_t acc = 0, i = 0;",
+        "  (void)za; (void)zb;",
+        "#if defined(PLAIT_DSP_DOT)",
+        *dsp,
+        "#endif",
+        f"  for (; i < n; ++i) acc += {xa} * {xb};",
+        "  return acc;",
+        "}",
+        ""])
+
+
+def dot_kernels() -> dict[str, str]:
+    """Kernel name -> its C source (needs <stdint.h>, <string.h>), for every pair of operand types."""
+    out = {kernel_name("s16", False, "s16", False): "#include <string.h>\n" + _PRELUDE + _source("s16", False, "s16", False)}
+    for a in ("u8", "s8"):
+        for b in ("u8", "s8"):
+            for za in (False, True):
+                for zb in (False, True):
+                    out[kernel_name(a, za, b, zb)] = "#include <string.h>\n" + _PRELUDE + _source(a, za, b, zb)
+    return out
+
+
+__all__ = ["dot_kernels", "kernel_name"]
