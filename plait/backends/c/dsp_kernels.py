@@ -53,9 +53,9 @@ def _source(a: str, za: bool, b: str, zb: bool) -> str:
     xa = "((int32_t)a[i] - za)" if za else "(int32_t)a[i]"
     xb = "((int32_t)b[i] - zb)" if zb else "(int32_t)b[i]"
     if a == "s16":
-        dsp = ["  for (; i + 8 <= n; i += 8) {",
+        dsp = ["  for (; n >= 8; n -= 8, a += 8, b += 8) {",
                "    uint32_t w[8];",
-               "    memcpy(w, a + i, 16); memcpy(w + 4, b + i, 16);",
+               "    memcpy(w, a, 16); memcpy(w + 4, b, 16);",
                "    acc = __smlad(w[0], w[4], acc); acc = __smlad(w[1], w[5], acc);",
                "    acc = __smlad(w[2], w[6], acc); acc = __smlad(w[3], w[7], acc);",
                "  }"]
@@ -70,20 +70,20 @@ def _source(a: str, za: bool, b: str, zb: bool) -> str:
             ae, ao, la = _pairs("x" + k, a, "zpa" if za else None)
             be, bo, lb = _pairs("y" + k, b, "zpb" if zb else None)
             body += la + lb + [f"acc = __smlad({ae}, {be}, acc); acc = __smlad({ao}, {bo}, acc);"]
-        dsp = zs + ["  for (; i + 8 <= n; i += 8) {",
+        dsp = zs + ["  for (; n >= 8; n -= 8, a += 8, b += 8) {",
                     "    uint32_t x0, x1, y0, y1;",
-                    "    memcpy(&x0, a + i, 4); memcpy(&x1, a + i + 4, 4); memcpy(&y0, b + i, 4); memcpy(&y1, b + i + 4, 4);"]
+                    "    memcpy(&x0, a, 4); memcpy(&x1, a + 4, 4); memcpy(&y0, b, 4); memcpy(&y1, b + 4, 4);"]
         dsp += ["    " + s for s in body] + ["  }"]
     return "\n".join([
         f"static inline int32_t {name}(const void* av, const void* bv, int32_t n, int32_t za, int32_t zb) {{",
         f"  const {ta}* a = (const {ta}*)av;",
         f"  const {tb}* b = (const {tb}*)bv;",
-        "  int32_t acc = 0, i = 0;",
+        "  int32_t acc = 0;",
         "  (void)za; (void)zb;",
         "#if defined(PLAIT_DSP_DOT)",
         *dsp,
         "#endif",
-        f"  for (; i < n; ++i) acc += {xa} * {xb};",
+        f"  for (int32_t i = 0; i < n; ++i) acc += {xa} * {xb};  /* (the last n % 8 with DSP) */",
         "  return acc;",
         "}",
         ""])
