@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from plait.tir.expr import Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub
-from plait.tir.functor import substitute
+from plait.tir.expr import AddressOf, Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub, Var
+from plait.tir.functor import StmtExprMutator, substitute
 from plait.tir.op import address_of, call_extern
-from plait.tir.stmt import BufferStore, For, PrimFunc
-from plait.schedule.analysis import const_int, get_loop, replace
+from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, SeqStmt, Stmt, seq
+from plait.schedule.analysis import chain, check_new_names, const_int, get_loop, replace
+from plait.schedule.errors import ScheduleError
+from plait.schedule.loops import finish
 from plait.schedule.machine import Machine
-from plait.schedule.stage import analyze, contiguous
+from plait.schedule.stage import analyze, contiguous, uses
 
 PREFIX = "plait_dot_"
 """The names of the kernels (``plait_dot_<a>_<b>``; :func:`plait.backends.c.dsp_kernels.kernel_name`)."""
@@ -91,20 +93,112 @@ def dsp_dot(func: PrimFunc, root: str) -> PrimFunc | None:
     return replace(func, {loop: new})
 
 
+PAIR_PREFIX = "plait_dot2_"
+"""The paired kernels (``plait_dot2_<a>_<b>(a, b0, b1, n, za, zb, out)``: ``out[k] += a . bk``)."""
+
+
+class _Acc(StmtExprMutator):
+    """Loads of the one-element accumulator ``acc`` -> ``acc2[k]``."""
+
+    def __init__(self, acc: Buffer, acc2: Buffer, k: PrimExpr):
+        super().__init__()
+        self.acc, self.acc2, self.k = acc, acc2, k
+
+    def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
+        return BufferLoad(self.acc2, (self.k,)) if pre.buffer is self.acc else post
+
+
+def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
+    """Stage ``root`` after :func:`dsp_dot` (``acc = 0; for ...: acc += plait_dot_*(&A[..], &B[..]); out
+    = f(acc)`` inside its spatial loops) with two outputs per kernel call: the first spatial loop of even
+    extent that exactly one operand's address depends on (a convolution's output channels: the weight
+    rows; the pixels share the input row) split by two, one ``plait_dot2_*`` call summing both into a
+    two-element accumulator (the shared operand loaded and widened once for both), then the
+    epilogue once per output. None when the stage is not of that form."""
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    alloc = st.spatial[-1].body if st.spatial else None
+    if not isinstance(alloc, Allocate) or alloc.buffer.scope != "local" or \
+            any(const_int(d) != 1 for d in alloc.buffer.shape) or not isinstance(alloc.body, SeqStmt):
+        return None
+    acc, stmts = alloc.buffer, alloc.body.stmts
+    if len(stmts) < 3 or not isinstance(stmts[0], BufferStore) or stmts[0].buffer is not acc:
+        return None
+    init, red, rest = stmts[0], stmts[1], stmts[2:]
+    loops = chain(red) if isinstance(red, For) else []  # (no loop left: one reduce loop, now the call)
+    leaf = loops[-1].body if loops else red
+    dot = leaf.value.b if isinstance(leaf, BufferStore) and isinstance(leaf.value, Add) else None
+    if not isinstance(dot, Call) or dot.kind != "extern" or not dot.name.startswith(PREFIX) or leaf.buffer is not acc:
+        return None
+    ptrs = dot.args[:2]
+    if not all(isinstance(p, AddressOf) for p in ptrs):
+        return None
+    pick = None
+    for lp in st.spatial:
+        n = const_int(lp.extent)
+        deps = [uses(p.indices, lp.loop_var) for p in ptrs]  # type: ignore[union-attr]
+        if n is not None and n >= 2 and n % 2 == 0 and const_int(lp.min) == 0 and sum(deps) == 1:
+            pick = (lp, deps.index(True))
+            break
+    if pick is None:
+        return None
+    lp, paired = pick
+    v = lp.loop_var
+    try:
+        check_new_names(func, [v.name + "_o", v.name + "_i"], f"pair_outputs '{root}'")
+    except ScheduleError:
+        return None
+    vo, vi = Var(v.name + "_o", v.dtype), Var(v.name + "_i", v.dtype)
+
+    def at(k: PrimExpr) -> dict[Var, PrimExpr]:
+        return {v: Add(Mul(vo, IntImm(2, v.dtype)), k)}
+
+    acc2 = Buffer(acc.name, (IntImm(2),), acc.dtype, acc.scope)
+    shared, zs, zp = ptrs[1 - paired], dot.args[4 - paired], dot.args[3 + paired]
+    a, b = dot.name[len(PREFIX):].split("_")
+    names = (a, b) if paired == 1 else (b, a)
+    two = [substitute(ptrs[paired], at(IntImm(k, v.dtype))) for k in (0, 1)]
+    call = call_extern("void", f"{PAIR_PREFIX}{names[0]}_{names[1]}", shared, *two, dot.args[2], zs, zp,
+                       address_of(acc2, IntImm(0)))
+    body: Stmt = Evaluate(call)
+    for r in reversed(loops):
+        body = For(r.loop_var, r.min, r.extent, r.kind, body, r.annotations)
+    inits = [BufferStore(acc2, substitute(init.value, at(IntImm(k, v.dtype))), (IntImm(k),)) for k in (0, 1)]
+    epi = For(vi, IntImm(0, v.dtype), IntImm(2, v.dtype), "unrolled",
+              _Acc(acc, acc2, vi).visit(substitute(seq(*rest), at(vi))))
+    nest: Stmt = Allocate(acc2, seq(*inits, body, epi))
+    for s_ in reversed(st.spatial):
+        if s_ is lp:
+            nest = For(vo, s_.min, IntImm(const_int(s_.extent) // 2, v.dtype), s_.kind, nest, s_.annotations)
+        else:
+            nest = For(s_.loop_var, s_.min, s_.extent, s_.kind, nest, s_.annotations)
+    try:
+        return finish(replace(func, {st.root: nest}), f"pair_outputs '{root}'")
+    except ScheduleError:
+        return None
+
+
 def kernel_ops(call: Call, m: Machine) -> tuple[float, float, float] | None:
     """(loads, integer instructions, multiply-accumulate cycles) of one call of a ``plait_dot_*`` kernel
     (its DSP body: per word of four 8-bit elements of both operands two loads, four extensions, a
     ``SSUB16`` per pair per operand with a zero point and two SMLADs; int16 pairs loaded as they are;
     three instructions of loop overhead per eight elements; the rest one element at a time); None for
     another call."""
-    if call.kind != "extern" or not call.name.startswith(PREFIX) or len(call.args) != 5:
+    pair = call.name.startswith(PAIR_PREFIX)
+    if call.kind != "extern" or not (pair or call.name.startswith(PREFIX)) or len(call.args) != (7 if pair else 5):
         return None
-    n = const_int(call.args[2])
+    n = const_int(call.args[3 if pair else 2])
     if n is None:
         return None
-    a, b = call.name[len(PREFIX):].split("_", 1)
+    a, b = call.name[len(PAIR_PREFIX if pair else PREFIX):].split("_", 1)
     body, tail = n - n % 8, n % 8
     mac = m.int_mac_cycles
+    if pair:  # (three runs: the shared one loaded and widened once; out[0], out[1] added to at the end)
+        macs = mac * (2 * body / m.narrow_macs + 2 * tail)
+        if a == "s16":
+            return 1.5 * body + 3 * tail + 2, 5 * body / 8 + 3 * tail + 2, macs
+        words = body / 4
+        zs = 2 * a.endswith("z") + 4 * b.endswith("z")
+        return 3 * words + 3 * tail + 2, words * (12 + zs) / 2 + 5 * body / 8 + 3 * tail + 2, macs
     if a == "s16":
         return body + 2 * tail, 3 * body / 8 + 3 * tail, mac * (body / m.narrow_macs + tail)
     zs = a.endswith("z") + b.endswith("z")
@@ -114,4 +208,4 @@ def kernel_ops(call: Call, m: Machine) -> tuple[float, float, float] | None:
     return loads, iops, mac * (body / m.narrow_macs + tail)
 
 
-__all__ = ["PREFIX", "dsp_dot", "kernel_ops", "uses_dsp_dot"]
+__all__ = ["PAIR_PREFIX", "PREFIX", "dsp_dot", "kernel_ops", "pair_outputs", "uses_dsp_dot"]

@@ -28,7 +28,7 @@ from plait.tir.op import address_of, call_extern
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
-from plait.schedule.dsp_dot import dsp_dot, uses_dsp_dot
+from plait.schedule.dsp_dot import dsp_dot, pair_outputs, uses_dsp_dot
 from plait.schedule.loops import finish
 from plait.schedule.errors import ScheduleError
 from plait.schedule.machine import Machine
@@ -473,7 +473,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
             except ScheduleError:
                 pass
         if uses_dsp_dot(m) and (done := dsp_dot(func, root)) is not None:  # SMLAD kernels (Cortex-M DSP)
-            return done
+            return (pair_outputs(done, root) or done) if knobs.choose(f"{root}.dot_pairs", (True, False), True) else done
         func = _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \

@@ -13,7 +13,7 @@ from plait.tir.equal import structural_equal
 from plait.tir.expr import Add, AddressOf, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var
 from plait.tir.functor import pre_order
 from plait.tir.int_bounds import IntBounds
-from plait.tir.op import reads_only
+from plait.tir.op import written_args
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc, Stmt
 
 V = TypeVar("V")  # an emitted value: C text, an LLVM register...
@@ -81,8 +81,8 @@ def static_index_terms(dims: tuple[PrimExpr, ...], nodes: tuple[PrimExpr, ...], 
 
 def written_buffers(func: PrimFunc) -> set[Buffer]:
     """The buffers ``func`` may write: those it stores to and those whose address it takes, except an
-    address passed to an extern function that only reads through its pointers
-    (:func:`plait.tir.op.reads_only`: such a parameter stays ``const``)."""
+    address passed to a kernel at a position it only reads (:func:`plait.tir.op.written_args`: such a
+    parameter stays ``const``)."""
     out: set[Buffer] = set()
     stack: list[Any] = [func.body]
     seen: set[int] = set()
@@ -93,9 +93,10 @@ def written_buffers(func: PrimFunc) -> set[Buffer]:
         seen.add(id(n))
         if isinstance(n, (BufferStore, AddressOf)):
             out.add(n.buffer)
-        if isinstance(n, Call) and reads_only(n):  # (its addresses' indices are still walked)
-            for a in n.args:
-                stack.extend(a.indices if isinstance(a, AddressOf) else (a,))
+        writes = written_args(n) if isinstance(n, Call) else None
+        if writes is not None:  # (the indices of the addresses it only reads are still walked)
+            for k, a in enumerate(n.args):
+                stack.extend(a.indices if isinstance(a, AddressOf) and k not in writes else (a,))
             continue
         stack.extend(n._children())
     return out

@@ -211,15 +211,22 @@ def call_extern(dtype: str, name: str, *args: _Operand) -> PrimExpr:
     return Call(dtype, name, xs, "extern")
 
 
-READ_ONLY_EXTERNS = ("plait_dot_",)
+KERNEL_WRITES = {"plait_dot_": (), "plait_dot2_": (6,)}
 """Name prefixes of extern functions (plait's own C kernels: the dot products of
-:mod:`plait.schedule.dsp_dot`) that only read through their pointer arguments: a buffer whose address
-is passed to one is not written by that (code generators keep such a parameter ``const``)."""
+:mod:`plait.schedule.dsp_dot`) -> the positions of the only pointer arguments they write through:
+a buffer whose address is passed at another position is only read (code generators keep such a
+parameter ``const``)."""
 
 
-def reads_only(call: Call) -> bool:
-    """Is ``call`` an extern call of :data:`READ_ONLY_EXTERNS`?"""
-    return call.kind == "extern" and call.name.startswith(READ_ONLY_EXTERNS)
+def written_args(call: Call) -> tuple[int, ...] | None:
+    """The argument positions ``call`` may write through, when it is an extern call of
+    :data:`KERNEL_WRITES`; None for any other call (every address passed to it may be written)."""
+    if call.kind != "extern":
+        return None
+    for prefix, writes in KERNEL_WRITES.items():
+        if call.name.startswith(prefix):
+            return writes
+    return None
 
 
 def address_of(x: Any, *indices: _Operand) -> PrimExpr:

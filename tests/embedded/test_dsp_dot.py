@@ -34,7 +34,7 @@ def _cases():
     rng = np.random.default_rng(7)
     out = []
     for name in sorted(dot_kernels()):
-        ta, tb = name[len("plait_dot_"):].split("_")
+        ta, tb = name.split("_")[2:]
         da, db = TYPES[ta.rstrip("z")], TYPES[tb.rstrip("z")]
         for n in LENGTHS:
             for extreme in (False, True):
@@ -52,35 +52,50 @@ def _cases():
     return out
 
 
+def _dot(a, b, za, zb) -> int:
+    return int(np.sum((a.astype(np.int64) - za) * (b.astype(np.int64) - zb)))
+
+
 def _want(cases) -> np.ndarray:
-    return np.array([int(np.sum((a.astype(np.int64) - za) * (b.astype(np.int64) - zb))) for _, a, b, za, zb in cases],
-                    np.int64).astype(np.int32)
+    """Per case: a single kernel's sum; a paired one's two outputs (5 and -7 before: it adds to them), the
+    second against ``b`` reversed."""
+    out: list[int] = []
+    for name, a, b, za, zb in cases:
+        out += [5 + _dot(a, b, za, zb), -7 + _dot(a, b[::-1], za, zb)] if "dot2" in name else [_dot(a, b, za, zb)]
+    return np.array(out, np.int64).astype(np.int32)
 
 
 def _ctype(x: np.ndarray) -> str:
     return {np.dtype(np.uint8): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t"}[x.dtype]
 
 
-def harness(cases, writer: str) -> str:
+def harness(cases) -> str:
     """C that runs every case (each operand at an odd byte offset in a byte array: unaligned) and hands the
-    int32 sums to ``writer(const int32_t* sums, int count)``."""
+    int32 sums to ``put(const int32_t* sums, int count)``."""
     lines = ["#include <stdint.h>", "#include <stddef.h>", "#include <string.h>"]
     lines += [dot_kernels()[k] for k in sorted(dot_kernels())]
-    lines.append(f"static int32_t sums[{len(cases)}];")
-    lines.append(f"void {writer.split('(')[0]}(const int32_t* s, int count);")
-    body = []
+    count = len(_want(cases))
+    lines.append(f"static int32_t sums[{count}];")
+    lines.append("void put(const int32_t* s, int count);")
+    body, at = [], 0
     for k, (name, a, b, za, zb) in enumerate(cases):
-        for tag, x in (("a", a), ("b", b)):
+        for tag, x in (("a", a), ("b", b)) + ((("c", b[::-1]),) if "dot2" in name else ()):
             raw = bytes([0x5a]) + x.tobytes()
             lines.append(f"static uint8_t {tag}{k}[{len(raw)}] = {{{', '.join(str(v) for v in raw)}}};")
-        body.append(f"  sums[{k}] = {name}(a{k} + 1, b{k} + 1, {len(a)}, {za}, {zb});")
-    lines += ["int main(void) {", *body, f"  {writer.split('(')[0]}(sums, {len(cases)});", "  return 0;", "}"]
+        if "dot2" in name:
+            body.append(f"  sums[{at}] = 5; sums[{at + 1}] = -7;")
+            body.append(f"  {name}(a{k} + 1, b{k} + 1, c{k} + 1, {len(a)}, {za}, {zb}, sums + {at});")
+            at += 2
+        else:
+            body.append(f"  sums[{at}] = {name}(a{k} + 1, b{k} + 1, {len(a)}, {za}, {zb});")
+            at += 1
+    lines += ["int main(void) {", *body, f"  put(sums, {count});", "  return 0;", "}"]
     return "\n".join(lines) + "\n"
 
 
 def test_the_plain_c_bodies_on_the_host(tmp_path):
     cases = _cases()
-    (tmp_path / "main.c").write_text(harness(cases, "put") + """#include <stdio.h>
+    (tmp_path / "main.c").write_text(harness(cases) + """#include <stdio.h>
 void put(const int32_t* s, int count) { fwrite(s, 4, (size_t)count, stdout); }
 """)
     subprocess.run(["gcc", "-std=c99", "-O2", "-o", "dot", "main.c"], cwd=tmp_path, check=True)
@@ -104,7 +119,7 @@ def test_the_kernels_on_emulated_cores(tmp_path, cpu, board, dsp):
     cases = _cases()
     b = get_board(board)
     for name, text in (("startup.c", _startup(b)), ("semihost.c", SEMIHOST_C), ("semihost.h", SEMIHOST_H),
-                       ("board.ld", _linker(b)), ("main.c", harness(cases, "put") + WRITE)):
+                       ("board.ld", _linker(b)), ("main.c", harness(cases) + WRITE)):
         (tmp_path / name).write_text(text)
     subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
                     "-pedantic", "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs", "-T", "board.ld",
@@ -151,8 +166,8 @@ def _model(kind: str) -> tuple[IRModule, dict[str, np.ndarray]]:
     return IRModule.from_expr(e), {"a": ints((6, 40), np.uint8)}
 
 
-KERNEL = {"conv_rows": "plait_dot_u8_s8", "conv_window": "plait_dot_u8_s8", "conv_int16": "plait_dot_s16_s16",
-          "dense": "plait_dot_s8z_s8", "matmul": "plait_dot_s16_s16"}
+KERNEL = {"conv_rows": "plait_dot2_u8_s8", "conv_window": "plait_dot2_u8_s8", "conv_int16": "plait_dot2_s16_s16",
+          "dense": "plait_dot2_s8z_s8", "matmul": "plait_dot2_s16_s16"}
 KINDS = tuple(KERNEL)
 
 
@@ -161,7 +176,7 @@ def test_cortex_m4f_code_calls_the_kernels_and_m3_code_does_not(kind):
     mod, _ = _model(kind)
     src4 = plait.build(mod, target="c -mcpu=cortex-m4f").lib.source  # type: ignore[attr-defined]
     src3 = plait.build(mod, target="c -mcpu=cortex-m3").lib.source  # type: ignore[attr-defined]
-    assert set(re.findall(r"(plait_dot_\w+)\(&", src4)) == {KERNEL[kind]}
+    assert set(re.findall(r"(plait_dot2?_\w+)\(&", src4)) == {KERNEL[kind]}  # (two outputs per call)
     assert "plait_dot_" not in src3
     assert "const int8_t* restrict p0" in src4 or "const uint8_t* restrict p0" in src4  # (read, not written)
 

@@ -89,15 +89,76 @@ def _source(a: str, za: bool, b: str, zb: bool) -> str:
         ""])
 
 
+def pair_kernel_name(a: str, za: bool, b: str, zb: bool) -> str:
+    """The paired kernel: one run of type ``a`` against two runs of type ``b``."""
+    return f"plait_dot2_{a}{'z' if za else ''}_{b}{'z' if zb else ''}"
+
+
+def _pair_source(a: str, za: bool, b: str, zb: bool) -> str:
+    """``plait_dot2_<a>_<b>(a, b0, b1, n, za, zb, out)``: ``out[k] +=`` the dot product of ``a`` and ``bk``
+    (two outputs sharing one operand, e.g. two output channels of one pixel: its words loaded and
+    widened once for both)."""
+    name = pair_kernel_name(a, za, b, zb)
+    ta, tb = _TYPES[a][0], _TYPES[b][0]
+    xa = "((int32_t)a[i] - za)" if za else "(int32_t)a[i]"
+
+    def xb(k: str) -> str:
+        return f"((int32_t)b{k}[i] - zb)" if zb else f"(int32_t)b{k}[i]"
+
+    if a == "s16":
+        dsp = ["  for (; n >= 8; n -= 8, a += 8, b0 += 8, b1 += 8) {",
+               "    uint32_t x[4], y[4], w[4];",
+               "    memcpy(x, a, 16); memcpy(y, b0, 16); memcpy(w, b1, 16);",
+               "    for (int k = 0; k < 4; ++k) { s0 = __smlad(x[k], y[k], s0); s1 = __smlad(x[k], w[k], s1); }",
+               "  }"]
+    else:
+        dsp = []
+        if za:
+            dsp.append("  const uint32_t zpa = (uint32_t)(uint16_t)za * 0x10001u;")
+        if zb:
+            dsp.append("  const uint32_t zpb = (uint32_t)(uint16_t)zb * 0x10001u;")
+        dsp += ["  for (; n >= 8; n -= 8, a += 8, b0 += 8, b1 += 8) {",
+                "    uint32_t x0, x1, y0, y1, w0, w1;",
+                "    memcpy(&x0, a, 4); memcpy(&x1, a + 4, 4); memcpy(&y0, b0, 4); memcpy(&y1, b0 + 4, 4);",
+                "    memcpy(&w0, b1, 4); memcpy(&w1, b1 + 4, 4);"]
+        for k in ("0", "1"):
+            xe, xo, lx = _pairs("x" + k, a, "zpa" if za else None)
+            ye, yo, ly = _pairs("y" + k, b, "zpb" if zb else None)
+            we, wo, lw = _pairs("w" + k, b, "zpb" if zb else None)
+            dsp += ["    " + t for t in lx + ly + [f"s0 = __smlad({xe}, {ye}, s0); s0 = __smlad({xo}, {yo}, s0);"] +
+                    lw + [f"s1 = __smlad({xe}, {we}, s1); s1 = __smlad({xo}, {wo}, s1);"]]
+        dsp.append("  }")
+    return "\n".join([
+        f"static inline void {name}(const void* av, const void* b0v, const void* b1v, int32_t n, int32_t za, "
+        "int32_t zb, int32_t* out) {",
+        f"  const {ta}* a = (const {ta}*)av;",
+        f"  const {tb}* b0 = (const {tb}*)b0v;",
+        f"  const {tb}* b1 = (const {tb}*)b1v;",
+        "  int32_t s0 = 0, s1 = 0;",
+        "  (void)za; (void)zb;",
+        "#if defined(PLAIT_DSP_DOT)",
+        *dsp,
+        "#endif",
+        "  for (int32_t i = 0; i < n; ++i) {",
+        f"    s0 += {xa} * {xb('0')};",
+        f"    s1 += {xa} * {xb('1')};",
+        "  }",
+        "  out[0] += s0;",
+        "  out[1] += s1;",
+        "}",
+        ""])
+
+
 def dot_kernels() -> dict[str, str]:
     """Kernel name -> its C source (needs <stdint.h>, <string.h>), for every pair of operand types."""
-    out = {kernel_name("s16", False, "s16", False): "#include <string.h>\n" + _PRELUDE + _source("s16", False, "s16", False)}
-    for a in ("u8", "s8"):
-        for b in ("u8", "s8"):
-            for za in (False, True):
-                for zb in (False, True):
-                    out[kernel_name(a, za, b, zb)] = "#include <string.h>\n" + _PRELUDE + _source(a, za, b, zb)
+    head = "#include <string.h>\n" + _PRELUDE
+    kinds = [("s16", False, "s16", False)] + [(a, za, b, zb) for a in ("u8", "s8") for b in ("u8", "s8")
+                                              for za in (False, True) for zb in (False, True)]
+    out = {}
+    for k in kinds:
+        out[kernel_name(*k)] = head + _source(*k)
+        out[pair_kernel_name(*k)] = head + _pair_source(*k)
     return out
 
 
-__all__ = ["dot_kernels", "kernel_name"]
+__all__ = ["dot_kernels", "kernel_name", "pair_kernel_name"]
