@@ -19,7 +19,7 @@ from plait.tir.expr import AddressOf, Add, BufferLoad, Call, Cast, IntImm, Mul, 
 from plait.tir.functor import StmtExprMutator, substitute
 from plait.tir.op import address_of, call_extern
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, SeqStmt, Stmt, seq
-from plait.schedule.analysis import chain, check_new_names, const_int, get_loop, replace
+from plait.schedule.analysis import chain, check_new_names, const_int, flat_linear, get_loop, replace
 from plait.schedule.errors import ScheduleError
 from plait.schedule.loops import finish
 from plait.schedule.machine import Machine
@@ -177,12 +177,81 @@ def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
         return None
 
 
+DW2 = "plait_dw2_s16"
+"""The depthwise kernel of :func:`channel_pairs` (two adjacent channels-last int16 channels per call)."""
+
+
+def channel_pairs(func: PrimFunc, root: str) -> PrimFunc | None:
+    """A depthwise convolution's channels-last stage (``S[.., ch] = 0; for ry, rx: S[.., ch] +=
+    int32(X[..]) * int32(W[..])``, int16 ``X`` and ``W``, the innermost spatial loop ``ch`` of even
+    extent contiguous in ``X``, ``W`` and ``S``, the reduce loops not in ``S``) as one call of
+    :data:`DW2` per pair of channels (``ch`` halved): the taps' strides passed as arguments. None when
+    the stage is not one."""
+    st = analyze(func, get_loop(func, root, f"stage '{root}'"))
+    upd = st.update
+    if upd is None or not st.spatial or not 1 <= len(st.reduce) <= 2 or upd.buffer.dtype != "int32":
+        return None
+    ch = st.spatial[-1]
+    n = const_int(ch.extent)
+    body = ch.body
+    if n is None or n < 2 or n % 2 or const_int(ch.min) != 0 or not isinstance(body, SeqStmt) or \
+            len(body.stmts) != 2 or body.stmts[1] is not st.reduce[0]:
+        return None
+    init = body.stmts[0]
+    if not isinstance(init, BufferStore) or init.buffer is not upd.buffer or const_int(init.value) != 0:
+        return None
+    if any(const_int(r.min) != 0 or const_int(r.extent) is None for r in st.reduce) or st.reduce[-1].body is not upd:
+        return None
+    v = upd.value
+    mul = v.b if isinstance(v, Add) and isinstance(v.a, BufferLoad) and v.a.buffer is upd.buffer else None
+    if not isinstance(mul, Mul):
+        return None
+    loads = []
+    for f in (mul.a, mul.b):
+        if not (isinstance(f, Cast) and f.dtype == "int32" and isinstance(f.value, BufferLoad) and
+                f.value.buffer.dtype == "int16"):
+            return None
+        loads.append(f.value)
+    flats = [flat_linear(a.indices, a.buffer.static_shape) for a in (*loads, upd)]
+    if any(fl is None for fl in flats):
+        return None
+    (fx, _), (fw, _), (fo, _) = flats  # type: ignore[misc]
+    c, reds = ch.loop_var, [r.loop_var for r in st.reduce]
+    if not fx.get(c) == fw.get(c) == fo.get(c) == 1 or any(fo.get(r, 0) for r in reds):
+        return None
+    co = Var(c.name + "_o", c.dtype)
+    try:
+        check_new_names(func, [co.name], f"channel_pairs '{root}'")
+    except ScheduleError:
+        return None
+    start: dict[Var, PrimExpr] = {c: Mul(co, IntImm(2, c.dtype))}
+    start.update({r: IntImm(0, r.dtype) for r in reds})
+    ptrs = [address_of(BufferLoad(a.buffer, tuple(substitute(i, start) for i in a.indices))) for a in (*loads, upd)]
+    taps = [(1, 0, 0)] * (2 - len(reds)) + [(const_int(r.extent), fx.get(r.loop_var, 0), fw.get(r.loop_var, 0))
+                                             for r in st.reduce]
+    (kh, xr, wr), (kw, xc, wc) = taps
+    args = [IntImm(int(a), "int32") for a in (kh, kw, xr, xc, wr, wc)]
+    nest: Stmt = For(co, IntImm(0, c.dtype), IntImm(n // 2, c.dtype), ch.kind,
+                     Evaluate(call_extern("void", DW2, *ptrs, *args)), ch.annotations)
+    for s_ in reversed(st.spatial[:-1]):
+        nest = For(s_.loop_var, s_.min, s_.extent, s_.kind, nest, s_.annotations)
+    try:
+        return finish(replace(func, {st.root: nest}), f"channel_pairs '{root}'")
+    except ScheduleError:
+        return None
+
+
 def kernel_ops(call: Call, m: Machine) -> tuple[float, float, float] | None:
     """(loads, integer instructions, multiply-accumulate cycles) of one call of a ``plait_dot_*`` kernel
     (its DSP body: per word of four 8-bit elements of both operands two loads, four extensions, a
     ``SSUB16`` per pair per operand with a zero point and two SMLADs; int16 pairs loaded as they are;
     three instructions of loop overhead per eight elements; the rest one element at a time); None for
     another call."""
+    if call.kind == "extern" and call.name == DW2 and len(call.args) == 9:
+        kh, kw = (const_int(a) for a in call.args[3:5])
+        if kh is None or kw is None:
+            return None  # (per tap: a word of each operand, SMLABB and SMLATT; the row loop; two stores)
+        return 2 * kh * kw + 2, 3 * kh + 2, 2 * kh * kw * m.int_mac_cycles
     pair = call.name.startswith(PAIR_PREFIX)
     if call.kind != "extern" or not (pair or call.name.startswith(PREFIX)) or len(call.args) != (7 if pair else 5):
         return None
@@ -208,4 +277,4 @@ def kernel_ops(call: Call, m: Machine) -> tuple[float, float, float] | None:
     return loads, iops, mac * (body / m.narrow_macs + tail)
 
 
-__all__ = ["PAIR_PREFIX", "PREFIX", "dsp_dot", "kernel_ops", "pair_outputs", "uses_dsp_dot"]
+__all__ = ["DW2", "PAIR_PREFIX", "PREFIX", "channel_pairs", "dsp_dot", "kernel_ops", "pair_outputs", "uses_dsp_dot"]

@@ -28,7 +28,7 @@ from plait.tir.op import address_of, call_extern
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
-from plait.schedule.dsp_dot import dsp_dot, pair_outputs, uses_dsp_dot
+from plait.schedule.dsp_dot import channel_pairs, dsp_dot, pair_outputs, uses_dsp_dot
 from plait.schedule.loops import finish
 from plait.schedule.errors import ScheduleError
 from plait.schedule.machine import Machine
@@ -460,6 +460,9 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     if st.name.endswith("_outer") and (done := _outer_kernel(func, st, m.lanes("int32"))) is not None:
         return done
     if st.is_reduction:
+        if uses_dsp_dot(m) and not dot_loop(st) and knobs.choose(f"{root}.channel_pairs", (True, False), True) and \
+                (done := channel_pairs(func, root)) is not None:  # (depthwise, channels-last: SMLABB/SMLATT)
+            return done
         if not dot_loop(st):
             lanes = m.lanes("int32")
             return (_pixel_rows(func, st, root, lanes) or _fused_sum(func, st, root)) if lanes > 1 else None

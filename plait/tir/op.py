@@ -211,7 +211,7 @@ def call_extern(dtype: str, name: str, *args: _Operand) -> PrimExpr:
     return Call(dtype, name, xs, "extern")
 
 
-KERNEL_WRITES = {"plait_dot_": (), "plait_dot2_": (6,)}
+KERNEL_WRITES = {"plait_dot_": (), "plait_dot2_": (6,), "plait_dw2_": (2,)}
 """Name prefixes of extern functions (plait's own C kernels: the dot products of
 :mod:`plait.schedule.dsp_dot`) -> the positions of the only pointer arguments they write through:
 a buffer whose address is passed at another position is only read (code generators keep such a

@@ -1,9 +1,10 @@
 """The SMLAD dot-product kernels of Cortex-M cores with the DSP extension (plait/backends/c/dsp_kernels.py,
 put in by plait/schedule/dsp_dot.py): every kernel, compiled for a Cortex-M4 and a Cortex-M7 (the DSP body:
 ``smlad`` in the object code) and for a Cortex-M3 and the host (the plain C body), gives the numpy sums on
-runs of every length around its 8-element steps, at unaligned addresses, with extreme values and zero points;
-int8 convolutions and products built for cortex-m4f / cortex-m7f call the kernels and their AOT firmware
-equals the reference on QEMU, and a cortex-m3 build (no DSP: the loops) the same numbers."""
+runs of every length around its 8-element steps, at unaligned addresses, with extreme values and zero points
+(and the depthwise kernel, two channels per call, over windows of several shapes); int8 convolutions
+(depthwise ones included) and products built for cortex-m4f / cortex-m7f call the kernels and their AOT
+firmware equals the reference on QEMU, and a cortex-m3 build (no DSP: the loops) the same numbers."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _cases():
     """(kernel name, a, b, za, zb) for every kernel and length: random values, then the extremes."""
     rng = np.random.default_rng(7)
     out = []
-    for name in sorted(dot_kernels()):
+    for name in sorted(k for k in dot_kernels() if k != "plait_dw2_s16"):
         ta, tb = name.split("_")[2:]
         da, db = TYPES[ta.rstrip("z")], TYPES[tb.rstrip("z")]
         for n in LENGTHS:
@@ -49,7 +50,22 @@ def _cases():
                 za = (hi_a if extreme else int(rng.integers(lo_a, hi_a + 1))) if ta.endswith("z") else 0
                 zb = (hi_b if extreme else int(rng.integers(lo_b, hi_b + 1))) if tb.endswith("z") else 0
                 out.append((name, a, b, za, zb))
+    for kh, kw, c in ((3, 3, 64), (1, 3, 6), (10, 4, 2), (2, 5, 8), (3, 3, 2)):  # depthwise, two channels per call
+        for extreme in (False, True):
+            xr, xc, wr, wc = c * (kw + 3), c, c * kw, c
+            nx, nw = (kh - 1) * xr + (kw - 1) * xc + 2, (kh - 1) * wr + (kw - 1) * wc + 2
+            if extreme:
+                x, w = np.full(nx, -255, np.int16), np.full(nw, -255, np.int16)
+            else:
+                x, w = rng.integers(-255, 256, nx).astype(np.int16), rng.integers(-255, 256, nw).astype(np.int16)
+            out.append(("plait_dw2_s16", x, w, 0, (kh, kw, xr, xc, wr, wc)))
     return out
+
+
+def _dw2(x, w, geom) -> list[int]:
+    kh, kw, xr, xc, wr, wc = geom
+    return [int(sum(int(x[ry * xr + rx * xc + k]) * int(w[ry * wr + rx * wc + k]) for ry in range(kh) for rx in range(kw)))
+            for k in (0, 1)]
 
 
 def _dot(a, b, za, zb) -> int:
@@ -61,6 +77,9 @@ def _want(cases) -> np.ndarray:
     second against ``b`` reversed."""
     out: list[int] = []
     for name, a, b, za, zb in cases:
+        if "dw2" in name:
+            out += _dw2(a, b, zb)
+            continue
         out += [5 + _dot(a, b, za, zb), -7 + _dot(a, b[::-1], za, zb)] if "dot2" in name else [_dot(a, b, za, zb)]
     return np.array(out, np.int64).astype(np.int32)
 
@@ -70,8 +89,8 @@ def _ctype(x: np.ndarray) -> str:
 
 
 def harness(cases) -> str:
-    """C that runs every case (each operand at an odd byte offset in a byte array: unaligned) and hands the
-    int32 sums to ``put(const int32_t* sums, int count)``."""
+    """C that runs every case (each operand one element past a word boundary: unaligned words) and hands
+    the int32 sums to ``put(const int32_t* sums, int count)``."""
     lines = ["#include <stdint.h>", "#include <stddef.h>", "#include <string.h>"]
     lines += [dot_kernels()[k] for k in sorted(dot_kernels())]
     count = len(_want(cases))
@@ -79,15 +98,21 @@ def harness(cases) -> str:
     lines.append("void put(const int32_t* s, int count);")
     body, at = [], 0
     for k, (name, a, b, za, zb) in enumerate(cases):
+        skip = a.itemsize  # (an element past a word boundary: unaligned words; int16 at even addresses)
         for tag, x in (("a", a), ("b", b)) + ((("c", b[::-1]),) if "dot2" in name else ()):
-            raw = bytes([0x5a]) + x.tobytes()
-            lines.append(f"static uint8_t {tag}{k}[{len(raw)}] = {{{', '.join(str(v) for v in raw)}}};")
-        if "dot2" in name:
+            raw = bytes([0x5a] * skip) + x.tobytes()
+            lines.append(f"static uint8_t {tag}{k}[{len(raw)}] __attribute__((aligned(4))) = "
+                         f"{{{', '.join(str(v) for v in raw)}}};")
+        if "dw2" in name:
+            geom = ", ".join(str(g) for g in zb)
+            body.append(f"  {name}(a{k} + {skip}, b{k} + {skip}, sums + {at}, {geom});")
+            at += 2
+        elif "dot2" in name:
             body.append(f"  sums[{at}] = 5; sums[{at + 1}] = -7;")
-            body.append(f"  {name}(a{k} + 1, b{k} + 1, c{k} + 1, {len(a)}, {za}, {zb}, sums + {at});")
+            body.append(f"  {name}(a{k} + {skip}, b{k} + {skip}, c{k} + {skip}, {len(a)}, {za}, {zb}, sums + {at});")
             at += 2
         else:
-            body.append(f"  sums[{at}] = {name}(a{k} + 1, b{k} + 1, {len(a)}, {za}, {zb});")
+            body.append(f"  sums[{at}] = {name}(a{k} + {skip}, b{k} + {skip}, {len(a)}, {za}, {zb});")
             at += 1
     lines += ["int main(void) {", *body, f"  put(sums, {count});", "  return 0;", "}"]
     return "\n".join(lines) + "\n"
@@ -160,6 +185,16 @@ def _model(kind: str) -> tuple[IRModule, dict[str, np.ndarray]]:
         x = var("x", (1, 75), "int8")
         e = call("qnn.dense", x, const(ints((10, 75), np.int8)), input_zero_point=-128)
         return IRModule.from_expr(e), {"x": np.full((1, 75), 127, np.int8)}
+    if kind == "depthwise":  # ds_cnn's blocks: 3 x 3 over 16 channels of 25 x 5, channels-last int16
+        x = var("x", (1, 16, 25, 5), "int8")
+        e = call("qnn.conv2d", x, const(ints((16, 1, 3, 3), np.int8)), padding=(1, 1, 1, 1), groups=16,
+                 input_zero_point=-5, kernel_zero_point=3)
+        return IRModule.from_expr(e), {"x": ints((1, 16, 25, 5), np.int8)}
+    if kind == "depthwise_strided":  # stride 2, dilation along the rows
+        x = var("x", (1, 8, 11, 9), "uint8")
+        e = call("qnn.conv2d", x, const(ints((8, 1, 3, 2), np.uint8)), padding=(2, 1, 2, 0), groups=8,
+                 strides=(2, 2), dilation=(2, 1), input_zero_point=128, kernel_zero_point=255)
+        return IRModule.from_expr(e), {"x": ints((1, 8, 11, 9), np.uint8)}
     assert kind == "matmul"  # rows packed, b transposed (u8 x s8) with both zero points: int16
     a = var("a", (6, 40), "uint8")
     e = call("qnn.matmul", a, const(ints((40, 9), np.int8)), a_zero_point=128, b_zero_point=-2)
@@ -167,7 +202,8 @@ def _model(kind: str) -> tuple[IRModule, dict[str, np.ndarray]]:
 
 
 KERNEL = {"conv_rows": "plait_dot2_u8_s8", "conv_window": "plait_dot2_u8_s8", "conv_int16": "plait_dot2_s16_s16",
-          "dense": "plait_dot2_s8z_s8", "matmul": "plait_dot2_s16_s16"}
+          "dense": "plait_dot2_s8z_s8", "matmul": "plait_dot2_s16_s16", "depthwise": "plait_dw2_s16",
+          "depthwise_strided": "plait_dw2_s16"}
 KINDS = tuple(KERNEL)
 
 
@@ -176,7 +212,7 @@ def test_cortex_m4f_code_calls_the_kernels_and_m3_code_does_not(kind):
     mod, _ = _model(kind)
     src4 = plait.build(mod, target="c -mcpu=cortex-m4f").lib.source  # type: ignore[attr-defined]
     src3 = plait.build(mod, target="c -mcpu=cortex-m3").lib.source  # type: ignore[attr-defined]
-    assert set(re.findall(r"(plait_dot2?_\w+)\(&", src4)) == {KERNEL[kind]}  # (two outputs per call)
+    assert set(re.findall(r"(plait_d(?:ot2?|w2)_\w+)\(&", src4)) == {KERNEL[kind]}  # (two outputs per call)
     assert "plait_dot_" not in src3
     assert "const int8_t* restrict p0" in src4 or "const uint8_t* restrict p0" in src4  # (read, not written)
 
@@ -195,4 +231,5 @@ def test_firmware_equals_the_reference(tmp_path, kind, target):
         elf = next((tmp_path / "fw").rglob("*.elf"))
         asm = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True,
                              check=True).stdout
-        assert ("\tsmlad\t" in asm) == ("cortex-m3" not in target)
+        insn = "\tsmlatt\t" if kind.startswith("depthwise") else "\tsmlad\t"  # (depthwise: a channel per half)
+        assert (insn in asm) == ("cortex-m3" not in target)

@@ -1,7 +1,8 @@
 """The SMLAD dot-product kernels in the default rules (plait/schedule/dsp_dot.py): only a Cortex-M core with
 paired 16-bit MACs gets them; the TIR of a packed convolution's dot stage with one output and two outputs per
-call (knob ``dot_pairs``); the cost model prices a call as its kernel's body; a kernel's read-only pointers
-keep a parameter const and its output pointer is written. No compiler needed (the kernels' numbers:
+call (knob ``dot_pairs``), and of a channels-last depthwise convolution, two channels per call (knob
+``channel_pairs``); the cost model prices a call as its kernel's body; a kernel's read-only pointers keep a
+parameter const and its output pointer is written. No compiler needed (the kernels' numbers:
 tests/embedded/test_dsp_dot.py)."""
 
 from __future__ import annotations
@@ -70,3 +71,19 @@ def test_the_cost_model_prices_the_kernels_body():
     paired = estimate_cost(_conv(M4F), M4F).cycles
     loops = estimate_cost(_conv(M4F, {"T_qnn_conv2d_dot_i.dot": False}), M4F).cycles  # the loop (no kernel)
     assert paired < single < loops
+
+
+def test_a_channels_last_depthwise_convolution_takes_two_channels_per_call():
+    a, w = var("a", (1, 64, 25, 5), "int8"), var("w", (64, 1, 3, 3), "int8")
+    e = call("qnn.conv2d", a, w, padding=(1, 1, 1, 1), groups=64, input_zero_point=-5)
+    fn = infer_type(IRModule.from_expr(Function((a, w), e, None, Attrs({"Primitive": 1, "name": "q"}))))["main"]
+    func = lower_function(fn, "q", M4F)
+    (dw,) = _externs(func)
+    # kh, kw, then the taps' strides in the packed input (rows of 7 x 64, columns of 64) and the weights
+    assert dw.name == "plait_dw2_s16" and [x.value for x in dw.args[3:]] == [3, 3, 448, 64, 192, 64]
+    assert "T_qnn_conv2d_nhwc_ch_o in serial(0, 32)" in str(func)
+    assert kernel_ops(dw, machine_for(M4F)) == (20, 11, 18)
+    with knobs.using({"T_qnn_conv2d_nhwc_i.channel_pairs": False}):
+        loops = lower_function(fn, "q", M4F)
+    assert not _externs(loops) and estimate_cost(func, M4F).cycles < estimate_cost(loops, M4F).cycles
+    assert not _externs(lower_function(fn, "q", "c -mcpu=cortex-m3"))

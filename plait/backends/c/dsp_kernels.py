@@ -149,12 +149,42 @@ def _pair_source(a: str, za: bool, b: str, zb: bool) -> str:
         ""])
 
 
+DW2 = r"""
+static inline void plait_dw2_s16(const void* xv, const void* wv, int32_t* out, int32_t kh, int32_t kw, int32_t xr,
+                                 int32_t xc, int32_t wr, int32_t wc) {
+  const int16_t* x = (const int16_t*)xv;
+  const int16_t* w = (const int16_t*)wv;
+  int32_t s0 = 0, s1 = 0;
+  for (int32_t ry = 0; ry < kh; ++ry, x += xr, w += wr) {
+    #pragma GCC unroll 8
+    for (int32_t rx = 0; rx < kw; ++rx) {
+#if defined(PLAIT_DSP_DOT)
+      uint32_t a, b;
+      memcpy(&a, x + rx * xc, 4); memcpy(&b, w + rx * wc, 4);
+      s0 = __smlabb(a, b, s0); s1 = __smlatt(a, b, s1);
+#else
+      s0 += (int32_t)x[rx * xc] * (int32_t)w[rx * wc];
+      s1 += (int32_t)x[rx * xc + 1] * (int32_t)w[rx * wc + 1];
+#endif
+    }
+  }
+  out[0] = s0;
+  out[1] = s1;
+}
+"""
+"""``plait_dw2_s16(x, w, out, kh, kw, xr, xc, wr, wc)``: a depthwise convolution's two adjacent channels
+(channels-last int16, :func:`plait.schedule.dsp_dot.channel_pairs`): ``out[k] = sum over ry < kh, rx < kw``
+of ``x[ry * xr + rx * xc + k] * w[ry * wr + rx * wc + k]``; with DSP one word of each per tap holds both
+channels, ``SMLABB`` and ``SMLATT`` multiply their low and high halves (half the loads of two
+channels' halfword loops)."""
+
+
 def dot_kernels() -> dict[str, str]:
     """Kernel name -> its C source (needs <stdint.h>, <string.h>), for every pair of operand types."""
     head = "#include <string.h>\n" + _PRELUDE
     kinds = [("s16", False, "s16", False)] + [(a, za, b, zb) for a in ("u8", "s8") for b in ("u8", "s8")
                                               for za in (False, True) for zb in (False, True)]
-    out = {}
+    out = {"plait_dw2_s16": head + DW2}
     for k in kinds:
         out[kernel_name(*k)] = head + _source(*k)
         out[pair_kernel_name(*k)] = head + _pair_source(*k)
