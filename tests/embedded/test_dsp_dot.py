@@ -1,10 +1,11 @@
 """The SMLAD dot-product kernels of Cortex-M cores with the DSP extension (plait/backends/c/dsp_kernels.py,
-put in by plait/schedule/dsp_dot.py): every kernel, compiled for a Cortex-M4 and a Cortex-M7 (the DSP body:
+put in by plait/schedule/dsp_dot.py): every kernel, compiled for a Cortex-M4, M7 and M55 (the DSP body:
 ``smlad`` in the object code) and for a Cortex-M3 and the host (the plain C body), gives the numpy sums on
 runs of every length around its 8-element steps, at unaligned addresses, with extreme values and zero points
 (and the depthwise kernel, two channels per call, over windows of several shapes); int8 convolutions
 (depthwise ones included) and products built for cortex-m4f / cortex-m7f call the kernels and their AOT
-firmware equals the reference on QEMU, and a cortex-m3 build (no DSP: the loops) the same numbers."""
+firmware (and cortex-m55's) equals the reference on QEMU, and a cortex-m3 build (no DSP: the loops) the same
+numbers."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ void put(const int32_t* s, int count) {
 
 @needs_qemu
 @pytest.mark.parametrize("cpu,board,dsp", [("cortex-m4", "mps2-an386", True), ("cortex-m7", "mps2-an500", True),
-                                           ("cortex-m3", "mps2-an385", False)])
+                                           ("cortex-m55", "mps3-an547", True), ("cortex-m3", "mps2-an385", False)])
 def test_the_kernels_on_emulated_cores(tmp_path, cpu, board, dsp):
     cases = _cases()
     b = get_board(board)
@@ -219,7 +220,7 @@ def test_cortex_m4f_code_calls_the_kernels_and_m3_code_does_not(kind):
 
 @needs_qemu
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("target", ["c -mcpu=cortex-m4f", "c -mcpu=cortex-m7f", "c -mcpu=cortex-m3"])
+@pytest.mark.parametrize("target", ["c -mcpu=cortex-m4f", "c -mcpu=cortex-m7f", "c -mcpu=cortex-m55", "c -mcpu=cortex-m3"])
 def test_firmware_equals_the_reference(tmp_path, kind, target):
     mod, inputs = _model(kind)
     art = plait.build(mod, target=target, executor="aot",
