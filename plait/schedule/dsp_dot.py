@@ -13,8 +13,7 @@ the kernel's instructions (:func:`kernel_ops`).
 
 from __future__ import annotations
 
-from typing import Any
-
+from plait.tir.dtype import int_range
 from plait.tir.expr import AddressOf, Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub, Var
 from plait.tir.functor import StmtExprMutator, substitute
 from plait.tir.op import address_of, call_extern
@@ -81,6 +80,8 @@ def dsp_dot(func: PrimFunc, root: str) -> PrimFunc | None:
     ta, tb = la.buffer.dtype, lb.buffer.dtype
     if ("int16" in (ta, tb)) and (ta != tb or za or zb):
         return None
+    if not all(int_range(t)[0] <= z <= int_range(t)[1] for t, z in ((ta, za), (tb, zb))):
+        return None  # (a value minus a zero point of its type lies in [-255, 255]: SSUB16 is exact)
     r = loop.loop_var
     for ld in (la, lb):
         if not contiguous(ld.indices, r, 1, ld.buffer.static_shape):
