@@ -29,7 +29,9 @@ The model (its constants and the checks behind them are in docs/schedules.md):
   ``ops_per_cycle``; on values wider than the core's word (``machine.word_bits``: int64 on a 32-bit
   core, the fixed-point requantization) ``machine.wide_op_cycles``, a product ``wide_mul_cycles``.
   Integer <-> float casts are float instructions (libgcc calls without an FPU), integer widening and
-  narrowing are free;
+  narrowing are free; a call of an SMLAD dot-product kernel (Cortex-M with DSP,
+  :mod:`plait.schedule.dsp_dot`) costs the loads, integer instructions and MACs of its body
+  (:func:`plait.schedule.dsp_dot.kernel_ops`);
 - superscalar machines (``ops_per_cycle > 1``) overlap float work, memory instructions and integer
   work (max); single-issue ones add them;
 - memory: ``bytes`` counts each non-``local`` buffer read once and each written once (compulsory
@@ -55,6 +57,7 @@ from plait.tir.expr import (
 )
 from plait.tir.functor import pre_order
 from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
+from plait.schedule.dsp_dot import kernel_ops
 from plait.schedule.machine import Machine
 
 SYMBOLIC_EXTENT = 16
@@ -99,6 +102,7 @@ class _Ops:
     ints: float = 0.0  # comparisons and logic (conditions)
     iops: float = 0.0  # integer instructions on data (not addresses)
     icycles: float = 0.0  # cycles of integer multiplies and multiply-accumulates on data
+    kloads: float = 0.0  # loads inside plait's kernel calls (dot products: dsp_dot.kernel_ops)
 
 
 def _expr_ops(e: PrimExpr, m: Machine, ops: _Ops, loads: list[BufferLoad]) -> None:
@@ -106,6 +110,8 @@ def _expr_ops(e: PrimExpr, m: Machine, ops: _Ops, loads: list[BufferLoad]) -> No
     for n in pre_order(e):
         if isinstance(n, BufferLoad):
             loads.append(n)
+        elif isinstance(n, Call) and (k := kernel_ops(n, m)) is not None:  # an SMLAD dot-product kernel
+            ops.kloads, ops.iops, ops.icycles = ops.kloads + k[0], ops.iops + k[1], ops.icycles + k[2]
         elif isinstance(n, Call) and n.kind == "intrin":
             dt = n.args[0].dtype if n.args else "float32"
             if n.name in CHEAP_INTRINSICS:
@@ -289,6 +295,7 @@ class _Walker:
                   for ld in loads if ld.buffer.scope != "local")
         if store is not None and store.scope != "local":
             mem += n
+        mem += n * ops.kloads
         scalar_n = float(np.prod([_extent(lp) for lp in loops]))
         nf = self.count(loops, dtype, passes=True) if ops.fops and 0 < m.fma_bits < m.simd_bits else n
         fp = nf * (ops.fops / m.fma_per_cycle if m.fma_per_cycle > 0 else 0.0) + n * ops.soft * m.soft_float_cycles

@@ -4,8 +4,8 @@ The integer convolutions with one group are computed as dot products over packed
 rows (:mod:`plait.op.qnn_nn`): a reduction whose innermost reduce loop reads 8/16-bit integers
 contiguously in every load, widened to int32, multiplied and summed. gcc vectorizes exactly that
 loop with its dot-product pattern (``vpdpbusd`` / ``pmaddubsw`` for u8 x s8, ``vpdpwssd`` /
-``pmaddwd`` for s16 x s16, SMLAD on Cortex-M cores with the DSP extension) as long as the loop is
-left alone: the float rules' register tiles and ``rfactor`` turn it into elementwise widening
+``pmaddwd`` for s16 x s16; on Cortex-M cores with the DSP extension only SMLABB, so there the loop
+becomes a call of an SMLAD kernel, :mod:`plait.schedule.dsp_dot`) as long as the loop is left alone: the float rules' register tiles and ``rfactor`` turn it into elementwise widening
 multiplies, 5-20x slower. So :func:`int_stage` claims such a stage and keeps its loop nest (the
 reduce loops innermost, the accumulator a scalar), and the packing stages get their last loop
 split by the channel count so that their index arithmetic is a plain (channel, column) pair
@@ -28,6 +28,7 @@ from plait.tir.op import address_of, call_extern
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
+from plait.schedule.dsp_dot import channel_pairs, dsp_dot, pair_outputs, uses_dsp_dot
 from plait.schedule.loops import finish
 from plait.schedule.errors import ScheduleError
 from plait.schedule.machine import Machine
@@ -459,6 +460,9 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     if st.name.endswith("_outer") and (done := _outer_kernel(func, st, m.lanes("int32"))) is not None:
         return done
     if st.is_reduction:
+        if uses_dsp_dot(m) and not dot_loop(st) and knobs.choose(f"{root}.channel_pairs", (True, False), True) and \
+                (done := channel_pairs(func, root)) is not None:  # (depthwise, channels-last: SMLABB/SMLATT)
+            return done
         if not dot_loop(st):
             lanes = m.lanes("int32")
             return (_pixel_rows(func, st, root, lanes) or _fused_sum(func, st, root)) if lanes > 1 else None
@@ -471,6 +475,8 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
                 func, st = sch.func, analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
             except ScheduleError:
                 pass
+        if uses_dsp_dot(m) and (done := dsp_dot(func, root)) is not None:  # SMLAD kernels (Cortex-M DSP)
+            return (pair_outputs(done, root) or done) if knobs.choose(f"{root}.dot_pairs", (True, False), True) else done
         func = _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \

@@ -13,6 +13,7 @@ from plait.tir.equal import structural_equal
 from plait.tir.expr import Add, AddressOf, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var
 from plait.tir.functor import pre_order
 from plait.tir.int_bounds import IntBounds
+from plait.tir.op import written_args
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc, Stmt
 
 V = TypeVar("V")  # an emitted value: C text, an LLVM register...
@@ -78,6 +79,29 @@ def static_index_terms(dims: tuple[PrimExpr, ...], nodes: tuple[PrimExpr, ...], 
     return terms, const
 
 
+def written_buffers(func: PrimFunc) -> set[Buffer]:
+    """The buffers ``func`` may write: those it stores to and those whose address it takes, except an
+    address passed to a kernel at a position it only reads (:func:`plait.tir.op.written_args`: such a
+    parameter stays ``const``)."""
+    out: set[Buffer] = set()
+    stack: list[Any] = [func.body]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, (BufferStore, AddressOf)):
+            out.add(n.buffer)
+        writes = written_args(n) if isinstance(n, Call) else None
+        if writes is not None:  # (the indices of the addresses it only reads are still walked)
+            for k, a in enumerate(n.args):
+                stack.extend(a.indices if isinstance(a, AddressOf) and k not in writes else (a,))
+            continue
+        stack.extend(n._children())
+    return out
+
+
 class FunctionEmitterBase(Generic[V]):
     """One PrimFunc -> one function of the target language. Subclasses set ``language`` (for
     messages) and ``error`` (the exception class), implement ``function()`` and one ``stmt_<kind>``
@@ -89,8 +113,7 @@ class FunctionEmitterBase(Generic[V]):
 
     def __init__(self, func: PrimFunc, where: str):
         self.func, self.where = func, where
-        nodes = list(pre_order(func.body, unique=True))
-        self.written = {n.buffer for n in nodes if isinstance(n, (BufferStore, AddressOf))}
+        self.written = written_buffers(func)
         self.int_bounds = IntBounds(func)
 
     def fail(self, msg: str) -> PlaitError:

@@ -85,7 +85,9 @@ def test_explain_prices_int8_far_below_float_on_the_m0(models, capsys):
     f, q = explain(models["float"], capsys), explain(models["qdq"], capsys)
     one = {r: {p: v["seconds"] for p, v in rep["single_piece"].items()} for r, rep in (("float", f), ("int8", q))}
     assert one["int8"]["low_power_cpu"] < one["float"]["low_power_cpu"] / 5  # soft float against MULS + ADDS
-    assert 0.7 < one["int8"]["inference_cpu"] / one["float"]["inference_cpu"] < 1.4  # an FPU: about the same
+    # an FPU, and SMLAD for the int8 dot products (two MACs per instruction): about half (measured on QEMU:
+    # 0.38x the float model's instructions, bench/quant_m0.py)
+    assert 0.3 < one["int8"]["inference_cpu"] / one["float"]["inference_cpu"] < 0.7
     # per convolution too: every int8 convolution on the M0 below a quarter of its float counterpart
     conv = {r: [c["costs"]["low_power_cpu"]["seconds"] for c in rep["calls"] if c["op"] in ("nn.conv2d", "qnn.conv2d")]
             for r, rep in (("float", f), ("int8", q))}

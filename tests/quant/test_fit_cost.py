@@ -65,12 +65,13 @@ def test_int8_on_the_m0_is_far_below_float(shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_int8_on_the_m7f_costs_about_as_float(shape):
-    # an FPU: one float multiply-add per cycle, about what a scalar integer multiply-accumulate costs
-    # (the packed depthwise form's int16 pairs, SMLAD, make int8 somewhat cheaper there)
+def test_int8_on_the_m7f_costs_at_most_as_float(shape):
+    # an FPU: one float multiply-add per cycle, about what a scalar integer multiply-accumulate costs; the
+    # int8 dot products are SMLAD kernels (two MACs per instruction, plait/schedule/dsp_dot.py: the pointwise
+    # convolution less than half), the depthwise form's int16 pairs priced as SMLAD too
     f = cycles(conv("float32", *SHAPES[shape]), M7F)
     i8 = cycles(conv("int8", *SHAPES[shape]), M7F)  # float requantization, the M7F's default
-    assert 0.5 * f < i8 < 1.3 * f
+    assert (0.3 if shape == "pointwise" else 0.5) * f < i8 < (0.6 if shape == "pointwise" else 1.3) * f
     # with an FPU the float requantization is the cheaper one (fixed: 64-bit arithmetic on a 32-bit core)
     assert i8 < cycles(conv("int8", *SHAPES[shape]), M7F, fixed=True)
 

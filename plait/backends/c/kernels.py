@@ -8,9 +8,14 @@ bit-identical), chosen at compile time.
 ``[o/16, c/4, 16, 4]``, ``sums`` int32 ``[n, o, p]``. With AVX-512 VNNI, 16 output channels in the
 lanes of one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes,
 blocks of 4 pixels; no horizontal sums.
+
+``plait_dot_<a>_<b>(a, b, n, za, zb)``: an int8 / int16 dot product, SMLAD on Cortex-M cores with the
+DSP extension (:mod:`plait.backends.c.dsp_kernels`).
 """
 
 from __future__ import annotations
+
+from plait.backends.c.dsp_kernels import dot_kernels
 
 OUTER = r"""
 #include <string.h>
@@ -80,7 +85,7 @@ static void plait_q8_outer(const void* xv, const void* wv, void* sv, int32_t n, 
 }
 """
 
-KERNELS = {"plait_q8_outer": OUTER}
+KERNELS = {"plait_q8_outer": OUTER, **dot_kernels()}
 """Kernel name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
 
 __all__ = ["KERNELS"]
