@@ -197,6 +197,12 @@ def _facts(target: Any) -> dict[str, Any]:
             "vnni": as_c and m.rules != "microcontroller" and _vnni(target)}
 
 
+def target_facts(target: Any) -> dict[str, Any]:
+    """The compute facts of ``target`` (:func:`_facts`), for passes that choose what to rewrite by
+    the forms the computes will take (the ``c`` kind's channels-last legalization)."""
+    return _facts(target)
+
+
 def _vnni(target: Any) -> bool:
     """Whether C compiled for ``target`` has AVX512-VNNI: its ``-int8-dot`` option when the kind has
     one and it is set, else this machine's CPU (host C is built with ``-march=native``)."""
@@ -461,4 +467,5 @@ class LowerToTIR(Pass):
 
 
 __all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "resolve_target", "single_call_function",
+           "target_facts",
            "strip_meta", "UniqueNames"]
