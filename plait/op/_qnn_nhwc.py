@@ -50,7 +50,11 @@ def _static(*shapes: Any) -> bool:
 
 def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str | None:
     """The channels-last form of a ``qnn.conv2d`` of data ``x_shape`` (``[N, H, W, C]``) and weight
-    ``w_shape`` (module docstring): ``"outer"``, ``"depthwise"`` or None (the direct loop nest)."""
+    ``w_shape`` (module docstring): ``"outer"``, ``"depthwise"``, ``"packed"`` (one group, a packed
+    form of the NCHW convolution but ``"outer"``: :func:`plait.op.qnn_nn.packed_conv`, its packs
+    copied without a transposition) or None (the direct loop nest)."""
+    from plait.op.qnn_nn import packed_conv
+
     if not _static(x_shape, w_shape) or len(x_shape) != 4 or not packs():
         return None
     c, (o, cg, _, _), g = x_shape[3], w_shape, attrs["groups"]
@@ -60,6 +64,12 @@ def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str
             compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512 and \
             compute_fact("vnni", False):
         return "outer"
+    mode = packed_conv((x_shape[0], c, x_shape[1], x_shape[2]), w_shape, attrs)
+    if mode is not None and mode != "outer":
+        return "packed"
+    if g == 1 and o >= MIN_CHANNEL_VECTORS and not any(attrs["padding"]) and \
+            compute_fact("simd_bits", 128) >= 256:
+        return "channels"
     return None
 
 
@@ -147,6 +157,29 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     return make(op, out_shape, body)
 
 
+MIN_CHANNEL_VECTORS = 32
+"""The ``"channels"`` form takes a convolution of one group, no padding and at least this many output
+channels that no packed form takes (too few input channels for dot products: mobilenet's 1x1
+expansions over 8, 16 or 24 channels under LLVM): the weight packed ``[KH, KW, C, O]`` as int16 minus
+its zero point, each output pixel's ``O`` sums vectorized along the output channels (int_rules'
+pixel rows, the reduction outside the vector loop: an outer product per input channel)."""
+
+
+def _channels(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
+    o, c, kh, kw = shape_of(wt, op)
+    s, d = attrs["strides"], attrs["dilation"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    wq = make(op, (kh, kw, c, o), lambda ry, rx, ch, oc: tir.cast("int16", _widened(wt[oc, ch, ry, rx], zw)),
+              "wpack", inline=False)
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, oc: PrimExpr) -> Any:
+        ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, c), "rc")
+        xv = _widened(x[i, y * s[0] + ry * d[0], z * s[1] + rx * d[1], rc], zx)
+        return te.sum(xv * tir.cast("int32", wq[ry, rx, rc, oc]), axis=[ry, rx, rc])
+
+    return make(op, out_shape, body)
+
+
 def _direct(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     _, h, w, _ = shape_of(x, op)
     o, cg, kh, kw = shape_of(wt, op)
@@ -167,10 +200,18 @@ def _direct(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     return make(op, out_shape, body)
 
 
-def nhwc_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
-    """The TE compute of a channels-last ``qnn.conv2d`` (its :func:`nhwc_form`)."""
-    form = nhwc_form(shape_of(x, op), shape_of(wt, op), wt.dtype, attrs)
-    return {"outer": _outer, "depthwise": _depthwise, None: _direct}[form](op, x, wt, attrs, out_shape)
+def nhwc_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, packed: Any) -> Any:
+    """The TE compute of a channels-last ``qnn.conv2d`` (its :func:`nhwc_form`; ``packed``:
+    ``qnn_nn._packed_conv2d``)."""
+    xs = shape_of(x, op)
+    form = nhwc_form(xs, shape_of(wt, op), wt.dtype, attrs)
+    if form == "packed":
+        from plait.op.qnn_nn import packed_conv
+
+        mode = packed_conv((xs[0], xs[3], xs[1], xs[2]), shape_of(wt, op), attrs)
+        return packed(op, x, wt, attrs, out_shape, mode, nhwc=True)
+    forms = {"outer": _outer, "depthwise": _depthwise, "channels": _channels, None: _direct}
+    return forms[form](op, x, wt, attrs, out_shape)
 
 
 __all__ = ["LANES", "MIN_OUTER_CHANNELS", "STEP", "nhwc_conv2d", "nhwc_form"]

@@ -250,11 +250,17 @@ def window_layout(kh: int, row: int) -> tuple[int, int]:
     return run, -(-(kh * run) // WINDOW_ALIGN) * WINDOW_ALIGN
 
 
-def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str) -> Any:
-    """The convolution as dot products over channels-last packed input and weight rows."""
-    n, c, h, w = shape_of(x, op)
+def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str, nhwc: bool = False) -> Any:
+    """The convolution as dot products over channels-last packed input and weight rows (``nhwc``: the
+    data and the result channels-last, ``data_layout="NHWC"``: the same packs, copied without a
+    transposition; not the ``"outer"`` mode)."""
+    if nhwc:
+        n, h, w, c = shape_of(x, op)
+        oh, ow = out_shape[1], out_shape[2]
+    else:
+        n, c, h, w = shape_of(x, op)
+        oh, ow = out_shape[2], out_shape[3]
     o, _, kh, kw = shape_of(wt, op)
-    oh, ow = out_shape[2], out_shape[3]
     s, d = attrs["strides"], attrs["dilation"]
     top, left, bottom, right = attrs["padding"]
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
@@ -264,7 +270,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
     mode = "rows" if mode in ("stacked", "outer") and not u8 else mode  # (int16 stacks would divide per element)
 
     def xval(i: PrimExpr, ch: PrimExpr, iy: PrimExpr, ix: PrimExpr) -> PrimExpr:
-        v = x[i, ch, iy, ix]
+        v = x[i, iy, ix, ch] if nhwc else x[i, ch, iy, ix]
         if u8:
             v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
         else:
@@ -356,11 +362,15 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
             wi, axes = (oc, ry, rx * c + rc), [ry, rx, rc]
         return te.sum(tir.cast("int32", xq[xi]) * tir.cast("int32", wq[wi]), axis=axes)
 
+    def out(f: Callable[..., Any]) -> Callable[..., Any]:  # (an output index in the result's layout)
+        return (lambda i, y, z, oc: f(i, oc, y, z)) if nhwc else f
+
+    at = (lambda t, i, oc, y, z: t[i, y, z, oc]) if nhwc else (lambda t, i, oc, y, z: t[i, oc, y, z])
     if (not pad or not u8) and mode != "outer":
-        return make(op, out_shape, body)
-    acc = make(op, out_shape, body, "outer" if mode == "outer" else "dot")  # ("outer": int_rules' kernel)
+        return make(op, out_shape, out(body))
+    acc = make(op, out_shape, out(body), "outer" if mode == "outer" else "dot")  # ("outer": int_rules' kernel)
     if not pad:
-        return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z])
+        return make(op, out_shape, out(lambda i, oc, y, z: at(acc, i, oc, y, z)))
     wrows, wlen = (1, kp) if mode in ("window", "stacked") else (kh, row)  # (zero weights past k)
 
     def wsum(oc: PrimExpr) -> Any:
@@ -371,7 +381,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
         return te.sum(tir.cast("int32", wq[oc, ry, rk]), axis=[ry, rk])
 
     ws = make(op, (o,), wsum, "wsum")
-    return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z] - ws[oc] * pad)
+    return make(op, out_shape, out(lambda i, oc, y, z: at(acc, i, oc, y, z) - ws[oc] * pad))
 
 
 @defop.compute("qnn.conv2d")
@@ -381,7 +391,7 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     o, cg, kh, kw = shape_of(wt, op)
     out_shape, _ = out_tensor_type(out_type, op)
     if attrs["data_layout"] == "NHWC":
-        return nhwc_conv2d(op, x, wt, attrs, out_shape)
+        return nhwc_conv2d(op, x, wt, attrs, out_shape, _packed_conv2d)
     mode = packed_conv(shape_of(x, op), (o, cg, kh, kw), attrs)
     if mode is not None:
         return _packed_conv2d(op, x, wt, attrs, out_shape, mode)

@@ -595,7 +595,8 @@ def _conv_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
                                          rows[1], cols[1])]
     call = Evaluate(call_extern("void", CONV_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
     sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    try:  # (the epilogue along whole rows of channels: one run of OH * OW * O)
+    try:  # (the epilogue along the channels; 8 of them stay scalar: gcc has no 8-byte int8 vector, and
+        # a fused run of pixels x channels gathers the per-channel parameters: not vectorized either)
         sch.vectorize(st.spatial[3].loop_var.name)
     except ScheduleError:
         pass

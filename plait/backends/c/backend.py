@@ -474,7 +474,7 @@ class CBackend(Backend):
         passes: list = [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
         facts = target_facts(target)
         if facts.get("vnni") and facts.get("simd_bits", 0) >= 512:
-            passes.append(ChannelsLast(tuple(sorted(facts.items()))))
+            passes.append(ChannelsLast(tuple(sorted(facts.items())), forms=("outer", "depthwise", "packed")))
         return passes
 
     def compiler(self, target: Any, host_simulation: bool = False) -> str:

@@ -304,6 +304,18 @@ class LLVMBackend(Backend):
     def validate(self, options: dict[str, Any]) -> None:
         _validate_llvm(options)
 
+    def legalize(self, target: Any) -> list:
+        """int8 convolutions channels-last (:class:`plait.relay.passes.ChannelsLast`: the packed dot
+        products and the depthwise sums without their transposing copies) on a host with vectors of
+        at least 256 bits (compute fact ``simd_bits``)."""
+        from plait.lowering.lower import target_facts
+        from plait.relay.passes import ChannelsLast
+
+        facts = target_facts(target)
+        if facts.get("simd_bits", 0) < 256:
+            return []
+        return [ChannelsLast(tuple(sorted(facts.items())), forms=("packed", "depthwise", "channels"))]
+
     def tir_to_runtime(self, mod: Any, target: Any) -> Any:
         return build_llvm(mod, target)
 

@@ -47,14 +47,10 @@ def _type(e: Expr) -> TensorType | None:
     return t if isinstance(t, TensorType) and t.is_static else None
 
 
-def _moves_nothing(shape: tuple) -> bool:
-    """Whether transposing between NCHW and NHWC leaves the elements in place (``shape`` NCHW)."""
-    return shape[1] == 1 or shape[2] * shape[3] == 1
-
-
 def _relayout(v: Expr, nchw_shape: tuple, perm: tuple[int, ...]) -> Expr:
-    """``v`` transposed by ``perm`` (a reshape when no element moves)."""
-    if _moves_nothing(nchw_shape):
+    """``v`` transposed by ``perm`` (a reshape when no element moves: one pixel; one channel is left a
+    transpose, whose loop nest fused after a producer stays a plain copy, a reshape's does not)."""
+    if nchw_shape[2] * nchw_shape[3] == 1:
         shape = nchw_shape if perm == TO_NCHW else tuple(nchw_shape[p] for p in TO_NHWC)
         return call("reshape", v, newshape=shape)
     return call("transpose", v, axes=perm)
