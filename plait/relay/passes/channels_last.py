@@ -47,6 +47,15 @@ def _type(e: Expr) -> TensorType | None:
     return t if isinstance(t, TensorType) and t.is_static else None
 
 
+def _form(conv: Call) -> str | None:
+    """The channels-last form (:func:`nhwc_form`) an NCHW ``qnn.conv2d`` would take, None for none."""
+    xt, wt = _type(conv.args[0]), _type(conv.args[1])
+    if conv.attrs["data_layout"] != "NCHW" or xt is None or wt is None or xt.ndim != 4:
+        return None
+    n, c, h, w = xt.shape
+    return nhwc_form((n, h, w, c), wt.shape, wt.dtype, conv.attrs)
+
+
 def _relayout(v: Expr, nchw_shape: tuple, perm: tuple[int, ...]) -> Expr:
     """``v`` transposed by ``perm`` (a reshape when no element moves: one pixel; one channel is left a
     transpose, whose loop nest fused after a producer stays a plain copy, a reshape's does not)."""
@@ -111,13 +120,9 @@ class _ToChannelsLast(ExprMutator):
         return post
 
     def _conv(self, pre: Call, post: Expr) -> Expr:
+        if _form(pre) not in self.forms:
+            return post
         a = pre.attrs
-        xt, wt = _type(pre.args[0]), _type(pre.args[1])
-        if a["data_layout"] != "NCHW" or xt is None or wt is None or xt.ndim != 4:
-            return post
-        n, c, h, w = xt.shape
-        if nhwc_form((n, h, w, c), wt.shape, wt.dtype, a) not in self.forms:
-            return post
         new = call("qnn.conv2d", self._nhwc(pre.args[0]), self.memo[pre.args[1]], meta=pre.meta,
                    **{**a, "data_layout": "NHWC"})
         return self._channels_last(pre, new)
@@ -174,7 +179,11 @@ class ChannelsLast(Pass):
     ``forms``: the forms of :func:`nhwc_form` worth converting a convolution for."""
 
     facts: tuple[tuple[str, Any], ...] = ()
-    forms: tuple[str, ...] = ("outer", "depthwise")
+    forms: tuple[str, ...] = ("outer", "depthwise", "packed")
+    every_conv: bool = False
+    """Convert a function's convolutions only when every one of them has one of the ``forms`` (no
+    transposes between convolutions left NCHW and converted ones: the llvm kind, whose NHWC forms gain
+    less than such transposes cost)."""
     name: ClassVar[str] = "channels_last"
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
@@ -183,8 +192,9 @@ class ChannelsLast(Pass):
             for gname, fn in mod.relay_functions().items():
                 if any(isinstance(e, (If, Loop)) for e in post_order(fn.body)):
                     continue
-                if not any(isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "qnn.conv2d"
-                           for e in post_order(fn.body)):
+                convs = [e for e in post_order(fn.body) if isinstance(e, Call) and isinstance(e.op, Op)
+                         and e.op.name == "qnn.conv2d"]
+                if not convs or (self.every_conv and not all(_form(c) in self.forms for c in convs)):
                     continue
                 new = _ToChannelsLast(self.forms).visit(fn)
                 if new is not fn:
