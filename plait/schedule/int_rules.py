@@ -360,7 +360,8 @@ half the unrolled statements for gcc to compile)."""
 
 def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
     """A pack stage that transposes (NCHW int8 -> channels-last: stored contiguously along its
-    innermost loop, its loads strided there but contiguous along the loop just outside it) with no
+    innermost loop, its loads strided there but contiguous along an outer loop: the one just outside
+    it, or the channels of an NHWC -> NCHW transpose, moved there) with no
     bounds check (a 1x1 convolution's; with them the unrolled tile branches, 2x slower): both
     loops split by a divisor of their extent up to :data:`TRANSPOSE_TILE` (knob
     ``<root>.transpose_tile``: False leaves the stage alone), the two tile loops innermost and unrolled,
@@ -369,15 +370,17 @@ def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
     if st.is_reduction or len(st.stores) != 1 or len(st.spatial) < 2 or \
             any(isinstance(x, Select) for x in pre_order(st.stores[0].value)):  # (bounds checks: branches)
         return None
-    inner, outer = st.spatial[-1], st.spatial[-2]
+    inner = st.spatial[-1]
+    along = [lp for lp in st.spatial[:-1] if any(uses(ld.indices, lp.loop_var) for ld in st.loads()) and
+             all(contiguous(ld.indices, lp.loop_var, 1, ld.buffer.static_shape)
+                 for ld in st.loads() if uses(ld.indices, lp.loop_var))]
+    outer = along[-1] if along else st.spatial[-2]  # (NHWC -> NCHW: the channels, not just outside)
     ni, no = const_int(inner.extent), const_int(outer.extent)
     store = st.stores[0]
     loads = [ld for ld in st.loads() if uses(ld.indices, inner.loop_var)]
-    if ni is None or no is None or not loads or \
+    if ni is None or no is None or not loads or not along or \
             not contiguous(store.indices, inner.loop_var, 1, store.buffer.static_shape) or \
-            any(contiguous(ld.indices, inner.loop_var, 1, ld.buffer.static_shape) for ld in loads) or \
-            not all(contiguous(ld.indices, outer.loop_var, 1, ld.buffer.static_shape)
-                    for ld in st.loads() if uses(ld.indices, outer.loop_var)):
+            any(contiguous(ld.indices, inner.loop_var, 1, ld.buffer.static_shape) for ld in loads):
         return None
     bo = max(d for d in range(1, min(no, TRANSPOSE_TILE[0]) + 1) if no % d == 0)
     bi = max(d for d in range(1, min(ni, TRANSPOSE_TILE[1]) + 1) if ni % d == 0)
@@ -387,7 +390,8 @@ def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
     try:
         o_out, o_in = sch.split(outer.loop_var.name, [None, bo]) if bo < no else (None, outer.loop_var.name)
         i_out, i_in = sch.split(inner.loop_var.name, [None, bi]) if bi < ni else (None, inner.loop_var.name)
-        names = [lp.loop_var.name for lp in st.spatial[:-2]] + [x for x in (o_out, i_out) if x] + [o_in, i_in]
+        rest = [lp.loop_var.name for lp in st.spatial[:-1] if lp is not outer]
+        names = rest + [x for x in (o_out, i_out) if x] + [o_in, i_in]
         sch.reorder(*names)
         sch.unroll(o_in)
         sch.unroll(i_in)
