@@ -300,8 +300,8 @@ def legalized_group(calls: Sequence[Call], target: Any) -> Function | None:
     fusion group or one call, in topological order, the last one its output) after the Relay passes its
     kind legalizes with (:meth:`plait.target.backend.Backend.legalize`), which see the calls' constant
     arguments (a fixed-point requantization needs its scale): what placement prices. None when the kind
-    has no such passes, or when they leave the calls more than one group."""
-    passes = target.kind.backend.legalize(target)
+    has no such passes (:attr:`Pass.reprices`), or when they leave the calls more than one group."""
+    passes = [p for p in target.kind.backend.legalize(target) if p.reprices]
     if not passes:
         return None
     members = {c: i for i, c in enumerate(calls)}

@@ -196,6 +196,7 @@ class ChannelsLast(Pass):
     transposes between convolutions left NCHW and converted ones: the llvm kind, whose NHWC forms gain
     less than such transposes cost)."""
     name: ClassVar[str] = "channels_last"
+    reprices: ClassVar[bool] = False  # (placement prices the NCHW calls: one call alone gains transposes)
 
     def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         changed = {}
