@@ -84,6 +84,22 @@ def test_the_pass_leaves_no_transpose_between_consecutive_convolutions():
     np.testing.assert_array_equal(run(IRModule({"main": new}), [x]), run(mod, [x]))
 
 
+def test_a_residual_nchw_operand_shares_the_transpose_of_the_convolution_input():
+    x = var("x", (1, 16, 6, 6), "int8")
+    conv = _block(x, 16, 16, 3, k=(3, 3), padding=(1, 1, 1, 1))
+    res = call("qnn.add", conv, x, a_multiplier=0.5, b_multiplier=0.75, offset=-2.0)
+    mod = infer_type(IRModule.from_expr(Function((x,), res)))
+    new = PassContext(opt_level=2).run(ChannelsLast(FACTS), mod)["main"]
+    moves = [c for c in _ops(new) if c.op.name == "transpose"]
+    assert [tuple(c.attrs["axes"]) for c in moves] == [(0, 2, 3, 1), (0, 3, 1, 2)]  # in once, out once
+    assert all(c.meta["fusion"] == "relayout" for c in moves)  # (groups of their own in FuseOps)
+    (add,) = [c for c in _ops(new) if c.op.name == "qnn.add"]
+    assert add.args[1] is moves[0]
+    xv = _ints((1, 16, 6, 6), "int8", 9)
+    np.testing.assert_array_equal(run(IRModule({"main": new}), [xv]), run(mod, [xv]))
+    np.testing.assert_array_equal(GraphModule(plait.build(mod, target=HOST))(x=xv)[0], run(mod, [xv]))
+
+
 def test_the_pass_keeps_convolutions_without_a_form_nchw():
     x = var("x", (1, 12, 6, 6), "int8")
     grouped = _block(x, 12, 12, 1, groups=3, k=(3, 3), padding=(1, 1, 1, 1))  # (3 groups: no form)
