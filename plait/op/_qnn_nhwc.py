@@ -11,13 +11,18 @@ has a form for them:
   ``C % 4 == 0``, else copied once as a padded uint8 ``[N, H + pads, W + pads, CP]`` (an int8 input
   shifted by 128, the padding its zero point, the sums corrected by ``zero_point * sum(weights)``
   as the NCHW packed forms do). The sums are computed by the C kernel ``plait_q8_conv``
-  (:mod:`plait.backends.c.kernels`, put in by ``int_rules``): 16 output channels in the lanes of
+  (:mod:`plait.backends.c.kernels`, put in by :mod:`plait.schedule.int_kernels`): 16 output channels in the lanes of
   one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes, blocks
   of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes).
 - ``"depthwise"``: one input and one output channel per group, at least ``MIN_DEPTHWISE`` channels:
   the input packed ``[N, H + pads, (W + pads) * C]`` as int16 minus its zero point (a contiguous
   copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
   result: the channels-last depthwise form of :mod:`plait.op._qnn_planes` without its transposes.
+- ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op.qnn_nn.packed_conv`:
+  ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
+  elements: the same packs, copied from NHWC data without a transposition.
+- ``"channels"``: one group, no padding, at least :data:`MIN_CHANNEL_VECTORS` output channels: a
+  pixel's sums vectorized along the output channels.
 - otherwise (``None``: symbolic shapes, other groups, a machine without the facts) the direct loop
   nest, channels-last.
 
@@ -43,7 +48,7 @@ LANES, STEP = 16, 4
 MIN_OUTER_CHANNELS = 3
 """The ``"outer"`` form takes convolutions over at least this many input channels (fewer are padded
 to 4 with zeros: a 1- or 2-channel window wastes most of each ``vpdpbusd``; ds_cnn's 1-channel
-10 x 4 stem stays NCHW, its im2col ``"window"`` form)."""
+10 x 4 stem takes the ``"packed"`` im2col ``"window"`` form instead)."""
 
 
 MAX_PACKED_WEIGHT = 16384

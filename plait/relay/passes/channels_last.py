@@ -15,8 +15,8 @@ not care about the layout (ONNX Runtime's NhwcTransformer does the same with QLi
 - ``sum`` / ``mean`` (a global average pool: axes 2, 3 become 1, 2), ``concatenate`` of channels-last
   values (axis 1 becomes 3), a ``transpose`` (composed with the pending one; the identity vanishes).
 
-Anything else reads the NCHW value: one ``transpose`` back per value (a ``reshape`` when the
-transposition does not move any element: one channel, or one pixel). So between consecutive
+Anything else reads the NCHW value: one ``transpose`` back per value (a ``reshape`` when one pixel
+is left, as after a global average pool). So between consecutive
 convolutions (bias, requantization, residual adds) no transpose is left; one is left at each border
 of a channels-last region. Functions with control flow are left alone.
 """
@@ -41,7 +41,6 @@ from plait.relay.visitor import ExprMutator, post_order
 
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum", "qnn.add", "qnn.mul")
 UNARY = ("cast", "clip", "nn.relu", "qnn.lookup", "qnn.requantize")
-AXIS_PARAMS = ("qnn.requantize", "qnn.dequantize")  # (scale / zero point / multiplier along attribute axis)
 REDUCE = ("sum", "mean")
 
 
@@ -157,9 +156,10 @@ class _ToChannelsLast(ExprMutator):
 
     def _unary(self, pre: Call, post: Expr) -> Expr:
         attrs = dict(pre.attrs)
-        if pre.op.name in AXIS_PARAMS:  # type: ignore[union-attr]
+        if pre.op.name == "qnn.requantize":  # type: ignore[union-attr]
+            # (its scale, or multiplier and shift: per tensor, or along the attribute axis)
             params = [_type(p) for p in pre.args[1:]]
-            if any(p is None or p.ndim > 1 for p in params) or pre.attrs.get("block_size"):
+            if any(p is None or p.ndim > 1 for p in params):
                 return post
             if any(int(np.prod(p.shape)) > 1 for p in params if p is not None):
                 if attrs["axis"] % 4 != 1:
