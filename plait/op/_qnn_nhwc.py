@@ -168,7 +168,8 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
             tir.cast("int32", wq[ry, rx * c + ch])
         return te.sum(v, axis=[ry, rx])
 
-    return make(op, out_shape, body)
+    acc = make(op, out_shape, body, "dwc")  # (int_rules: the taps unrolled inside the channel vector loop)
+    return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])
 
 
 MIN_CHANNEL_VECTORS = 32

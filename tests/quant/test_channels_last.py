@@ -156,6 +156,8 @@ CONVS = [
     ((1, 1, 49, 10), "int8", 64, -7, dict(k=(10, 4), strides=(2, 2), padding=(4, 1, 5, 2))),
     ((1, 16, 10, 10), "int8", 32, 9, dict(k=(3, 3), padding=(1, 1, 1, 1), kernel_zero_point=3)),
     ((1, 3, 20, 20), "int8", 8, -3, dict(k=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))),
+    ((1, 64, 9, 7), "int8", 64, -128, dict(k=(3, 3), groups=64, strides=(2, 2), padding=(1, 1, 1, 1),
+                                          kernel_zero_point=1)),  # (taps unrolled in the channel loop)
 ]
 
 
