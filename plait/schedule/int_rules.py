@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Select, Var
 from plait.tir.functor import StmtExprMutator, pre_order
-from plait.tir.stmt import PrimFunc
+from plait.tir.stmt import For, PrimFunc
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
 from plait.schedule.loops import finish
@@ -89,11 +89,12 @@ estimate of these blocks is MAC-bound only unrolled."""
 DOT_UNROLL_MAX = 64
 
 
-def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
+def _block_outputs(func: PrimFunc, st: Stage, root: str, host: bool = True) -> PrimFunc:
     """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
     ``<root>.epilogue_block``; rows shorter than a block fused first, :data:`ROW_BLOCK`) and
     distribute the block loop over the accumulator's initialisation, the sums and the epilogue, so
-    that the epilogue is vectorized; the sums keep their innermost reduce loop."""
+    that the epilogue is vectorized; the sums keep their innermost reduce loop (short ones unrolled,
+    :data:`DOT_UNROLL`: on a microcontroller with vectors, Cortex-M55, only those of fused rows)."""
     if st.output is None or st.output is st.update or not st.spatial:
         return func
     sch = Schedule(func)
@@ -123,7 +124,7 @@ def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
                 sch.vectorize(loop)
             except ScheduleError:
                 pass
-    if (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
+    if (fused_rows or host) and (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
         # unrolled: independent short sums in flight (their horizontal adds overlap)
         unrolls = [d for d in range(1, min(b - 1, DOT_UNROLL) + 1) if b % d == 0]
         u = knobs.choose(f"{root}.dot_unroll", unrolls, unrolls[-1])
@@ -361,7 +362,7 @@ axis its loads run on and the axis its stores run on (8 x 4: as fast as 8 x 8 in
 half the unrolled statements for gcc to compile)."""
 
 
-def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
+def _tile_transpose(func: PrimFunc, st: Stage, root: str, any_outer: bool = True) -> PrimFunc | None:
     """A pack stage that transposes (NCHW int8 -> channels-last: stored contiguously along its
     innermost loop, its loads strided there but contiguous along an outer loop: the one just outside
     it, or the channels of an NHWC -> NCHW transpose, moved there) with no
@@ -374,14 +375,21 @@ def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
             any(isinstance(x, Select) for x in pre_order(st.stores[0].value)):  # (bounds checks: branches)
         return None
     inner = st.spatial[-1]
-    along = [lp for lp in st.spatial[:-1] if any(uses(ld.indices, lp.loop_var) for ld in st.loads()) and
-             all(contiguous(ld.indices, lp.loop_var, 1, ld.buffer.static_shape)
-                 for ld in st.loads() if uses(ld.indices, lp.loop_var))]
-    outer = along[-1] if along else st.spatial[-2]  # (NHWC -> NCHW: the channels, not just outside)
+
+    def along(lp: For) -> bool:  # (the loads that use the loop run contiguously along it)
+        return all(contiguous(ld.indices, lp.loop_var, 1, ld.buffer.static_shape)
+                   for ld in st.loads() if uses(ld.indices, lp.loop_var))
+
+    outer: For | None = st.spatial[-2] if along(st.spatial[-2]) else None
+    if outer is None and any_outer:  # (NHWC -> NCHW: the channels, moved just outside; SIMD machines)
+        outer = next((lp for lp in reversed(st.spatial[:-2]) if along(lp) and
+                      any(uses(ld.indices, lp.loop_var) for ld in st.loads())), None)
+    if outer is None:
+        return None
     ni, no = const_int(inner.extent), const_int(outer.extent)
     store = st.stores[0]
     loads = [ld for ld in st.loads() if uses(ld.indices, inner.loop_var)]
-    if ni is None or no is None or not loads or not along or \
+    if ni is None or no is None or not loads or \
             not contiguous(store.indices, inner.loop_var, 1, store.buffer.static_shape) or \
             any(contiguous(ld.indices, inner.loop_var, 1, ld.buffer.static_shape) for ld in loads):
         return None
@@ -514,7 +522,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
                 func, st = sch.func, analyze(sch.func, get_loop(sch.func, root, f"stage '{root}'"))
             except ScheduleError:
                 pass
-        func = _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
+        func = _block_outputs(func, st, root, m.rules != "microcontroller") if m.lanes("int32") > 1 else func
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
@@ -522,7 +530,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
-        tiled = _tile_transpose(func, st, root)  # an unpadded transposing pack (1x1 convolutions)
+        tiled = _tile_transpose(func, st, root, m.lanes("int32") > 1)  # an unpadded transposing pack (1x1 convolutions)
         if tiled is not None:
             return tiled
         if done is not None and knobs.choose(f"{root}.load_order", (True, False), True):
