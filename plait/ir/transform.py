@@ -46,6 +46,10 @@ class Pass:
 
     name: ClassVar[str] = "pass"
     opt_level: ClassVar[int] = 0
+    reprices: ClassVar[bool] = True
+    """(A backend's legalization, ``Backend.legalize``.) Whether placement prices a call's function
+    after this pass (``plait.lowering.lower.legalized_group``); False for a pass whose rewrite of a
+    chain is not the sum of its rewrites of single calls (the channels-last layout)."""
 
     def run(self, mod: Any, ctx: PassContext) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -197,6 +197,12 @@ def _facts(target: Any) -> dict[str, Any]:
             "vnni": as_c and m.rules != "microcontroller" and _vnni(target)}
 
 
+def target_facts(target: Any) -> dict[str, Any]:
+    """The compute facts of ``target`` (:func:`_facts`), for passes that choose what to rewrite by
+    the forms the computes will take (the ``c`` kind's channels-last legalization)."""
+    return _facts(target)
+
+
 def _vnni(target: Any) -> bool:
     """Whether C compiled for ``target`` has AVX512-VNNI: its ``-int8-dot`` option when the kind has
     one and it is set, else this machine's CPU (host C is built with ``-march=native``)."""
@@ -294,8 +300,8 @@ def legalized_group(calls: Sequence[Call], target: Any) -> Function | None:
     fusion group or one call, in topological order, the last one its output) after the Relay passes its
     kind legalizes with (:meth:`plait.target.backend.Backend.legalize`), which see the calls' constant
     arguments (a fixed-point requantization needs its scale): what placement prices. None when the kind
-    has no such passes, or when they leave the calls more than one group."""
-    passes = target.kind.backend.legalize(target)
+    has no such passes (:attr:`Pass.reprices`), or when they leave the calls more than one group."""
+    passes = [p for p in target.kind.backend.legalize(target) if p.reprices]
     if not passes:
         return None
     members = {c: i for i, c in enumerate(calls)}
@@ -461,4 +467,5 @@ class LowerToTIR(Pass):
 
 
 __all__ = ["LowerError", "LowerToTIR", "MAX_NAME", "c_name", "lower_function", "resolve_target", "single_call_function",
+           "target_facts",
            "strip_meta", "UniqueNames"]

@@ -35,6 +35,7 @@ from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelErro
 from plait.op._compute import compute_fact, make, out_tensor_type, shape_of, tir
 from plait.op.nn import conv as fconv
 from plait.op.nn._window import WINDOW_ATTRS, inside, padded
+from plait.op._qnn_nhwc import nhwc_conv2d
 from plait.op._qnn_planes import _conv_planes, _depthwise, _depthwise_planes, _widened, packs
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
@@ -96,14 +97,57 @@ def _zp(name: str, doc: str) -> AttrSpec:
 CONV_ZPS = ("input_zero_point", "kernel_zero_point")
 MM_ZPS = ("a_zero_point", "b_zero_point")
 
-defop("qnn.conv2d", rel=_int_rel("nn.conv2d", ("data", "weight"), CONV_ZPS), ref=_int_ref("nn.conv2d", CONV_ZPS),
-      cost=_int_cost("nn.conv2d"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
-      attrs=WINDOW_ATTRS + (
+LAYOUTS = ("NCHW", "NHWC")
+TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+"""The permutations (``transpose`` axes) between the two data layouts of ``qnn.conv2d``."""
+
+
+def _layout(attrs: Attrs) -> str:
+    layout = attrs["data_layout"]
+    if layout not in LAYOUTS:
+        raise RelError(f"conv2d: data_layout: expected NCHW or NHWC, got {layout!r}")
+    return layout
+
+
+def _permuted(t: Type, perm: tuple[int, ...]) -> Type:
+    if not isinstance(t, TensorType) or t.ndim != 4:
+        return t  # (the float relation names what is wrong)
+    return TensorType(tuple(t.shape[p] for p in perm), t.dtype)
+
+
+def _conv_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    """``nn.conv2d``'s relation, the data and result channels-last with ``data_layout="NHWC"``."""
+    rel = _int_rel("nn.conv2d", ("data", "weight"), CONV_ZPS)
+    if _layout(attrs) == "NCHW":
+        return rel(args, attrs)
+    if isinstance(args[0], TensorType) and args[0].ndim != 4:
+        raise RelError(f"conv2d: data: expected a 4-D NHWC tensor, got {args[0]}")
+    return _permuted(rel((_permuted(args[0], TO_NCHW), *args[1:]), attrs), TO_NHWC)
+
+
+def _conv_ref(args: list, attrs: Attrs) -> np.ndarray:
+    ref = _int_ref("nn.conv2d", CONV_ZPS)
+    if _layout(attrs) == "NCHW":
+        return ref(args, attrs)
+    return np.ascontiguousarray(np.transpose(ref([np.transpose(args[0], TO_NCHW), args[1]], attrs), TO_NHWC))
+
+
+def _conv_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    cost = _int_cost("nn.conv2d")
+    if attrs["data_layout"] == "NCHW":
+        return cost(args, out, attrs)
+    return cost((_permuted(args[0], TO_NCHW), *args[1:]), _permuted(out, TO_NCHW), attrs)
+
+
+defop("qnn.conv2d", rel=_conv_rel, ref=_conv_ref, cost=_conv_cost, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+      num_inputs=2, attrs=WINDOW_ATTRS + (
           AttrSpec("groups", "int", 1, "number of channel groups (C for depthwise)"),
           _zp("input_zero_point", "the data's zero point"),
           _zp("kernel_zero_point", "the weight's zero point (one for every output channel)"),
-      ), doc="int8/uint8 2-D convolution -> exact int32 sums (ONNX ConvInteger); data [N, C, H, W], "
-             "weight [O, C/groups, KH, KW]")
+          AttrSpec("data_layout", "str", "NCHW", "NCHW: data [N, C, H, W], result [N, O, OH, OW]; NHWC "
+                   "(channels-last, plait.relay.passes.ChannelsLast): data [N, H, W, C], result [N, OH, OW, O]"),
+      ), doc="int8/uint8 2-D convolution -> exact int32 sums (ONNX ConvInteger); data [N, C, H, W] (or "
+             "[N, H, W, C]: data_layout), weight [O, C/groups, KH, KW]")
 defop("qnn.dense", rel=_int_rel("nn.dense", ("data", "weight"), ("input_zero_point", "kernel_zero_point")),
       ref=_int_ref("nn.dense", ("input_zero_point", "kernel_zero_point")), cost=_int_cost("nn.dense"),
       pattern=OpPattern.OUT_ELEMWISE_FUSABLE, num_inputs=2,
@@ -206,11 +250,17 @@ def window_layout(kh: int, row: int) -> tuple[int, int]:
     return run, -(-(kh * run) // WINDOW_ALIGN) * WINDOW_ALIGN
 
 
-def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str) -> Any:
-    """The convolution as dot products over channels-last packed input and weight rows."""
-    n, c, h, w = shape_of(x, op)
+def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode: str, nhwc: bool = False) -> Any:
+    """The convolution as dot products over channels-last packed input and weight rows (``nhwc``: the
+    data and the result channels-last, ``data_layout="NHWC"``: the same packs, copied without a
+    transposition; not the ``"outer"`` mode)."""
+    if nhwc:
+        n, h, w, c = shape_of(x, op)
+        oh, ow = out_shape[1], out_shape[2]
+    else:
+        n, c, h, w = shape_of(x, op)
+        oh, ow = out_shape[2], out_shape[3]
     o, _, kh, kw = shape_of(wt, op)
-    oh, ow = out_shape[2], out_shape[3]
     s, d = attrs["strides"], attrs["dilation"]
     top, left, bottom, right = attrs["padding"]
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
@@ -220,7 +270,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
     mode = "rows" if mode in ("stacked", "outer") and not u8 else mode  # (int16 stacks would divide per element)
 
     def xval(i: PrimExpr, ch: PrimExpr, iy: PrimExpr, ix: PrimExpr) -> PrimExpr:
-        v = x[i, ch, iy, ix]
+        v = x[i, iy, ix, ch] if nhwc else x[i, ch, iy, ix]
         if u8:
             v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
         else:
@@ -312,11 +362,15 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
             wi, axes = (oc, ry, rx * c + rc), [ry, rx, rc]
         return te.sum(tir.cast("int32", xq[xi]) * tir.cast("int32", wq[wi]), axis=axes)
 
+    def out(f: Callable[..., Any]) -> Callable[..., Any]:  # (an output index in the result's layout)
+        return (lambda i, y, z, oc: f(i, oc, y, z)) if nhwc else f
+
+    at = (lambda t, i, oc, y, z: t[i, y, z, oc]) if nhwc else (lambda t, i, oc, y, z: t[i, oc, y, z])
     if (not pad or not u8) and mode != "outer":
-        return make(op, out_shape, body)
-    acc = make(op, out_shape, body, "outer" if mode == "outer" else "dot")  # ("outer": int_rules' kernel)
+        return make(op, out_shape, out(body))
+    acc = make(op, out_shape, out(body), "outer" if mode == "outer" else "dot")  # ("outer": int_rules' kernel)
     if not pad:
-        return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z])
+        return make(op, out_shape, out(lambda i, oc, y, z: at(acc, i, oc, y, z)))
     wrows, wlen = (1, kp) if mode in ("window", "stacked") else (kh, row)  # (zero weights past k)
 
     def wsum(oc: PrimExpr) -> Any:
@@ -327,7 +381,7 @@ def _packed_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, mode:
         return te.sum(tir.cast("int32", wq[oc, ry, rk]), axis=[ry, rk])
 
     ws = make(op, (o,), wsum, "wsum")
-    return make(op, out_shape, lambda i, oc, y, z: acc[i, oc, y, z] - ws[oc] * pad)
+    return make(op, out_shape, out(lambda i, oc, y, z: at(acc, i, oc, y, z) - ws[oc] * pad))
 
 
 @defop.compute("qnn.conv2d")
@@ -336,6 +390,8 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, wt = inputs
     o, cg, kh, kw = shape_of(wt, op)
     out_shape, _ = out_tensor_type(out_type, op)
+    if attrs["data_layout"] == "NHWC":
+        return nhwc_conv2d(op, x, wt, attrs, out_shape, _packed_conv2d)
     mode = packed_conv(shape_of(x, op), (o, cg, kh, kw), attrs)
     if mode is not None:
         return _packed_conv2d(op, x, wt, attrs, out_shape, mode)
@@ -458,10 +514,14 @@ def _zero_points(ex: Any, names: tuple[str, str]) -> list[str]:
 
 
 def _conv_onnx(ex: Any) -> str:
+    """ConvInteger (NCHW); a channels-last convolution between two Transposes."""
     a = ex.attrs
     ks = [int(k) for k in ex.arg_type(1).shape[2:]]
-    return ex.node("ConvInteger", ex.ins + _zero_points(ex, CONV_ZPS), kernel_shape=ks, strides=list(a["strides"]),
-                   pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"])
+    nhwc = a["data_layout"] == "NHWC"
+    x = ex.node("Transpose", [ex.ins[0]], perm=list(TO_NCHW)) if nhwc else ex.ins[0]
+    y = ex.node("ConvInteger", [x, ex.ins[1]] + _zero_points(ex, CONV_ZPS), kernel_shape=ks,
+                strides=list(a["strides"]), pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"])
+    return ex.node("Transpose", [y], perm=list(TO_NHWC)) if nhwc else y
 
 
 def _dense_onnx(ex: Any) -> str:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from plait.tir.expr import BufferLoad, Cast, FloorDiv, FloorMod, IntImm, PrimExpr, Select, Var
 from plait.tir.functor import StmtExprMutator, pre_order
-from plait.tir.op import address_of, call_extern
-from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
+from plait.tir.stmt import For, PrimFunc
 from plait.schedule import knobs
 from plait.schedule.analysis import const_int, get_loop, linear, replace
 from plait.schedule.dsp_dot import channel_pairs, dsp_dot, pair_outputs, uses_dsp_dot
@@ -34,6 +33,7 @@ from plait.schedule.errors import ScheduleError
 from plait.schedule.machine import Machine
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, contiguous, uses
+from plait.schedule.int_kernels import conv_kernel, outer_kernel
 
 NARROW = ("int8", "uint8", "int16")
 """The element types whose widening dot products gcc vectorizes."""
@@ -78,20 +78,24 @@ instead of one per row of 5 (its pointwise convolutions 1.25x faster)."""
 
 
 DOT_UNROLL = 8
-"""The sums of a block of fused rows are unrolled by the largest divisor of the block up to this,
-when each is at most :data:`DOT_UNROLL_MAX` long (longer ones, e.g. 144 channels, get slower).
-gcc: ds_cnn's stem and pointwise layers ~10% faster; the llvm backend computes such an unrolled
-block's sums together (plait/backends/llvm/dot.py; its stem was 4x slower than gcc's before). Knob
-``dot_unroll``; the host cost estimate of these blocks is MAC-bound only unrolled."""
+"""The sums of a block of outputs (fused rows, or a pixel's output channels channels-last) are
+unrolled by the largest divisor of the block up to this, when each is at most :data:`DOT_UNROLL_MAX`
+long (longer ones, e.g. 144 channels, get slower). gcc: ds_cnn's stem and pointwise layers ~10%
+faster (NCHW rows); the llvm backend computes such an unrolled block's sums together
+(plait/backends/llvm/dot.py; its stem was 4x slower than gcc's before; channels-last ds_cnn's
+pointwise layers 11.7 -> 10.8 us, its stem 13.4 -> 10.6, transformer_encoder's products by 32 rows
+63 -> 55 us in all; gcc's channels-last stem 11.6 -> 12.3). Knob ``dot_unroll``; the host cost
+estimate of these blocks is MAC-bound only unrolled."""
 
 DOT_UNROLL_MAX = 64
 
 
-def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
+def _block_outputs(func: PrimFunc, st: Stage, root: str, host: bool = True) -> PrimFunc:
     """(SIMD machines only.) Split the innermost spatial loop into blocks (knob
     ``<root>.epilogue_block``; rows shorter than a block fused first, :data:`ROW_BLOCK`) and
     distribute the block loop over the accumulator's initialisation, the sums and the epilogue, so
-    that the epilogue is vectorized; the sums keep their innermost reduce loop."""
+    that the epilogue is vectorized; the sums keep their innermost reduce loop (short ones unrolled,
+    :data:`DOT_UNROLL`: on a microcontroller with vectors, Cortex-M55, only those of fused rows)."""
     if st.output is None or st.output is st.update or not st.spatial:
         return func
     sch = Schedule(func)
@@ -121,7 +125,7 @@ def _block_outputs(func: PrimFunc, st: Stage, root: str) -> PrimFunc:
                 sch.vectorize(loop)
             except ScheduleError:
                 pass
-    if fused_rows and (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
+    if (fused_rows or host) and (const_int(st.reduce[-1].extent) or DOT_UNROLL_MAX + 1) <= DOT_UNROLL_MAX:
         # unrolled: independent short sums in flight (their horizontal adds overlap)
         unrolls = [d for d in range(1, min(b - 1, DOT_UNROLL) + 1) if b % d == 0]
         u = knobs.choose(f"{root}.dot_unroll", unrolls, unrolls[-1])
@@ -359,9 +363,10 @@ axis its loads run on and the axis its stores run on (8 x 4: as fast as 8 x 8 in
 half the unrolled statements for gcc to compile)."""
 
 
-def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
+def _tile_transpose(func: PrimFunc, st: Stage, root: str, any_outer: bool = True) -> PrimFunc | None:
     """A pack stage that transposes (NCHW int8 -> channels-last: stored contiguously along its
-    innermost loop, its loads strided there but contiguous along the loop just outside it) with no
+    innermost loop, its loads strided there but contiguous along an outer loop: the one just outside
+    it, or the channels of an NHWC -> NCHW transpose, moved there) with no
     bounds check (a 1x1 convolution's; with them the unrolled tile branches, 2x slower): both
     loops split by a divisor of their extent up to :data:`TRANSPOSE_TILE` (knob
     ``<root>.transpose_tile``: False leaves the stage alone), the two tile loops innermost and unrolled,
@@ -370,15 +375,24 @@ def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
     if st.is_reduction or len(st.stores) != 1 or len(st.spatial) < 2 or \
             any(isinstance(x, Select) for x in pre_order(st.stores[0].value)):  # (bounds checks: branches)
         return None
-    inner, outer = st.spatial[-1], st.spatial[-2]
+    inner = st.spatial[-1]
+
+    def along(lp: For) -> bool:  # (the loads that use the loop run contiguously along it)
+        return all(contiguous(ld.indices, lp.loop_var, 1, ld.buffer.static_shape)
+                   for ld in st.loads() if uses(ld.indices, lp.loop_var))
+
+    outer: For | None = st.spatial[-2] if along(st.spatial[-2]) else None
+    if outer is None and any_outer:  # (NHWC -> NCHW: the channels, moved just outside; SIMD machines)
+        outer = next((lp for lp in reversed(st.spatial[:-2]) if along(lp) and
+                      any(uses(ld.indices, lp.loop_var) for ld in st.loads())), None)
+    if outer is None:
+        return None
     ni, no = const_int(inner.extent), const_int(outer.extent)
     store = st.stores[0]
     loads = [ld for ld in st.loads() if uses(ld.indices, inner.loop_var)]
     if ni is None or no is None or not loads or \
             not contiguous(store.indices, inner.loop_var, 1, store.buffer.static_shape) or \
-            any(contiguous(ld.indices, inner.loop_var, 1, ld.buffer.static_shape) for ld in loads) or \
-            not all(contiguous(ld.indices, outer.loop_var, 1, ld.buffer.static_shape)
-                    for ld in st.loads() if uses(ld.indices, outer.loop_var)):
+            any(contiguous(ld.indices, inner.loop_var, 1, ld.buffer.static_shape) for ld in loads):
         return None
     bo = max(d for d in range(1, min(no, TRANSPOSE_TILE[0]) + 1) if no % d == 0)
     bi = max(d for d in range(1, min(ni, TRANSPOSE_TILE[1]) + 1) if ni % d == 0)
@@ -388,7 +402,8 @@ def _tile_transpose(func: PrimFunc, st: Stage, root: str) -> PrimFunc | None:
     try:
         o_out, o_in = sch.split(outer.loop_var.name, [None, bo]) if bo < no else (None, outer.loop_var.name)
         i_out, i_in = sch.split(inner.loop_var.name, [None, bi]) if bi < ni else (None, inner.loop_var.name)
-        names = [lp.loop_var.name for lp in st.spatial[:-2]] + [x for x in (o_out, i_out) if x] + [o_in, i_in]
+        rest = [lp.loop_var.name for lp in st.spatial[:-1] if lp is not outer]
+        names = rest + [x for x in (o_out, i_out) if x] + [o_in, i_in]
         sch.reorder(*names)
         sch.unroll(o_in)
         sch.unroll(i_in)
@@ -453,11 +468,47 @@ def _whole_planes(func: PrimFunc, st: Stage, root: str, lanes: int) -> PrimFunc 
     return sch.func
 
 
+MAX_TAPS = 49
+"""The most window taps :func:`_channel_taps` unrolls (7 x 7)."""
+
+
+def _channel_taps(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
+    """(SIMD machines.) A channels-last depthwise convolution's sums (``_qnn_nhwc``, stage ``*_dwc``)
+    over a multiple of two vectors of channels (whole vectors of int16 loads): each output pixel's
+    channels one vector loop with the window's taps unrolled inside it, the sum in a local scalar (a
+    register per lane; with the taps outside the channel loop, pixel rows, gcc kept the accumulator
+    row in memory). gcc, 3 x 3 windows: 64 channels over 25 x 5 6.0 -> 4.6 us, 96 over 24 x 24 38.5
+    -> 29.7, 32 over 12 x 12 3.4 -> 2.8; 16, 48 and 144 channels were slower so (25 -> 32, 4.8 -> 5.1,
+    16 -> 22 us): they keep pixel rows. None when the stage is not one."""
+    if st.update is None or len(st.spatial) != 4 or not st.reduce or st.output is None or \
+            (const_int(st.spatial[-1].extent) or 1) % (2 * lanes):
+        return None
+    taps = 1
+    for lp in st.reduce:
+        taps *= const_int(lp.extent) or MAX_TAPS + 1
+    if taps > MAX_TAPS:
+        return None
+    sch = Schedule(func)
+    try:
+        if st.update.buffer.scope != "local":
+            sch.cache_write(st.spatial[-1].loop_var.name, st.update.buffer.name)
+        for lp in st.reduce:
+            sch.unroll(lp.loop_var.name)
+        sch.vectorize(st.spatial[-1].loop_var.name)
+    except ScheduleError:
+        return None
+    return sch.func
+
+
 def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     """``func`` with stage ``root`` scheduled as an integer kernel, or None when it is not one
     (knob ``<root>.dot``: False leaves the stage to the usual rules)."""
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
-    if st.name.endswith("_outer") and (done := _outer_kernel(func, st, m.lanes("int32"))) is not None:
+    if st.name.endswith("_outer") and (done := outer_kernel(func, st, m.lanes("int32")) or
+                                       conv_kernel(func, st)) is not None:
+        return done
+    if st.name.endswith("_dwc") and m.lanes("int32") > 1 and \
+            (done := _channel_taps(func, st, m.lanes("int32"))) is not None:
         return done
     if st.is_reduction:
         if uses_dsp_dot(m) and not dot_loop(st) and knobs.choose(f"{root}.channel_pairs", (True, False), True) and \
@@ -477,7 +528,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
                 pass
         if uses_dsp_dot(m) and (done := dsp_dot(func, root)) is not None:  # SMLAD kernels (Cortex-M DSP)
             return (pair_outputs(done, root) or done) if knobs.choose(f"{root}.dot_pairs", (True, False), True) else done
-        func = _block_outputs(func, st, root) if m.lanes("int32") > 1 else func
+        func = _block_outputs(func, st, root, m.rules != "microcontroller") if m.lanes("int32") > 1 else func
         return _mark_dot(func, root)
     if any(ld.buffer.dtype in ("int8", "uint8") for ld in st.loads()) and \
             any(s.buffer.dtype in NARROW for s in st.stores):
@@ -485,7 +536,7 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
         while (split := _split_pack(func, st)) is not None:  # again on the new innermost loop
             done = func = split
             st = analyze(func, get_loop(func, root, f"stage '{root}'"))
-        tiled = _tile_transpose(func, st, root)  # an unpadded transposing pack (1x1 convolutions)
+        tiled = _tile_transpose(func, st, root, m.lanes("int32") > 1)  # an unpadded transposing pack (1x1 convolutions)
         if tiled is not None:
             return tiled
         if done is not None and knobs.choose(f"{root}.load_order", (True, False), True):
@@ -495,50 +546,4 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     return (_read_order(func, st, lanes) or _whole_planes(func, st, root, lanes)) if lanes > 1 else None
 
 
-OUTER_KERNEL = "plait_q8_outer"
-"""The C kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op.qnn_nn.OUTER_LANES`; its
-source: :mod:`plait.backends.c.kernels`)."""
-
-
-def _outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
-    """The ``"outer"`` stage of a 1x1 convolution (sums over the packed input ``[N, H, W, C]`` uint8
-    and weights ``[O/16, C/4, 16, 4]`` int8) as one call of :data:`OUTER_KERNEL` into a workspace of
-    sums, then its output loop nest (the fused epilogue, along whole planes) reading them; None when
-    the stage is not that shape (left to the usual rules: the same sums, slower)."""
-    if st.update is None or st.output is None or len(st.spatial) != 4 or len(st.reduce) != 1:
-        return None
-    loads = {ld.buffer.dtype: ld.buffer for ld in st.loads()}
-    xb, wb = loads.get("uint8"), loads.get("int8")
-    if xb is None or wb is None or len(loads) != 2 or len(xb.shape) != 4 or len(wb.shape) != 4:
-        return None
-    dims = [const_int(d) for d in (*xb.shape, *wb.shape, *(lp.extent for lp in st.spatial))]
-    if any(d is None for d in dims):
-        return None
-    n, h, w, c, ob, c4, block, step, *out = dims
-    if out != [n, ob * block, h, w] or c4 * step != c or (block, step) != (16, 4):
-        return None
-    sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
-    acc = st.update.buffer
-    idx = tuple(lp.loop_var for lp in st.spatial)
-
-    class _Sums(StmtExprMutator):
-        def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
-            return BufferLoad(sums, idx) if pre.buffer is acc else post
-
-    store = st.output
-    body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
-    for lp in reversed(st.spatial):
-        body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    args = [IntImm(v, "int32") for v in (n, h * w, c, ob * block)]
-    call = Evaluate(call_extern("void", OUTER_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
-    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    plane = sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along planes)
-    if h * w > lanes > 1 and h * w % lanes:  # whole vectors, the last one shifted back (no scalar tail)
-        try:
-            sch.vectorize(sch.split_overlapping(plane, lanes)[1])
-        except ScheduleError:
-            pass
-    return sch.func
-
-
-__all__ = ["DOT", "OUTER_KERNEL", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]
+__all__ = ["DOT", "MIN_DOT", "NARROW", "dot_loop", "int_stage"]

@@ -139,8 +139,8 @@ def _c_source(mod) -> str:
 
 def test_generated_c_of_a_quantized_conv_accumulates_int8_loads_in_int32():
     src = _c_source(from_onnx(quantized("qdq", True, "int8")))
-    start = src.index("fused_qnn_conv2d")
-    body = src[start:src.index("\n}\n", start)]
+    start = src.index("{", src.index("int32_t fused_qnn_conv2d"))  # (the body: a fused requantize's
+    body = src[start:src.index("\n}\n", start)]  # float scale may be a parameter)
     print(body)
     assert "int32_t" in body and "int8_t" in body
     assert "float" not in body.split("nearbyint")[0]  # the accumulation is integer; float only to requantize

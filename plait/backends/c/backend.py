@@ -464,10 +464,18 @@ class CBackend(Backend):
         return _schedule_rules(target)
 
     def legalize(self, target: Any) -> list:
-        """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed``."""
-        from plait.relay.passes import FixedPointRequantize
+        """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed``; int8
+        convolutions channels-last (:class:`plait.relay.passes.ChannelsLast`) on a host piece whose C
+        has 512-bit vectors and AVX512-VNNI (compute facts ``simd_bits``, ``vnni``: the forms of
+        :mod:`plait.op._qnn_nhwc` that pay)."""
+        from plait.lowering.lower import target_facts
+        from plait.relay.passes import ChannelsLast, FixedPointRequantize
 
-        return [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
+        passes: list = [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
+        facts = target_facts(target)
+        if facts.get("vnni") and facts.get("simd_bits", 0) >= 512:
+            passes.append(ChannelsLast(tuple(sorted(facts.items())), forms=("outer", "depthwise", "packed")))
+        return passes
 
     def compiler(self, target: Any, host_simulation: bool = False) -> str:
         return _compiler(target, host_simulation)

@@ -11,6 +11,13 @@ blocks of 4 pixels; no horizontal sums.
 
 ``plait_dot_<a>_<b>(a, b, n, za, zb)``: an int8 / int16 dot product, SMLAD on Cortex-M cores with the
 DSP extension (:mod:`plait.backends.c.dsp_kernels`).
+
+``plait_q8_conv(x, w, sums, n, hp, wp, cp, oh, ow, o, kh, kw, sh, sw, dh, dw)``: the int32 sums of a
+channels-last convolution's ``"outer"`` form (:mod:`plait.op._qnn_nhwc`): ``x`` uint8 ``[n, hp, wp,
+cp]`` (padded, ``cp % 4 == 0``), ``w`` int8 ``[ceil(o/16), kh * kw * cp / 4, 16, 4]``, ``sums``
+int32 ``[n, oh, ow, o]``; strides ``sh, sw``, dilations ``dh, dw``. With AVX-512 VNNI, blocks of 8
+output pixels (of the flattened ``oh * ow``) x 16 output channels in 8 accumulators, the window's
+taps an outer loop, each pixel's 16 sums one (masked past ``o``) store.
 """
 
 from __future__ import annotations
@@ -85,7 +92,97 @@ static void plait_q8_outer(const void* xv, const void* wv, void* sv, int32_t n, 
 }
 """
 
-KERNELS = {"plait_q8_outer": OUTER, **dot_kernels()}
+CONV = r"""
+#include <string.h>
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, int32_t hp, int32_t wp, int32_t cp,
+                          int32_t oh, int32_t ow, int32_t o, int32_t kh, int32_t kw, int32_t sh, int32_t sw,
+                          int32_t dh, int32_t dw) {
+  const uint8_t* x = (const uint8_t*)xv;
+  const int8_t* w = (const int8_t*)wv;
+  int32_t* s = (int32_t*)sv;
+  const int32_t np = oh * ow, nb = (o + 15) / 16;
+  const size_t kq = (size_t)kh * kw * cp * 16;  /* the weight bytes of one block of 16 output channels */
+  for (int32_t b = 0; b < n; ++b, x += (size_t)hp * wp * cp, s += (size_t)np * o) {
+    int32_t p = 0;
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+    for (; p + 8 <= np; p += 8) {
+      const uint8_t* xp[8];
+      for (int32_t j = 0; j < 8; ++j)
+        xp[j] = x + ((size_t)((p + j) / ow) * sh * wp + (size_t)((p + j) % ow) * sw) * cp;
+      for (int32_t ob = 0; ob < nb; ++ob) {
+        const int8_t* wb = w + (size_t)ob * kq;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int32_t ry = 0; ry < kh; ++ry)
+          for (int32_t rx = 0; rx < kw; ++rx) {
+            const size_t off = ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
+            const int8_t* wt = wb + (size_t)(ry * kw + rx) * cp * 16;
+            for (int32_t k = 0; k < cp; k += 4) {
+              __m512i wk = _mm512_loadu_si512((const void*)(wt + (size_t)k * 16));
+              int32_t q[8];
+              for (int32_t j = 0; j < 8; ++j) memcpy(&q[j], xp[j] + off + k, 4);
+              a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(q[0]), wk);
+              a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(q[1]), wk);
+              a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(q[2]), wk);
+              a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(q[3]), wk);
+              a4 = _mm512_dpbusd_epi32(a4, _mm512_set1_epi32(q[4]), wk);
+              a5 = _mm512_dpbusd_epi32(a5, _mm512_set1_epi32(q[5]), wk);
+              a6 = _mm512_dpbusd_epi32(a6, _mm512_set1_epi32(q[6]), wk);
+              a7 = _mm512_dpbusd_epi32(a7, _mm512_set1_epi32(q[7]), wk);
+            }
+          }
+        const __mmask16 m = (ob + 1) * 16 <= o ? (__mmask16)0xFFFF : (__mmask16)((1u << (o % 16)) - 1u);
+        int32_t* sp = s + (size_t)p * o + (size_t)ob * 16;
+        _mm512_mask_storeu_epi32(sp, m, a0); _mm512_mask_storeu_epi32(sp + o, m, a1);
+        _mm512_mask_storeu_epi32(sp + 2 * (size_t)o, m, a2); _mm512_mask_storeu_epi32(sp + 3 * (size_t)o, m, a3);
+        _mm512_mask_storeu_epi32(sp + 4 * (size_t)o, m, a4); _mm512_mask_storeu_epi32(sp + 5 * (size_t)o, m, a5);
+        _mm512_mask_storeu_epi32(sp + 6 * (size_t)o, m, a6); _mm512_mask_storeu_epi32(sp + 7 * (size_t)o, m, a7);
+      }
+    }
+    for (; p < np; ++p) {  /* the last pixels one at a time */
+      const uint8_t* xp = x + ((size_t)(p / ow) * sh * wp + (size_t)(p % ow) * sw) * cp;
+      for (int32_t ob = 0; ob < nb; ++ob) {
+        const int8_t* wb = w + (size_t)ob * kq;
+        __m512i a0 = _mm512_setzero_si512();
+        for (int32_t ry = 0; ry < kh; ++ry)
+          for (int32_t rx = 0; rx < kw; ++rx) {
+            const uint8_t* xr = xp + ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
+            const int8_t* wt = wb + (size_t)(ry * kw + rx) * cp * 16;
+            for (int32_t k = 0; k < cp; k += 4) {
+              int32_t q0;
+              memcpy(&q0, xr + k, 4);
+              a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(q0), _mm512_loadu_si512((const void*)(wt + (size_t)k * 16)));
+            }
+          }
+        const __mmask16 m = (ob + 1) * 16 <= o ? (__mmask16)0xFFFF : (__mmask16)((1u << (o % 16)) - 1u);
+        _mm512_mask_storeu_epi32(s + (size_t)p * o + (size_t)ob * 16, m, a0);
+      }
+    }
+#endif
+    for (; p < np; ++p) {  /* (without VNNI: plain C) */
+      const uint8_t* xp = x + ((size_t)(p / ow) * sh * wp + (size_t)(p % ow) * sw) * cp;
+      for (int32_t ob = 0; ob < nb; ++ob) {
+        const int8_t* wb = w + (size_t)ob * kq;
+        int32_t acc[16] = {0};
+        for (int32_t ry = 0; ry < kh; ++ry)
+          for (int32_t rx = 0; rx < kw; ++rx) {
+            const uint8_t* xr = xp + ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
+            const int8_t* wt = wb + (size_t)(ry * kw + rx) * cp * 16;
+            for (int32_t k = 0; k < cp; k += 4)
+              for (int32_t j = 0; j < 16; ++j)
+                for (int32_t q = 0; q < 4; ++q)
+                  acc[j] += (int32_t)xr[k + q] * (int32_t)wt[(size_t)k * 16 + j * 4 + q];
+          }
+        for (int32_t j = 0; j < 16 && ob * 16 + j < o; ++j) s[(size_t)p * o + (size_t)ob * 16 + j] = acc[j];
+      }
+    }
+  }
+}
+"""
+
+KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, **dot_kernels()}
 """Kernel name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
 
 __all__ = ["KERNELS"]

@@ -304,6 +304,20 @@ class LLVMBackend(Backend):
     def validate(self, options: dict[str, Any]) -> None:
         _validate_llvm(options)
 
+    def legalize(self, target: Any) -> list:
+        """int8 convolutions channels-last (:class:`plait.relay.passes.ChannelsLast`: the packed dot
+        products and the depthwise sums without their transposing copies) on a host with vectors of
+        at least 256 bits (compute fact ``simd_bits``), in a function whose convolutions all have such
+        a form (ds_cnn: 86 -> 79 us; mobilenet_v2, whose 3-channel stem and 1x1 convolutions over 8-24
+        channels have none, stays NCHW: converting the others alone made it 6% slower)."""
+        from plait.lowering.lower import target_facts
+        from plait.relay.passes import ChannelsLast
+
+        facts = target_facts(target)
+        if facts.get("simd_bits", 0) < 256:
+            return []
+        return [ChannelsLast(tuple(sorted(facts.items())), forms=("packed", "depthwise"), every_conv=True)]
+
     def tir_to_runtime(self, mod: Any, target: Any) -> Any:
         return build_llvm(mod, target)
 

@@ -1,0 +1,232 @@
+"""The channels-last forms of ``qnn.conv2d`` (``data_layout="NHWC"``: data ``[N, H, W, C]``, sums
+``[N, OH, OW, O]``; the weight stays ``[O, C/groups, KH, KW]``), which the channels-last pass
+(:class:`plait.relay.passes.ChannelsLast`) gives the convolutions of a piece where :func:`nhwc_form`
+has a form for them:
+
+- ``"outer"``: one group, int8 weights of zero point 0, compiled as C for a host with 512-bit
+  vectors and AVX512-VNNI (compute facts ``compiled_as_c``, ``simd_bits``, ``vnni``), at least
+  :data:`MIN_OUTER_CHANNELS` input channels, any window, stride, padding or dilation. The weight
+  packed ``[ceil(O/16), KH * KW * CP / 4, 16, 4]`` (``CP``: the channels rounded up to a multiple of
+  4, zero weights past ``C`` and ``O``), the input read as it is when it is uint8, unpadded and
+  ``C % 4 == 0``, else copied once as a padded uint8 ``[N, H + pads, W + pads, CP]`` (an int8 input
+  shifted by 128, the padding its zero point, the sums corrected by ``zero_point * sum(weights)``
+  as the NCHW packed forms do). The sums are computed by the C kernel ``plait_q8_conv``
+  (:mod:`plait.backends.c.kernels`, put in by :mod:`plait.schedule.int_kernels`): 16 output channels in the lanes of
+  one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes, blocks
+  of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes).
+- ``"depthwise"``: one input and one output channel per group, at least ``MIN_DEPTHWISE`` channels:
+  the input packed ``[N, H + pads, (W + pads) * C]`` as int16 minus its zero point (a contiguous
+  copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
+  result: the channels-last depthwise form of :mod:`plait.op._qnn_planes` without its transposes.
+- ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op.qnn_nn.packed_conv`:
+  ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
+  elements: the same packs, copied from NHWC data without a transposition.
+- ``"channels"``: one group, no padding, at least :data:`MIN_CHANNEL_VECTORS` output channels: a
+  pixel's sums vectorized along the output channels.
+- otherwise (``None``: symbolic shapes, other groups, a machine without the facts) the direct loop
+  nest, channels-last.
+
+Integers are exact: every form gives the same numbers as the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from plait import te
+from plait.ir.attrs import Attrs
+from plait.op._compute import compute_fact, make, shape_of, tir
+from plait.op._qnn_planes import MIN_DEPTHWISE, _widened, packs
+from plait.op.nn._window import inside
+from plait.tir.expr import PrimExpr
+
+LANES, STEP = 16, 4
+"""The ``"outer"`` form's output channels per accumulator and input bytes per ``vpdpbusd`` lane."""
+
+MIN_OUTER_CHANNELS = 3
+"""The ``"outer"`` form takes convolutions over at least this many input channels (fewer are padded
+to 4 with zeros: a 1- or 2-channel window wastes most of each ``vpdpbusd``; ds_cnn's 1-channel
+10 x 4 stem takes the ``"packed"`` im2col ``"window"`` form instead)."""
+
+
+MAX_PACKED_WEIGHT = 16384
+"""The ``"packed"`` form takes convolutions whose weight holds at most this many elements: its dot
+products run output channel by output channel for each pixel (the result channels-last), so the
+whole packed weight is read once per pixel; the NCHW form reads it once per row of pixels
+(resnet_block's 64 x 64 x 3 x 3 layers under LLVM: 807 -> 971 us channels-last)."""
+
+
+def _static(*shapes: Any) -> bool:
+    return all(isinstance(d, int) for s in shapes for d in s)
+
+
+def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str | None:
+    """The channels-last form of a ``qnn.conv2d`` of data ``x_shape`` (``[N, H, W, C]``) and weight
+    ``w_shape`` (module docstring): ``"outer"``, ``"depthwise"``, ``"packed"`` (one group, a packed
+    form of the NCHW convolution but ``"outer"``: :func:`plait.op.qnn_nn.packed_conv`, its packs
+    copied without a transposition) or None (the direct loop nest)."""
+    from plait.op.qnn_nn import packed_conv
+
+    if not _static(x_shape, w_shape) or len(x_shape) != 4 or not packs():
+        return None
+    c, (o, cg, _, _), g = x_shape[3], w_shape, attrs["groups"]
+    if g == c and o == c and cg == 1 and c >= MIN_DEPTHWISE:
+        return "depthwise"
+    if g == 1 and c >= MIN_OUTER_CHANNELS and w_dtype == "int8" and attrs["kernel_zero_point"] == 0 and \
+            compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512 and \
+            compute_fact("vnni", False):
+        return "outer"
+    mode = packed_conv((x_shape[0], c, x_shape[1], x_shape[2]), w_shape, attrs)
+    if mode is not None and mode != "outer" and int(np.prod(w_shape)) <= MAX_PACKED_WEIGHT:
+        return "packed"
+    if g == 1 and o >= MIN_CHANNEL_VECTORS and not any(attrs["padding"]) and \
+            compute_fact("simd_bits", 128) >= 256:
+        return "channels"
+    return None
+
+
+def _round(v: int, m: int) -> int:
+    return -(-v // m) * m
+
+
+def _outer(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
+    n, h, w, c = shape_of(x, op)
+    o, _, kh, kw = shape_of(wt, op)
+    s, d = attrs["strides"], attrs["dilation"]
+    top, left, bottom, right = attrs["padding"]
+    zx = attrs["input_zero_point"]
+    shift = 128 if x.dtype == "int8" else 0
+    pad = zx + shift
+    cp, op_ = _round(c, STEP), _round(o, LANES)
+    if shift or any(attrs["padding"]) or cp != c:
+        def xval(i: PrimExpr, yy: PrimExpr, xx: PrimExpr, ch: PrimExpr) -> PrimExpr:
+            iy, ix = yy - top, xx - left
+            v = x[i, iy, ix, ch]
+            v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
+            conds = ([inside(iy, ix, h, w)] if any(attrs["padding"]) else []) + ([ch < c] if cp != c else [])
+            if not conds:
+                return v
+            return tir.select(conds[0] if len(conds) == 1 else tir.all_(*conds), v, tir.const(pad, "uint8"))
+
+        xq = make(op, (n, h + top + bottom, w + left + right, cp), xval, "pack", inline=False)
+    else:
+        xq = x
+
+    def wval(ob: PrimExpr, t4: PrimExpr, j: PrimExpr, q: PrimExpr) -> PrimExpr:
+        oc, k = ob * LANES + j, t4 * STEP + q
+        ch, tap = (k, 0) if kh * kw == 1 else (k % cp, k // cp)
+        v = wt[oc, ch, tap // kw, tap % kw]
+        conds = ([oc < o] if op_ != o else []) + ([ch < c] if cp != c else [])
+        if not conds:
+            return v
+        return tir.select(conds[0] if len(conds) == 1 else tir.all_(*conds), v, tir.const(0, "int8"))
+
+    wq = make(op, (op_ // LANES, kh * kw * cp // STEP, LANES, STEP), wval, "wpack", inline=False)
+
+    def wout(oc: PrimExpr, t: PrimExpr, ch: PrimExpr) -> PrimExpr:  # the packed weight of (oc, tap, ch)
+        k = t * cp + ch
+        return wq[oc // LANES, k // STEP, oc % LANES, k % STEP]
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, oc: PrimExpr) -> Any:
+        ry, rx, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, cp), "rk")
+        v = xq[i, y * s[0] + ry * d[0], z * s[1] + rx * d[1], rk]
+        return te.sum(tir.cast("int32", v) * tir.cast("int32", wout(oc, ry * kw + rx, rk)), axis=[ry, rx, rk])
+
+    acc = make(op, out_shape, body, "outer")  # (int_rules' kernel)
+    if not pad:
+        return make(op, out_shape, lambda i, y, z, oc: acc[i, y, z, oc])
+
+    def wsum(oc: PrimExpr) -> Any:
+        rk = te.reduce_axis((0, kh * kw * cp), "rk")
+        return te.sum(tir.cast("int32", wq[oc // LANES, rk // STEP, oc % LANES, rk % STEP]), axis=[rk])
+
+    ws = make(op, (o,), wsum, "wsum")
+    return make(op, out_shape, lambda i, y, z, oc: acc[i, y, z, oc] - ws[oc] * pad)
+
+
+def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
+    n, h, w, c = shape_of(x, op)
+    _, _, kh, kw = shape_of(wt, op)
+    s, d = attrs["strides"], attrs["dilation"]
+    top, left, bottom, right = attrs["padding"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+
+    def pack(i: PrimExpr, yy: PrimExpr, f: PrimExpr) -> PrimExpr:
+        iy, ix = yy - top, f // c - left
+        v = tir.cast("int16", _widened(x[i, iy, ix, f % c], zx))
+        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16")) if any(attrs["padding"]) else v
+
+    xq = make(op, (n, h + top + bottom, (w + left + right) * c), pack, "pack", inline=False)
+    wq = make(op, (kh, kw * c), lambda ry, f: tir.cast("int16", _widened(wt[f % c, 0, ry, f // c], zw)),
+              "wpack", inline=False)
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, ch: PrimExpr) -> Any:
+        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+        v = tir.cast("int32", xq[i, y * s[0] + ry * d[0], (z * s[1] + rx * d[1]) * c + ch]) * \
+            tir.cast("int32", wq[ry, rx * c + ch])
+        return te.sum(v, axis=[ry, rx])
+
+    acc = make(op, out_shape, body, "dwc")  # (int_rules: the taps unrolled inside the channel vector loop)
+    return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])
+
+
+MIN_CHANNEL_VECTORS = 32
+"""The ``"channels"`` form takes a convolution of one group, no padding and at least this many output
+channels that no packed form takes (too few input channels for dot products: mobilenet's 1x1
+expansions over 8, 16 or 24 channels under LLVM): the weight packed ``[KH, KW, C, O]`` as int16 minus
+its zero point, each output pixel's ``O`` sums vectorized along the output channels (int_rules'
+pixel rows, the reduction outside the vector loop: an outer product per input channel)."""
+
+
+def _channels(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
+    o, c, kh, kw = shape_of(wt, op)
+    s, d = attrs["strides"], attrs["dilation"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    wq = make(op, (kh, kw, c, o), lambda ry, rx, ch, oc: tir.cast("int16", _widened(wt[oc, ch, ry, rx], zw)),
+              "wpack", inline=False)
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, oc: PrimExpr) -> Any:
+        ry, rx, rc = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, c), "rc")
+        xv = _widened(x[i, y * s[0] + ry * d[0], z * s[1] + rx * d[1], rc], zx)
+        return te.sum(xv * tir.cast("int32", wq[ry, rx, rc, oc]), axis=[ry, rx, rc])
+
+    return make(op, out_shape, body)
+
+
+def _direct(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
+    _, h, w, _ = shape_of(x, op)
+    o, cg, kh, kw = shape_of(wt, op)
+    s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
+    top, left, _, _ = attrs["padding"]
+    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
+    og = o // g
+
+    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, oc: PrimExpr) -> Any:
+        rc, ry, rx = te.reduce_axis((0, cg), "rc"), te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+        ch = rc if g == 1 else oc // og * cg + rc
+        iy, ix = y * s[0] + ry * d[0] - top, z * s[1] + rx * d[1] - left
+        xv = _widened(x[i, iy, ix, ch], zx)
+        if any(attrs["padding"]):
+            xv = tir.select(inside(iy, ix, h, w), xv, tir.const(0, "int32"))
+        return te.sum(xv * _widened(wt[oc, rc, ry, rx], zw), axis=[rc, ry, rx])
+
+    return make(op, out_shape, body)
+
+
+def nhwc_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, packed: Any) -> Any:
+    """The TE compute of a channels-last ``qnn.conv2d`` (its :func:`nhwc_form`; ``packed``:
+    ``qnn_nn._packed_conv2d``)."""
+    xs = shape_of(x, op)
+    form = nhwc_form(xs, shape_of(wt, op), wt.dtype, attrs)
+    if form == "packed":
+        from plait.op.qnn_nn import packed_conv
+
+        mode = packed_conv((xs[0], xs[3], xs[1], xs[2]), shape_of(wt, op), attrs)
+        return packed(op, x, wt, attrs, out_shape, mode, nhwc=True)
+    forms = {"outer": _outer, "depthwise": _depthwise, "channels": _channels, None: _direct}
+    return forms[form](op, x, wt, attrs, out_shape)
+
+
+__all__ = ["LANES", "MIN_OUTER_CHANNELS", "STEP", "nhwc_conv2d", "nhwc_form"]
