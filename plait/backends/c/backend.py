@@ -54,6 +54,7 @@ from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
 from plait.backends.c.kernels import KERNELS
 from plait.tir.functor import extern_calls, func_name
+from plait.tir.narrow import narrow_indices
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
@@ -151,6 +152,8 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
         if not isinstance(f, PrimFunc):
             raise CodegenError(f"codegen_c expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
+    if _word_bits(target) <= 32:  # index arithmetic in int32 where it fits (docs/lowering.md)
+        funcs = [narrow_indices(f) for f in funcs]
     externs = _externs(funcs)
     table, cnames = _names(funcs, externs)
     bodies, sigs, helpers, align, chain = [], {}, set(), False, False
@@ -184,6 +187,15 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
     if vm:
         parts.append(vm)
     return parts, bodies, sigs, bool(vm)
+
+
+def _word_bits(target: Any) -> int:
+    """The width of ``target``'s general registers (its machine's ``word_bits``; 64 without a target)."""
+    if target is None:
+        return 64
+    from plait.schedule.rules import machine_for
+
+    return machine_for(target).word_bits
 
 
 # ---- build ----------------------------------------------------------------------------------------
