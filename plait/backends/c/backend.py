@@ -53,6 +53,7 @@ from plait.target.tags import C_TAGS
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
 from plait.backends.c.kernels import KERNELS
+from plait.backends.c.rounding import lacks_vrint, round_by_magic
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.narrow import narrow_indices
 from plait.tir.stmt import PrimFunc
@@ -152,8 +153,14 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
         if not isinstance(f, PrimFunc):
             raise CodegenError(f"codegen_c expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
-    if _word_bits(target) <= 32:  # index arithmetic in int32 where it fits (docs/lowering.md)
-        funcs = [narrow_indices(f) for f in funcs]
+    if target is not None:
+        from plait.target import Target
+
+        t = Target(target)
+        if _word_bits(t) <= 32:  # index arithmetic in int32 where it fits (plait/tir/narrow.py)
+            funcs = [narrow_indices(f) for f in funcs]
+        if lacks_vrint(t):  # requantizations round without a libm call (rounding.py)
+            funcs = [round_by_magic(f) for f in funcs]
     externs = _externs(funcs)
     table, cnames = _names(funcs, externs)
     bodies, sigs, helpers, align, chain = [], {}, set(), False, False
@@ -190,9 +197,7 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
 
 
 def _word_bits(target: Any) -> int:
-    """The width of ``target``'s general registers (its machine's ``word_bits``; 64 without a target)."""
-    if target is None:
-        return 64
+    """The width of ``target``'s general registers (its machine's ``word_bits``)."""
     from plait.schedule.rules import machine_for
 
     return machine_for(target).word_bits
