@@ -10,7 +10,7 @@ import pytest
 
 import plait
 from plait import tir
-from plait.backends.c.backend import codegen_c
+from plait.backends.c.backend import codegen_c, target_prim_funcs
 from plait.relay import IRModule, call, const, var
 from plait.runtime.cc import compile_source
 from plait.tir import Buffer, For, PrimFunc, Var
@@ -29,6 +29,19 @@ def test_host_c_is_unchanged():
     assert src.split("\n", 1)[1] == codegen_c(funcs).source.split("\n", 1)[1]  # (the first line names the target)
     loops = [n.loop_var.dtype for f in funcs for n in tir.post_order(f.body) if isinstance(n, For)]
     assert [t[:-2] for t in LOOPS.findall(src)] == loops and "int64" in loops
+
+
+@pytest.mark.parametrize("target,narrow", [(M0, True), ("c -mcpu=cortex-m4f", True), ("c -mcpu=cortex-m55", True),
+                                           ("c", False), (None, False)])
+def test_the_tir_the_c_comes_from(target, narrow):
+    funcs = [FIXTURES["conv2d"](), FIXTURES["symbolic"]()]
+    got = target_prim_funcs(funcs, target)
+    if not narrow:
+        assert all(g is f for g, f in zip(got, funcs))  # a host piece: the same PrimFuncs
+        return
+    loops = {n.loop_var.name: n.loop_var.dtype for g in got for n in tir.post_order(g.body) if isinstance(n, For)}
+    assert {loops[v] for v in ("b", "oc", "y", "x", "ic", "ry", "rx")} == {"int32"}
+    assert "int64" in {d for v, d in loops.items() if v not in ("b", "oc", "y", "x", "ic", "ry", "rx")}  # symbolic
 
 
 def test_cortex_m_loops_are_int32():
