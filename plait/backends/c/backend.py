@@ -53,7 +53,9 @@ from plait.target.tags import C_TAGS
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
 from plait.backends.c.kernels import KERNELS
+from plait.backends.c.rounding import lacks_vrint, round_by_magic
 from plait.tir.functor import extern_calls, func_name
+from plait.tir.narrow import narrow_indices
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
@@ -151,6 +153,7 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
         if not isinstance(f, PrimFunc):
             raise CodegenError(f"codegen_c expects PrimFuncs, got {type(f).__name__} at position {k}")
         verify(f)
+    funcs = target_prim_funcs(funcs, target)
     externs = _externs(funcs)
     table, cnames = _names(funcs, externs)
     bodies, sigs, helpers, align, chain = [], {}, set(), False, False
@@ -184,6 +187,31 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
     if vm:
         parts.append(vm)
     return parts, bodies, sigs, bool(vm)
+
+
+def target_prim_funcs(funcs: Sequence[PrimFunc], target: Any) -> list[PrimFunc]:
+    """``funcs`` as the C for ``target`` is generated from them: on a core with 32-bit registers
+    (``Machine.word_bits``) index arithmetic in int32 where it fits (:mod:`plait.tir.narrow`), on an FPU
+    without VRINT requantizations rounded by the magic number (:mod:`plait.backends.c.rounding`); the
+    same objects for a host target (or none)."""
+    funcs = list(funcs)
+    if target is None:
+        return funcs
+    from plait.target import Target
+
+    t = Target(target)
+    if _word_bits(t) <= 32:
+        funcs = [narrow_indices(f) for f in funcs]
+    if lacks_vrint(t):
+        funcs = [round_by_magic(f) for f in funcs]
+    return funcs
+
+
+def _word_bits(target: Any) -> int:
+    """The width of ``target``'s general registers (its machine's ``word_bits``)."""
+    from plait.schedule.rules import machine_for
+
+    return machine_for(target).word_bits
 
 
 # ---- build ----------------------------------------------------------------------------------------
@@ -502,4 +530,5 @@ class CBackend(Backend):
 
 
 __all__ = ["BASE_FLAGS", "CONTRACT_FAST", "CONTRACT_OFF", "CBackend", "CodegenError", "CompileError", "build_c",
-           "c_function_names", "codegen_c", "compiler_and_flags", "contract_flag", "host_opt_level", "is_cross", "prim_funcs", "simulation_compiler"]
+           "c_function_names", "codegen_c", "compiler_and_flags", "contract_flag", "host_opt_level", "is_cross", "prim_funcs", "simulation_compiler",
+           "target_prim_funcs"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.backends.c.divisions import simplify_divisions
+from plait.backends.c.rounding import magic_operand
 from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
 from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
 from plait.tir.int_bounds import fits
@@ -89,7 +90,7 @@ def clamped_within(e: PrimExpr, dtype: str) -> bool:
     """Is every value of the float expression ``e`` finite and inside ``dtype``'s range, so that a C
     conversion gives TIR's (saturating, NaN -> 0) result without the helper's checks? True for
     ``min(max(v, lo), hi)`` / ``max(min(v, hi), lo)`` with literal bounds second (the C ``min``/``max``
-    return the literal for a NaN first operand), maybe rounded, or a select of such values: a
+    return the literal for a NaN first operand), maybe rounded (also by the magic number), or a select of such values: a
     requantization's clamp."""
     lo_t, hi_t = int_range(dtype)
     stack = [e]
@@ -97,6 +98,8 @@ def clamped_within(e: PrimExpr, dtype: str) -> bool:
         n = stack.pop()
         if isinstance(n, Call) and n.kind != "extern" and n.name in _ROUNDING and len(n.args) == 1:
             stack.append(n.args[0])
+        elif magic_operand(n) is not None:  # rounded by the magic number (rounding.py)
+            stack.append(magic_operand(n))
         elif isinstance(n, Select):
             stack.extend((n.true_value, n.false_value))
         elif isinstance(n, FloatImm):
