@@ -56,6 +56,7 @@ from plait.backends.c.kernels import KERNELS
 from plait.backends.c.rounding import lacks_vrint, round_by_magic
 from plait.tir.functor import extern_calls, func_name
 from plait.tir.narrow import narrow_indices
+from plait.tir.partition import partition_loops
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
 
@@ -191,7 +192,8 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
 
 def target_prim_funcs(funcs: Sequence[PrimFunc], target: Any) -> list[PrimFunc]:
     """``funcs`` as the C for ``target`` is generated from them: on a core with 32-bit registers
-    (``Machine.word_bits``) index arithmetic in int32 where it fits (:mod:`plait.tir.narrow`), on an FPU
+    (``Machine.word_bits``) padded copies split into border and interior loops (:mod:`plait.tir.partition`:
+    no bounds test per element) and index arithmetic in int32 where it fits (:mod:`plait.tir.narrow`), on an FPU
     without VRINT requantizations rounded by the magic number (:mod:`plait.backends.c.rounding`); the
     same objects for a host target (or none)."""
     funcs = list(funcs)
@@ -201,7 +203,7 @@ def target_prim_funcs(funcs: Sequence[PrimFunc], target: Any) -> list[PrimFunc]:
 
     t = Target(target)
     if _word_bits(t) <= 32:
-        funcs = [narrow_indices(f) for f in funcs]
+        funcs = [narrow_indices(partition_loops(f)) for f in funcs]
     if lacks_vrint(t):
         funcs = [round_by_magic(f) for f in funcs]
     return funcs
