@@ -14,8 +14,8 @@ PrimFunc, a loop
 into at most three loops over consecutive ranges: the prefix where one of those conjuncts is false
 (the store of ``c``, no load), the interior where all of them are true (the store of ``select`` over
 the remaining conjuncts, or of ``v`` when none remain; its inner loops are partitioned in turn) and
-the suffix (``c`` again). Each piece keeps the loop's kind and annotations; an empty piece is left
-out. The ranges come from evaluating the conjuncts at every value of the loop (extents up to
+the suffix (``c`` again). Each piece keeps the loop's kind (a vectorized piece of one iteration becomes
+serial) and annotations; an empty piece is left out. The ranges come from evaluating the conjuncts at every value of the loop (extents up to
 :data:`MAX_EXTENT`), so any condition in the loop variable alone qualifies as long as the values
 where it holds form one range; otherwise the loop stays as it is. A condition never true leaves one
 loop storing ``c``; one always true leaves one loop without the test. Every element gets the value
@@ -118,7 +118,8 @@ def partition_loop(loop: For) -> Stmt:
     for lo, hi, st in ((m.value, a, border), (a, b, inside), (b, m.value + e.value, border)):
         if hi <= lo:
             continue
-        piece = For(v, lo, hi - lo, loop.kind, _with_store(chain, st), loop.annotations)
+        kind = "serial" if hi - lo == 1 and loop.kind == "vectorized" else loop.kind  # (one iteration: no vector)
+        piece = For(v, lo, hi - lo, kind, _with_store(chain, st), loop.annotations)
         if st is inside:
             piece = _partition_inner(piece, chain, st)
         if not first:
