@@ -9,7 +9,7 @@ PrimFunc, a loop
 - with constant ``min`` and ``extent`` (symbolic extents are left alone),
 - whose body is a perfect nest of loops down to one ``BufferStore`` of ``select(cond, v, c)`` with
   ``c`` an immediate (an ``if``/``else`` statement is not handled),
-- where some conjuncts of ``cond`` use this loop's variable and no other variable,
+- where some conjuncts of ``cond`` use this loop's variable and no other variable (and no load or call),
 
 into at most three loops over consecutive ranges: the prefix where one of those conjuncts is false
 (the store of ``c``, no load), the interior where all of them are true (the store of ``select`` over
@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from plait.ir.transform import PassContext
-from plait.tir.expr import And, FloatImm, IntImm, PrimExpr, Select, Var
-from plait.tir.functor import StmtExprMutator, copy_with_fresh_vars, free_vars
+from plait.tir.expr import AddressOf, And, BufferLoad, Call, FloatImm, IntImm, PrimExpr, Select, Var
+from plait.tir.functor import StmtExprMutator, copy_with_fresh_vars, free_vars, pre_order
 from plait.tir.interpreter import evaluate_expr
 from plait.tir.stmt import BufferStore, For, PrimFunc, Stmt, seq
 from plait.tir.transform import PrimFuncPass
@@ -79,6 +79,11 @@ def _with_store(chain: list[For], store: BufferStore) -> Stmt:
     return body
 
 
+def _pure(e: PrimExpr) -> bool:
+    """Does ``e`` compute from its variables alone (no load, address or call)?"""
+    return not any(isinstance(n, (BufferLoad, AddressOf, Call)) for n in pre_order(e))
+
+
 def _range_where(terms: list[PrimExpr], v: Var, lo: int, n: int) -> tuple[int, int] | None:
     """The values ``[a, b)`` of ``v`` in ``[lo, lo + n)`` where every term holds (``a == b``: none);
     None when they are not one range."""
@@ -102,7 +107,7 @@ def partition_loop(loop: For) -> Stmt:
     chain, store = found
     sel = store.value
     terms = _conjuncts(sel.cond)
-    mine = [t for t in terms if free_vars(t) == [v]]
+    mine = [t for t in terms if free_vars(t) == [v] and _pure(t)]
     if not mine or not (isinstance(m, IntImm) and isinstance(e, IntImm)) or not 0 < e.value <= MAX_EXTENT:
         return _partition_inner(loop, chain, store)
     bounds = _range_where(mine, v, m.value, e.value)

@@ -82,6 +82,22 @@ def test_condition_not_one_range_is_left_alone():
     assert sorted(lp[0] for lp in _loops(g) if lp[0] == "yy") == ["yy"]  # rows untouched, columns always true
 
 
+def test_a_condition_on_loaded_values_stays():
+    M = Buffer("M", (8,), "int8")
+    f = _pack(3, 3, 1, cond=lambda y, x: (y >= 1) & (M[y] > 0) & (x < 4))
+    f = PrimFunc((*f.params, M), f.body, {"global_symbol": "pack", "num_inputs": 2})
+    g = partition_loops(f)
+    verify(g)
+    assert "M[yy] > 0" in print_prim_func(g) and sorted(lp[:3] for lp in _loops(g) if lp[0] == "yy") == [
+        ("yy", 0, 1), ("yy", 1, 4)]
+    x = np.random.default_rng(1).integers(-128, 128, (3, 3)).astype(np.int8)
+    m = np.array([1, -1, 2, 0, 3, 1, 1, 1], np.int8)
+    ps = [np.full((5, 5), -1, np.int16) for _ in range(2)]
+    tir.evaluate(f, x, ps[0], m)
+    tir.evaluate(g, x, ps[1], m)
+    np.testing.assert_array_equal(ps[1], ps[0])
+
+
 def test_symbolic_extents_are_left_alone():
     n = Var("n")
     X, P = Buffer("X", (n, 4), "float32"), Buffer("P", (n, 6), "float32")
