@@ -4,7 +4,8 @@
 has a form for them:
 
 - ``"outer"``: one group, int8 weights of zero point 0, compiled as C for a host with 512-bit
-  vectors and AVX512-VNNI (compute facts ``compiled_as_c``, ``simd_bits``, ``vnni``), at least
+  vectors and AVX512-VNNI or with 256-bit vectors (AVX2; :func:`conv_kernel_body` of the compute
+  facts ``compiled_as_c``, ``simd_bits``, ``vnni``), at least
   :data:`MIN_OUTER_CHANNELS` input channels, any window, stride, padding or dilation. The weight
   packed ``[ceil(O/16), KH * KW * CP / 4, 16, 4]`` (``CP``: the channels rounded up to a multiple of
   4, zero weights past ``C`` and ``O``), the input read as it is when it is uint8, unpadded and
@@ -13,7 +14,9 @@ has a form for them:
   as the NCHW packed forms do). The sums are computed by the C kernel ``plait_q8_conv``
   (:mod:`plait.backends.c.kernels`, put in by :mod:`plait.schedule.int_kernels`): 16 output channels in the lanes of
   one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes, blocks
-  of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes).
+  of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes);
+  with AVX2 and no VNNI, both operands widened to int16 and ``vpmaddwd`` (exact pair sums), blocks of
+  2 pixels x 16 channels in 8 accumulators, the pairs summed once per block.
 - ``"depthwise"``: one input and one output channel per group, at least ``MIN_DEPTHWISE`` channels:
   the input packed ``[N, H + pads, (W + pads) * C]`` as int16 minus its zero point (a contiguous
   copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
@@ -58,6 +61,21 @@ whole packed weight is read once per pixel; the NCHW form reads it once per row 
 (resnet_block's 64 x 64 x 3 x 3 layers under LLVM: 807 -> 971 us channels-last)."""
 
 
+def conv_kernel_body(facts: dict[str, Any] | None = None) -> str | None:
+    """Which fast body of ``plait_q8_conv`` (:mod:`plait.backends.c.kernels`) the C of a piece with
+    these compute facts (default: the current ones, :func:`compute_fact`) gets: ``"vnni"`` (compiled as
+    C, 512-bit vectors and AVX512-VNNI: ``vpdpbusd``), ``"avx2"`` (compiled as C, at least 256-bit
+    vectors without VNNI: x86-64-v3, int16 ``vpmaddwd`` pairs) or None (LLVM, narrower vectors,
+    Cortex-M: the kernel's plain C body would be slower than the other forms)."""
+    get = compute_fact if facts is None else (lambda name, default: facts.get(name, default))
+    if not get("compiled_as_c", False):
+        return None
+    simd = get("simd_bits", 0)
+    if simd >= 512 and get("vnni", False):
+        return "vnni"
+    return "avx2" if simd >= 256 else None
+
+
 def _static(*shapes: Any) -> bool:
     return all(isinstance(d, int) for s in shapes for d in s)
 
@@ -75,8 +93,7 @@ def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str
     if g == c and o == c and cg == 1 and c >= MIN_DEPTHWISE:
         return "depthwise"
     if g == 1 and c >= MIN_OUTER_CHANNELS and w_dtype == "int8" and attrs["kernel_zero_point"] == 0 and \
-            compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512 and \
-            compute_fact("vnni", False):
+            conv_kernel_body() is not None:
         return "outer"
     mode = packed_conv((x_shape[0], c, x_shape[1], x_shape[2]), w_shape, attrs)
     if mode is not None and mode != "outer" and int(np.prod(w_shape)) <= MAX_PACKED_WEIGHT:
