@@ -113,10 +113,8 @@ static inline void plait_q8_store16(int32_t* s, int32_t rem, __m256i a0, __m256i
   }
 }
 /* the 4 bytes at p widened to int16 and repeated over 16 lanes */
-static inline __m256i plait_q8_x4(const uint8_t* p) {
-  int32_t q;
-  memcpy(&q, p, 4);
-  return _mm256_cvtepu8_epi16(_mm_set1_epi32(q));
+static inline __m256i plait_q8_x4(const uint8_t* p) {  /* (vbroadcastss: one load, any alignment) */
+  return _mm256_cvtepu8_epi16(_mm_castps_si128(_mm_broadcast_ss((const float*)(const void*)p)));
 }
 #define PLAIT_Q8_MAC(a, x, w) a = _mm256_add_epi32(a, _mm256_madd_epi16(x, w))
 #endif
@@ -196,14 +194,14 @@ static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, i
         for (int32_t ry = 0; ry < kh; ++ry)
           for (int32_t rx = 0; rx < kw; ++rx) {
             const size_t off = ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
-            const int8_t* wt = wb + (size_t)(ry * kw + rx) * cp * 16;
-            for (int32_t k = 0; k < cp; k += 4) {
-              const __m128i* wk = (const __m128i*)(wt + (size_t)k * 16);
+            const __m128i* wk = (const __m128i*)(wb + (size_t)(ry * kw + rx) * cp * 16);
+            const uint8_t *xa = x0 + off, *xe = xa + cp;
+            for (const uint8_t* xc = x1 + off; xa < xe; xa += 4, xc += 4, wk += 4) {
               const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk));
               const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 1));
               const __m256i w2 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 2));
               const __m256i w3 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 3));
-              const __m256i u = plait_q8_x4(x0 + off + k), v = plait_q8_x4(x1 + off + k);
+              const __m256i u = plait_q8_x4(xa), v = plait_q8_x4(xc);
               PLAIT_Q8_MAC(a0, u, w0); PLAIT_Q8_MAC(a1, u, w1); PLAIT_Q8_MAC(a2, u, w2); PLAIT_Q8_MAC(a3, u, w3);
               PLAIT_Q8_MAC(b0, v, w0); PLAIT_Q8_MAC(b1, v, w1); PLAIT_Q8_MAC(b2, v, w2); PLAIT_Q8_MAC(b3, v, w3);
             }
