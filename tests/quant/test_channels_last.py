@@ -19,7 +19,7 @@ from plait.backends.c.kernels import KERNELS
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext
 from plait.op._compute import compute_facts
-from plait.op._qnn_nhwc import conv_kernel_body, nhwc_form
+from plait.op._qnn_nhwc import conv_kernel_body, folds, nhwc_form
 from plait.op import get_op
 from plait.relay import IRModule, call, const, infer_type, run, var
 from plait.relay.expr import Call, Function
@@ -128,7 +128,9 @@ def test_nhwc_forms():
     with compute_facts(**dict(FACTS)):
         assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs({})) == "outer"
         assert nhwc_form((1, 48, 48, 3), (16, 3, 3, 3), "int8", attrs(dict(strides=(2, 2)))) == "outer"
-        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 4), "int8", attrs({})) == "packed"  # (one channel)
+        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 4), "int8", attrs({})) == "outer"  # (rows folded: 4 channels)
+        assert folds(1, 4) and folds(2, 2) and not folds(1, 2) and not folds(3, 3)
+        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 2), "int8", attrs({})) != "outer"  # (2 taps a row)
         assert nhwc_form((1, 25, 5, 64), (64, 1, 3, 3), "int8", attrs(dict(groups=64))) == "depthwise"
         assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs(dict(kernel_zero_point=2))) == "packed"
         assert nhwc_form((1, 6, 6, 12), (12, 4, 3, 3), "int8", attrs(dict(groups=3))) is None
@@ -173,6 +175,9 @@ CONVS = [
     ((1, 3, 20, 20), "int8", 8, -3, dict(k=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))),
     ((1, 64, 9, 7), "int8", 64, -128, dict(k=(3, 3), groups=64, strides=(2, 2), padding=(1, 1, 1, 1),
                                           kernel_zero_point=1)),  # (taps unrolled in the channel loop)
+    # window rows folded into the channels (folds): dilated along the rows, 2 channels
+    ((2, 1, 9, 11), "uint8", 20, 3, dict(k=(3, 3), strides=(1, 2), padding=(1, 0, 1, 2), dilation=(1, 2))),
+    ((1, 2, 8, 7), "int8", 17, 0, dict(k=(2, 2))),
 ]
 
 
