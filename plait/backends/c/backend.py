@@ -427,9 +427,10 @@ class COptions:
     requantize: str = option("", "arithmetic of int8 requantization (docs/quantization.md): float (ONNX Runtime's) "
                                  "or fixed (TensorFlow Lite's integer multiply and shift); empty: fixed on a "
                                  "Cortex-M core without an FPU, else float", choices=("", "float", "fixed"))
-    int8_dot: str = option("", "int8 dot-product instructions the generated C may count on (the 'outer' form of "
-                               "int8 1x1 convolutions, docs/quantization.md): vnni (AVX512-VNNI) or none; empty: "
-                               "this machine's (avx512_vnni in /proc/cpuinfo; the C is built with -march=native)",
+    int8_dot: str = option("", "int8 dot-product instructions the generated C may count on (the 'outer' forms of "
+                               "int8 convolutions, docs/quantization.md): vnni (AVX512-VNNI) or none (with "
+                               "256-bit vectors: the kernels' exact AVX2 bodies); empty: this machine's "
+                               "(avx512_vnni in /proc/cpuinfo; the C is built with -march=native)",
                            choices=("", "vnni", "none"))
 
 
