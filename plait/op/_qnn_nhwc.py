@@ -22,6 +22,9 @@ has a form for them:
   the input packed ``[N, H + pads, (W + pads) * C]`` as int16 minus its zero point (a contiguous
   copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
   result: the channels-last depthwise form of :mod:`plait.op._qnn_planes` without its transposes.
+  With AVX2 and no VNNI (:func:`conv_kernel_body` ``"avx2"``) the sums are stage ``dwk``, computed by
+  the C kernel ``plait_dw16`` (:mod:`plait.backends.c.avx2_kernels`): pairs of taps interleaved and
+  ``vpmaddwd`` by interleaved weights, where gcc multiplies with ``vpmullw`` + ``vpmulhw``.
 - ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op.qnn_nn.packed_conv`:
   ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
   elements: the same packs, copied from NHWC data without a transposition.
@@ -207,7 +210,9 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
             tir.cast("int32", wq[ry, rx * c + ch])
         return te.sum(v, axis=[ry, rx])
 
-    acc = make(op, out_shape, body, "dwc")  # (int_rules: the taps unrolled inside the channel vector loop)
+    # (int_rules: the taps unrolled inside the channel vector loop; with AVX2 and no VNNI, "dwk": the
+    # kernel plait_dw16, pairs of taps by vpmaddwd)
+    acc = make(op, out_shape, body, "dwk" if conv_kernel_body() == "avx2" else "dwc")
     return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])
 
 

@@ -22,6 +22,7 @@ taps an outer loop, each pixel's 16 sums one (masked past ``o``) store.
 
 from __future__ import annotations
 
+from plait.backends.c.avx2_kernels import DW16
 from plait.backends.c.dsp_kernels import dot_kernels
 
 OUTER = r"""
@@ -254,7 +255,7 @@ static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, i
 }
 """
 
-KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, **dot_kernels()}
+KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, "plait_dw16": DW16, **dot_kernels()}
 """Kernel name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
 
 __all__ = ["KERNELS"]
