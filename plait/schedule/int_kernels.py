@@ -106,28 +106,10 @@ def conv_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     if rows is None or cols is None or linear(xi[0]) != ({i: 1}, 0) or out[0] != n or (block, step) != (16, 4) or \
             nb != -(-out[3] // 16) or t4 * step != rows[2] * cols[2] * cp or cp % 4:
         return None
-    sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
-    acc = st.update.buffer
-    idx = tuple(lp.loop_var for lp in st.spatial)
-
-    class _Sums(StmtExprMutator):
-        def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
-            return BufferLoad(sums, idx) if pre.buffer is acc else post
-
-    store = st.output
-    body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
-    for lp in reversed(st.spatial):
-        body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    args = [IntImm(v, "int32") for v in (n, hp, wp, cp, out[1], out[2], out[3], rows[2], cols[2], rows[0], cols[0],
-                                         rows[1], cols[1])]
-    call = Evaluate(call_extern("void", CONV_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
-    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    try:  # (the epilogue along the channels; 8 of them stay scalar: gcc has no 8-byte int8 vector, and
-        # a fused run of pixels x channels gathers the per-channel parameters: not vectorized either)
-        sch.vectorize(st.spatial[3].loop_var.name)
-    except ScheduleError:
-        pass
-    return sch.func
+    # (the epilogue along the channels; 8 of them stay scalar: gcc has no 8-byte int8 vector, and a fused
+    # run of pixels x channels gathers the per-channel parameters: not vectorized either)
+    return _sums_call(func, st, out, CONV_KERNEL, (xb, wb), [n, hp, wp, cp, out[1], out[2], out[3], rows[2], cols[2],
+                                                             rows[0], cols[0], rows[1], cols[1]])
 
 
 DW_KERNEL = "plait_dw16"
