@@ -167,7 +167,8 @@ def dw_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
         return None
     coef = cols[0]
     rest = [v for v in coef if v is not z and v is not ch]
-    if coef.get(ch) != 1 or coef.get(z, 0) % c or len(rest) > 1 or (rest and (rest[0] not in taps or coef[rest[0]] % c)):
+    if coef.get(ch) != 1 or coef.get(z, 0) % c or len(rest) > 1 or \
+            (rest and (rest[0] not in taps or coef[rest[0]] % c)):
         return None
     sw, (dw, kw) = coef[z] // c if z in coef else 1, ((coef[rest[0]] // c, taps[rest[0]]) if rest else (1, 1))
     if kh != rows[2] or kwc != kw * c or wpc % c:

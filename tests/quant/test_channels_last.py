@@ -1,6 +1,6 @@
 """int8 convolutions channels-last: ``qnn.conv2d(data_layout="NHWC")`` (plait/op/qnn_nn.py, its forms in
 plait/op/_qnn_nhwc.py, the C kernel ``plait_q8_conv``) and the ChannelsLast pass
-(plait/relay/passes/channels_last.py) the c kind legalizes with on hosts with AVX512-VNNI (the llvm kind
+(plait/relay/passes/channels_last.py) the c kind legalizes with on hosts with AVX512-VNNI or AVX2 (the llvm kind
 when every convolution of a function has a form). The pass's graphs (no transposes between consecutive
 convolutions) and compiled results equal to the NCHW reference bit for bit."""
 

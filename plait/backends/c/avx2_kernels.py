@@ -33,9 +33,9 @@ static void plait_dw16(const void* xv, const void* wv, void* sv, int32_t n, int3
       __m256i wl[32], wh[32];
       for (int32_t q = 0; q < pairs; ++q) {
         const int32_t ta = 2 * q, tb = 2 * q + 1;
-        const __m256i wa = _mm256_loadu_si256((const __m256i*)(w + (size_t)(ta / kw) * kw * c + (size_t)(ta % kw) * c + c0));
-        const __m256i wb = tb < taps ? _mm256_loadu_si256((const __m256i*)(w + (size_t)(tb / kw) * kw * c +
-                                                                           (size_t)(tb % kw) * c + c0))
+        /* (w[ry][rx * c + ch]: tap t is row t / kw, column t % kw, so its 16 weights start at t * c + c0) */
+        const __m256i wa = _mm256_loadu_si256((const __m256i*)(w + (size_t)ta * c + c0));
+        const __m256i wb = tb < taps ? _mm256_loadu_si256((const __m256i*)(w + (size_t)tb * c + c0))
                                      : _mm256_setzero_si256();
         wl[q] = _mm256_unpacklo_epi16(wa, wb);
         wh[q] = _mm256_unpackhi_epi16(wa, wb);
@@ -66,7 +66,8 @@ static void plait_dw16(const void* xv, const void* wv, void* sv, int32_t n, int3
           for (int32_t ry = 0; ry < kh; ++ry)
             for (int32_t rx = 0; rx < kw; ++rx)
               acc += (int32_t)x[((size_t)b * hp + (size_t)y * sh + (size_t)ry * dh) * wpc +
-                                ((size_t)z * sw + (size_t)rx * dw) * c + ch] * (int32_t)w[(size_t)ry * kw * c + (size_t)rx * c + ch];
+                                ((size_t)z * sw + (size_t)rx * dw) * c + ch] *
+                     (int32_t)w[((size_t)ry * kw + rx) * c + ch];
           s[(((size_t)b * oh + y) * ow + z) * c + ch] = acc;
         }
 }
