@@ -4,8 +4,10 @@
 has a form for them:
 
 - ``"outer"``: one group, int8 weights of zero point 0, compiled as C for a host with 512-bit
-  vectors and AVX512-VNNI (compute facts ``compiled_as_c``, ``simd_bits``, ``vnni``), at least
-  :data:`MIN_OUTER_CHANNELS` input channels, any window, stride, padding or dilation. The weight
+  vectors and AVX512-VNNI or with 256-bit vectors (AVX2; :func:`conv_kernel_body` of the compute
+  facts ``compiled_as_c``, ``simd_bits``, ``vnni``), at least
+  :data:`MIN_OUTER_CHANNELS` input channels (or fewer with that many in a window row, folded into
+  the channels: :func:`folds`), any window, stride, padding or dilation. The weight
   packed ``[ceil(O/16), KH * KW * CP / 4, 16, 4]`` (``CP``: the channels rounded up to a multiple of
   4, zero weights past ``C`` and ``O``), the input read as it is when it is uint8, unpadded and
   ``C % 4 == 0``, else copied once as a padded uint8 ``[N, H + pads, W + pads, CP]`` (an int8 input
@@ -13,11 +15,16 @@ has a form for them:
   as the NCHW packed forms do). The sums are computed by the C kernel ``plait_q8_conv``
   (:mod:`plait.backends.c.kernels`, put in by :mod:`plait.schedule.int_kernels`): 16 output channels in the lanes of
   one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes, blocks
-  of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes).
+  of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes);
+  with AVX2 and no VNNI, both operands widened to int16 and ``vpmaddwd`` (exact pair sums), blocks of
+  2 pixels x 16 channels in 8 accumulators, the pairs summed once per block.
 - ``"depthwise"``: one input and one output channel per group, at least ``MIN_DEPTHWISE`` channels:
   the input packed ``[N, H + pads, (W + pads) * C]`` as int16 minus its zero point (a contiguous
   copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
   result: the channels-last depthwise form of :mod:`plait.op._qnn_planes` without its transposes.
+  With AVX2 and no VNNI (:func:`conv_kernel_body` ``"avx2"``) the sums are stage ``dwk``, computed by
+  the C kernel ``plait_dw16`` (:mod:`plait.backends.c.avx2_kernels`): pairs of taps interleaved and
+  ``vpmaddwd`` by interleaved weights, where gcc multiplies with ``vpmullw`` + ``vpmulhw``.
 - ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op.qnn_nn.packed_conv`:
   ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
   elements: the same packs, copied from NHWC data without a transposition.
@@ -47,8 +54,10 @@ LANES, STEP = 16, 4
 
 MIN_OUTER_CHANNELS = 3
 """The ``"outer"`` form takes convolutions over at least this many input channels (fewer are padded
-to 4 with zeros: a 1- or 2-channel window wastes most of each ``vpdpbusd``; ds_cnn's 1-channel
-10 x 4 stem takes the ``"packed"`` im2col ``"window"`` form instead)."""
+to 4 with zeros: a 1- or 2-channel window wastes most of each ``vpdpbusd``), or fewer whose window
+rows hold at least this many (:func:`folds`: each row of taps packed as the channels, the window one
+tap wide; ds_cnn's 1-channel 10 x 4 stem: 12 -> 7 us with VNNI, 37 -> 11 us with AVX2, where it took
+the ``"packed"`` im2col ``"window"`` form)."""
 
 
 MAX_PACKED_WEIGHT = 16384
@@ -56,6 +65,21 @@ MAX_PACKED_WEIGHT = 16384
 products run output channel by output channel for each pixel (the result channels-last), so the
 whole packed weight is read once per pixel; the NCHW form reads it once per row of pixels
 (resnet_block's 64 x 64 x 3 x 3 layers under LLVM: 807 -> 971 us channels-last)."""
+
+
+def conv_kernel_body(facts: dict[str, Any] | None = None) -> str | None:
+    """Which fast body of ``plait_q8_conv`` (:mod:`plait.backends.c.kernels`) the C of a piece with
+    these compute facts (default: the current ones, :func:`compute_fact`) gets: ``"vnni"`` (compiled as
+    C, 512-bit vectors and AVX512-VNNI: ``vpdpbusd``), ``"avx2"`` (compiled as C, at least 256-bit
+    vectors without VNNI: x86-64-v3, int16 ``vpmaddwd`` pairs) or None (LLVM, narrower vectors,
+    Cortex-M: the kernel's plain C body would be slower than the other forms)."""
+    get = compute_fact if facts is None else (lambda name, default: facts.get(name, default))
+    if not get("compiled_as_c", False):
+        return None
+    simd = get("simd_bits", 0)
+    if simd >= 512 and get("vnni", False):
+        return "vnni"
+    return "avx2" if simd >= 256 else None
 
 
 def _static(*shapes: Any) -> bool:
@@ -74,9 +98,9 @@ def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str
     c, (o, cg, _, _), g = x_shape[3], w_shape, attrs["groups"]
     if g == c and o == c and cg == 1 and c >= MIN_DEPTHWISE:
         return "depthwise"
-    if g == 1 and c >= MIN_OUTER_CHANNELS and w_dtype == "int8" and attrs["kernel_zero_point"] == 0 and \
-            compute_fact("compiled_as_c", False) and compute_fact("simd_bits", 0) >= 512 and \
-            compute_fact("vnni", False):
+    if g == 1 and (c >= MIN_OUTER_CHANNELS or folds(c, w_shape[3])) and w_dtype == "int8" and \
+            attrs["kernel_zero_point"] == 0 and \
+            conv_kernel_body() is not None:
         return "outer"
     mode = packed_conv((x_shape[0], c, x_shape[1], x_shape[2]), w_shape, attrs)
     if mode is not None and mode != "outer" and int(np.prod(w_shape)) <= MAX_PACKED_WEIGHT:
@@ -91,6 +115,13 @@ def _round(v: int, m: int) -> int:
     return -(-v // m) * m
 
 
+def folds(c: int, kw: int) -> bool:
+    """Whether the ``"outer"`` form of a convolution over ``c`` input channels with windows ``kw`` wide
+    folds each window row into the channels (fewer than :data:`MIN_OUTER_CHANNELS` channels, at least
+    that many in a row: ds_cnn's 1-channel 10 x 4 stem becomes a 10 x 1 window over 4 channels)."""
+    return c < MIN_OUTER_CHANNELS <= c * kw
+
+
 def _outer(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     n, h, w, c = shape_of(x, op)
     o, _, kh, kw = shape_of(wt, op)
@@ -99,47 +130,58 @@ def _outer(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     zx = attrs["input_zero_point"]
     shift = 128 if x.dtype == "int8" else 0
     pad = zx + shift
-    cp, op_ = _round(c, STEP), _round(o, LANES)
-    if shift or any(attrs["padding"]) or cp != c:
-        def xval(i: PrimExpr, yy: PrimExpr, xx: PrimExpr, ch: PrimExpr) -> PrimExpr:
-            iy, ix = yy - top, xx - left
+    fold = folds(c, kw)
+    # (folded: the packed input's channel k is tap k // c, channel k % c of the row; the window 1 wide)
+    cf, kwe, dwe = (c * kw, 1, 1) if fold else (c, kw, d[1])
+    cp, op_ = _round(cf, STEP), _round(o, LANES)
+    if shift or any(attrs["padding"]) or cp != c or fold:
+        width = w + left + right - ((kw - 1) * d[1] if fold else 0)
+
+        def xval(i: PrimExpr, yy: PrimExpr, xx: PrimExpr, k: PrimExpr) -> PrimExpr:
+            iy, ix, ch = yy - top, xx - left, k
+            if fold:  # (k % cf: in range past cf too, where the select takes the pad)
+                kk = k % cf if cp != cf else k
+                ix, ch = ix + (kk // c) * d[1], kk % c
             v = x[i, iy, ix, ch]
             v = tir.cast("uint8", tir.cast("int32", v) + shift) if shift else v
-            conds = ([inside(iy, ix, h, w)] if any(attrs["padding"]) else []) + ([ch < c] if cp != c else [])
+            conds = ([inside(iy, ix, h, w)] if any(attrs["padding"]) else []) + ([k < cf] if cp != cf else [])
             if not conds:
                 return v
             return tir.select(conds[0] if len(conds) == 1 else tir.all_(*conds), v, tir.const(pad, "uint8"))
 
-        xq = make(op, (n, h + top + bottom, w + left + right, cp), xval, "pack", inline=False)
+        xq = make(op, (n, h + top + bottom, width, cp), xval, "pack", inline=False)
     else:
         xq = x
 
     def wval(ob: PrimExpr, t4: PrimExpr, j: PrimExpr, q: PrimExpr) -> PrimExpr:
         oc, k = ob * LANES + j, t4 * STEP + q
-        ch, tap = (k, 0) if kh * kw == 1 else (k % cp, k // cp)
-        v = wt[oc, ch, tap // kw, tap % kw]
-        conds = ([oc < o] if op_ != o else []) + ([ch < c] if cp != c else [])
+        kf, tap = (k, 0) if kh * kwe == 1 else (k % cp, k // cp)
+        ry, rx, ch = tap // kwe, tap % kwe, kf
+        if fold:
+            rx, ch = kf // c, kf % c
+        v = wt[oc, ch, ry, rx]
+        conds = ([oc < o] if op_ != o else []) + ([kf < cf] if cp != cf else [])
         if not conds:
             return v
         return tir.select(conds[0] if len(conds) == 1 else tir.all_(*conds), v, tir.const(0, "int8"))
 
-    wq = make(op, (op_ // LANES, kh * kw * cp // STEP, LANES, STEP), wval, "wpack", inline=False)
+    wq = make(op, (op_ // LANES, kh * kwe * cp // STEP, LANES, STEP), wval, "wpack", inline=False)
 
     def wout(oc: PrimExpr, t: PrimExpr, ch: PrimExpr) -> PrimExpr:  # the packed weight of (oc, tap, ch)
         k = t * cp + ch
         return wq[oc // LANES, k // STEP, oc % LANES, k % STEP]
 
     def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, oc: PrimExpr) -> Any:
-        ry, rx, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx"), te.reduce_axis((0, cp), "rk")
-        v = xq[i, y * s[0] + ry * d[0], z * s[1] + rx * d[1], rk]
-        return te.sum(tir.cast("int32", v) * tir.cast("int32", wout(oc, ry * kw + rx, rk)), axis=[ry, rx, rk])
+        ry, rx, rk = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kwe), "rx"), te.reduce_axis((0, cp), "rk")
+        v = xq[i, y * s[0] + ry * d[0], z * s[1] + rx * dwe, rk]
+        return te.sum(tir.cast("int32", v) * tir.cast("int32", wout(oc, ry * kwe + rx, rk)), axis=[ry, rx, rk])
 
     acc = make(op, out_shape, body, "outer")  # (int_rules' kernel)
     if not pad:
         return make(op, out_shape, lambda i, y, z, oc: acc[i, y, z, oc])
 
     def wsum(oc: PrimExpr) -> Any:
-        rk = te.reduce_axis((0, kh * kw * cp), "rk")
+        rk = te.reduce_axis((0, kh * kwe * cp), "rk")
         return te.sum(tir.cast("int32", wq[oc // LANES, rk // STEP, oc % LANES, rk % STEP]), axis=[rk])
 
     ws = make(op, (o,), wsum, "wsum")
@@ -168,7 +210,9 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
             tir.cast("int32", wq[ry, rx * c + ch])
         return te.sum(v, axis=[ry, rx])
 
-    acc = make(op, out_shape, body, "dwc")  # (int_rules: the taps unrolled inside the channel vector loop)
+    # (int_rules: the taps unrolled inside the channel vector loop; with AVX2 and no VNNI, "dwk": the
+    # kernel plait_dw16, pairs of taps by vpmaddwd)
+    acc = make(op, out_shape, body, "dwk" if conv_kernel_body() == "avx2" else "dwc")
     return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])
 
 

@@ -1,8 +1,10 @@
 """The int8 convolution stages computed by C kernels of plait's own (:mod:`plait.backends.c.kernels`,
 called by name): :func:`outer_kernel` (a 1x1 convolution's NCHW ``"outer"`` form, ``plait_q8_outer``)
-and :func:`conv_kernel` (a channels-last convolution's ``"outer"`` form, ``plait_q8_conv``). Each
+and :func:`conv_kernel` (a channels-last convolution's ``"outer"`` form, ``plait_q8_conv``), and
+:func:`dw_kernel` (a channels-last depthwise convolution's sums on AVX2 hosts, ``plait_dw16``). Each
 matches the stage's TE shape exactly and returns None otherwise (the usual rules then compute the same
-sums, slower); :func:`plait.schedule.int_rules.int_stage` tries them first on ``*_outer`` stages."""
+sums, slower); :func:`plait.schedule.int_rules.int_stage` tries them first on ``*_outer`` and ``*_dwk``
+stages."""
 
 from __future__ import annotations
 
@@ -104,6 +106,20 @@ def conv_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     if rows is None or cols is None or linear(xi[0]) != ({i: 1}, 0) or out[0] != n or (block, step) != (16, 4) or \
             nb != -(-out[3] // 16) or t4 * step != rows[2] * cols[2] * cp or cp % 4:
         return None
+    # (the epilogue along the channels; 8 of them stay scalar: gcc has no 8-byte int8 vector, and a fused
+    # run of pixels x channels gathers the per-channel parameters: not vectorized either)
+    return _sums_call(func, st, out, CONV_KERNEL, (xb, wb), [n, hp, wp, cp, out[1], out[2], out[3], rows[2], cols[2],
+                                                             rows[0], cols[0], rows[1], cols[1]])
+
+
+DW_KERNEL = "plait_dw16"
+"""The C kernel of a channels-last depthwise convolution's sums on AVX2 hosts (stage ``*_dwk`` of
+:mod:`plait.op._qnn_nhwc`; its source: :mod:`plait.backends.c.avx2_kernels`)."""
+
+
+def _sums_call(func: PrimFunc, st: Stage, out: list[int], kernel: str, operands: tuple, args: list[int]) -> PrimFunc:
+    """Stage ``st`` as one call of ``kernel`` into a workspace of int32 sums ``out``, then its output loop
+    nest (the fused epilogue, channels innermost: vectorized where it can be) reading them."""
     sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
     acc = st.update.buffer
     idx = tuple(lp.loop_var for lp in st.spatial)
@@ -116,16 +132,49 @@ def conv_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
     body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
     for lp in reversed(st.spatial):
         body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    args = [IntImm(v, "int32") for v in (n, hp, wp, cp, out[1], out[2], out[3], rows[2], cols[2], rows[0], cols[0],
-                                         rows[1], cols[1])]
-    call = Evaluate(call_extern("void", CONV_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
+    call = Evaluate(call_extern("void", kernel, *(address_of(b) for b in operands), address_of(sums),
+                                *(IntImm(v, "int32") for v in args)))
     sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    try:  # (the epilogue along the channels; 8 of them stay scalar: gcc has no 8-byte int8 vector, and
-        # a fused run of pixels x channels gathers the per-channel parameters: not vectorized either)
+    try:
         sch.vectorize(st.spatial[3].loop_var.name)
     except ScheduleError:
         pass
     return sch.func
 
 
-__all__ = ["CONV_KERNEL", "OUTER_KERNEL", "conv_kernel", "outer_kernel"]
+def dw_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
+    """The ``"dwk"`` stage of a channels-last depthwise convolution (sums over the int16 pack ``[N, HP,
+    WP * C]`` and weights ``[KH, KW * C]`` into ``[N, OH, OW, C]``) as one call of :data:`DW_KERNEL`;
+    None when the stage is not that shape (left to the usual rules: the same sums, slower)."""
+    if st.update is None or st.output is None or len(st.spatial) != 4 or not st.reduce:
+        return None
+    loads = st.loads()
+    if len(loads) != 2 or any(ld.buffer.dtype != "int16" for ld in loads):
+        return None
+    xl = next((ld for ld in loads if len(ld.buffer.shape) == 3), None)
+    wl = next((ld for ld in loads if len(ld.buffer.shape) == 2), None)
+    if xl is None or wl is None:
+        return None
+    dims = [const_int(d) for d in (*xl.buffer.shape, *wl.buffer.shape, *(lp.extent for lp in st.spatial))]
+    if any(d is None for d in dims):
+        return None
+    n, hp, wpc, kh, kwc, *out = dims
+    c = out[3]
+    taps = {lp.loop_var: const_int(lp.extent) or 0 for lp in st.reduce}
+    i, y, z, ch = (lp.loop_var for lp in st.spatial)
+    rows, cols = _window_step(xl.indices[1], y, taps), linear(xl.indices[2])
+    if rows is None or cols is None or linear(xl.indices[0]) != ({i: 1}, 0) or out[0] != n or cols[1] != 0:
+        return None
+    coef = cols[0]
+    rest = [v for v in coef if v is not z and v is not ch]
+    if coef.get(ch) != 1 or coef.get(z, 0) % c or len(rest) > 1 or \
+            (rest and (rest[0] not in taps or coef[rest[0]] % c)):
+        return None
+    sw, (dw, kw) = coef[z] // c if z in coef else 1, ((coef[rest[0]] // c, taps[rest[0]]) if rest else (1, 1))
+    if kh != rows[2] or kwc != kw * c or wpc % c:
+        return None
+    return _sums_call(func, st, out, DW_KERNEL, (xl.buffer, wl.buffer),
+                      [n, hp, wpc, c, out[1], out[2], kh, kw, rows[0], sw, rows[1], dw])
+
+
+__all__ = ["CONV_KERNEL", "DW_KERNEL", "OUTER_KERNEL", "conv_kernel", "dw_kernel", "outer_kernel"]

@@ -33,7 +33,7 @@ from plait.schedule.errors import ScheduleError
 from plait.schedule.machine import Machine
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage, analyze, contiguous, uses
-from plait.schedule.int_kernels import conv_kernel, outer_kernel
+from plait.schedule.int_kernels import conv_kernel, dw_kernel, outer_kernel
 
 NARROW = ("int8", "uint8", "int16")
 """The element types whose widening dot products gcc vectorizes."""
@@ -506,6 +506,8 @@ def int_stage(func: PrimFunc, root: str, m: Machine) -> PrimFunc | None:
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
     if st.name.endswith("_outer") and (done := outer_kernel(func, st, m.lanes("int32")) or
                                        conv_kernel(func, st)) is not None:
+        return done
+    if st.name.endswith("_dwk") and (done := dw_kernel(func, st)) is not None:
         return done
     if st.name.endswith("_dwc") and m.lanes("int32") > 1 and \
             (done := _channel_taps(func, st, m.lanes("int32"))) is not None:

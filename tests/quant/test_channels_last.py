@@ -1,6 +1,6 @@
 """int8 convolutions channels-last: ``qnn.conv2d(data_layout="NHWC")`` (plait/op/qnn_nn.py, its forms in
 plait/op/_qnn_nhwc.py, the C kernel ``plait_q8_conv``) and the ChannelsLast pass
-(plait/relay/passes/channels_last.py) the c kind legalizes with on hosts with AVX512-VNNI (the llvm kind
+(plait/relay/passes/channels_last.py) the c kind legalizes with on hosts with AVX512-VNNI or AVX2 (the llvm kind
 when every convolution of a function has a form). The pass's graphs (no transposes between consecutive
 convolutions) and compiled results equal to the NCHW reference bit for bit."""
 
@@ -19,7 +19,7 @@ from plait.backends.c.kernels import KERNELS
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext
 from plait.op._compute import compute_facts
-from plait.op._qnn_nhwc import nhwc_form
+from plait.op._qnn_nhwc import conv_kernel_body, folds, nhwc_form
 from plait.op import get_op
 from plait.relay import IRModule, call, const, infer_type, run, var
 from plait.relay.expr import Call, Function
@@ -29,6 +29,7 @@ from plait.target import Target
 
 HOST = "c -simd-bits=512 -clock-mhz=2445 -int8-dot=vnni"  # (the forms on any machine: without VNNI the plain body)
 FACTS = (("compiled_as_c", True), ("narrow_macs", 2), ("simd_bits", 512), ("vnni", True))
+AVX2 = "c -march=x86-64-v3 -simd-bits=256 -int8-dot=none"  # (an AMD Zen 2/3: AVX2, no VNNI; runs here too)
 
 
 def _ints(shape, dtype, seed, lo=None, hi=None):
@@ -111,10 +112,12 @@ def test_the_pass_keeps_convolutions_without_a_form_nchw():
     assert PassContext(opt_level=2).run(ChannelsLast(FACTS, every_conv=True), mixed) is mixed
 
 
-def test_legalize_runs_the_pass_on_vnni_hosts_and_llvm_not_on_cortex_m():
+def test_legalize_runs_the_pass_on_vnni_and_avx2_hosts_and_llvm_not_on_cortex_m():
     names = lambda t: [type(p).__name__ for p in Target(t).kind.backend.legalize(Target(t))]  # noqa: E731
     assert names(HOST) == ["ChannelsLast"]
-    assert names("c -simd-bits=512 -int8-dot=none") == []
+    assert names(AVX2) == ["ChannelsLast"]  # (the kernel's AVX2 body)
+    assert names("c -simd-bits=512 -int8-dot=none") == ["ChannelsLast"]
+    assert names("c -march=x86-64 -simd-bits=128 -int8-dot=none") == []  # (SSE2 only: the plain body)
     assert names("c -mcpu=cortex-m7f") == []
     assert names("c -mcpu=cortex-m0") == ["FixedPointRequantize"]
     assert names("llvm") == ["ChannelsLast"]
@@ -125,11 +128,25 @@ def test_nhwc_forms():
     with compute_facts(**dict(FACTS)):
         assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs({})) == "outer"
         assert nhwc_form((1, 48, 48, 3), (16, 3, 3, 3), "int8", attrs(dict(strides=(2, 2)))) == "outer"
-        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 4), "int8", attrs({})) == "packed"  # (one channel)
+        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 4), "int8", attrs({})) == "outer"  # (rows folded: 4 channels)
+        assert folds(1, 4) and folds(2, 2) and not folds(1, 2) and not folds(3, 3)
+        assert nhwc_form((1, 49, 10, 1), (64, 1, 10, 2), "int8", attrs({})) != "outer"  # (2 taps a row)
         assert nhwc_form((1, 25, 5, 64), (64, 1, 3, 3), "int8", attrs(dict(groups=64))) == "depthwise"
         assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs(dict(kernel_zero_point=2))) == "packed"
         assert nhwc_form((1, 6, 6, 12), (12, 4, 3, 3), "int8", attrs(dict(groups=3))) is None
+    for avx2 in (dict(simd_bits=256, vnni=False), dict(simd_bits=512, vnni=False)):
+        with compute_facts(**{**dict(FACTS), **avx2}):
+            assert conv_kernel_body() == "avx2"
+            assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs({})) == "outer"
+            assert nhwc_form((1, 48, 48, 3), (16, 3, 3, 3), "int8", attrs(dict(strides=(2, 2)))) == "outer"
+            assert nhwc_form((1, 25, 5, 64), (64, 1, 3, 3), "int8", attrs(dict(groups=64))) == "depthwise"
+    with compute_facts(**dict(FACTS)):
+        assert conv_kernel_body() == "vnni"
+    with compute_facts(**{**dict(FACTS), "simd_bits": 128, "vnni": False}):
+        assert conv_kernel_body() is None
+        assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs({})) == "packed"
     with compute_facts(compiled_as_c=False, simd_bits=512, vnni=False):  # (LLVM)
+        assert conv_kernel_body() is None
         assert nhwc_form((1, 25, 5, 64), (64, 64, 1, 1), "int8", attrs({})) == "packed"
         assert nhwc_form((1, 48, 48, 8), (48, 8, 1, 1), "int8", attrs({})) == "channels"
 
@@ -158,6 +175,9 @@ CONVS = [
     ((1, 3, 20, 20), "int8", 8, -3, dict(k=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))),
     ((1, 64, 9, 7), "int8", 64, -128, dict(k=(3, 3), groups=64, strides=(2, 2), padding=(1, 1, 1, 1),
                                           kernel_zero_point=1)),  # (taps unrolled in the channel loop)
+    # window rows folded into the channels (folds): dilated along the rows, 2 channels
+    ((2, 1, 9, 11), "uint8", 20, 3, dict(k=(3, 3), strides=(1, 2), padding=(1, 0, 1, 2), dilation=(1, 2))),
+    ((1, 2, 8, 7), "int8", 17, 0, dict(k=(2, 2))),
 ]
 
 
@@ -182,7 +202,7 @@ def test_converted_convolutions_equal_the_nchw_reference_bit_for_bit(k):
     mod, x = _conv_model(k, per_channel=k % 2 == 0)
     want = run(mod, [x])
     assert len(np.unique(want)) > 10
-    for target in (HOST, "llvm"):
+    for target in (HOST, AVX2, "llvm"):
         np.testing.assert_array_equal(GraphModule(plait.build(mod, target=target))(x=x)[0], want, err_msg=target)
 
 
@@ -200,7 +220,7 @@ def test_nhwc_convolutions_equal_the_reference_on_any_target(k):
     want = np.transpose(run(IRModule.from_expr(nchw), [np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2))), w]),
                         (0, 2, 3, 1))
     np.testing.assert_array_equal(run(mod, [x, w]), want)
-    for target in (HOST, "llvm", "c -simd-bits=512 -int8-dot=none", "c -mcpu=cortex-m4f"):
+    for target in (HOST, AVX2, "llvm", "c -march=x86-64 -simd-bits=128 -int8-dot=none", "c -mcpu=cortex-m4f"):
         cfg = {"c.host_simulation": True, "c.cross_check": False} if "cortex" in target else {}
         got = GraphModule(plait.build(mod, target=target, config=cfg))(x=x, w=w)[0]
         np.testing.assert_array_equal(got, want, err_msg=target)
@@ -210,7 +230,7 @@ def test_a_residual_chain_with_pooling_equals_the_reference():
     mod = IRModule.from_expr(_chain())
     x = _ints((1, 32, 9, 5), "int8", 11)
     want = run(mod, [x])
-    for target in (HOST, "llvm"):
+    for target in (HOST, AVX2, "llvm"):
         np.testing.assert_array_equal(GraphModule(plait.build(mod, target=target))(x=x)[0], want, err_msg=target)
 
 
@@ -231,7 +251,8 @@ def test_nhwc_convolution_exports_to_onnx_between_transposes():
 
 @pytest.mark.skipif(shutil.which("gcc") is None or platform.machine().lower() not in ("x86_64", "amd64"),
                     reason="needs gcc on x86-64")
-@pytest.mark.parametrize("flags", [["-mavx512f", "-mavx512vnni"], ["-march=x86-64"]], ids=["vnni", "baseline"])
+@pytest.mark.parametrize("flags", [["-mavx512f", "-mavx512vnni"], ["-march=x86-64-v3"], ["-march=x86-64"]],
+                         ids=["vnni", "avx2", "baseline"])
 def test_conv_kernel_bodies_give_the_same_sums(tmp_path, flags):
     src = tmp_path / "k.c"
     src.write_text("#include <stddef.h>\n#include <stdint.h>\n" + KERNELS["plait_q8_conv"]
@@ -239,19 +260,25 @@ def test_conv_kernel_bodies_give_the_same_sums(tmp_path, flags):
                      "a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); }\n")
     so = tmp_path / "k.so"
     subprocess.run(["gcc", "-std=c99", "-O3", "-shared", "-fPIC", *flags, str(src), "-o", str(so)], check=True)
-    if flags[0] == "-mavx512f":
+    need = {"-mavx512f": "avx512_vnni", "-march=x86-64-v3": "avx2"}.get(flags[0])
+    if need is not None:
         with open("/proc/cpuinfo") as f:
-            if "avx512_vnni" not in f.read():
-                pytest.skip("no AVX-512 VNNI on this CPU")
+            if need not in f.read():
+                pytest.skip(f"no {need} on this CPU")
     lib = ctypes.CDLL(str(so))
     lib.run.argtypes = [ctypes.c_void_p] * 4
     # (n, padded h, w, cp, o, kh, kw, stride h, w, dilation h, w)
+    # (odd pixel counts: the one-pixel tails; o not a multiple of 16: masked stores; extreme values:
+    # 255 x -128 pairs, which a saturating vpmaddubsw would clip)
     for n, hp, wp, cp, o, kh, kw, sh, sw, dh, dw in [(1, 25, 5, 64, 64, 1, 1, 1, 1, 1, 1),
                                                      (2, 11, 9, 8, 20, 3, 3, 2, 1, 1, 1),
-                                                     (1, 9, 12, 4, 17, 2, 3, 1, 2, 2, 1)]:
+                                                     (1, 9, 12, 4, 17, 2, 3, 1, 2, 2, 1),
+                                                     (1, 7, 3, 12, 33, 3, 1, 2, 1, 1, 1),
+                                                     (3, 5, 5, 4, 1, 1, 1, 1, 1, 1, 1)]:
         oh, ow = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
         x = _ints((n, hp, wp, cp), "uint8", hp)
         w = _ints((o, kh, kw, cp), "int8", o)
+        x.reshape(-1)[::7], w.reshape(-1)[::5] = 255, -128
         nb = -(-o // 16)
         wz = np.zeros((nb * 16, kh * kw * cp), np.int8)
         wz[:o] = w.reshape(o, -1)

@@ -457,9 +457,10 @@ class COptions:
     requantize: str = option("", "arithmetic of int8 requantization (docs/quantization.md): float (ONNX Runtime's) "
                                  "or fixed (TensorFlow Lite's integer multiply and shift); empty: fixed on a "
                                  "Cortex-M core without an FPU, else float", choices=("", "float", "fixed"))
-    int8_dot: str = option("", "int8 dot-product instructions the generated C may count on (the 'outer' form of "
-                               "int8 1x1 convolutions, docs/quantization.md): vnni (AVX512-VNNI) or none; empty: "
-                               "this machine's (avx512_vnni in /proc/cpuinfo; the C is built with -march=native)",
+    int8_dot: str = option("", "int8 dot-product instructions the generated C may count on (the 'outer' forms of "
+                               "int8 convolutions, docs/quantization.md): vnni (AVX512-VNNI) or none (with "
+                               "256-bit vectors: the kernels' exact AVX2 bodies); empty: this machine's "
+                               "(avx512_vnni in /proc/cpuinfo; the C is built with -march=native)",
                            choices=("", "vnni", "none"))
 
 
@@ -496,14 +497,16 @@ class CBackend(Backend):
     def legalize(self, target: Any) -> list:
         """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed``; int8
         convolutions channels-last (:class:`plait.relay.passes.ChannelsLast`) on a host piece whose C
-        has 512-bit vectors and AVX512-VNNI (compute facts ``simd_bits``, ``vnni``: the forms of
+        has a fast body of the kernel ``plait_q8_conv``: 512-bit vectors and AVX512-VNNI, or 256-bit
+        vectors (AVX2; :func:`plait.op._qnn_nhwc.conv_kernel_body` of the compute facts: the forms of
         :mod:`plait.op._qnn_nhwc` that pay)."""
         from plait.lowering.lower import target_facts
+        from plait.op._qnn_nhwc import conv_kernel_body
         from plait.relay.passes import ChannelsLast, FixedPointRequantize
 
         passes: list = [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
         facts = target_facts(target)
-        if facts.get("vnni") and facts.get("simd_bits", 0) >= 512:
+        if conv_kernel_body(facts) is not None:
             passes.append(ChannelsLast(tuple(sorted(facts.items())), forms=("outer", "depthwise", "packed")))
         return passes
 

@@ -22,6 +22,7 @@ taps an outer loop, each pixel's 16 sums one (masked past ``o``) store.
 
 from __future__ import annotations
 
+from plait.backends.c.avx2_kernels import DW16
 from plait.backends.c.dsp_kernels import dot_kernels
 
 OUTER = r"""
@@ -94,8 +95,29 @@ static void plait_q8_outer(const void* xv, const void* wv, void* sv, int32_t n, 
 
 CONV = r"""
 #include <string.h>
-#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if !(defined(__AVX512VNNI__) && defined(__AVX512F__)) && defined(__AVX2__)
+/* 16 int32 sums from 4 accumulators of pair sums (a[i]: output channels 4i..4i+3, two partial sums
+   each) stored at s; only the first `rem` (1..16) of them */
+static inline void plait_q8_store16(int32_t* s, int32_t rem, __m256i a0, __m256i a1, __m256i a2, __m256i a3) {
+  const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a0, a1), 0xD8);
+  const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a2, a3), 0xD8);
+  if (rem >= 16) {
+    _mm256_storeu_si256((__m256i*)s, lo);
+    _mm256_storeu_si256((__m256i*)(s + 8), hi);
+  } else {
+    const __m256i r = _mm256_set1_epi32(rem);
+    _mm256_maskstore_epi32(s, _mm256_cmpgt_epi32(r, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), lo);
+    _mm256_maskstore_epi32(s + 8, _mm256_cmpgt_epi32(r, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)), hi);
+  }
+}
+/* the 4 bytes at p widened to int16 and repeated over 16 lanes */
+static inline __m256i plait_q8_x4(const uint8_t* p) {  /* (vbroadcastss: one load, any alignment) */
+  return _mm256_cvtepu8_epi16(_mm_castps_si128(_mm_broadcast_ss((const float*)(const void*)p)));
+}
+#define PLAIT_Q8_MAC(a, x, w) a = _mm256_add_epi32(a, _mm256_madd_epi16(x, w))
 #endif
 static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, int32_t hp, int32_t wp, int32_t cp,
                           int32_t oh, int32_t ow, int32_t o, int32_t kh, int32_t kw, int32_t sh, int32_t sw,
@@ -160,8 +182,59 @@ static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, i
         _mm512_mask_storeu_epi32(s + (size_t)p * o + (size_t)ob * 16, m, a0);
       }
     }
+#elif defined(__AVX2__)
+    /* exact: uint8 and int8 widened to int16, vpmaddwd sums pairs of channels into int32 (no
+       saturation); blocks of 2 output pixels x 16 output channels in 8 accumulators, each of 4
+       output channels x 2 partial sums; the pairs summed once per block (plait_q8_store16) */
+    for (; p + 2 <= np; p += 2) {
+      const uint8_t* x0 = x + ((size_t)(p / ow) * sh * wp + (size_t)(p % ow) * sw) * cp;
+      const uint8_t* x1 = x + ((size_t)((p + 1) / ow) * sh * wp + (size_t)((p + 1) % ow) * sw) * cp;
+      for (int32_t ob = 0; ob < nb; ++ob) {
+        const int8_t* wb = w + (size_t)ob * kq;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int32_t ry = 0; ry < kh; ++ry)
+          for (int32_t rx = 0; rx < kw; ++rx) {
+            const size_t off = ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
+            const __m128i* wk = (const __m128i*)(wb + (size_t)(ry * kw + rx) * cp * 16);
+            const uint8_t *xa = x0 + off, *xe = xa + cp;
+            for (const uint8_t* xc = x1 + off; xa < xe; xa += 4, xc += 4, wk += 4) {
+              const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk));
+              const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 1));
+              const __m256i w2 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 2));
+              const __m256i w3 = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 3));
+              const __m256i u = plait_q8_x4(xa), v = plait_q8_x4(xc);
+              PLAIT_Q8_MAC(a0, u, w0); PLAIT_Q8_MAC(a1, u, w1); PLAIT_Q8_MAC(a2, u, w2); PLAIT_Q8_MAC(a3, u, w3);
+              PLAIT_Q8_MAC(b0, v, w0); PLAIT_Q8_MAC(b1, v, w1); PLAIT_Q8_MAC(b2, v, w2); PLAIT_Q8_MAC(b3, v, w3);
+            }
+          }
+        int32_t* sp = s + (size_t)p * o + (size_t)ob * 16;
+        plait_q8_store16(sp, o - ob * 16, a0, a1, a2, a3);
+        plait_q8_store16(sp + o, o - ob * 16, b0, b1, b2, b3);
+      }
+    }
+    for (; p < np; ++p) {  /* the last pixel */
+      const uint8_t* xp = x + ((size_t)(p / ow) * sh * wp + (size_t)(p % ow) * sw) * cp;
+      for (int32_t ob = 0; ob < nb; ++ob) {
+        const int8_t* wb = w + (size_t)ob * kq;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int32_t ry = 0; ry < kh; ++ry)
+          for (int32_t rx = 0; rx < kw; ++rx) {
+            const uint8_t* xr = xp + ((size_t)ry * dh * wp + (size_t)rx * dw) * cp;
+            const int8_t* wt = wb + (size_t)(ry * kw + rx) * cp * 16;
+            for (int32_t k = 0; k < cp; k += 4) {
+              const __m128i* wk = (const __m128i*)(wt + (size_t)k * 16);
+              const __m256i u = plait_q8_x4(xr + k);
+              PLAIT_Q8_MAC(a0, u, _mm256_cvtepi8_epi16(_mm_loadu_si128(wk)));
+              PLAIT_Q8_MAC(a1, u, _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 1)));
+              PLAIT_Q8_MAC(a2, u, _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 2)));
+              PLAIT_Q8_MAC(a3, u, _mm256_cvtepi8_epi16(_mm_loadu_si128(wk + 3)));
+            }
+          }
+        plait_q8_store16(s + (size_t)p * o + (size_t)ob * 16, o - ob * 16, a0, a1, a2, a3);
+      }
+    }
 #endif
-    for (; p < np; ++p) {  /* (without VNNI: plain C) */
+    for (; p < np; ++p) {  /* (without VNNI or AVX2: plain C) */
       const uint8_t* xp = x + ((size_t)(p / ow) * sh * wp + (size_t)(p % ow) * sw) * cp;
       for (int32_t ob = 0; ob < nb; ++ob) {
         const int8_t* wb = w + (size_t)ob * kq;
@@ -182,7 +255,7 @@ static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, i
 }
 """
 
-KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, **dot_kernels()}
+KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, "plait_dw16": DW16, **dot_kernels()}
 """Kernel name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
 
 __all__ = ["KERNELS"]

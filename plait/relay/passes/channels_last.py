@@ -1,7 +1,7 @@
 """ChannelsLast: int8 convolutions channels-last, the transposes between them sunk and cancelled.
 
 Every NCHW ``qnn.conv2d`` of static shapes for which :func:`plait.op._qnn_nhwc.nhwc_form` has a form
-(under the piece's compute facts, given to the pass: the ``"outer"`` VNNI kernel, the channels-last
+(under the piece's compute facts, given to the pass: the ``"outer"`` VNNI or AVX2 kernel, the channels-last
 depthwise sums) becomes ``qnn.conv2d(data_layout="NHWC")``: its data transposed to ``[N, H, W, C]``
 and its result ``[N, OH, OW, O]``. A value known channels-last stays so through the operators that do
 not care about the layout (ONNX Runtime's NhwcTransformer does the same with QLinearConv):
