@@ -45,7 +45,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._compute import compute_fact, make, shape_of, tir
-from plait.op._qnn_planes import MIN_DEPTHWISE, _widened, packs
+from plait.op._qnn_planes import MIN_DEPTHWISE, _widened, depthwise_sums, packs
 from plait.op.nn._window import inside
 from plait.tir.expr import PrimExpr
 
@@ -190,29 +190,10 @@ def _outer(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
 
 def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     n, h, w, c = shape_of(x, op)
-    _, _, kh, kw = shape_of(wt, op)
-    s, d = attrs["strides"], attrs["dilation"]
-    top, left, bottom, right = attrs["padding"]
-    zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
-
-    def pack(i: PrimExpr, yy: PrimExpr, f: PrimExpr) -> PrimExpr:
-        iy, ix = yy - top, f // c - left
-        v = tir.cast("int16", _widened(x[i, iy, ix, f % c], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16")) if any(attrs["padding"]) else v
-
-    xq = make(op, (n, h + top + bottom, (w + left + right) * c), pack, "pack", inline=False)
-    wq = make(op, (kh, kw * c), lambda ry, f: tir.cast("int16", _widened(wt[f % c, 0, ry, f // c], zw)),
-              "wpack", inline=False)
-
-    def body(i: PrimExpr, y: PrimExpr, z: PrimExpr, ch: PrimExpr) -> Any:
-        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
-        v = tir.cast("int32", xq[i, y * s[0] + ry * d[0], (z * s[1] + rx * d[1]) * c + ch]) * \
-            tir.cast("int32", wq[ry, rx * c + ch])
-        return te.sum(v, axis=[ry, rx])
-
     # (int_rules: the taps unrolled inside the channel vector loop; with AVX2 and no VNNI, "dwk": the
     # kernel plait_dw16, pairs of taps by vpmaddwd)
-    acc = make(op, out_shape, body, "dwk" if conv_kernel_body() == "avx2" else "dwc")
+    acc = depthwise_sums(op, lambda i, ch, iy, ix: x[i, iy, ix, ch], (n, h, w, c), wt, attrs,
+                         (out_shape[1], out_shape[2]), "dwk" if conv_kernel_body() == "avx2" else "dwc")
     return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])
 
 

@@ -51,14 +51,26 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | 
     if attrs["groups"] != c or o != c or cg != 1 or c < MIN_DEPTHWISE or not packs() or \
             not all(isinstance(v, int) for v in (*xs, *ws, out_shape[3])) or out_shape[3] >= WIDE_DEPTHWISE:
         return None
+    acc = depthwise_sums(op, lambda i, ch, iy, ix: x[i, ch, iy, ix], (n, h, w, c), wt, attrs,
+                         (out_shape[2], out_shape[3]), "nhwc")
+    return make(op, out_shape, lambda i, ch, y, z: acc[i, y, z, ch])
+
+
+def depthwise_sums(op: str, value: Any, nhwc: tuple, wt: Any, attrs: Attrs, out_hw: tuple, stage: str) -> Any:
+    """The int32 sums ``[N, OH, OW, C]`` of a depthwise convolution channels-last, whatever the input's
+    layout: ``value(i, ch, iy, ix)`` reads its element, ``nhwc`` its ``(N, H, W, C)``. The input packed
+    ``[N, H + pads, (W + pads) * C]`` and the weight ``[KH, KW * C]`` as int16 minus their zero points
+    (stages ``pack`` and ``wpack``), the sums vectorized along ``C`` (stage ``stage``: int_rules)."""
+    n, h, w, c = nhwc
+    _, _, kh, kw = shape_of(wt, op)
     s, d = attrs["strides"], attrs["dilation"]
     top, left, bottom, right = attrs["padding"]
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
 
     def pack(i: PrimExpr, yy: PrimExpr, f: PrimExpr) -> PrimExpr:
         iy, ix = yy - top, f // c - left
-        v = tir.cast("int16", _widened(x[i, f % c, iy, ix], zx))
-        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16"))
+        v = tir.cast("int16", _widened(value(i, f % c, iy, ix), zx))
+        return tir.select(inside(iy, ix, h, w), v, tir.const(0, "int16")) if any(attrs["padding"]) else v
 
     xq = make(op, (n, h + top + bottom, (w + left + right) * c), pack, "pack", inline=False)
     wq = make(op, (kh, kw * c), lambda ry, f: tir.cast("int16", _widened(wt[f % c, 0, ry, f // c], zw)),
@@ -70,8 +82,7 @@ def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | 
             tir.cast("int32", wq[ry, rx * c + ch])
         return te.sum(v, axis=[ry, rx])
 
-    acc = make(op, (n, out_shape[2], out_shape[3], c), body, "nhwc")
-    return make(op, out_shape, lambda i, ch, y, z: acc[i, y, z, ch])
+    return make(op, (n, *out_hw, c), body, stage)
 
 
 PLANES_WASTE = (5, 4)

@@ -39,21 +39,7 @@ def outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
     n, h, w, c, ob, c4, block, step, *out = dims
     if out != [n, ob * block, h, w] or c4 * step != c or (block, step) != (16, 4):
         return None
-    sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
-    acc = st.update.buffer
-    idx = tuple(lp.loop_var for lp in st.spatial)
-
-    class _Sums(StmtExprMutator):
-        def rewrite_buffer_load(self, pre: BufferLoad, post: PrimExpr) -> PrimExpr:
-            return BufferLoad(sums, idx) if pre.buffer is acc else post
-
-    store = st.output
-    body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
-    for lp in reversed(st.spatial):
-        body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    args = [IntImm(v, "int32") for v in (n, h * w, c, ob * block)]
-    call = Evaluate(call_extern("void", OUTER_KERNEL, address_of(xb), address_of(wb), address_of(sums), *args))
-    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
+    sch = _sums_schedule(func, st, out, OUTER_KERNEL, (xb, wb), [n, h * w, c, ob * block])
     plane = sch.fuse(st.spatial[2].loop_var.name, st.spatial[3].loop_var.name)  # (the epilogue along planes)
     if h * w > lanes > 1 and h * w % lanes:  # whole vectors, the last one shifted back (no scalar tail)
         try:
@@ -120,6 +106,18 @@ DW_KERNEL = "plait_dw16"
 def _sums_call(func: PrimFunc, st: Stage, out: list[int], kernel: str, operands: tuple, args: list[int]) -> PrimFunc:
     """Stage ``st`` as one call of ``kernel`` into a workspace of int32 sums ``out``, then its output loop
     nest (the fused epilogue, channels innermost: vectorized where it can be) reading them."""
+    sch = _sums_schedule(func, st, out, kernel, operands, args)
+    try:
+        sch.vectorize(st.spatial[3].loop_var.name)
+    except ScheduleError:
+        pass
+    return sch.func
+
+
+def _sums_schedule(func: PrimFunc, st: Stage, out: list[int], kernel: str, operands: tuple,
+                   args: list[int]) -> Schedule:
+    """``func`` with stage ``st`` replaced by ``kernel(*operands, sums, *args)`` writing the int32 workspace
+    ``sums`` of shape ``out``, then the stage's output loop nest reading the sums (a schedule of it)."""
     sums = Buffer(f"{st.name}_sums", tuple(IntImm(d) for d in out), "int32", "global.workspace")
     acc = st.update.buffer
     idx = tuple(lp.loop_var for lp in st.spatial)
@@ -134,12 +132,7 @@ def _sums_call(func: PrimFunc, st: Stage, out: list[int], kernel: str, operands:
         body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
     call = Evaluate(call_extern("void", kernel, *(address_of(b) for b in operands), address_of(sums),
                                 *(IntImm(v, "int32") for v in args)))
-    sch = Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
-    try:
-        sch.vectorize(st.spatial[3].loop_var.name)
-    except ScheduleError:
-        pass
-    return sch.func
+    return Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
 
 
 def dw_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
