@@ -10,7 +10,8 @@ quantizer (:func:`plait.testing.quantized.quantized_model`: ``quantize_static``,
 per channel and per tensor, int8 weights, the activation type of ``--activation``), compiled for the
 ``c`` target twice (``float`` requantization, the default, and ``-requantize=fixed``) and run on
 ``--inputs`` standard-normal inputs (fixed seed) next to ONNX Runtime's default session (graph
-optimizations on, one thread): the reference. For every output made by a ``DequantizeLinear`` the
+optimizations on, one thread; ``session.x64quantprecision`` set where it accepts it, so that its u8 x s8
+sums are exact on x86-64 without VNNI too: :mod:`plait.testing.ort_reference`): the reference. For every output made by a ``DequantizeLinear`` the
 difference is counted in quantization steps of that output's scale: the largest, and the fraction
 of elements that differ at all. The last two columns compare the ``float`` build again, with ONNX
 Runtime's option ``session.qdqisint8allowed`` set (:data:`plait.testing.quantized.INT8_FUSION`): its
