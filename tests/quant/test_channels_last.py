@@ -7,15 +7,11 @@ convolutions) and compiled results equal to the NCHW reference bit for bit."""
 from __future__ import annotations
 
 import ctypes
-import platform
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import plait
-from plait.backends.c.kernels import KERNELS
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext
 from plait.op._compute import compute_facts
@@ -26,6 +22,8 @@ from plait.relay.expr import Call, Function
 from plait.relay.passes import ChannelsLast
 from plait.relay.visitor import post_order
 from plait.target import Target
+
+from .kernel_lib import X86_GCC, kernel_library
 
 HOST = "c -simd-bits=512 -clock-mhz=2445 -int8-dot=vnni"  # (the forms on any machine: without VNNI the plain body)
 FACTS = (("compiled_as_c", True), ("narrow_macs", 2), ("simd_bits", 512), ("vnni", True))
@@ -249,23 +247,13 @@ def test_nhwc_convolution_exports_to_onnx_between_transposes():
     np.testing.assert_array_equal(got, run(IRModule({"main": fn}), [xv]))
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or platform.machine().lower() not in ("x86_64", "amd64"),
-                    reason="needs gcc on x86-64")
+@X86_GCC
 @pytest.mark.parametrize("flags", [["-mavx512f", "-mavx512vnni"], ["-march=x86-64-v3"], ["-march=x86-64"]],
                          ids=["vnni", "avx2", "baseline"])
 def test_conv_kernel_bodies_give_the_same_sums(tmp_path, flags):
-    src = tmp_path / "k.c"
-    src.write_text("#include <stddef.h>\n#include <stdint.h>\n" + KERNELS["plait_q8_conv"]
-                   + "void run(const void* x, const void* w, void* s, const int32_t* a) { plait_q8_conv(x, w, s, "
-                     "a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); }\n")
-    so = tmp_path / "k.so"
-    subprocess.run(["gcc", "-std=c99", "-O3", "-shared", "-fPIC", *flags, str(src), "-o", str(so)], check=True)
-    need = {"-mavx512f": "avx512_vnni", "-march=x86-64-v3": "avx2"}.get(flags[0])
-    if need is not None:
-        with open("/proc/cpuinfo") as f:
-            if need not in f.read():
-                pytest.skip(f"no {need} on this CPU")
-    lib = ctypes.CDLL(str(so))
+    lib = kernel_library(tmp_path, "plait_q8_conv",
+                         "void run(const void* x, const void* w, void* s, const int32_t* a) { plait_q8_conv(x, w, s, "
+                         "a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12]); }\n", flags)
     lib.run.argtypes = [ctypes.c_void_p] * 4
     # (n, padded h, w, cp, o, kh, kw, stride h, w, dilation h, w)
     # (odd pixel counts: the one-pixel tails; o not a multiple of 16: masked stores; extreme values:

@@ -9,9 +9,6 @@ instruction set). The depthwise sums there: the kernel plait_dw16 (pairs of taps
 from __future__ import annotations
 
 import ctypes
-import platform
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -22,6 +19,8 @@ from plait.executor import GraphModule
 from plait.relay import run
 from plait.target.host import cpu_has
 from plait.testing.quantized import calibration_feeds, int8_steps, output_scales, quantized_model
+
+from .kernel_lib import X86_GCC, kernel_library
 
 AVX2 = "c -march=x86-64-v3 -simd-bits=256 -int8-dot=none"
 VNNI = "c -simd-bits=512 -int8-dot=vnni"
@@ -59,19 +58,14 @@ def test_quantized_models_built_for_avx2_equal_the_reference(name, act):
         assert int8_steps(g, np.asarray(w), scales[out.name]).max() <= 1
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or platform.machine().lower() not in ("x86_64", "amd64"),
-                    reason="needs gcc on x86-64")
+@X86_GCC
 @pytest.mark.parametrize("flags", [["-march=x86-64-v3"], ["-march=x86-64"]], ids=["avx2", "baseline"])
 def test_depthwise_kernel_bodies_equal_numpy(tmp_path, flags):
     """plait_dw16 (the channels-last depthwise sums on AVX2 hosts): blocks of 16 channels and the channels
     past them, odd and even tap counts, strides, dilations, extreme int16 values (+-255)."""
-    src = tmp_path / "k.c"
-    src.write_text("#include <stddef.h>\n#include <stdint.h>\n" + KERNELS["plait_dw16"]
-                   + "void run(const void* x, const void* w, void* s, const int32_t* a) { plait_dw16(x, w, s, "
-                     "a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); }\n")
-    so = tmp_path / "k.so"
-    subprocess.run(["gcc", "-std=c99", "-O2", "-shared", "-fPIC", *flags, str(src), "-o", str(so)], check=True)
-    lib = ctypes.CDLL(str(so))
+    lib = kernel_library(tmp_path, "plait_dw16",
+                         "void run(const void* x, const void* w, void* s, const int32_t* a) { plait_dw16(x, w, s, "
+                         "a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]); }\n", flags, "-O2")
     lib.run.argtypes = [ctypes.c_void_p] * 4
     rng = np.random.default_rng(1)
     # (n, padded h, w, c, kh, kw, stride h, w, dilation h, w)

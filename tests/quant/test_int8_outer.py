@@ -8,15 +8,12 @@ sums with and without its AVX-512 VNNI body."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import plait
 from plait.backends.c.backend import codegen_c
-from plait.backends.c.kernels import KERNELS
 from plait.executor import GraphModule
 from plait.op import get_op
 from plait.op._compute import compute_facts
@@ -24,6 +21,8 @@ from plait.op.qnn_nn import packed_conv
 from plait.lowering.lower import lower_function
 from plait.relay import IRModule, call, infer_type, run, var
 from plait.relay.expr import Function
+
+from .kernel_lib import X86_GCC, kernel_library
 
 HOST = "c -simd-bits=512 -clock-mhz=2445 -int8-dot=vnni"  # (the form on any machine: without VNNI its plain C body)
 
@@ -124,25 +123,13 @@ def test_outer_conv_calls_the_kernel_in_the_generated_c():
     assert "extern void plait_q8_outer" not in src
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@X86_GCC
 @pytest.mark.parametrize("flags", [["-mavx512f", "-mavx512vnni"], ["-march=native", "-mno-avx512vnni"], ["-march=x86-64"]],
                          ids=["vnni", "no-vnni", "baseline"])
 def test_outer_kernel_bodies_give_the_same_sums(tmp_path, flags):
-    import platform
-
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        pytest.skip("x86-64 flags")
-    src = tmp_path / "k.c"
-    src.write_text("#include <stddef.h>\n#include <stdint.h>\n" + KERNELS["plait_q8_outer"]
-                   + "void run(const void* x, const void* w, void* s, int32_t n, int32_t p, int32_t c, int32_t o)"
-                   " { plait_q8_outer(x, w, s, n, p, c, o); }\n")
-    so = tmp_path / "k.so"
-    subprocess.run(["gcc", "-std=c99", "-O3", "-shared", "-fPIC", *flags, str(src), "-o", str(so)], check=True)
-    if flags[0] == "-mavx512f":  # (compiles anywhere; runs only where the CPU has VNNI)
-        with open("/proc/cpuinfo") as f:
-            if "avx512_vnni" not in f.read():
-                pytest.skip("no AVX-512 VNNI on this CPU")
-    lib = ctypes.CDLL(str(so))
+    lib = kernel_library(tmp_path, "plait_q8_outer",
+                         "void run(const void* x, const void* w, void* s, int32_t n, int32_t p, int32_t c, int32_t o)"
+                         " { plait_q8_outer(x, w, s, n, p, c, o); }\n", flags)
     lib.run.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int32] * 4
     for n, p, c, o in [(1, 125, 64, 64), (2, 21, 36, 32), (1, 3, 128, 48)]:
         x = _ints((n, p, c), "uint8", p)
