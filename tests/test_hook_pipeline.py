@@ -13,6 +13,7 @@ from plait.runtime.module import PyModule
 from plait.target.testing import isolated_registry, register_test_backend
 from plait.tir.expr import const
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc
+from plait.testing.ort_reference import reference_session
 
 TARGET = "cpu: c -simd-bits=256 -clock-mhz=2445; acc: broken"  # host facts pinned: placements do not depend on the machine
 
@@ -128,7 +129,7 @@ def test_relay_to_runtime_runs_the_region_in_an_external_module(broken):
 def test_tuple_values_cross_an_external_region_boundary_as_tensors(place):
     """A split on one piece feeding another, and a split inside an ONNX Runtime region whose results
     leave it: region boundaries carry tensors only."""
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
 
     from plait.frontend.onnx import from_onnx
@@ -143,7 +144,7 @@ def test_tuple_values_cross_an_external_region_boundary_as_tensors(place):
     m = helper.make_model(helper.make_graph(nodes, "g", [x], [y], initializer=[split]),
                           opset_imports=[helper.make_opsetid("", 17)])
     xv = np.random.default_rng(0).standard_normal((2, 6)).astype(np.float32)
-    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xv})
+    (want,) = reference_session(m).run(None, {"x": xv})
     art = plait.build(from_onnx(m), "host: c -simd-bits=256 -clock-mhz=2445; ort: onnxruntime", place=place + ",*=host")
     pinned = {r.split("=")[0] for r in place.split(",")}
     assert {p.call.meta["name"] for p in art.placement if p.piece == "ort"} == pinned

@@ -4,7 +4,6 @@ lowering cache and incremental type inference."""
 from collections import Counter
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -23,6 +22,7 @@ from plait.relay.visitor import post_order
 from plait.lowering.lower import single_call_function
 from plait.ir.types import TensorType
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 TARGET = "host: c -simd-bits=512 -clock-mhz=2445; blas: blas -simd-bits=512 -clock-mhz=2445"  # host facts pinned: placement does not depend on this machine
 
@@ -83,7 +83,7 @@ def _calls_of(model):
 def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_call_once(tmp_path, monkeypatch):
     model = onnx_models.ds_cnn()
     x = np.random.default_rng(3).standard_normal((1, 1, 49, 10)).astype(np.float32)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
     calls = _calls_of(model)
     mod = from_onnx(model)
@@ -116,7 +116,7 @@ def test_ds_cnn_build_infers_at_most_four_module_equivalents_and_lowers_each_cal
 @pytest.mark.parametrize("name", ["mlp", "resnet_block"])
 def test_bundled_models_lower_each_call_once(name, tmp_path, monkeypatch):
     model = getattr(onnx_models, name)()
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     feeds = {i.name: np.random.default_rng(5).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
              .astype(np.float32) for i in model.graph.input}
     want = sess.run(None, feeds)
@@ -202,7 +202,7 @@ def test_a_pin_splits_a_fusion_group_and_each_part_is_lowered_once(tmp_path, mon
     (the dense and bias may go anywhere, the ReLU only to b): the parts are fused, priced and lowered once."""
     model = onnx_models.mlp()
     x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
     built, stage = _computes(monkeypatch)
     art = plait.build(from_onnx(model), "a: c; b: c", place="/fc0/Relu=b", config={"cc.cache_dir": str(tmp_path)},

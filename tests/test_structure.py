@@ -39,6 +39,22 @@ def duplicate_classes(paths: list[Path], root: Path = ROOT) -> dict[str, list[st
             if len(files) > 1 and tuple(sorted(files)) != MIRRORED_IR_MODULES}
 
 
+def sessions_made_outside(paths: list[Path], allowed: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """Files that call ``InferenceSession(`` and are not under one of the ``allowed`` folders."""
+    return [p.relative_to(root).as_posix() for p in paths
+            if "InferenceSession(" in p.read_text(encoding="utf-8")
+            and not p.relative_to(root).as_posix().startswith(allowed)]
+
+
+def test_onnx_runtime_sessions_are_made_in_one_place():
+    """Tests compare with ONNX Runtime only through plait.testing.ort_reference (exact integer sums on every
+    x86-64, whatever kernels ONNX Runtime picks for the CPU); in plait/ only the onnxruntime kind makes sessions.
+    bench/ measures ONNX Runtime's speed with its defaults and may make its own."""
+    tests = [p for p in sorted((ROOT / "tests").rglob("*.py")) if p != Path(__file__).resolve()]
+    assert sessions_made_outside(tests, ()) == []
+    assert sessions_made_outside(_sources(), ("plait/backends/onnxruntime/",)) == []
+
+
 def test_no_file_over_600_lines():
     assert long_files(_sources()) == {}
 
@@ -54,3 +70,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     c.write_text("x = 1\n" * (MAX_LINES + 1))
     assert duplicate_classes([a, b, c], tmp_path) == {"Region": ["a.py", "b.py"]}
     assert long_files([a, b, c], tmp_path) == {"c.py": MAX_LINES + 1}
+    (tmp_path / "k").mkdir()
+    d, e = tmp_path / "d.py", tmp_path / "k" / "e.py"
+    d.write_text("s = ort.InferenceSession(m)\n")
+    e.write_text("s = ort.InferenceSession(m)\n")
+    assert sessions_made_outside([a, d, e], ("k/",), tmp_path) == ["d.py"]

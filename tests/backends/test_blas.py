@@ -20,6 +20,7 @@ from plait.relay import run  # noqa: E402
 from plait.relay.expr import Call, Tuple  # noqa: E402
 from plait.relay.visitor import post_order  # noqa: E402
 from plait.target import CompositeTarget, Target, TargetError, get_kind, run_relay_to_tir  # noqa: E402
+from plait.testing.ort_reference import reference_run
 
 from tests.backends.region_eval import partitioned, prim_funcs, run_region, tensor  # noqa: E402
 
@@ -242,11 +243,7 @@ def _region_mod():
 # ---- through plait.build: the bench models on "host: c; blas: blas" ------------------------------
 
 def _ort(model, feeds):
-    ort = pytest.importorskip("onnxruntime")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return reference_run(model, feeds)
 
 
 def _feeds(model):

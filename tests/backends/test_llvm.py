@@ -36,6 +36,7 @@ from plait.schedule.rules import default_schedule  # noqa: E402
 from plait.target import Target, get_hook, get_kind  # noqa: E402
 from plait.testing import onnx_models  # noqa: E402
 from plait.tir import Allocate, Buffer, Evaluate, For, IfThenElse, LetStmt, PrimFunc, Var, seq  # noqa: E402
+from plait.testing.ort_reference import reference_run
 
 from . import test_c_semantics as _sem  # noqa: E402
 from .conftest import call_each, run_ref  # noqa: E402
@@ -291,12 +292,7 @@ def test_llvm_kind_has_the_hook_and_the_host_cpu_rules():
 
 
 def ort_run(model, feeds):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return reference_run(model, feeds)
 
 
 @pytest.mark.parametrize("name", sorted(onnx_models.MODELS))

@@ -5,7 +5,6 @@ with N = 1, 3 and 8 by the VM executor against ONNX Runtime."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -28,6 +27,7 @@ from plait.executor.vm import VirtualMachine
 from plait.testing.dynamic_models import DYNAMIC_MODELS, with_symbolic_batch
 from plait.testing.onnx_models import mlp
 from plait.tir.stmt import PrimFunc
+from plait.testing.ort_reference import reference_session
 
 
 def _lowered(mod: IRModule) -> PrimFunc:
@@ -127,7 +127,7 @@ def _check_batches(model, target: str, batches=(1, 3, 8), rtol=1e-4, atol=1e-5) 
     returns the lowered module."""
     exe = plait.build(from_onnx(model), target, executor="vm")
     vm = VirtualMachine(exe)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     (inp,) = sess.get_inputs()
     for n in batches:
         x = np.random.default_rng(n).standard_normal([n, *inp.shape[1:]]).astype(np.float32)

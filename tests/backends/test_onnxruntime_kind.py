@@ -20,6 +20,7 @@ from plait.runtime.module import RuntimeError_
 from plait.backends.onnxruntime.module import OrtModule
 from plait.target import Piece, Target, call_supports, get_kind, hooks_of, run_relay_to_runtime
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_run
 
 HOST = "host: c -simd-bits=256 -clock-mhz=2445"  # host facts pinned: placements do not depend on the machine
 
@@ -31,9 +32,7 @@ def _region(func: Function, symbol: str = "ort_0") -> Function:
 
 
 def _ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_run(model, feeds)
 
 
 # ---- the kind -----------------------------------------------------------------------------------
@@ -271,6 +270,34 @@ def test_build_respects_what_ort_cannot_run():
     with pytest.raises(PlacementError, match=r"call 'mx' \(maximum\) is pinned to piece 'ort' by --place rule "
                                              r"'\*=ort', but that piece cannot run it"):
         plait.build(mod, HOST + "; ort: onnxruntime", place="*=ort")
+
+
+def test_uint8_int8_products_go_to_ort_only_where_its_sums_are_exact():
+    """ONNX Runtime's u8 x s8 MatMulInteger saturates pairs of products in 16 bits on x86-64 without VNNI unless
+    the int8 operand is a constant weight it prepacks (with the exact-sums option every session sets): those
+    products stay off the kind; a constant full-range weight runs there and equals the exact sums."""
+    import plait
+    from plait.executor import GraphModule
+    from plait.relay import IRModule
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (3, 64)).astype(np.uint8)
+    b = rng.integers(-128, 128, (64, 5)).astype(np.int8)
+    want = a.astype(np.int64) @ b.astype(np.int64)  # far from 16 bits: |pairs| reach 2 * 255 * 128
+    t = Target("onnxruntime")
+    av, bv = var("a", (3, 64), "uint8"), var("b", (64, 5), "int8")
+    ok, why = ortk.explain_support(call("qnn.matmul", av, bv), t)
+    assert not ok and why == ("a uint8 x int8 product whose int8 operand is not a constant weight (or -opt-level=0): "
+                              "ONNX Runtime adds its pairs of products in 16 bits, saturating, on x86-64 without VNNI")
+    assert ortk.explain_support(call("qnn.matmul", av, var("c", (64, 5), "uint8")), t) == (
+        True, "")  # u8 x u8: exact kernels
+    dense = call("qnn.dense", av, const(np.ascontiguousarray(b.T)), input_zero_point=0)
+    assert ortk.explain_support(dense, t) == (True, "")
+    assert ortk.explain_support(dense, Target("onnxruntime -opt-level=0"))[0] is False
+    art = plait.build(IRModule.from_expr(Function((av,), dense)), HOST + "; ort: onnxruntime", place="*=ort")
+    assert [p.piece for p in art.placement] == ["ort"]
+    (y,) = GraphModule(art)(a=a)
+    np.testing.assert_array_equal(y, want)
 
 
 def test_plait_run_on_ort_from_the_command_line(tmp_path, capsys):

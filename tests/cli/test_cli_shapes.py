@@ -56,11 +56,9 @@ def bn_path(tmp_path_factory):
 
 
 def _ort(path, feeds):
-    import onnxruntime as ort
+    from plait.testing.ort_reference import reference_run
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_run(str(path), feeds)
 
 
 def _err(capsys) -> str:

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -21,6 +20,7 @@ from plait.placement.explain import rules_of
 from plait.target import CompositeTarget
 from plait.target.errors import TargetError
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 HAVE = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
 needs_qemu = pytest.mark.skipif(not HAVE, reason="needs qemu-system-arm and arm-none-eabi-gcc")
@@ -57,7 +57,7 @@ def test_ds_cnn_on_the_design_composite(ds_cnn, tmp_path):
         "-ffunction-sections", "-fdata-sections", "-ffp-contract=off"]
     x = np.random.default_rng(3).standard_normal((1, 1, 49, 10)).astype(np.float32)
     (y,) = q(input=x)
-    s = ort.InferenceSession(ds_cnn.SerializeToString(), providers=["CPUExecutionProvider"])
+    s = reference_session(ds_cnn)
     np.testing.assert_allclose(y, s.run(None, {s.get_inputs()[0].name: x})[0], rtol=0, atol=1e-4)
     (g,) = GraphModule(build(ds_cnn, DESIGN, "graph", str(tmp_path / "cc")))(input=x)
     # both pieces are Cortex-M: built without contraction everywhere, so the host simulation and the two
@@ -73,7 +73,7 @@ def test_cli_runs_the_composite_on_qemu(ds_cnn, tmp_path, capsys):
     assert main(["run", str(path), "--target", DESIGN, "--place", PLACE, "--executor", "aot", "--on", "qemu",
                  "--fill", "ones", "--output", str(out), "--cache-dir", str(tmp_path / "cc")]) == 0
     (y,) = np.load(out).values()
-    s = ort.InferenceSession(ds_cnn.SerializeToString(), providers=["CPUExecutionProvider"])
+    s = reference_session(ds_cnn)
     x = np.ones((1, 1, 49, 10), np.float32)
     np.testing.assert_allclose(y, s.run(None, {s.get_inputs()[0].name: x})[0], rtol=0, atol=1e-4)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -21,6 +20,7 @@ from plait.executor import GraphModule
 from plait.executor.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.testing.onnx_models import MODELS
+from plait.testing.ort_reference import reference_session
 
 HAVE = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
 pytestmark = pytest.mark.skipif(not HAVE, reason="needs qemu-system-arm and arm-none-eabi-gcc")
@@ -44,7 +44,7 @@ def cache(tmp_path_factory):
     for m, t in CASES])
 def test_bundled_model_on_an_emulated_core_matches_ort_and_host_simulation(name, target, cache):
     model = MODELS[name]()
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     feeds = {i.name: np.random.default_rng(4).standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
     config = {"aot.name": name, "cc.cache_dir": cache, "c.host_simulation": True}
     got = QemuModule(plait.build(from_onnx(model), target, executor="aot", config=config), timeout_s=600)(**feeds)

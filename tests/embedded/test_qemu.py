@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -23,6 +22,7 @@ from plait.target import Target
 from plait.target.boards import BOARDS, board_for
 from plait.target.errors import TargetError
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 HAVE = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
 needs_qemu = pytest.mark.skipif(not HAVE, reason="needs qemu-system-arm and arm-none-eabi-gcc")
@@ -30,7 +30,7 @@ M0_AN385 = "c -mcpu=cortex-m0 -ram-kb=256 -board=mps2-an385"  # the chip's 16 Ki
 
 
 def ort_run(model, x: np.ndarray) -> np.ndarray:
-    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    s = reference_session(model)
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 

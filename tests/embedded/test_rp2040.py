@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -16,6 +15,7 @@ from plait.frontend.onnx import from_onnx
 from plait.target import Target
 from plait.target.boards import board_for
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 HAVE = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
 
@@ -39,5 +39,5 @@ def test_ds_cnn_runs_on_the_rp2040_under_qemu_and_matches_ort(tmp_path):
     m = QemuModule(art)
     assert m.board.name == "mps2-an385"
     (got,) = m(input=x)
-    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    s = reference_session(model)
     np.testing.assert_allclose(got, s.run(None, {"input": x})[0], rtol=1e-4, atol=1e-4)

@@ -11,11 +11,12 @@ from plait.executor import GraphModule
 from plait.executor.graph import ORT_TYPES, TensorInfo
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 
 def both(model) -> tuple[GraphModule, ort.InferenceSession]:
     gm = GraphModule(plait.build(from_onnx(model), target="c"))
-    return gm, ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return gm, reference_session(model)
 
 
 def described(args) -> list[tuple]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -17,6 +16,7 @@ from plait import tir
 from plait.frontend.onnx import from_onnx
 from plait.ir import status
 from plait.relay import run as relay_run
+from plait.testing.ort_reference import reference_run
 
 STOPPED = f"stopped: {status.MESSAGES[status.INDEX_OUT_OF_RANGE]} (status 1)"
 
@@ -43,9 +43,7 @@ CASES = {
 
 
 def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_run(model, feeds)
 
 
 @pytest.fixture(scope="module")

@@ -2,20 +2,17 @@
 ONNX Runtime; the artifact exports and loads back."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
 from plait.executor import GraphArtifact, GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_run
 
 
 def ort_run(model, feeds):
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return reference_run(model, feeds)
 
 
 def feeds_for(model, seed):

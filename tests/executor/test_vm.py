@@ -2,7 +2,6 @@
 ONNX Runtime, a composite target with copies between pieces, the text dump, the refusals."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -14,6 +13,7 @@ from plait.executor.vm_shapes import output_shapes
 from plait.frontend.onnx import from_onnx
 from plait.relay.module import IRModule
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 from tests.executor.test_models import feeds_for
 
@@ -32,7 +32,7 @@ def test_vm_equals_graph_executor_and_ort(name, cc_cache):
     gm = GraphModule(plait.build(from_onnx(model), target="c", config={"cc.cache_dir": cc_cache}))
     vm = VirtualMachine(exe)
     assert vm.output_names == [o.name for o in model.graph.output] == gm.output_names
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     for seed in (0, 1):
         feeds = feeds_for(model, seed)
         got = vm(**feeds)

@@ -3,7 +3,6 @@ at run time) against the reference interpreter, and ONNX models whose loop trip 
 an input against ONNX Runtime."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -14,6 +13,7 @@ from plait.frontend.onnx import from_onnx
 from plait.relay.expr import Function, If, Loop, Tuple, TupleGetItem, call, const, var
 from plait.relay.interpreter import run
 from plait.relay.module import IRModule
+from plait.testing.ort_reference import reference_session
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_onnx_loop_with_an_input_trip_count_matches_onnx_runtime(cc_cache, with_
     mod = from_onnx(model)
     assert any(isinstance(e, Loop) for e in relay.post_order(mod.main.body))  # not unrolled
     vm = _build(mod, cc_cache)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
     for m in (0, 1, 4, 9):
         feeds = {"M": np.array(m, np.int64), "x": x}

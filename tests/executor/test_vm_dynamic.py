@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx.helper as oh
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 
@@ -14,6 +13,7 @@ import plait
 from plait.errors import PlaitError
 from plait.executor.vm import VirtualMachine
 from plait.frontend.onnx import from_onnx
+from plait.testing.ort_reference import reference_session
 
 
 def _model(nodes, inputs, outputs, inits=()):
@@ -22,7 +22,7 @@ def _model(nodes, inputs, outputs, inits=()):
 
 
 def _ort(model, feeds):
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_session(model).run(None, feeds)
 
 
 NONZERO = _model(

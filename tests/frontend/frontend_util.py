@@ -6,11 +6,11 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from plait.frontend.onnx import from_onnx
 from plait.relay import flatten_value, run
+from plait.testing.ort_reference import reference_run
 
 
 def tensor_info(name: str, dtype: Any, shape: Sequence[Any] | None) -> onnx.ValueInfoProto:
@@ -52,11 +52,7 @@ def one_node(op_type: str, inputs: dict[str, np.ndarray | None], attrs: dict[str
 
 
 def ort_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return reference_run(model, feeds)
 
 
 def plait_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

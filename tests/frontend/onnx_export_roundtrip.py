@@ -37,12 +37,9 @@ from plait.frontend.onnx_export import ExportError, to_onnx  # noqa: E402
 
 
 def _session(model: onnx.ModelProto) -> Any:
-    import onnxruntime as ort
+    from plait.testing.ort_reference import reference_session
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 4
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return reference_session(model, log_severity=4)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,7 +3,6 @@ otherwise (run by the reference interpreter here against ONNX Runtime; tests/exe
 runs it compiled under the VM)."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -11,6 +10,7 @@ from plait import relay
 from plait.errors import UnsupportedError
 from plait.frontend.onnx import from_onnx
 from plait.relay.expr import Loop
+from plait.testing.ort_reference import reference_session
 
 from tests.executor.test_vm_control import onnx_loop_model
 
@@ -25,7 +25,7 @@ def test_a_run_time_trip_count_makes_a_relay_loop_that_matches_onnx_runtime():
     (lp,) = _loops(mod)
     assert lp.num_scan == 1 and len(lp.init) == 1 and lp.trip_count is mod.main.params[0]
     assert str(lp.checked_type) == "(Tensor[(2, 3), float32], Tensor[(?, 2, 3), float32])"
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     for m, limit in ((0, 5.0), (3, 100.0), (10, 2.0)):
         feeds = {"M": np.array(m, np.int64), "x": x, "limit": np.array(limit, np.float32)}
@@ -85,7 +85,7 @@ def test_scan_of_opset_8_runs_each_batch_element_and_matches_onnx_runtime(revers
     model = _scan8_model(reverse, lens=[4, 4, 4])
     rng = np.random.default_rng(reverse)
     feeds = {"s0": rng.standard_normal((3, 2)).astype(np.float32), "x": rng.standard_normal((3, 4, 2)).astype(np.float32)}
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = reference_session(model).run(None, feeds)
     got = relay.flatten_value(relay.run(from_onnx(model), feeds))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -147,14 +147,10 @@ class Reference:
 
 def ort_outputs(model: bytes, inputs: dict[str, np.ndarray]) -> list[np.ndarray] | None:
     """ONNX Runtime's outputs, or None when it refuses the model or the inputs."""
-    import onnxruntime as ort
+    from plait.testing.ort_reference import reference_session
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 4
     try:
-        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        sess = reference_session(model, log_severity=4)
         return [np.asarray(v) for v in sess.run(None, inputs)]
     except Exception:  # noqa: BLE001 - ORT refusing is "no reference", not a failure
         return None

@@ -1,7 +1,6 @@
 """End-to-end on the reference models: import, type-check, text round trip, match ONNX Runtime."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from plait.frontend.onnx import from_onnx
@@ -10,13 +9,11 @@ from plait.relay import flatten_value, infer_type, run
 from plait.relay.analysis import structural_equal
 from plait.relay.text import parse_module, print_module
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_run
 
 
 def ort_run(model, feeds):
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    return reference_run(model, feeds)
 
 
 def random_feeds(model, seed=0, dims=None):

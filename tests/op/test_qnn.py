@@ -13,6 +13,7 @@ from ort_util import run_onnx_node, run_plait_op
 from plait.errors import TypeInferenceError
 from plait.op import get_op
 from plait.op.qnn import fixed_point_multiplier
+from plait.testing.ort_reference import exact_u8s8_operands
 
 
 def _i8(shape, dtype="int8", seed=0):
@@ -123,20 +124,9 @@ def _zps(inputs, attrs, names):
     return [np.array(attrs.get(n, 0), x.dtype) for x, n in zip(inputs, names)]
 
 
-def _exact_in_onnx_runtime(inputs):
-    """The operands with the int8 one of a uint8 x int8 product halved (within [-64, 63]): ONNX Runtime's
-    u8 x s8 kernels on x86-64 without VNNI add pairs of products in 16 bits (``vpmaddubsw``) and saturate past
-    32767 (plait/testing/ort_reference.py); with |w| <= 64 every pair is exact, so ONNX Runtime is the
-    reference on every machine. Other dtype pairs are exact there as they are."""
-    a, b = inputs[:2]
-    if {a.dtype, b.dtype} == {np.dtype(np.uint8), np.dtype(np.int8)}:
-        a, b = (a >> 1 if a.dtype == np.int8 else a), (b >> 1 if b.dtype == np.int8 else b)
-    return [a, b, *inputs[2:]]
-
-
 @pytest.mark.parametrize("inputs,attrs", OP_CASES["qnn.conv2d"])
 def test_conv2d_matches_conv_integer(inputs, attrs):
-    inputs = _exact_in_onnx_runtime(inputs)
+    inputs = exact_u8s8_operands(inputs)
     onnx_attrs = {"pads": list(attrs.get("padding", (0,) * 4)), "strides": list(attrs.get("strides", (1, 1))),
                   "dilations": list(attrs.get("dilation", (1, 1))), "group": attrs.get("groups", 1)}
     (want,) = run_onnx_node("ConvInteger", inputs + _zps(inputs, attrs, ("input_zero_point", "kernel_zero_point")),
@@ -147,7 +137,7 @@ def test_conv2d_matches_conv_integer(inputs, attrs):
 @pytest.mark.parametrize("op,inputs,attrs", [("qnn.matmul", *c) for c in OP_CASES["qnn.matmul"]]
                          + [("qnn.dense", *c) for c in OP_CASES["qnn.dense"]])
 def test_matmul_and_dense_match_matmul_integer(op, inputs, attrs):
-    a, b = inputs = _exact_in_onnx_runtime(inputs)
+    a, b = inputs = exact_u8s8_operands(inputs)
     names = ("a_zero_point", "b_zero_point") if op == "qnn.matmul" else ("input_zero_point", "kernel_zero_point")
     bb = b if op == "qnn.matmul" else np.ascontiguousarray(b.T)
     (want,) = run_onnx_node("MatMulInteger", [a, bb] + _zps(inputs, attrs, names))
@@ -159,7 +149,7 @@ def test_matmul_and_dense_match_matmul_integer(op, inputs, attrs):
 def test_conv_and_float_requantize_equal_qlinear_conv(per_channel, dtype):
     """qnn.conv2d + int32 bias + qnn.requantize(float) with QLinearConv's scale computation
     (x_scale * w_scale / y_scale in float32) give ONNX Runtime's QLinearConv bit for bit."""
-    x, w = _exact_in_onnx_runtime([_i8((1, 8, 9, 9), dtype, seed=11), _i8((16, 8, 3, 3), "int8", seed=12)])
+    x, w = exact_u8s8_operands([_i8((1, 8, 9, 9), dtype, seed=11), _i8((16, 8, 3, 3), "int8", seed=12)])
     bias = np.random.default_rng(13).integers(-3000, 3000, 16).astype(np.int32)
     xs, ys = F32(0.037), F32(0.11)
     ws = (np.random.default_rng(14).uniform(0.002, 0.02, 16) if per_channel else np.array([0.01])).astype(F32)

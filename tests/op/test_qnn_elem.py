@@ -18,6 +18,7 @@ from plait.op import get_op
 from plait.op.qnn_elem import (
     add_attrs, leaky_relu32, lookup_table, mlas_logistic, mul_attrs, softmax_multiplier, softmax_table,
 )
+from plait.testing.ort_reference import reference_session
 
 F32 = np.float32
 TP = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
@@ -61,7 +62,7 @@ def _ms_session(op: str, dtype: str, shape: list, params: tuple, **attrs) -> ort
     g = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TP[dtype], shape)],
                       [oh.make_tensor_value_info("y", TP[dtype], shape)], inits)
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
-    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return reference_session(m)
 
 
 TABLE_CASES = [("int8", (0.05, 3, 1 / 256, -128)), ("int8", (0.13, -5, 0.004, 7)), ("uint8", (0.0123, 0, 0.002, 10)),
@@ -114,9 +115,7 @@ def _binary_session(op: str, dtype: str, shapes: tuple, params: tuple) -> ort.In
                                     oh.make_tensor_value_info("b", TP[dtype], shapes[1])],
                       [oh.make_tensor_value_info("c", TP[dtype], None)], inits)
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return reference_session(m)
 
 
 BINARY_PARAMS = [("int8", (0.031, 3, 0.017, -7, 0.041, 5)), ("uint8", (0.1234, 100, 0.0567, 12, 0.0999, 90)),

@@ -4,7 +4,6 @@ import shutil
 import subprocess
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import plait
@@ -15,6 +14,7 @@ from plait.runtime.module import CrossModule
 from plait.target import Target
 from plait.target.testing import register_test_backend
 from plait.testing import onnx_models
+from plait.testing.ort_reference import reference_session
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
 HEAD = "/pool/*=low_power_cpu,/Flatten=low_power_cpu,/fc/*=low_power_cpu"
@@ -29,7 +29,7 @@ needs_arm = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None,
 def ds_cnn():
     model = onnx_models.ds_cnn()
     x = np.random.default_rng(7).standard_normal((1, 1, 49, 10)).astype(np.float32)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(model)
     (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
     return from_onnx(model), sess.get_inputs()[0].name, x, want
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx.helper as oh
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 
@@ -17,6 +16,7 @@ from plait.executor import GraphModule
 from plait.frontend import from_onnx
 from plait.relay import Call
 from plait.relay.visitor import post_order
+from plait.testing.ort_reference import reference_session
 
 
 def _model(elem=TensorProto.FLOAT):
@@ -28,7 +28,7 @@ def _model(elem=TensorProto.FLOAT):
 
 def test_dynamic_quantize_linear_is_onnx_runtimes():
     m = _model()
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference_session(m)
     mod = from_onnx(m)
     ops = {n.op.name for n in post_order(mod["main"]) if isinstance(n, Call)}
     assert "qnn.quantize" in ops and "qnn.dequantize" not in ops

@@ -24,6 +24,7 @@ from plait.tir.printer import print_prim_func
 from plait.tir.stmt import PrimFunc
 from plait.tune import candidates, default_config, make_jobs, tune
 from plait.tune.jobs import scheduled
+from plait.testing.ort_reference import reference_run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TARGET = "c -clock-mhz=2445 -simd-bits=256"  # host facts pinned: the same knob spaces on AVX2 and AVX-512 machines
@@ -36,11 +37,7 @@ def analytic(mod):
 
 
 def _ort(model, feeds):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_run(model, feeds)
 
 
 def _conv_job(mod):

@@ -29,7 +29,7 @@ from plait.errors import PlaitError
 from plait.frontend.onnx_export import DEFAULT_OPSET, MIN_OPSET, exportable, to_onnx
 from plait.ir.op import Op
 from plait.ir.types import TensorType, tensor_leaves
-from plait.relay.expr import Call, Function, Var
+from plait.relay.expr import Call, Constant, Function, Var
 from plait.backends.onnxruntime.module import OrtModule, import_onnxruntime, session_options
 from plait.target.backend import Backend, option
 
@@ -86,6 +86,27 @@ def _probe(call: Call, opset: int) -> tuple[bool, str]:
     return True, ""
 
 
+# plait's integer products that ONNX Runtime computes with its u8 x s8 matrix kernels (MatMulInteger)
+_U8S8_PRODUCTS = ("qnn.dense", "qnn.matmul")
+
+
+def _machine_dependent(call: Call, opt_level: int) -> str:
+    """Why ONNX Runtime's result of ``call`` would depend on the CPU it runs on, else "". Its u8 x s8
+    MatMulInteger adds pairs of products in 16 bits, saturating, on x86-64 without VNNI (AVX2, AVX-512 without
+    VNNI); only a constant int8 weight, folded and prepacked by its optimizer (``-opt-level`` >= 1) with the
+    exact-sums option the sessions set (:func:`~plait.backends.onnxruntime.module.exact_session`), is exact there.
+    Such calls stay off the kind, so a region gives the same integers on every machine."""
+    if call.op.name not in _U8S8_PRODUCTS:  # type: ignore[union-attr]
+        return ""
+    dtypes = [getattr(a.checked_type, "dtype", None) for a in call.args[:2]]
+    if sorted(map(str, dtypes)) != ["int8", "uint8"]:
+        return ""
+    if dtypes[1] == "int8" and isinstance(call.args[1], Constant) and opt_level >= 1:
+        return ""
+    return ("a uint8 x int8 product whose int8 operand is not a constant weight (or -opt-level=0): ONNX "
+            "Runtime adds its pairs of products in 16 bits, saturating, on x86-64 without VNNI")
+
+
 def _has_tensor_types(call: Call) -> bool:
     return all(e.has_type and tensor_leaves(e.checked_type) is not None for e in (*call.args, call))
 
@@ -102,6 +123,9 @@ def explain_support(call: Call, target: Any = None) -> tuple[bool, str]:
             infer_expr(call)
         except PlaitError as exc:
             return False, f"the call does not type-check: {exc}"
+    inexact = _machine_dependent(call, target.options["opt-level"] if target is not None else 3)
+    if inexact:
+        return False, inexact
     key = _signature(call, opset)
     if key not in _CACHE:
         ok, reason = exportable(call, opset)

@@ -10,6 +10,9 @@ inputs and writes the outputs in place; no copy), and the binding is reused whil
 buffers are passed again (one binding per set of buffers, so executors in several threads sharing
 the module each keep theirs; ONNX Runtime runs a session from several threads). ``onnx_model``
 keeps the serialized model (``save(path)`` writes it).
+Integer sums are exact on every machine: the session asks for :data:`X64_PRECISION` (ONNX Runtime's u8 x s8
+kernels on x86-64 without VNNI otherwise add pairs of products in 16 bits and saturate; see
+:func:`exact_session`), so a region on this kind gives the same integers on an AVX2, an AVX-512 and an ARM host.
 ``onnxruntime`` is imported when a module is created, never by ``import plait``.
 """
 
@@ -40,6 +43,30 @@ def import_onnxruntime(who: str = "target kind 'onnxruntime'") -> Any:
     return onnxruntime
 
 
+#: ONNX Runtime's session option for exact u8 x s8 sums on x86-64 without VNNI (AVX2, AVX-512 without VNNI), where
+#: its default kernels add pairs of products in 16 bits (``vpmaddubsw``) and saturate where
+#: ``|x0*w0 + x1*w1| > 32767``. A no-op on machines with VNNI and on ARM.
+X64_PRECISION = "session.x64quantprecision"
+
+
+def exact_session(ort: Any, model: bytes | str, make_options: Callable[[], Any]) -> Any:
+    """A CPU session of ``model`` (serialized bytes or a path) with ``make_options()`` plus :data:`X64_PRECISION`:
+    exact u8 x s8 sums on every x86-64 machine. ONNX Runtime 1.32 refuses that option (``NOT_IMPLEMENTED``: no
+    kernel for int8 data with the uint8 weights it would make) where int8 activations reach its integer operators
+    as int8; those run its S8 x S8 kernels, which widen to 16 bits first and are exact anyway, so there the
+    session is made with ``make_options()`` alone. Other errors propagate (ONNX Runtime's own types)."""
+    try:
+        from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
+    except ImportError:  # a build without the pybind state module: nothing to tell apart
+        OrtNotImplemented = ()  # type: ignore[assignment]
+    so = make_options()
+    so.add_session_config_entry(X64_PRECISION, "1")
+    try:
+        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    except OrtNotImplemented:  # type: ignore[misc]
+        return ort.InferenceSession(model, make_options(), providers=["CPUExecutionProvider"])
+
+
 def session_options(ort: Any, threads: int = 1, opt_level: int = 3, log_severity: int = 3) -> Any:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -61,8 +88,8 @@ class OrtModule(PyModule):
         self.onnx_model = bytes(onnx_model)
         self.threads, self.opt_level = threads, opt_level
         try:
-            self.session = ort.InferenceSession(self.onnx_model, session_options(ort, threads, opt_level, log_severity),
-                                                providers=["CPUExecutionProvider"])
+            self.session = exact_session(ort, self.onnx_model,
+                                         lambda: session_options(ort, threads, opt_level, log_severity))
         except Exception as exc:  # onnxruntime raises its own exception types
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise PlaitError(f"onnxruntime cannot load the model of function '{symbol}': {msg}") from None
