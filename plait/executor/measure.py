@@ -120,7 +120,7 @@ def measuring_target(target: Any) -> Any:
     o = target.options
     return target.with_options({"board": board.name,
                                 "ram-kb": max(int(o.get("ram-kb") or 0), board.ram.size // 1024),
-                                "flash-kb": max(int(o.get("flash-kb") or 0), board.code.size // 1024)})
+                                "flash-kb": max(int(o.get("flash-kb") or 0), board.constants.size // 1024)})
 
 
 def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, timeout_s: float = 120.0,

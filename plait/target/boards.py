@@ -34,7 +34,9 @@ class Memory:
 class Board:
     """A QEMU machine (``machine``: the ``-M`` name) with its core, its architecture level (what code
     it runs: ARMv6-M < ARMv7-M < ARMv7E-M < ARMv8.1-M), whether it has an FPU, and where code and
-    constants (``code``) and data, pools and the stack (``ram``) go."""
+    constants (``code``) and data, pools and the stack (``ram``) go. ``rodata``: where read-only data
+    (the model's constants) go instead of ``code`` on a board whose boot memory is small (the AN547's
+    512 KiB ITCM); None: in ``code``."""
 
     name: str
     machine: str
@@ -45,6 +47,12 @@ class Board:
     ram: Memory
     stack_bytes: int
     doc: str
+    rodata: Memory | None = None
+
+    @property
+    def constants(self) -> Memory:
+        """The memory that holds the model's constants: ``rodata`` if the board has one, else ``code``."""
+        return self.rodata or self.code
 
 
 #: the architectures in the order of the code they run (each runs the code of those before it)
@@ -60,7 +68,9 @@ BOARDS: dict[str, Board] = {b.name: b for b in (
     Board("mps2-an500", "mps2-an500", "cortex-m7", "armv7e-m", True, Memory("FLASH", 0x0, 4 * MIB),
           Memory("RAM", 0x20000000, 4 * MIB), 64 * KIB, "Arm MPS2 AN500 (Cortex-M7 with FPU)"),
     Board("mps3-an547", "mps3-an547", "cortex-m55", "armv8.1-m", True, Memory("ITCM", 0x0, 512 * KIB),
-          Memory("DTCM", 0x20000000, 512 * KIB), 64 * KIB, "Arm MPS3 AN547 (Cortex-M55, MVE; ITCM + DTCM)"),
+          Memory("SRAM2", 0x21000000, 4 * MIB), 64 * KIB,
+          "Arm MPS3 AN547 (Cortex-M55, MVE): code in the ITCM, constants in the 2 MiB SRAM, data in the "
+          "4 MiB SRAM2", rodata=Memory("SRAM", 0x01000000, 2 * MIB)),
 )}
 
 #: the board each Cortex-M core runs on by default (after -mcpu=<core>f is read as the core + FPU)
@@ -119,9 +129,9 @@ def bigger_board_hint(board: Board) -> str:
 
 
 def check_board_fits(board: Board, code_bytes: int, ram_bytes: int, what: str = "the model") -> None:
-    """TargetError when ``board`` cannot hold ``what``: ``code_bytes`` (code and constants) in its code
+    """TargetError when ``board`` cannot hold ``what``: ``code_bytes`` (the constants) in its constants
     memory, ``ram_bytes`` (data, pools, buffers and the stack) in its RAM."""
-    for mem, need in ((board.code, code_bytes), (board.ram, ram_bytes)):
+    for mem, need in ((board.constants, code_bytes), (board.ram, ram_bytes)):
         if need > mem.size:
             hint = bigger_board_hint(board)
             raise TargetError(f"board '{board.name}' is too small for {what}: its {mem.name} holds "
