@@ -6,7 +6,7 @@
     assert max_ulp(y, reference("exp", x)) <= BOUND["exp"]
 
 The reference is numpy's float64 function rounded to float32 (``math.erf``/``math.erfc`` for erf and
-erfc, which numpy lacks; the exact fmaf of the C library for fma). :func:`ulp_distance` counts
+erfc, which numpy lacks; for fma the C library's fmaf, ``lib.run("plait_r_fma", a, b, c)``). :func:`ulp_distance` counts
 float32 steps between two arrays (NaN equal to NaN only, -0 and +0 one step apart). The C loops
 (``plait_t_<name>``) are generated here; tests/embedded/test_libm_qemu.py runs the same loops on the
 emulated cores.
@@ -99,24 +99,32 @@ def inputs(name: str, n: int, seed: int = 0) -> np.ndarray:
 
 
 def pair_inputs(name: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """About ``n`` argument pairs of a binary ``name`` (pow: x, y; atan2: y, x), specials crossed."""
+    """About ``n`` argument pairs of a binary ``name`` (pow: x, y; atan2: y, x): random bit patterns,
+    dense ranges (for pow: exponents spanning the whole result range, subnormal results and overflow
+    included; negative x with integer y) and every pair of special values."""
     rng = np.random.default_rng(seed)
-    k = n // 4
-    bits = [rng.integers(0, 2**32, k, dtype=np.uint64).astype(np.uint32).view(np.float32) for _ in range(2)]
+    k = n // 5
+
+    def bits() -> np.ndarray:
+        return rng.integers(0, 2**32, k, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+    def f32(v: np.ndarray) -> np.ndarray:
+        return np.asarray(v, np.float64).astype(np.float32)
+
+    if name == "pow":
+        x3 = rng.uniform(1e-3, 1e3, k)
+        xs = [bits(), f32(rng.uniform(0, 4, k)), f32(rng.uniform(0.9, 1.1, k)), f32(x3),
+              f32(-rng.integers(1, 20, k))]
+        ys = [bits(), f32(rng.uniform(-60, 60, k)), f32(rng.uniform(-2000, 2000, k)),
+              f32(rng.uniform(-106, 90, k) / np.log(f32(x3).astype(np.float64))), f32(rng.integers(-30, 30, k))]
+    else:
+        xs = [bits(), f32(rng.uniform(-10, 10, k)), f32(rng.uniform(-1e-3, 1e-3, k)), f32(rng.uniform(-1, 1, k)),
+              f32(rng.uniform(-1e30, 1e30, k))]
+        ys = [bits(), f32(rng.uniform(-10, 10, k)), f32(rng.uniform(-1e3, 1e3, k)), f32(rng.uniform(-1e-30, 1e-30, k)),
+              f32(rng.uniform(-1, 1, k))]
     s = special_values()
     sa, sb = (a.ravel() for a in np.meshgrid(s, s))
-    if name == "pow":
-        x = np.concatenate([bits[0], rng.uniform(0, 4, k), rng.uniform(0.9, 1.1, k),
-                            -rng.integers(1, 20, k // 4).astype(np.float64)]).astype(np.float32)
-        y = np.concatenate([bits[1], rng.uniform(-60, 60, k), rng.uniform(-2000, 2000, k),
-                            rng.integers(-30, 30, k // 4).astype(np.float64)]).astype(np.float32)
-        big = np.abs(x) > 0
-        y[len(bits[0]):len(bits[0]) + k] = np.where(big[len(bits[0]):len(bits[0]) + k],
-                                                     y[len(bits[0]):len(bits[0]) + k], 1)
-    else:
-        x = np.concatenate([bits[0], rng.uniform(-10, 10, 2 * k), rng.uniform(-1e-3, 1e-3, k)]).astype(np.float32)
-        y = np.concatenate([bits[1], rng.uniform(-10, 10, 2 * k), rng.uniform(-1e3, 1e3, k)]).astype(np.float32)
-    return np.concatenate([x, sa]), np.concatenate([y, sb])
+    return np.concatenate([*xs, sa]), np.concatenate([*ys, sb])
 
 
 def reference(name: str, *args: np.ndarray) -> np.ndarray:
@@ -155,10 +163,34 @@ def loops_source(names: Sequence[str]) -> str:
     return "".join(out)
 
 
+def sweep_source(names: Sequence[str]) -> str:
+    """C functions ``int64_t plait_s_<name>(uint32_t lo, uint32_t hi, uint32_t *worst)`` for unary
+    ``names``: the largest ulp distance of the routine from the C library's double function rounded to
+    float32 over the bit patterns [lo, hi] (NaN equal to NaN only; :func:`ulp_distance`), and where."""
+    out = ["static int64_t plait_s_ord(float f) {\n  union { float f; int32_t i; } v;\n  v.f = f;\n"
+           "  return v.i < 0 ? -(int64_t)(v.i & 0x7FFFFFFF) - 1 : (int64_t)v.i;\n}\n"]
+    for n in names:
+        out.append(f"int64_t plait_s_{n}(uint32_t lo, uint32_t hi, uint32_t *worst) {{\n"
+                   "  int64_t best = -1, d;\n  uint32_t u = lo;\n  union { uint32_t u; float f; } v;\n"
+                   "  for (;;) {\n    float got, want;\n    v.u = u;\n"
+                   f"    got = {ROUTINE_OF[n]}(v.f);\n    want = (float){n}((double)v.f);\n"
+                   "    if (got != got || want != want) d = (got != got && want != want) ? 0 : ((int64_t)1 << 40);\n"
+                   "    else { d = plait_s_ord(got) - plait_s_ord(want); if (d < 0) d = -d; }\n"
+                   "    if (d > best) { best = d; *worst = u; }\n    if (u == hi) break;\n    ++u;\n  }\n"
+                   "  return best;\n}\n")
+    return "".join(out)
+
+
+FMA_REFERENCE = ("void plait_r_fma(const float *a, const float *b, const float *c, float *y, int32_t n) {\n"
+                 "  int32_t i;\n  for (i = 0; i < n; ++i) y[i] = fmaf(a[i], b[i], c[i]);\n}\n")
+
+
 def routines_source(names: Sequence[str]) -> str:
-    """A C file with the routines of ``names`` and their loops."""
+    """A C file with the routines of ``names``, their loops, the sweeps of the unary ones and (with
+    fma) ``plait_r_fma``, the C library's fmaf over arrays (exact: one rounding; the reference)."""
     return ("#include <math.h>\n#include <stdint.h>\n#include <stdbool.h>\n#include <stddef.h>\n"
-            + libm_source(set(names)) + "\n" + loops_source(names))
+            + libm_source(set(names)) + "\n" + loops_source(names)
+            + sweep_source([n for n in names if n in UNARY]) + (FMA_REFERENCE if "fma" in names else ""))
 
 
 @dataclass
@@ -170,10 +202,19 @@ class HostLibrary:
     def run(self, name: str, *args: np.ndarray) -> np.ndarray:
         arrays = [np.ascontiguousarray(a, np.float32) for a in args]
         y = np.empty_like(arrays[0])
-        f = getattr(self.lib, f"plait_t_{name}")
+        f = getattr(self.lib, name if name.startswith("plait_r_") else f"plait_t_{name}")
         ptrs = [a.ctypes.data_as(ctypes.c_void_p) for a in arrays]
         f(*ptrs, y.ctypes.data_as(ctypes.c_void_p), ctypes.c_int32(y.size))
         return y
+
+    def sweep(self, name: str, lo: int = 0, hi: int = 2**32 - 1) -> tuple[int, float]:
+        """(max ulp distance from the C library's double function, an input where it is reached) over
+        the float32 bit patterns [lo, hi] (all 2^32 by default: minutes per function)."""
+        f = getattr(self.lib, f"plait_s_{name}")
+        f.restype = ctypes.c_int64
+        worst = ctypes.c_uint32(0)
+        d = f(ctypes.c_uint32(lo), ctypes.c_uint32(hi), ctypes.byref(worst))
+        return int(d), float(np.array([worst.value], np.uint32).view(np.float32)[0])
 
 
 def host_library(names: Sequence[str] = NAMES, flags: Sequence[str] = ("-O2", "-ffp-contract=off"),
@@ -186,13 +227,3 @@ def host_library(names: Sequence[str] = NAMES, flags: Sequence[str] = ("-O2", "-
     return HostLibrary(ctypes.CDLL(str(path)))
 
 
-def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The C library's fmaf (exact: one rounding) over arrays, through ctypes."""
-    libm = ctypes.CDLL(ctypes.util.find_library("m"))
-    f = libm.fmaf
-    f.restype = ctypes.c_float
-    f.argtypes = [ctypes.c_float] * 3
-    return np.array([f(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)], np.float32)
-
-
-import ctypes.util  # noqa: E402  (ctypes.util is a submodule: imported for fma_reference)
