@@ -32,6 +32,7 @@ from typing import Any
 
 from plait.backends.c.divisions import simplify_divisions
 from plait.backends.c.rounding import magic_operand
+from plait.backends.c.libm import C_CALL as LIBM_CALL
 from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
 from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
 from plait.tir.int_bounds import fits
@@ -128,7 +129,7 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
     language = "C"
     error = CodegenError
 
-    def __init__(self, func: PrimFunc, cname: str, module_names: NameTable, where: str):
+    def __init__(self, func: PrimFunc, cname: str, module_names: NameTable, where: str, libm: str = "system"):
         super().__init__(simplify_divisions(func), where)
         func = self.func
         self.cname = cname
@@ -136,6 +137,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         self.var_names: dict[Var, str] = {}
         self.buf_names: dict[Buffer, str] = {}
         self.helpers: set[str] = set()
+        self.libm = libm  # "plait": float32 intrinsics call plait's routines (plait.backends.c.libm)
+        self.routines: set[str] = set()  # the intrinsics whose routines the function calls
         self.uses_align = False
         self.clamp_chain = sum(1 for n in pre_order(self.func.body, unique=True) if isinstance(n, Cast)
                                and is_float(n.value.dtype) and is_int(n.dtype) and clamped_within(n.value, n.dtype)) >= 2
@@ -348,7 +351,11 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
             return text, ATOM, True, ""
         intr = INTRINSICS.get(node.name)
         argd = node.args[0].dtype
-        text = intr.c[argd].format(*args)
+        if self.libm == "plait" and node.name in LIBM_CALL and argd in ("float32", "float16"):
+            self.routines.add(node.name)
+            text = LIBM_CALL[node.name].format(*args)
+        else:
+            text = intr.c[argd].format(*args)
         if argd == "float16" and intr.result == "same":
             text = self.use("plait_c_rh") + f"({text})"
         return text, ATOM, True, ""
