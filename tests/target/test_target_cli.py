@@ -137,7 +137,7 @@ def test_explain_the_seed_target(capsys):
         "pieces: 2",
     ]
     i = lines.index("piece 'inference_cpu': c -mcpu=cortex-m7f")
-    assert lines[i + 1:i + 16] == [
+    assert lines[i + 1:i + 17] == [
         "  canonical: c -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard",
         "  kind: c [device cpu] C source compiled by a C compiler (gcc on the host, arm-none-eabi-gcc for Cortex-M)",
         "  note: -mcpu=cortex-m7f read as -mcpu=cortex-m7 -mfpu=fpv5-sp-d16 -mfloat-abi=hard",
@@ -150,15 +150,16 @@ def test_explain_the_seed_target(capsys):
         "    cc         = ''                   default",
         "    board      = ''                   default",
         "    requantize = ''                   default",
+        "    libm       = ''                   default",
         "    int8-dot   = ''                   default",
         "    keys       = arm_cpu,cpu          tag 'cortex-m7f' (matched)",
-        lines[i + 15],  # hooks: depends on which backends are loaded
+        lines[i + 16],  # hooks: depends on which backends are loaded
     ]
-    assert lines[i + 15].startswith("  hooks: ")
-    assert lines[i + 16] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, march='', " \
+    assert lines[i + 16].startswith("  hooks: ")
+    assert lines[i + 17] == "  facts: from tag 'cortex-m7f', whose options match: mcpu=cortex-m7, march='', " \
                             "mfpu=fpv5-sp-d16"
-    assert lines[i + 17].startswith("    clock_mhz  216 MHz      tag cortex-m7f: STM32F746 overview")
-    assert lines[i + 21] == "    flash_kb   1024 KiB     tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash " \
+    assert lines[i + 18].startswith("    clock_mhz  216 MHz      tag cortex-m7f: STM32F746 overview")
+    assert lines[i + 22] == "    flash_kb   1024 KiB     tag cortex-m7f: STM32F746NG datasheet (DS10916): 1 MB flash " \
                             "(Zephyr stm32f746g_disco.yaml)"
     assert "piece 'low_power_cpu' (host): c -mcpu=cortex-m0" in lines
 
@@ -169,7 +170,7 @@ def test_explain_errors_are_reported_not_raised(capsys):
     assert main(["targets", "--explain", "c -mcpu=x -O3"]) == 1
     assert capsys.readouterr().err == \
         "plait: error: target kind 'c' has no option '-O3'; valid options: -board, -cc, -clock-mhz, -flash-kb, " \
-        "-fma-bits, -int8-dot, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits\n"
+        "-fma-bits, -int8-dot, -keys, -libm, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits\n"
 
 
 def test_a_mistyped_cpu_stops_plait_run_before_any_work(tmp_path, capsys):

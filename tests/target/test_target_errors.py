@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from plait.target import option
 from plait.target.testing import isolated_registry, make_backend, register_test_backend
 
-C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -fma-bits, -int8-dot, -keys, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits"
+C_OPTIONS = "-board, -cc, -clock-mhz, -flash-kb, -fma-bits, -int8-dot, -keys, -libm, -march, -mcpu, -mfloat-abi, -mfpu, -opt-level, -ram-kb, -requantize, -simd-bits"
 
 
 def message(exc_type, fn, *args, **kwargs) -> str:

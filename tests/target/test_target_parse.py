@@ -25,7 +25,7 @@ def test_string_form_resolves_every_option():
     t = Target("c -mcpu=cortex-m0 -keys=arm_cpu")
     assert t.kind_name == "c" and t.kind.device_type == "cpu"
     assert dict(t.options) == {"mcpu": "cortex-m0", "march": "", "mfpu": "", "mfloat-abi": "",
-                               "opt-level": 2, "cc": "", "board": "", "requantize": "", "int8-dot": "", "keys": ("arm_cpu", "cpu"),
+                               "opt-level": 2, "cc": "", "board": "", "requantize": "", "libm": "", "int8-dot": "", "keys": ("arm_cpu", "cpu"),
                                "ram-kb": None,
                                "flash-kb": None, "clock-mhz": None, "simd-bits": None, "fma-bits": None}
     assert t.keys == ("arm_cpu", "cpu")
