@@ -1,6 +1,6 @@
 """The ONNX conformance harness as a test: every case passes, is unsupported (from_onnx raised
 UnsupportedError), or is listed with a reason in exclusions.txt. The compiled mode runs a
-deterministic sample (every COMPILED_EVERY-th case by name; the full compiled run is
+deterministic sample (every COMPILED_EVERY-th case by name; every case as a ``long`` test, or
 ``python -m tests.conformance.run --compiled``) through plait.build + the graph executor."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper
 from onnx_conformance import (Case, Result, all_cases, classify, grouped_reasons, load_exclusions, run_case, run_cases,
                               sample, summary)
 
 JOBS = min(2, os.cpu_count() or 1)
-COMPILED_EVERY = 4  # ~500 cases, about a minute on 2 cores
+COMPILED_EVERY = 8  # ~250 cases, about 20 s on 2 cores
 
 
 def _check(compiled: bool, every: int, min_passed: int) -> None:
@@ -39,6 +40,11 @@ def test_onnx_conformance():
 
 def test_onnx_conformance_compiled_sample():
     _check(compiled=True, every=COMPILED_EVERY, min_passed=1000 // COMPILED_EVERY)
+
+
+@pytest.mark.long
+def test_onnx_conformance_compiled_every_case():
+    _check(compiled=True, every=1, min_passed=1000)
 
 
 def _relu_case(dims: list, expected_shift: float = 0.0) -> Case:
