@@ -150,6 +150,7 @@ def split(cx: NodeContext) -> object:
     axis = cx.axis(cx.attr("axis", 0), cx.ndim(0))
     dim = cx.shape(0)[axis]
     n_out = len(cx.node.output)
+    equal = False
     if cx.version < 13 and "split" in cx.attrs:
         sections = tuple(cx.attr("split"))
     elif cx.version >= 13 and cx.has(1):
@@ -158,9 +159,9 @@ def split(cx: NodeContext) -> object:
         n = cx.attr("num_outputs", n_out)
         if n != n_out or n < 1:
             raise FrontendError(f"num_outputs is {n} but the node has {n_out} outputs")
-        if not isinstance(dim, int):
-            raise Unsupported("splitting a symbolic dimension into equal parts")
-        if "num_outputs" in cx.attrs:
+        if not isinstance(dim, int):  # parts of ceil(dim / n), as Split-18 (the same where older Splits are defined)
+            sections, equal = (-1,) * n, True
+        elif "num_outputs" in cx.attrs:
             chunk = -(-dim // n)
             sections = tuple(min(chunk, max(dim - chunk * i, 0)) for i in range(n))
         else:
@@ -169,7 +170,7 @@ def split(cx: NodeContext) -> object:
             sections = (dim // n,) * n
     if len(sections) != n_out:
         raise FrontendError(f"split {short(sections)} has {len(sections)} parts but the node has {n_out} outputs")
-    if any(k < 0 for k in sections) or (isinstance(dim, int) and sum(sections) != dim):
+    if not equal and (any(k < 0 for k in sections) or (isinstance(dim, int) and sum(sections) != dim)):
         raise FrontendError(f"split {short(sections)} does not cut axis {axis} of size {dim}")
     tup = cx.call("split", cx.expr(0), sections=sections, axis=axis)
     return [cx.get(tup, i) for i in range(len(sections))]

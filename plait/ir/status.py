@@ -11,10 +11,13 @@ code generator may return other non-zero codes: executors report those as "retur
 from __future__ import annotations
 
 INDEX_OUT_OF_RANGE = 1
+SHAPE_MISMATCH = 2
 
 MESSAGES: dict[int, str] = {
     INDEX_OUT_OF_RANGE: "an index is out of range (Gather, GatherElements and GatherND indices must be in "
                         "[-n, n - 1] for an axis of size n)",
+    SHAPE_MISMATCH: "the inputs' run-time shapes do not fit the operator (dims that must be equal differ, a "
+                    "symbolic dim is not broadcast, or an axis is too small for its padding)",
 }
 
 
@@ -25,4 +28,4 @@ def describe(status: int) -> str:
     return f"returned error status {int(status)}" if msg is None else f"stopped: {msg} (status {int(status)})"
 
 
-__all__ = ["INDEX_OUT_OF_RANGE", "MESSAGES", "describe"]
+__all__ = ["INDEX_OUT_OF_RANGE", "MESSAGES", "SHAPE_MISMATCH", "describe"]

@@ -41,10 +41,10 @@ class ComputeError(TEError):
 
 
 __all__ = [
-    "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "cdtype", "clamp", "down",
-    "elementwise", "highest", "is_float", "is_int", "is_one", "is_uint", "lowest", "make", "max_reducer",
-    "min_reducer", "nan_max", "nan_min", "out_tensor_type", "relay_shape", "reshaped_type", "scalar_const",
-    "shape_of", "stage", "static_shape", "tir", "up",
+    "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "broadcast_checks", "cdtype", "ceil_div",
+    "clamp", "dim_max", "dim_min", "dims_agree", "down", "elementwise", "highest", "is_float", "is_int", "is_one",
+    "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max", "nan_min", "out_tensor_type", "relay_shape",
+    "reshaped_type", "same_dims", "scalar_const", "shape_checks", "shape_of", "stage", "static_shape", "tir", "up",
 ]
 
 
@@ -84,18 +84,65 @@ def _dims(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def out_tensor_type(out_type: Type, op: str, index: int | None = None) -> tuple[Shape, str]:
+def out_tensor_type(out_type: Type, op: str, index: int | None = None,
+                    like: Sequence[Any] | None = None) -> tuple[Shape, str]:
     """(shape, dtype) of the result type (field ``index`` of a tuple result): static dims as ints, a
-    symbolic dim ``"N"`` as the size variable ``N``; an unknown dim ``"?"`` raises (the compute must
-    derive that shape from its inputs)."""
+    symbolic dim ``"N"`` as the size variable ``N``; an unknown dim ``"?"`` is dim ``k`` of ``like``,
+    the shape the compute derived from its inputs (ints and int64 expressions: the output length of a
+    window over a symbolic axis, a slice's clamped length, ...); without ``like`` it raises."""
     t = out_type.fields[index] if isinstance(out_type, TupleType) and index is not None else out_type
     if not isinstance(t, TensorType):
         raise ComputeError(f"{op}: expected a tensor result type, got {t}")
+    if like is not None and len(like) != t.ndim:
+        raise ComputeError(f"{op}: the compute's shape {_dims(like)} does not have the rank of the result {t}")
     for d in t.shape:
-        if d == ANY_DIM:
+        if d == ANY_DIM and like is None:
             raise ComputeError(f"{op}: result shape {_dims(t.shape)} has an unknown dimension '?' that the "
                                "inputs' shapes do not give")
-    return tuple(d if isinstance(d, int) else size_var(d) for d in t.shape), t.dtype
+    return tuple(d if isinstance(d, int) else like[k] if d == ANY_DIM else size_var(d)  # type: ignore[index]
+                 for k, d in enumerate(t.shape)), t.dtype
+
+
+def dim_min(a: Any, b: Any) -> Any:
+    """``min(a, b)`` of two dims or dim expressions (ints stay ints)."""
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else tir.min(a, b)
+
+
+def dim_max(a: Any, b: Any) -> Any:
+    """``max(a, b)`` of two dims or dim expressions (ints stay ints)."""
+    return max(a, b) if isinstance(a, int) and isinstance(b, int) else tir.max(a, b)
+
+
+def ceil_div(a: Any, b: int) -> Any:
+    """``ceil(a / b)`` for a dim or dim expression ``a >= 0`` and an int ``b > 0``."""
+    return a if b == 1 else -(-a // b) if isinstance(a, int) else (a + (b - 1)) // b
+
+
+def same_dims(a: Any, b: Any) -> bool:
+    """Are the dims ``a`` and ``b`` known to be equal (equal ints, or the same expression)?"""
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    from plait.tir.equal import structural_equal
+
+    return a is b or structural_equal(a, b)
+
+
+def dims_agree(op: str, pairs: Sequence[tuple[Any, Any]]) -> list[Any]:
+    """Run-time checks (``te.check``) that each pair of dims is equal where that is not known when the
+    function is built (a symbolic dim against a static one or another symbolic one): the function stops
+    with :data:`plait.ir.status.SHAPE_MISMATCH` instead of reading out of bounds."""
+    return shape_checks(op, [tir.eq(a, b) for a, b in pairs if not same_dims(a, b)])
+
+
+def shape_checks(op: str, conds: Sequence[Any]) -> list[Any]:
+    """One run-time check (``te.check``) that every condition on the inputs' dims holds, else the function
+    stops with :data:`plait.ir.status.SHAPE_MISMATCH` (no check without conditions)."""
+    from plait.ir.status import SHAPE_MISMATCH
+    from plait.te.tensor import check
+
+    if not conds:
+        return []
+    return [check((), lambda: tir.all_(*conds), SHAPE_MISMATCH, f"{op}_shapes")]
 
 
 def shape_of(t: Tensor, op: str) -> Shape:
@@ -264,4 +311,15 @@ def elementwise(op: str, inputs: Sequence[Tensor], out_type: Type,
         vals = [x[bcast_index(x, i, op)] for x in inputs]
         return tir.cast(dtype, fn(*vals))
 
-    return make(op, shape, body)
+    return make(op, shape, body, checks=broadcast_checks(op, [x.shape for x in inputs], shape))
+
+
+def broadcast_checks(op: str, shapes: Sequence[Shape], out: Shape) -> list[Any]:
+    """Run-time checks that every dim of ``shapes`` that is not statically 1 equals the result's dim it
+    is aligned with (right-aligned broadcasting): a symbolic dim is never broadcast, so one that differs
+    at run time stops the function (:func:`dims_agree`) instead of reading out of bounds."""
+    pairs = []
+    for s in shapes:
+        off = len(out) - len(s)
+        pairs += [(d, out[off + k]) for k, d in enumerate(s) if not is_one(d)]
+    return dims_agree(op, pairs)

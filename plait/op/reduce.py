@@ -301,6 +301,12 @@ def _wide(dtype: str) -> str:
     return "uint64" if is_uint(dtype) else "int64"
 
 
+def _kept(shape: Sequence[Any], axes: Sequence[int], keep: bool) -> tuple[Any, ...]:
+    """The shape a reduction over ``axes`` leaves (each reduced axis 1 with ``keep``, else gone)."""
+    return tuple(1 if k in axes else d for k, d in enumerate(shape)) if keep else tuple(
+        d for k, d in enumerate(shape) if k not in axes)
+
+
 def _register_reduce(name: str) -> None:
     @defop.compute(name)
     def _compute(inputs: list, attrs: Attrs, out_type: Any) -> Any:
@@ -308,7 +314,7 @@ def _register_reduce(name: str) -> None:
         shape = shape_of(x, name)
         axes = reduce_axes(attrs["axis"], len(shape))
         keep = attrs["keepdims"]
-        out_shape, dtype = out_tensor_type(out_type, name)
+        out_shape, dtype = out_tensor_type(out_type, name, like=_kept(shape, axes, keep))
         ct = cdtype(dtype)
 
         def red(reducer: Any, value: Callable[[PrimExpr], PrimExpr], suffix: str = "") -> Tensor:
@@ -341,6 +347,13 @@ def _register_reduce(name: str) -> None:
         s = red(te.sum, value)
         if name == "mean":
             n = math.prod(shape[a] for a in axes)
+            if not isinstance(n, int):  # a symbolic count: 0 (an empty mean) is known when the function runs
+                zero = tir.const(0.0 if is_float(ct) else 0, ct)
+                if is_float(ct):
+                    return epilogue(s, lambda v: tir.select(tir.eq(n, 0), zero, v / tir.cast(ct, n)))
+                w = _wide(dtype)
+                return epilogue(s, lambda v: tir.select(tir.eq(n, 0), tir.cast(w, zero),
+                                                        tir.truncdiv(tir.cast(w, v), tir.cast(w, n))))
             if n == 0:  # an empty mean is 0 (ONNX Runtime)
                 return epilogue(s, lambda v: tir.const(0, ct) if not is_float(ct) else tir.const(0.0, ct))
             if is_float(ct):
@@ -393,7 +406,7 @@ def _register_arg(name: str) -> None:
         (x,) = inputs
         shape = shape_of(x, name)
         axis = check_axis(attrs["axis"], len(shape))
-        out_shape, _ = out_tensor_type(out_type, name)
+        out_shape, _ = out_tensor_type(out_type, name, like=_kept(shape, (axis,), attrs["keepdims"]))
         reducer = _arg_reducer(kind, attrs["select_last_index"], is_float(x.dtype))
 
         def body(*i: PrimExpr) -> Any:

@@ -19,7 +19,10 @@ from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import DTYPES, TensorType
 from plait.op._common import ANY_DIM, AttrSpec, Family, OnnxMap, OpPattern, RelError
-from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
+from plait.op._compute import (
+    ceil_div, clamp, dim_max, dim_min, make, out_tensor_type, relay_shape, scalar_const, shape_checks, shape_of,
+    tir,
+)
 from plait.op.transform import empty_tensor, fmt, move_cost, norm_axes, one_tensor, select_cost
 from plait.tir.expr import PrimExpr
 
@@ -41,6 +44,28 @@ def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int, i
     else:
         start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
     return start, end, max(0, -(-(end - start) // step))
+
+
+# an end at least this large is "to the end" of any axis (ONNX exporters write INT64_MAX or INT32_MAX);
+# a start or end at most its negation is "before the start"
+_HUGE = 2**62
+
+
+def slice_extent(dim: Any, start: int, end: int, step: int) -> tuple[Any, Any]:
+    """:func:`slice_bounds` for a dim that may be an int64 expression (a symbolic axis): (start, length),
+    each an int or an int64 expression evaluated at run time, with ONNX's clamping (negative indices
+    count from the end, ends beyond the axis are clamped, negative steps walk backwards)."""
+    if isinstance(dim, int):
+        s, _, n = slice_bounds(dim, start, end, step)
+        return s, n
+    if step > 0:
+        s = dim_min(start, dim) if start >= 0 else dim_max(start + dim, 0) if start > -_HUGE else 0
+        e = dim if end >= _HUGE else dim_min(end, dim) if end >= 0 else dim_max(end + dim, 0) if end > -_HUGE else 0
+        return s, ceil_div(dim_max(e - s, 0), step)
+    last = dim - 1
+    s = last if start >= _HUGE else dim_min(start, last) if start >= 0 else dim_min(dim_max(start + dim, 0), last)
+    e = -1 if end <= -_HUGE else dim_max(end + dim, -1) if end < 0 else dim_min(end, last)
+    return s, ceil_div(dim_max(s - e, 0), -step)
 
 
 def _slice_plan(x: TensorType, attrs: Attrs) -> list[tuple[int, int, int, int]]:
@@ -146,17 +171,19 @@ defop("nn.pad", rel=_pad_rel, ref=_pad_ref, cost=move_cost, pattern=INJ, attrs=[
 def _strided_slice(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "strided_slice")
-    shape, dtype = out_tensor_type(out_type, "strided_slice")
+    plan = {axis: (slice_extent(in_shape[axis], s, e, st), st)
+            for axis, s, e, st in _slice_plan(TensorType(relay_shape(in_shape)), attrs)}
+    derived = tuple(plan[k][0][1] if k in plan else d for k, d in enumerate(in_shape))
+    shape, dtype = out_tensor_type(out_type, "strided_slice", like=derived)
     if 0 in shape:
         return empty_tensor("strided_slice", shape, dtype)
-    plan = {axis: (slice_bounds(in_shape[axis], s, e, st)[0], st)
-            for axis, s, e, st in _slice_plan(TensorType(in_shape), attrs)}
 
     def body(*i: PrimExpr) -> PrimExpr:
         idx = []
         for k, v in enumerate(i):
-            start, step = plan.get(k, (0, 1))
-            idx.append(v if (start, step) == (0, 1) else v * step + start)
+            (start, _), step = plan.get(k, ((0, None), 1))
+            plain = isinstance(start, int) and start == 0 and step == 1
+            idx.append(v if plain else v * step + start)
         return x[tuple(idx)]
 
     return make("strided_slice", shape, body)
@@ -166,9 +193,9 @@ def _strided_slice(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _pad(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "nn.pad")
-    shape, dtype = out_tensor_type(out_type, "nn.pad")
-    widths = _pad_widths(TensorType(in_shape), attrs)
+    widths = _pad_widths(TensorType(relay_shape(in_shape)), attrs)
     mode = attrs["pad_mode"]
+    shape, dtype = out_tensor_type(out_type, "nn.pad", like=[d + b + e for d, (b, e) in zip(in_shape, widths)])
     if 0 in shape:
         return empty_tensor("nn.pad", shape, dtype)
     # negative pads crop first: the kept part of axis k starts at crop[k] and has kept[k] elements
@@ -188,7 +215,7 @@ def _pad(inputs: list, attrs: Attrs, out_type: Any) -> Any:
             if mode == "constant":
                 if before[k]:
                     inside.append(q >= 0)
-                if shape[k] > before[k] + n:
+                if widths[k][1] > 0:
                     inside.append(q < n)
             elif mode == "edge":
                 q = clamp(q, 0, n - 1)
@@ -200,7 +227,24 @@ def _pad(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         value = x[tuple(idx)]
         return tir.select(tir.all_(*inside), value, fill) if inside else value
 
-    return make("nn.pad", shape, body)
+    return make("nn.pad", shape, body, checks=_pad_checks(in_shape, widths, mode))
+
+
+def _pad_checks(in_shape: Any, widths: list[tuple[int, int]], mode: str) -> list[Any]:
+    """Run-time checks of what the relation checks on static axes, for the symbolic ones: a crop keeps
+    >= 0 elements, reflect pads stay below the cropped size, edge and wrap padding have elements to repeat."""
+    conds = []
+    for d, (b, e) in zip(in_shape, widths):
+        if isinstance(d, int) or (b, e) == (0, 0):
+            continue
+        kept = d + min(b, 0) + min(e, 0)
+        if mode == "reflect" and max(b, e) > 0:
+            conds.append(kept - 1 >= max(b, e))
+        elif mode in ("edge", "wrap") and max(b, e) > 0:
+            conds.append(kept >= 1)
+        elif min(b, e) < 0:
+            conds.append(kept >= 0)
+    return shape_checks("nn.pad", conds)
 
 
 # ---- ONNX -----------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from plait.op._common import (
     norm_axis, tensor_bytes,
 )
 from plait.op._compute import (
-    bcast_index, down, make, out_tensor_type, relay_shape, reshaped_type, scalar_const, shape_of, tir, up,
+    bcast_index, dim_max, dim_min, dims_agree, down, make, out_tensor_type, relay_shape, reshaped_type, scalar_const, shape_of, tir,
+    up,
 )
 from plait.te.tensor import Tensor
 from plait.tir.expr import PrimExpr
@@ -310,27 +311,42 @@ defop("concatenate", rel=_concat_rel, cost=move_cost, pattern=INJ, num_inputs=(1
       attrs=[AttrSpec("axis", "int", doc="the axis to join along")], doc="ONNX Concat (variadic arguments)")
 
 
-def _split_rel(args, attrs):
-    x = one_tensor(args, "split")
-    axis = norm_axis(attrs["axis"], x.ndim, "split: axis")
-    sections = attrs["sections"]
-    if not sections or any(s < 0 for s in sections):
-        raise RelError(f"split: expected one or more sections >= 0, got {fmt(sections)}")
+def equal_parts(d: Any, k: int) -> list[Any]:
+    """The sizes of ``k`` parts of a dim ``d`` (an int or an int64 expression) as ONNX Split-18's
+    ``num_outputs`` cuts it: ``ceil(d / k)`` each, the last ones smaller (possibly empty)."""
+    chunk = -(-d // k) if isinstance(d, int) else (d + (k - 1)) // k
+    return [chunk if i == 0 else dim_min(chunk, dim_max(d - chunk * i, 0)) for i in range(k)]
+
+
+def _split_sections(x: TensorType, axis: int, sections: Sequence[int]) -> list[Dim]:
     d = x.shape[axis]
+    if sections and all(s == -1 for s in sections):  # equal parts of the (symbolic) axis
+        return list(equal_parts(d, len(sections))) if isinstance(d, int) else [ANY_DIM] * len(sections)
+    if not sections or any(s < 0 for s in sections):
+        raise RelError(f"split: expected one or more sections >= 0 (or all -1), got {fmt(sections)}")
     if isinstance(d, int) and sum(sections) != d:
         raise RelError(f"split: sections {fmt(sections)} must sum to the size of axis {axis}: "
                        f"expected {d}, got {sum(sections)}")
-    return TupleType(tuple(TensorType(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sections))
+    return list(sections)
+
+
+def _split_rel(args, attrs):
+    x = one_tensor(args, "split")
+    axis = norm_axis(attrs["axis"], x.ndim, "split: axis")
+    sizes = _split_sections(x, axis, attrs["sections"])
+    return TupleType(tuple(TensorType(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes))
 
 
 def _split_ref(args, attrs):
     (x,) = args
-    bounds = np.cumsum(attrs["sections"])[:-1]
-    return tuple(np.split(x, bounds, axis=attrs["axis"]))
+    axis = norm_axis(attrs["axis"], x.ndim)
+    bounds = np.cumsum(_split_sections(TensorType(x.shape), axis, attrs["sections"]))[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
 
 
 defop("split", rel=_split_rel, ref=_split_ref, cost=move_cost, pattern=INJ, attrs=[
-    AttrSpec("sections", "ints", doc="sizes of the pieces along axis (they sum to its size)"),
+    AttrSpec("sections", "ints", doc="sizes of the pieces along axis (they sum to its size); k times -1: k parts "
+             "of ceil(size / k), the last ones smaller (ONNX Split-18's num_outputs, for a symbolic axis)"),
     AttrSpec("axis", "int", 0, "the axis to split"),
 ], doc="ONNX Split: a tuple of tensors")
 
@@ -466,7 +482,7 @@ def _broadcast_to(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _tile(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "tile")
-    shape, dtype = out_tensor_type(out_type, "tile")
+    shape, dtype = out_tensor_type(out_type, "tile", like=[d * r for d, r in zip(in_shape, attrs["reps"])])
     if 0 in shape:
         return empty_tensor("tile", shape, dtype)
     reps = attrs["reps"]
@@ -475,8 +491,14 @@ def _tile(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
 @defop.compute("concatenate")
 def _concatenate(inputs: list, attrs: Attrs, out_type: Any) -> Any:
-    shape, dtype = out_tensor_type(out_type, "concatenate")
-    axis = norm_axis(attrs["axis"], len(shape))
+    first = shape_of(inputs[0], "concatenate")
+    axis = norm_axis(attrs["axis"], len(first))
+    total: Any = 0
+    for x in inputs:
+        total = total + shape_of(x, "concatenate")[axis]
+    shape, dtype = out_tensor_type(out_type, "concatenate", like=first[:axis] + (total,) + first[axis + 1:])
+    checks = dims_agree("concatenate", [(d, shape[k]) for x in inputs for k, d in enumerate(shape_of(x, "concatenate"))
+                                        if k != axis])
     parts = [(x, shape_of(x, "concatenate")[axis]) for x in inputs]
     parts = [(x, n) for x, n in parts if not (isinstance(n, int) and n == 0)]
     if not parts or 0 in shape:
@@ -495,7 +517,7 @@ def _concatenate(inputs: list, attrs: Attrs, out_type: Any) -> Any:
             value = tir.select(i[axis] < offsets[k + 1], at(parts[k][0], offsets[k]), value)
         return value
 
-    return make("concatenate", shape, body)
+    return make("concatenate", shape, body, checks=checks)
 
 
 @defop.compute("split")
@@ -503,16 +525,25 @@ def _split(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "split")
     axis = norm_axis(attrs["axis"], len(in_shape))
+    sections = list(attrs["sections"])
+    d = in_shape[axis]
+    equal = all(s == -1 for s in sections)
+    sizes = equal_parts(d, len(sections)) if equal else sections
+    # a symbolic axis cut into static sections: they must sum to its size at run time
+    checks = [] if equal or isinstance(d, int) else dims_agree("split", [(d, sum(sections))])
     outs = []
-    offset = 0
-    for k, n in enumerate(attrs["sections"]):
-        shape, dtype = out_tensor_type(out_type, "split", k)
+    offset: Any = 0
+    for k, n in enumerate(sizes):
+        shape, dtype = out_tensor_type(out_type, "split", k, like=in_shape[:axis] + (n,) + in_shape[axis + 1:])
 
-        def body(*i: PrimExpr, _o: int = offset) -> PrimExpr:
-            return x[tuple(i[:axis]) + (i[axis] + _o if _o else i[axis],) + tuple(i[axis + 1:])]
+        def body(*i: PrimExpr, _o: Any = offset) -> PrimExpr:
+            plain = isinstance(_o, int) and _o == 0
+            return x[tuple(i[:axis]) + (i[axis] if plain else i[axis] + _o,) + tuple(i[axis + 1:])]
 
-        outs.append(make("split", shape, body, str(k)) if n > 0 else empty_tensor("split", shape, dtype))
-        offset += n
+        empty = isinstance(n, int) and n == 0
+        outs.append(empty_tensor("split", shape, dtype) if empty else
+                    make("split", shape, body, str(k), checks=checks if k == 0 else ()))
+        offset = offset + n
     return outs
 
 
@@ -569,7 +600,12 @@ def _tile_onnx(ex: Any) -> str:
 
 def _split_onnx(ex: Any) -> list[str]:
     sections = ex.attrs["sections"]
-    outs = ex.node("Split", [ex.ins[0], ex.ints(sections, "split")], n_out=len(sections), axis=ex.attrs["axis"])
+    if all(s == -1 for s in sections):
+        ex.need_opset(18, "Split into equal parts of a symbolic axis (num_outputs)")
+        outs = ex.node("Split", [ex.ins[0]], n_out=len(sections), axis=ex.attrs["axis"], num_outputs=len(sections))
+    else:
+        outs = ex.node("Split", [ex.ins[0], ex.ints(sections, "split")], n_out=len(sections),
+                       axis=ex.attrs["axis"])
     return outs if len(sections) > 1 else [outs]
 
 

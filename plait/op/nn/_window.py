@@ -70,6 +70,26 @@ def window_out(size: Dim, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: b
     return out
 
 
+def window_len(size: Any, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool = False) -> Any:
+    """:func:`window_out` for a size that may be an int64 expression (a symbolic spatial axis): the same
+    formula, evaluated when the function runs (:func:`window_fits` checks the window fits)."""
+    if isinstance(size, int):
+        return window_out(size, k, s, d, p0, p1, ceil_mode)
+    span = size + (p0 + p1 - (d * (k - 1) + 1))
+    if not ceil_mode:
+        return span // s + 1 if s > 1 else span + 1
+    out = (span + (s - 1)) // s + 1
+    return out - tir.cast("int64", (out - 1) * s >= size + p0)
+
+
+def window_fits(sizes: Sequence[Any], kernel: Sequence[int], d: Sequence[int], pads: Sequence[int]) -> list[Any]:
+    """The conditions (for :func:`plait.op._compute.shape_checks`) that each symbolic spatial size, padded by
+    (top, left, bottom, right) ``pads``, holds its dilated window (what :func:`window_out` checks on
+    static sizes)."""
+    return [size + (pads[a] + pads[a + 2]) >= d[a] * (kernel[a] - 1) + 1
+            for a, size in enumerate(sizes) if not isinstance(size, int)]
+
+
 def fdtype(x: np.ndarray) -> np.dtype:
     return compute_dtype(x.dtype) if x.dtype.kind == "f" else x.dtype
 

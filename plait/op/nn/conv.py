@@ -23,9 +23,12 @@ from plait.op._common import (
     ANY_DIM, AttrSpec, Cost, Dim, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, broadcast_shapes,
     dim_mul, numel, same_dtype, tensor_bytes,
 )
-from plait.op._compute import Shape, bcast_dims, compute_fact, make, out_tensor_type, shape_of, tir, up
+from plait.op._compute import (
+    Shape, bcast_dims, compute_fact, make, out_tensor_type, shape_checks, shape_of, tir, up,
+)
 from plait.op.nn._window import (
-    WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_ints, window_out,
+    WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_fits, window_ints,
+    window_len, window_out,
 )
 from plait.op.tensor import require_dtype
 from plait.tir.dtype import bits as dtype_bits
@@ -113,6 +116,13 @@ def _tconv_out(size: Dim, k: int, s: int, d: int, p0: int, p1: int, op: int, axi
         raise RelError(f"conv2d_transpose: {axis}: expected a positive output size, got {out} "
                        f"(input {size}, padding {p0} + {p1})")
     return out
+
+
+def tconv_len(size: Any, k: int, s: int, d: int, p0: int, p1: int, op: int) -> Any:
+    """The output length of a transposed convolution over an axis of ``size`` (an int or an int64 expression:
+    a symbolic spatial axis; a result below 1 is refused by the relation on static sizes and left to the
+    shape function, which refuses a negative one, on symbolic ones)."""
+    return s * (size - 1) + (op + d * (k - 1) + 1 - p0 - p1)
 
 
 def _tconv_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
@@ -254,10 +264,13 @@ defop("nn.dense", rel=_dense_rel, ref=_dense_ref, cost=_contract_cost(lambda x, 
 def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.conv2d"
     x, wt = inputs
-    _, _, h, w = shape_of(x, op)
+    n0, _, h, w = shape_of(x, op)
     o, cg, kh, kw = shape_of(wt, op)
-    out_shape, dtype = out_tensor_type(out_type, op)
     s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
+    p = attrs["padding"]
+    like = (n0, o, window_len(h, kh, s[0], d[0], p[0], p[2]), window_len(w, kw, s[1], d[1], p[1], p[3]))
+    out_shape, dtype = out_tensor_type(out_type, op, like=like)
+    checks = shape_checks(op, window_fits((h, w), (kh, kw), d, p))
     og = o // g
     if kh == kw == 1 and tuple(s) != (1, 1) and not any(attrs["padding"]):
         # a strided 1x1 convolution (a ResNet shortcut) is a 1x1 convolution of the subsampled input:
@@ -281,7 +294,7 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         v = up(xp[n, c, y * s[0] + ry * d[0], z * s[1] + rx * d[1]]) * up(wt[oc, rc, ry, rx])
         return te.sum(v, axis=[rc, ry, rx])
 
-    acc = make(op, out_shape, body)
+    acc = make(op, out_shape, body, checks=checks)
     return rounded(op, out_shape, acc, dtype)
 
 
@@ -391,8 +404,10 @@ def _conv2d_transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, wt = inputs
     n, c, h, w = shape_of(x, op)
     _, og, kh, kw = shape_of(wt, op)
-    out_shape, dtype = out_tensor_type(out_type, op)
     s, p, d, g = attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"]
+    op_h, op_w = attrs["output_padding"]
+    like = (n, og * g, tconv_len(h, kh, s[0], d[0], p[0], p[2], op_h), tconv_len(w, kw, s[1], d[1], p[1], p[3], op_w))
+    out_shape, dtype = out_tensor_type(out_type, op, like=like)
     cg = c // g
     if tuple(d) != (1, 1):
         return rounded(op, out_shape, _tconv_scatter(x, wt, out_shape, s, p, d, g), dtype)
@@ -415,7 +430,7 @@ def _conv2d_transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         conds = [kk < k] if k % st else []
         if nj > 1:
             conds.append(hh >= 0)
-        if (extent - 1 + pad) // st >= size:
+        if not (isinstance(extent, int) and isinstance(size, int)) or (extent - 1 + pad) // st >= size:
             conds.append(hh < size)
         return kk, hh, conds
 

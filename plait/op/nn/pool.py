@@ -20,8 +20,10 @@ from plait.ir.attrs import Attrs
 from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, numel, tensor_bytes,
 )
-from plait.op._compute import cdtype, down, make, max_reducer, out_tensor_type, shape_of, tir, up
-from plait.op.nn._window import WINDOW_ATTRS, check_rank, fdtype, inside, taps, window_attrs, window_ints, window_out
+from plait.op._compute import cdtype, down, make, max_reducer, out_tensor_type, shape_checks, shape_of, tir, up
+from plait.op.nn._window import (
+    WINDOW_ATTRS, check_rank, fdtype, inside, taps, window_attrs, window_fits, window_ints, window_len, window_out,
+)
 from plait.op.tensor import require_dtype
 from plait.tir.dtype import int_range, is_float
 from plait.tir.expr import PrimExpr
@@ -153,12 +155,23 @@ def _finite_lowest(dtype: str) -> Any:
     return float(np.finfo(dtype).min) if is_float(dtype) else int_range(dtype)[0]
 
 
+def _pool_shape(op: str, x: Any, attrs: Attrs, out_type: Any) -> tuple[Any, str, list[Any]]:
+    """(shape, dtype, run-time checks) of a pool's result: a symbolic spatial axis gives the window formula's
+    expression, checked to hold one window."""
+    n, c, h, w = shape_of(x, op)
+    k, s, p, d = attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"]
+    cm = attrs["ceil_mode"]
+    like = (n, c, window_len(h, k[0], s[0], d[0], p[0], p[2], cm), window_len(w, k[1], s[1], d[1], p[1], p[3], cm))
+    shape, dtype = out_tensor_type(out_type, op, like=like)
+    return shape, dtype, shape_checks(op, window_fits((h, w), k, d, p))
+
+
 @defop.compute("nn.max_pool2d")
 def _max_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.max_pool2d"
     (x,) = inputs
     _, _, h, w = shape_of(x, op)
-    out_shape, dtype = out_tensor_type(out_type, op)
+    out_shape, dtype, checks = _pool_shape(op, x, attrs, out_type)
     k, s, p, d = attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"]
     pad = _finite_lowest(dtype)  # padding never wins; a window of padding only gives the lowest value
 
@@ -169,7 +182,7 @@ def _max_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         v = tir.select(inside(iy, ix, h, w), x[n, c, iy, ix], tir.const(pad, dtype))
         return max_reducer(up(v), axis=[ry, rx])
 
-    m = make(op, out_shape, body)
+    m = make(op, out_shape, body, checks=checks)
     return make(op, out_shape, lambda *i: down(m[i], dtype)) if cdtype(dtype) != dtype else m
 
 
@@ -186,7 +199,7 @@ def _avg_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.avg_pool2d"
     (x,) = inputs
     _, _, h, w = shape_of(x, op)
-    out_shape, dtype = out_tensor_type(out_type, op)
+    out_shape, dtype, checks = _pool_shape(op, x, attrs, out_type)
     ct = cdtype(dtype)
     k, s, p, d = attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"]
 
@@ -196,7 +209,7 @@ def _avg_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         iy, ix = y * s[0] + ry * d[0] - p[0], z * s[1] + rx * d[1] - p[1]
         return te.sum(tir.select(inside(iy, ix, h, w), up(x[n, c, iy, ix]), tir.const(0.0, ct)), axis=[ry, rx])
 
-    total = make(op, out_shape, body)
+    total = make(op, out_shape, body, checks=checks)
     # the divisor: taps on the input, or with count_include_pad on the input and its explicit padding
     inc = attrs["count_include_pad"]
     lo_h, hi_h = (-p[0], h + p[2]) if inc else (0, h)
@@ -230,7 +243,8 @@ def _register_global_pool(kind: str) -> None:
         r = make(op, out_shape, body)
         if kind == "max":
             return make(op, out_shape, lambda *i: down(r[i], dtype)) if cdtype(dtype) != dtype else r
-        return make(op, out_shape, lambda *i: down(r[i] / float(count), dtype))
+        divisor = float(count) if isinstance(count, int) else tir.cast(cdtype(dtype), count)
+        return make(op, out_shape, lambda *i: down(r[i] / divisor, dtype))
 
 
 _register_global_pool("avg")
