@@ -112,6 +112,20 @@ def tensor_to_array(t: onnx.TensorProto, what: str | None = None) -> np.ndarray:
     return np.asarray(arr, dtype=DTYPES[dtype])
 
 
+class SymDim(str):
+    """A symbolic dim (its name, or "?") that ``Shape`` read from a tensor: it also remembers that tensor
+    (``source``, a Relay expression) and the axis, so that a converter needing the dim's value at run time
+    (Expand to a Shape of another tensor) can take it from there. It equals its name."""
+
+    source: Expr
+    axis: int
+
+    def __new__(cls, name: str, source: Expr, axis: int) -> "SymDim":
+        d = super().__new__(cls, name)
+        d.source, d.axis = source, axis
+        return d
+
+
 @dataclass(frozen=True, eq=False)
 class SymTensor:
     """An integer tensor whose elements are ints or symbolic dim names (numpy object array)."""

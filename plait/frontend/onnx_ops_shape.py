@@ -7,11 +7,12 @@ known at import time: constants, folded subgraphs, or symbolic shapes where note
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from plait.frontend.onnx_fold import has_sym, sym_result, sym_values
-from plait.frontend.onnx_node import NodeContext, SymTensor, Unsupported, plait_dtype, short
+from plait.frontend.onnx_node import NodeContext, SymDim, SymTensor, Unsupported, plait_dtype, short
 from plait.frontend.onnx_registry import Converter, converters
 from plait.errors import FrontendError
 from plait.ir.op import RelError
@@ -26,6 +27,9 @@ INT64_MAX = 2**63 - 1
 
 def shape(cx: NodeContext) -> object:
     dims = list(cx.shape(0))
+    if not all(isinstance(d, int) for d in dims):  # symbolic dims remember where they were read
+        src = cx.expr(0)
+        dims = [d if isinstance(d, int) else SymDim(d, src, k) for k, d in enumerate(dims)]
     n = len(dims)
     start, end = cx.attr("start", 0), cx.attr("end", n)
     start = min(max(start + n if start < 0 else start, 0), n)
@@ -234,18 +238,33 @@ def gather_nd(cx: NodeContext) -> object:
 
 
 def expand(cx: NodeContext) -> object:
+    """Expand to a shape whose symbolic dims are the input's own (kept: 1 in ``broadcast_to``'s shape) or
+    were read by ``Shape`` from one other tensor: that tensor becomes ``broadcast_to``'s like argument and
+    gives those dims when the function runs."""
     target = list(cx.sym_ints(1, "shape"))
     in_shape = cx.shape(0)
     if any(isinstance(d, int) and d < 0 for d in target):
         raise FrontendError(f"shape {short(target)} has a negative dimension")
+    axes = [-1] * len(target)
+    sources: list[Any] = []
     for j in range(1, len(target) + 1):
         d = target[-j]
-        if isinstance(d, str):
-            if j <= len(in_shape) and in_shape[-j] == d and d != ANY_DIM:
-                target[-j] = 1  # broadcasting keeps the input's (symbolic) dim
-            else:
-                raise Unsupported(f"shape {target} has a dimension unknown at import time")
-    return cx.call("broadcast_to", cx.expr(0), shape=tuple(target))
+        if not isinstance(d, str):
+            continue
+        if j <= len(in_shape) and in_shape[-j] == d and d != ANY_DIM:
+            target[-j] = 1  # broadcasting keeps the input's (symbolic) dim
+        elif isinstance(d, SymDim):
+            if not any(s is d.source for s in sources):
+                sources.append(d.source)
+            target[-j], axes[-j] = 1, d.axis
+        else:
+            raise Unsupported(f"shape {target} has a dimension unknown at import time")
+    if len(sources) > 1:
+        raise Unsupported(f"shape {target} takes symbolic dims from the shapes of {len(sources)} tensors (plait "
+                          "takes them from one)")
+    if not sources:
+        return cx.call("broadcast_to", cx.expr(0), shape=tuple(target))
+    return cx.call("broadcast_to", cx.expr(0), sources[0], shape=tuple(target), like_axes=tuple(axes))
 
 
 def tile(cx: NodeContext) -> object:

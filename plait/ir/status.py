@@ -17,7 +17,8 @@ MESSAGES: dict[int, str] = {
     INDEX_OUT_OF_RANGE: "an index is out of range (Gather, GatherElements and GatherND indices must be in "
                         "[-n, n - 1] for an axis of size n)",
     SHAPE_MISMATCH: "the inputs' run-time shapes do not fit the operator (dims that must be equal differ, a "
-                    "symbolic dim is not broadcast, or an axis is too small for its padding)",
+                    "symbolic dim is not broadcast, an axis is too small for its window or padding, or a reshape "
+                    "changes the element count)",
 }
 
 

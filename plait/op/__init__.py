@@ -20,6 +20,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.unary",
     "plait.op.reduce",
     "plait.op.transform",
+    "plait.op.join",
     "plait.op.slicing",
     "plait.op.gather",
     "plait.op.data_dependent",

@@ -41,10 +41,11 @@ class ComputeError(TEError):
 
 
 __all__ = [
-    "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "broadcast_checks", "cdtype", "ceil_div",
-    "clamp", "dim_max", "dim_min", "dims_agree", "down", "elementwise", "highest", "is_float", "is_int", "is_one",
-    "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max", "nan_min", "out_tensor_type", "relay_shape",
-    "reshaped_type", "same_dims", "scalar_const", "shape_checks", "shape_of", "stage", "static_shape", "tir", "up",
+    "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "broadcast_checks", "broadcast_pairs",
+    "cdtype", "ceil_div", "clamp", "count_checks", "dim_max", "dim_min", "dims_agree", "down", "elementwise",
+    "highest", "is_float", "is_int", "is_one", "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max",
+    "nan_min", "out_tensor_type", "relay_shape", "reshaped_type", "same_dims", "scalar_const", "shape_checks",
+    "shape_of", "stage", "static_shape", "tir", "up",
 ]
 
 
@@ -195,6 +196,38 @@ def reshaped_type(out_type: Any, in_shape: Sequence[Any], op: str) -> tuple[tupl
     return tuple(dim if j == k else d for j, d in enumerate(known)), dtype
 
 
+def count_checks(op: str, in_shape: Sequence[Any], out_shape: Sequence[Any]) -> list[Any]:
+    """The run-time check (:func:`shape_checks`) that a reshape keeps the element count, unless that is known
+    when the function is built: the same static product and the same symbolic factors on both sides (a -1
+    inferred as ``total // rest`` does not divide when the check fails)."""
+    def split(shape: Sequence[Any]) -> tuple[int, list[Any]]:
+        static, syms = 1, []
+        for d in shape:
+            if isinstance(d, int):
+                static *= d
+            else:
+                syms.append(d)
+        return static, syms
+
+    (s_in, sym_in), (s_out, sym_out) = split(in_shape), split(out_shape)
+    rest = list(sym_out)
+    for d in sym_in:
+        match = next((k for k, e in enumerate(rest) if same_dims(d, e)), None)
+        if match is None:
+            break
+        del rest[match]
+    else:
+        if not rest and s_in == s_out:
+            return []
+    total_in: Any = s_in
+    for d in sym_in:
+        total_in = total_in * d
+    total_out: Any = s_out
+    for d in sym_out:
+        total_out = total_out * d
+    return shape_checks(op, [tir.eq(total_in, total_out)])
+
+
 def is_one(d: Any) -> bool:
     """Is the dimension ``d`` statically 1 (a symbolic dimension never counts as 1)?"""
     return isinstance(d, int) and d == 1
@@ -318,8 +351,13 @@ def broadcast_checks(op: str, shapes: Sequence[Shape], out: Shape) -> list[Any]:
     """Run-time checks that every dim of ``shapes`` that is not statically 1 equals the result's dim it
     is aligned with (right-aligned broadcasting): a symbolic dim is never broadcast, so one that differs
     at run time stops the function (:func:`dims_agree`) instead of reading out of bounds."""
+    return dims_agree(op, broadcast_pairs(shapes, out))
+
+
+def broadcast_pairs(shapes: Sequence[Shape], out: Shape) -> list[tuple[Any, Any]]:
+    """The (dim, result dim) pairs :func:`broadcast_checks` checks (for :func:`dims_agree` with others)."""
     pairs = []
     for s in shapes:
         off = len(out) - len(s)
         pairs += [(d, out[off + k]) for k, d in enumerate(s) if not is_one(d)]
-    return dims_agree(op, pairs)
+    return pairs

@@ -1,18 +1,20 @@
 """Shape and data-movement operators (ONNX semantics): reshape, transpose, flatten, squeeze,
-expand_dims, broadcast_to, tile, concatenate, split, device_copy, range.
+expand_dims, broadcast_to, tile, device_copy, range.
 
-strided_slice and nn.pad are in :mod:`plait.op.slicing`; gathers (take, gather_elements,
-gather_nd), one_hot and trilu in :mod:`plait.op.gather`; image.resize2d in :mod:`plait.op.image`;
-depth_to_space and space_to_depth in :mod:`plait.op.space`.
+concatenate and split are in :mod:`plait.op.join`; strided_slice and nn.pad in :mod:`plait.op.slicing`;
+gathers (take, gather_elements, gather_nd), one_hot and trilu in :mod:`plait.op.gather`; image.resize2d in
+:mod:`plait.op.image`; depth_to_space and space_to_depth in :mod:`plait.op.space`.
 
 Parameters that ONNX passes as tensor inputs (Reshape's shape, Tile's repeats, ...) are attributes
 here: the ONNX frontend folds them to constants. Symbolic dims flow through wherever an output dim
-is a copy of an input dim; anything needing arithmetic on a symbol is "?".
+is a copy of an input dim; anything needing arithmetic on a symbol is "?" in the type and an int64
+expression in the compute. Where symbolic dims must agree when the function runs (a reshape keeps its
+element count, a squeezed dim is 1, a dim that is not statically 1 is not broadcast) the compute
+carries a run-time check (status ``SHAPE_MISMATCH``). ``broadcast_to`` may take a second argument whose
+dims give some of the target's (ONNX Expand to a ``Shape`` of another tensor).
 
-TE computes: every one is an injective index mapping from the output index to one input element
-(concatenate chooses its input with nested ``select`` s, constant padding guards its load with one),
-so they are inlined into their consumers by ``create_prim_func``. ``split`` returns one tensor per
-section.
+TE computes: every one is an injective index mapping from the output index to one input element, so they
+are inlined into their consumers by ``create_prim_func``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.ir.types import DTYPES, Dim, TensorType
 from plait.op._common import (
-    ANY_DIM, AttrSpec, Cost, Family, OnnxMap, Op, OpPattern, RelError, TupleType, Type, as_tensor, broadcast_shapes,
-    norm_axis, tensor_bytes,
+    ANY_DIM, AttrSpec, Cost, Family, OnnxMap, Op, OpPattern, RelError, Type, as_tensor, broadcast_shapes, norm_axis,
+    tensor_bytes,
 )
 from plait.op._compute import (
-    bcast_index, dim_max, dim_min, dims_agree, down, make, out_tensor_type, relay_shape, reshaped_type, scalar_const, shape_of, tir,
-    up,
+    bcast_index, broadcast_checks, count_checks, down, make, out_tensor_type, relay_shape, reshaped_type,
+    scalar_const, shape_checks, shape_of, tir, up,
 )
 from plait.te.tensor import Tensor
 from plait.tir.expr import PrimExpr
@@ -234,11 +236,31 @@ defop("expand_dims", rel=_expand_dims_rel, ref=_expand_dims_ref, view=True, patt
 # ---- broadcast_to, tile --------------------------------------------------------------------------
 
 
-def _broadcast_to_rel(args, attrs):
-    x = one_tensor(args, "broadcast_to")
-    shape = attrs["shape"]
+def broadcast_target(shape: Sequence[int], like_axes: Sequence[int], like: Sequence[Any] | None) -> list[Any]:
+    """The target shape of ``broadcast_to``: ``shape``, except that dim ``k`` is ``like[like_axes[k]]`` where
+    that axis is >= 0 (the dims of the ``like`` argument: symbolic ones of an ONNX Expand to a ``Shape``)."""
     if any(d < 0 for d in shape):
         raise RelError(f"broadcast_to: expected a shape of sizes >= 0, got {fmt(shape)}")
+    if not like_axes:
+        if like is not None:
+            raise RelError("broadcast_to: a like argument needs like_axes")
+        return list(shape)
+    if like is None or len(like_axes) != len(shape):
+        raise RelError(f"broadcast_to: like_axes {fmt(like_axes)} needs a like argument and one axis (or -1) per "
+                       f"dim of the shape {fmt(shape)}")
+    out: list[Any] = []
+    for d, a in zip(shape, like_axes):
+        if not -1 <= a < len(like):
+            raise RelError(f"broadcast_to: like_axes {fmt(like_axes)}: expected axes of the like argument "
+                           f"(rank {len(like)}) or -1")
+        out.append(like[a] if a >= 0 else d)
+    return out
+
+
+def _broadcast_to_rel(args, attrs):
+    x = one_tensor(args, "broadcast_to")
+    like = as_tensor(args[1], "broadcast_to: like").shape if len(args) > 1 else None
+    shape = broadcast_target(attrs["shape"], attrs["like_axes"], like)
     try:
         return TensorType(broadcast_shapes(x.shape, shape), x.dtype)
     except RelError as exc:
@@ -246,13 +268,23 @@ def _broadcast_to_rel(args, attrs):
 
 
 def _broadcast_to_ref(args, attrs):
-    (x,) = args
-    return np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(attrs["shape"]))))
+    x = args[0]
+    shape = broadcast_target(attrs["shape"], attrs["like_axes"], args[1].shape if len(args) > 1 else None)
+    return np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))))
 
 
-defop("broadcast_to", rel=_broadcast_to_rel, ref=_broadcast_to_ref, cost=move_cost, pattern=OpPattern.BROADCAST,
-      attrs=[AttrSpec("shape", "ints", doc="broadcast bidirectionally with the input shape (ONNX Expand)")],
-      doc="ONNX Expand: the result has the broadcast of the input shape and `shape`")
+def _broadcast_to_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    return Cost(0.0, float(tensor_bytes(args[0])), tensor_bytes(out))  # like gives its shape only
+
+
+defop("broadcast_to", rel=_broadcast_to_rel, ref=_broadcast_to_ref, cost=_broadcast_to_cost,
+      pattern=OpPattern.BROADCAST, num_inputs=(1, 2), attrs=[
+          AttrSpec("shape", "ints", doc="broadcast bidirectionally with the input shape (ONNX Expand)"),
+          AttrSpec("like_axes", "ints", (), "per dim of shape: the axis of the like argument whose size it is "
+                   "(-1: the value in shape); empty without a like argument"),
+      ], doc="ONNX Expand: the result has the broadcast of the input shape and `shape`; an optional second "
+             "argument gives dims of `shape` known only at run time (Expand to a Shape of another tensor: "
+             "only its shape is read)")
 
 
 def _tile_rel(args, attrs):
@@ -270,85 +302,6 @@ defop("tile", rel=_tile_rel, cost=move_cost, pattern=INJ,
       ref=lambda args, attrs: np.tile(args[0], attrs["reps"]).reshape(
           [d * r for d, r in zip(args[0].shape, attrs["reps"])]),
       attrs=[AttrSpec("reps", "ints", doc="repetitions per input dim")], doc="ONNX Tile")
-
-
-# ---- concatenate, split --------------------------------------------------------------------------
-
-
-def _unify(dims: Sequence[Dim]) -> Dim:
-    ints = {d for d in dims if isinstance(d, int)}
-    if ints:
-        return ints.pop()
-    return dims[0] if len(set(dims)) == 1 else ANY_DIM
-
-
-def _concat_rel(args, attrs):
-    ts = [as_tensor(t, f"concatenate: argument {i}") for i, t in enumerate(args)]
-    first = ts[0]
-    axis = norm_axis(attrs["axis"], first.ndim, "concatenate: axis")
-    for i, t in enumerate(ts):
-        if t.dtype != first.dtype:
-            raise RelError(f"concatenate: argument {i}: expected dtype {first.dtype}, got {t.dtype}")
-        if t.ndim != first.ndim:
-            raise RelError(f"concatenate: argument {i}: expected rank {first.ndim}, got {t.ndim}")
-    out: list[Dim] = []
-    for k in range(first.ndim):
-        dims = [t.shape[k] for t in ts]
-        if k == axis:
-            out.append(sum(dims) if all(isinstance(d, int) for d in dims) else ANY_DIM)
-            continue
-        static = [(i, d) for i, d in enumerate(dims) if isinstance(d, int)]
-        for i, d in static:
-            if d != static[0][1]:
-                raise RelError(f"concatenate: argument {i}: expected size {static[0][1]} at axis {k} "
-                               f"(as argument {static[0][0]}), got {d}")
-        out.append(_unify(dims))
-    return TensorType(tuple(out), first.dtype)
-
-
-defop("concatenate", rel=_concat_rel, cost=move_cost, pattern=INJ, num_inputs=(1, None),
-      ref=lambda args, attrs: np.concatenate(args, axis=attrs["axis"]),
-      attrs=[AttrSpec("axis", "int", doc="the axis to join along")], doc="ONNX Concat (variadic arguments)")
-
-
-def equal_parts(d: Any, k: int) -> list[Any]:
-    """The sizes of ``k`` parts of a dim ``d`` (an int or an int64 expression) as ONNX Split-18's
-    ``num_outputs`` cuts it: ``ceil(d / k)`` each, the last ones smaller (possibly empty)."""
-    chunk = -(-d // k) if isinstance(d, int) else (d + (k - 1)) // k
-    return [chunk if i == 0 else dim_min(chunk, dim_max(d - chunk * i, 0)) for i in range(k)]
-
-
-def _split_sections(x: TensorType, axis: int, sections: Sequence[int]) -> list[Dim]:
-    d = x.shape[axis]
-    if sections and all(s == -1 for s in sections):  # equal parts of the (symbolic) axis
-        return list(equal_parts(d, len(sections))) if isinstance(d, int) else [ANY_DIM] * len(sections)
-    if not sections or any(s < 0 for s in sections):
-        raise RelError(f"split: expected one or more sections >= 0 (or all -1), got {fmt(sections)}")
-    if isinstance(d, int) and sum(sections) != d:
-        raise RelError(f"split: sections {fmt(sections)} must sum to the size of axis {axis}: "
-                       f"expected {d}, got {sum(sections)}")
-    return list(sections)
-
-
-def _split_rel(args, attrs):
-    x = one_tensor(args, "split")
-    axis = norm_axis(attrs["axis"], x.ndim, "split: axis")
-    sizes = _split_sections(x, axis, attrs["sections"])
-    return TupleType(tuple(TensorType(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes))
-
-
-def _split_ref(args, attrs):
-    (x,) = args
-    axis = norm_axis(attrs["axis"], x.ndim)
-    bounds = np.cumsum(_split_sections(TensorType(x.shape), axis, attrs["sections"]))[:-1]
-    return tuple(np.split(x, bounds, axis=axis))
-
-
-defop("split", rel=_split_rel, ref=_split_ref, cost=move_cost, pattern=INJ, attrs=[
-    AttrSpec("sections", "ints", doc="sizes of the pieces along axis (they sum to its size); k times -1: k parts "
-             "of ceil(size / k), the last ones smaller (ONNX Split-18's num_outputs, for a symbolic axis)"),
-    AttrSpec("axis", "int", 0, "the axis to split"),
-], doc="ONNX Split: a tuple of tensors")
 
 
 # ---- device_copy, range ---------------------------------------------------------------------------
@@ -424,9 +377,10 @@ def _copy_reshaped(op: str, x: Tensor, out_type: Any) -> Tensor:
     shape, dtype = reshaped_type(out_type, in_shape, op)
     if 0 in shape or 0 in in_shape:
         return empty_tensor(op, shape, dtype)
+    checks = count_checks(op, in_shape, shape)  # symbolic dims: the element count must stay (a -1 must divide)
     if tuple(shape) == tuple(in_shape):
-        return make(op, shape, lambda *i: x[i])
-    return make(op, shape, lambda *i: x[unravel(ravel(i, shape), in_shape)])
+        return make(op, shape, lambda *i: x[i], checks=checks)
+    return make(op, shape, lambda *i: x[unravel(ravel(i, shape), in_shape)], checks=checks)
 
 
 for _name in ("reshape", "flatten"):
@@ -438,20 +392,25 @@ def _squeeze(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
     in_shape = shape_of(x, "squeeze")
     drop = set(_squeeze_axes(TensorType(relay_shape(in_shape)), attrs["axes"]))
-    shape, _ = out_tensor_type(out_type, "squeeze")
+    shape, _ = out_tensor_type(out_type, "squeeze", like=[d for k, d in enumerate(in_shape) if k not in drop])
 
     def body(*i: PrimExpr) -> PrimExpr:
         it = iter(i)
         return x[tuple(0 if k in drop else next(it) for k in range(len(in_shape)))]
 
-    return make("squeeze", shape, body)
+    # a squeezed symbolic dim must be 1 when the function runs
+    ones = [tir.eq(in_shape[k], 1) for k in sorted(drop) if not isinstance(in_shape[k], int)]
+    return make("squeeze", shape, body, checks=shape_checks("squeeze", ones))
 
 
 @defop.compute("expand_dims")
 def _expand_dims(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
-    shape, _ = out_tensor_type(out_type, "expand_dims")
-    new = set(norm_axes(attrs["axes"], len(shape), "expand_dims"))
+    xs = shape_of(x, "expand_dims")
+    new = set(norm_axes(attrs["axes"], len(xs) + len(attrs["axes"]), "expand_dims"))
+    it = iter(xs)
+    shape, _ = out_tensor_type(out_type, "expand_dims", like=[1 if k in new else next(it)
+                                                              for k in range(len(xs) + len(new))])
     return make("expand_dims", shape, lambda *i: x[tuple(v for k, v in enumerate(i) if k not in new)])
 
 
@@ -473,9 +432,17 @@ def _transpose(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 
 @defop.compute("broadcast_to")
 def _broadcast_to(inputs: list, attrs: Attrs, out_type: Any) -> Any:
-    (x,) = inputs
-    shape, _ = out_tensor_type(out_type, "broadcast_to")
-    return make("broadcast_to", shape, lambda *i: x[bcast_index(x, i, "broadcast_to")])
+    op = "broadcast_to"
+    x = inputs[0]
+    xs = shape_of(x, op)
+    target = broadcast_target(attrs["shape"], attrs["like_axes"], shape_of(inputs[1], op) if len(inputs) > 1 else None)
+    rank = max(len(xs), len(target))
+    padded_x = (1,) * (rank - len(xs)) + tuple(xs)
+    padded_t = (1,) * (rank - len(target)) + tuple(target)
+    like = tuple(d if isinstance(t, int) and t == 1 else t for d, t in zip(padded_x, padded_t))
+    shape, _ = out_tensor_type(out_type, op, like=like)
+    # a dim of x that is not statically 1 is not broadcast: it must equal the result's when the function runs
+    return make(op, shape, lambda *i: x[bcast_index(x, i, op)], checks=broadcast_checks(op, [xs], shape))
 
 
 @defop.compute("tile")
@@ -489,68 +456,10 @@ def _tile(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     return make("tile", shape, lambda *i: x[tuple(v if r == 1 else v % d for v, d, r in zip(i, in_shape, reps))])
 
 
-@defop.compute("concatenate")
-def _concatenate(inputs: list, attrs: Attrs, out_type: Any) -> Any:
-    first = shape_of(inputs[0], "concatenate")
-    axis = norm_axis(attrs["axis"], len(first))
-    total: Any = 0
-    for x in inputs:
-        total = total + shape_of(x, "concatenate")[axis]
-    shape, dtype = out_tensor_type(out_type, "concatenate", like=first[:axis] + (total,) + first[axis + 1:])
-    checks = dims_agree("concatenate", [(d, shape[k]) for x in inputs for k, d in enumerate(shape_of(x, "concatenate"))
-                                        if k != axis])
-    parts = [(x, shape_of(x, "concatenate")[axis]) for x in inputs]
-    parts = [(x, n) for x, n in parts if not (isinstance(n, int) and n == 0)]
-    if not parts or 0 in shape:
-        return empty_tensor("concatenate", shape, dtype)
-
-    def body(*i: PrimExpr) -> PrimExpr:
-        def at(x: Tensor, offset: Any) -> PrimExpr:
-            first = isinstance(offset, int) and offset == 0
-            return x[tuple(i[:axis]) + (i[axis] if first else i[axis] - offset,) + tuple(i[axis + 1:])]
-
-        offsets: list[Any] = [0]
-        for _, n in parts:  # symbolic sizes along the axis give expressions
-            offsets.append(offsets[-1] + n)
-        value = at(parts[-1][0], offsets[-2])
-        for k in range(len(parts) - 2, -1, -1):
-            value = tir.select(i[axis] < offsets[k + 1], at(parts[k][0], offsets[k]), value)
-        return value
-
-    return make("concatenate", shape, body, checks=checks)
-
-
-@defop.compute("split")
-def _split(inputs: list, attrs: Attrs, out_type: Any) -> Any:
-    (x,) = inputs
-    in_shape = shape_of(x, "split")
-    axis = norm_axis(attrs["axis"], len(in_shape))
-    sections = list(attrs["sections"])
-    d = in_shape[axis]
-    equal = all(s == -1 for s in sections)
-    sizes = equal_parts(d, len(sections)) if equal else sections
-    # a symbolic axis cut into static sections: they must sum to its size at run time
-    checks = [] if equal or isinstance(d, int) else dims_agree("split", [(d, sum(sections))])
-    outs = []
-    offset: Any = 0
-    for k, n in enumerate(sizes):
-        shape, dtype = out_tensor_type(out_type, "split", k, like=in_shape[:axis] + (n,) + in_shape[axis + 1:])
-
-        def body(*i: PrimExpr, _o: Any = offset) -> PrimExpr:
-            plain = isinstance(_o, int) and _o == 0
-            return x[tuple(i[:axis]) + (i[axis] if plain else i[axis] + _o,) + tuple(i[axis + 1:])]
-
-        empty = isinstance(n, int) and n == 0
-        outs.append(empty_tensor("split", shape, dtype) if empty else
-                    make("split", shape, body, str(k), checks=checks if k == 0 else ()))
-        offset = offset + n
-    return outs
-
-
 @defop.compute("device_copy")
 def _device_copy(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
-    shape, _ = out_tensor_type(out_type, "device_copy")
+    shape, _ = out_tensor_type(out_type, "device_copy", like=shape_of(x, "device_copy"))
     return make("device_copy", shape, lambda *i: x[i])
 
 
@@ -591,22 +500,17 @@ def _unsqueeze_onnx(ex: Any) -> str:
 
 
 def _expand_onnx(ex: Any) -> str:
-    return ex.node("Expand", [ex.ins[0], ex.ints(ex.attrs["shape"], "shape")])
+    shape, axes = ex.attrs["shape"], ex.attrs["like_axes"]
+    if not axes:
+        return ex.node("Expand", [ex.ins[0], ex.ints(shape, "shape")])
+    like = ex.node("Shape", [ex.ins[1]])  # the run-time dims: gathered from the like argument's shape
+    parts = [ex.node("Gather", [like, ex.ints([a], "axis")], axis=0) if a >= 0 else ex.ints([d], "dim")
+             for d, a in zip(shape, axes)]
+    return ex.node("Expand", [ex.ins[0], ex.node("Concat", parts, axis=0) if len(parts) > 1 else parts[0]])
 
 
 def _tile_onnx(ex: Any) -> str:
     return ex.node("Tile", [ex.ins[0], ex.ints(ex.attrs["reps"], "repeats")])
-
-
-def _split_onnx(ex: Any) -> list[str]:
-    sections = ex.attrs["sections"]
-    if all(s == -1 for s in sections):
-        ex.need_opset(18, "Split into equal parts of a symbolic axis (num_outputs)")
-        outs = ex.node("Split", [ex.ins[0]], n_out=len(sections), axis=ex.attrs["axis"], num_outputs=len(sections))
-    else:
-        outs = ex.node("Split", [ex.ins[0], ex.ints(sections, "split")], n_out=len(sections),
-                       axis=ex.attrs["axis"])
-    return outs if len(sections) > 1 else [outs]
 
 
 def _range_onnx(ex: Any) -> str:
@@ -625,7 +529,5 @@ defop.onnx("squeeze", OnnxMap("Squeeze", convert=False, export=_squeeze_onnx))
 defop.onnx("expand_dims", OnnxMap("Unsqueeze", convert=False, export=_unsqueeze_onnx))
 defop.onnx("broadcast_to", OnnxMap("Expand", convert=False, export=_expand_onnx))
 defop.onnx("tile", OnnxMap("Tile", convert=False, export=_tile_onnx))
-defop.onnx("concatenate", OnnxMap("Concat", attrs={"axis": "axis"}, convert=False))
-defop.onnx("split", OnnxMap("Split", convert=False, export=_split_onnx))
 defop.onnx("device_copy", OnnxMap("Identity", convert=False))
 defop.onnx("range", OnnxMap("Range", convert=False, export=_range_onnx))

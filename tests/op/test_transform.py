@@ -252,7 +252,8 @@ def test_split_types_and_errors():
     assert infer("split", ("n", 6), sections=(1, 1)) == TupleType((TensorType((1, 6)), TensorType((1, 6))))
     assert rel_error("split", (6, 4), sections=(2, 3)) == (
         "split: sections (2, 3) must sum to the size of axis 0: expected 6, got 5")
-    assert rel_error("split", (6, 4), sections=(7, -1)) == "split: expected one or more sections >= 0, got (7, -1)"
+    assert rel_error("split", (6, 4), sections=(7, -1)) == (
+        "split: expected one or more sections >= 0 (or all -1), got (7, -1)")
 
 
 # ---- strided_slice ---------------------------------------------------------------------------------
