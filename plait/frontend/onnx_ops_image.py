@@ -2,8 +2,11 @@
 
 ``image.resize2d`` resizes the last two axes of an NCHW tensor. Any other layout works as long as
 at most two axes change: those axes are moved last (transpose), the others flattened into C
-(reshape), and everything is put back after the resize. The resized axes must be static; another axis may
-be symbolic (a dynamic batch) when the input is NCHW resized over (H, W), which needs no reshape.
+(reshape), and everything is put back after the resize. Then the resized axes must be static. An NCHW input
+resized over (H, W) needs no reshape: every axis may be symbolic, a scaled symbolic H or W being
+``image.resize2d``'s size -1 (floor of the size times the scale, when the function runs), and sizes read
+by ``Shape`` from another tensor (a U-Net upsampling to its skip's size) being that tensor's dims
+(``image.resize2d``'s like argument).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import math
 
 import numpy as np
 
-from plait.frontend.onnx_node import NodeContext, Unsupported, short
+from plait.frontend.onnx_node import NodeContext, SymDim, Unsupported, short
+from plait.ir.types import ANY_DIM
 from plait.errors import FrontendError
 from plait.frontend.onnx_registry import Converter, converters
 from plait.relay.expr import Expr
@@ -26,7 +30,14 @@ def _resize(cx: NodeContext, out_shape: list[int], scales: list[float] | None, r
     in_shape = list(cx.shape(0))
     nd = len(in_shape)
     full_roi = roi if roi is not None else [0.0] * nd + [1.0] * nd
-    changed = [a for a in range(nd) if out_shape[a] != in_shape[a] or (scales is not None and scales[a] != 1.0)
+
+    def kept(a: int) -> bool:  # the same length (a symbolic one by name; "?" of the same tensor's axis only)
+        d = out_shape[a]
+        if d == ANY_DIM:
+            return isinstance(d, SymDim) and d.source is cx.expr(0) and d.axis == a
+        return d != -1 and d == in_shape[a]
+
+    changed = [a for a in range(nd) if not kept(a) or (scales is not None and scales[a] != 1.0)
                or (attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
                    and (full_roi[a], full_roi[a + nd]) != (0.0, 1.0))]
     if len(changed) > 2:
@@ -36,8 +47,21 @@ def _resize(cx: NodeContext, out_shape: list[int], scales: list[float] | None, r
     rs = changed  # the resized axes, in order: they become (H, W), or W alone
     others = [a for a in range(nd) if a not in rs]
     x = cx.expr(0)
-    if nd == 4 and rs == [2, 3]:  # NCHW over (H, W): image.resize2d as it is (N and C may be symbolic)
-        return cx.call("image.resize2d", x, size=tuple(out_shape[2:]),
+    if nd == 4 and set(rs) <= {2, 3}:  # NCHW over (H, W) or one of them: image.resize2d as
+        # it is (N and C may be symbolic; a symbolic H or W kept or scaled is a size of -1; one read by Shape
+        # from another tensor comes from that tensor, image.resize2d's like argument)
+        like_axes, src = [-1, -1], None
+        for k in range(2):
+            d = out_shape[2 + k]
+            if isinstance(d, str) and not kept(2 + k):
+                if not isinstance(d, SymDim) or (src is not None and d.source is not src):
+                    raise Unsupported(f"sizes {short(out_shape[2:])} are not known at import time, nor read from "
+                                      "one tensor's shape")
+                src, like_axes[k] = d.source, d.axis
+        size = tuple(0 if like_axes[k] >= 0 else d if isinstance(d, int) and d != -1 else -1
+                     for k, d in enumerate(out_shape[2:]))
+        args = (x,) if src is None else (x, src)
+        return cx.call("image.resize2d", *args, size=size, like_axes=() if src is None else tuple(like_axes),
                        scales=None if scales is None else tuple(float(s) for s in scales[2:]),
                        roi=None if attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize"
                        else tuple(full_roi[2:4] + full_roi[6:8]), **attrs)
@@ -108,10 +132,10 @@ def resize(cx: NodeContext) -> object:
         ctm = cx.attr("coordinate_transformation_mode", "half_pixel")
         nearest_mode = cx.attr("nearest_mode", "round_prefer_floor")
         roi, scales = _floats(cx, 1, "roi"), _floats(cx, 2, "scales")
-        sizes = [int(v) for v in cx.const(3, "sizes").reshape(-1)] if cx.has(3) else None
+        sizes = list(cx.sym_ints(3, "sizes")) if cx.has(3) else None  # ints, or dims read by Shape
     axes = list(cx.axes(cx.attr("axes", list(range(nd))), nd))
     _check_scales(scales, len(axes))
-    if sizes and (len(sizes) != len(axes) or min(sizes) < 1):
+    if sizes and (len(sizes) != len(axes) or min((s for s in sizes if isinstance(s, int)), default=1) < 1):
         raise FrontendError(f"sizes {short(sizes)} must be {len(axes)} values >= 1")
     if roi is not None and ctm == "tf_crop_and_resize" and len(roi) != 2 * len(axes):
         raise FrontendError(f"roi has {len(roi)} values, expected {2 * len(axes)}")
@@ -124,6 +148,8 @@ def resize(cx: NodeContext) -> object:
                 out[a] = s
         elif policy in ("not_larger", "not_smaller"):
             in_shape = cx.static_shape(0, "input")
+            if not all(isinstance(s, int) for s in sizes):
+                raise Unsupported(f"keep_aspect_ratio_policy '{policy}' with sizes known at run time")
             ratios = [s / in_shape[a] for a, s in zip(axes, sizes)]
             r = min(ratios) if policy == "not_larger" else max(ratios)
             full_scales = [1.0] * nd
@@ -137,8 +163,10 @@ def resize(cx: NodeContext) -> object:
         for a, s in zip(axes, scales):
             full_scales[a] = s
             if not isinstance(in_shape[a], int):
-                if s != 1.0:
+                if s != 1.0 and (nd != 4 or a not in (2, 3)):
                     cx.static_shape(0, "input with a scale other than 1 on a symbolic axis")
+                if s != 1.0:  # H or W of NCHW: image.resize2d's size -1, the input's size times the scale
+                    out[a] = -1
                 continue
             out[a] = _scaled(in_shape[a], s)
     else:

@@ -77,12 +77,14 @@ def _pads(cx: NodeContext, in_spatial: tuple, kernel: tuple[int, ...], strides: 
     if auto == "VALID":
         return (0,) * n, (0,) * n
     _check_auto_pad(auto)
-    if not all(isinstance(d, int) for d in in_spatial):
-        raise Unsupported(f"auto_pad '{auto}' needs static spatial dims, got {in_spatial}")
     begins, ends = [], []
-    for size, k, s, d in zip(in_spatial, kernel, strides, dilations):
-        out = -(-size // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+    for a, (size, k, s, d) in enumerate(zip(in_spatial, kernel, strides, dilations)):
+        if not isinstance(size, int) and s != 1:
+            raise Unsupported(f"auto_pad '{auto}' with stride {s} on the symbolic spatial axis {a + 2} ('{size}'): "
+                              f"its padding depends on the size modulo the stride; give static spatial dims or "
+                              "explicit pads")
+        # stride 1: the output keeps the size, the padding is the dilated kernel less 1 whatever the size
+        total = (k - 1) * d if not isinstance(size, int) else max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
         small, big = total // 2, total - total // 2
         begins.append(small if auto == "SAME_UPPER" else big)
         ends.append(big if auto == "SAME_UPPER" else small)
@@ -194,9 +196,9 @@ def conv_transpose(cx: NodeContext) -> object:
         raise FrontendError(f"both auto_pad '{auto}' and pads are given")
     if "output_shape" in cx.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
         in_sp = cx.shape(0)[2:]  # a symbolic batch or channel dim is fine: only the spatial dims are used
-        if not all(isinstance(d, int) for d in in_sp):
-            cx.static_shape(0, "input")
         if "output_shape" in cx.attrs:
+            if not all(isinstance(d, int) for d in in_sp):
+                cx.static_shape(0, "input with output_shape")
             given = list(cx.attr("output_shape"))
             target = given[-nsp:]
             if len(given) not in (nsp, nsp + 2) or min(target) < 1:
@@ -205,7 +207,10 @@ def conv_transpose(cx: NodeContext) -> object:
             target = [d * s for d, s in zip(in_sp, strides)]
         begins, ends = [], []
         for i in range(nsp):
-            total = strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target[i]
+            if isinstance(in_sp[i], int):
+                total = strides[i] * (in_sp[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target[i]
+            else:  # SAME: the output is the size times the stride, so the padding does not depend on the size
+                total = out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - strides[i]
             small, big = total // 2, total - total // 2
             b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
             if e < 0:  # a larger output than the default: extend at the end

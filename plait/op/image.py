@@ -27,7 +27,7 @@ import numpy as np
 from plait.ir.attrs import Attrs
 from plait.ir.numeric import cast_array
 from plait.op._common import (
-    AttrSpec, Cost, FLOAT_DTYPES, Family, OnnxMap, OpPattern, RelError, TensorType, numel, tensor_bytes,
+    ANY_DIM, AttrSpec, Cost, FLOAT_DTYPES, Family, OnnxMap, OpPattern, RelError, TensorType, numel, tensor_bytes,
 )
 from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
 from plait.op.transform import fmt, one_tensor
@@ -149,16 +149,31 @@ def _weights(xo: np.ndarray, in_len: int, method: str, attrs: Attrs) -> np.ndarr
 
 def _check_resize_attrs(attrs: Attrs) -> None:
     size, roi, scales = attrs["size"], attrs["roi"], attrs["scales"]
-    if len(size) != 2 or any(d < 0 for d in size):
+    if len(size) != 2 or any(d < -1 for d in size):
         raise RelError(f"image.resize2d: expected size of 2 sizes >= 0 (out H, W), got {fmt(size)}")
     if roi is not None and len(roi) != 4:
         raise RelError(f"image.resize2d: expected roi of 4 values (h_start, w_start, h_end, w_end), got {fmt(roi)}")
     if scales is not None and (len(scales) != 2 or any(s <= 0 for s in scales)):
         raise RelError(f"image.resize2d: expected scales of 2 values > 0 (H, W), got {fmt(scales)}")
+    axes = attrs["like_axes"]
+    if axes and (len(axes) != 2 or min(axes) < -1 or max(axes) < 0):
+        raise RelError(f"image.resize2d: expected like_axes of 2 axes of the like argument (or -1), got {fmt(axes)}")
+
+
+def _like_shape(args: Sequence[Any], attrs: Attrs) -> Any:
+    """The like argument's shape (its dims at like_axes are the output H and W), None without one."""
+    axes = attrs["like_axes"]
+    like = args[1].shape if len(args) > 1 else None
+    if bool(axes) != (like is not None):
+        raise RelError("image.resize2d: like_axes and a like argument go together")
+    if like is not None and max(axes) >= len(like):
+        raise RelError(f"image.resize2d: like_axes {fmt(axes)}: the like argument has rank {len(like)}")
+    return like
 
 
 def _resize_rel(args, attrs):
     x = one_tensor(args, "image.resize2d")
+    like = _like_shape(args, attrs)
     if x.ndim != 4:
         raise RelError(f"image.resize2d: data: expected a 4-D NCHW tensor, got {x}")
     _check_resize_attrs(attrs)
@@ -167,15 +182,52 @@ def _resize_rel(args, attrs):
                        f"got {x.dtype}")
     if attrs["method"] == "cubic" and x.dtype not in FLOAT_DTYPES:
         raise RelError(f"image.resize2d: cubic interpolation: expected a floating-point tensor, got {x.dtype}")
-    return TensorType(x.shape[:2] + tuple(attrs["size"]), x.dtype)
+    return TensorType(x.shape[:2] + _out_hw(x.shape[2:], attrs, like), x.dtype)
+
+
+def scaled_len(size: Any, scale: float) -> Any:
+    """``floor(size * scale)`` as ONNX Runtime computes a Resize output length from a scale (a float32
+    product; an int64 expression for a symbolic size, exact in integers for a whole scale)."""
+    if isinstance(size, int):
+        return int(np.floor(np.float32(size) * F32(scale)))
+    if float(scale).is_integer():
+        return size * int(scale)
+    return tir.cast("int64", tir.floor(tir.cast("float32", size) * _f(scale)))
+
+
+def _scale(attrs: Attrs, k: int) -> float:
+    """The scale of spatial axis ``k`` whose size is -1: the given one, else 1 (the axis is kept)."""
+    return attrs["scales"][k] if attrs["scales"] is not None else 1.0
+
+
+def _from_like(attrs: Attrs, k: int) -> bool:
+    return bool(attrs["like_axes"]) and attrs["like_axes"][k] >= 0
+
+
+def _out_hw(in_hw: Sequence[Any], attrs: Attrs, like: Sequence[Any] | None = None,
+            run_time: bool = False) -> tuple[Any, ...]:
+    """The output (H, W): the like argument's dim where like_axes says so, else ``size``, a -1 being the input
+    size times the scale, or the input size without scales (in the type: "?" on a symbolic axis unless the
+    scale is 1; ``run_time``: the compute's int64 expression)."""
+    out = []
+    for k, d in enumerate(attrs["size"]):
+        if _from_like(attrs, k):
+            out.append(like[attrs["like_axes"][k]])  # type: ignore[index]
+        elif d != -1:
+            out.append(d)
+        elif isinstance(in_hw[k], int) or run_time:
+            out.append(scaled_len(in_hw[k], _scale(attrs, k)))
+        else:
+            out.append(in_hw[k] if _scale(attrs, k) == 1.0 else ANY_DIM)
+    return tuple(out)
 
 
 def _resize_ref(args, attrs):
-    (x,) = args
+    x = args[0]
     _check_resize_attrs(attrs)
     method, mode = attrs["method"], attrs["coordinate_transformation_mode"]
     roi = attrs["roi"] if attrs["roi"] is not None else (0.0, 0.0, 1.0, 1.0)
-    out_hw = attrs["size"]
+    out_hw = _out_hw(x.shape[2:], attrs, _like_shape(args, attrs))
     if x.size == 0 or 0 in out_hw:
         return np.zeros(x.shape[:2] + tuple(out_hw), x.dtype)
     coords, outside = [], []
@@ -206,8 +258,12 @@ def _resize_cost(args, out, attrs) -> Cost:
     return Cost(2.0 * taps * numel(out), tensor_bytes(args[0]), tensor_bytes(out))
 
 
-defop("image.resize2d", rel=_resize_rel, ref=_resize_ref, cost=_resize_cost, pattern=OpPattern.INJECTIVE, attrs=[
-    AttrSpec("size", "ints", doc="output (H, W)"),
+defop("image.resize2d", rel=_resize_rel, ref=_resize_ref, cost=_resize_cost, pattern=OpPattern.INJECTIVE,
+      num_inputs=(1, 2), attrs=[
+    AttrSpec("size", "ints", doc="output (H, W); -1: floor(input size x scale), the input size without scales "
+             "(a symbolic input axis); ignored where like_axes names an axis"),
+    AttrSpec("like_axes", "ints", (), "(H, W): the axis of the like argument whose size the output has (ONNX "
+             "sizes read by Shape from another tensor), or -1; empty without a like argument"),
     AttrSpec("method", "str", "nearest", "interpolation", choices=("nearest", "linear", "cubic")),
     AttrSpec("coordinate_transformation_mode", "str", "half_pixel",
              "how an output coordinate maps back to the input (ONNX modes)", choices=_COORD_MODES),
@@ -231,29 +287,69 @@ def _f(v: Any) -> PrimExpr:
     return tir.const(float(F32(v)), "float32")
 
 
-def original_coord(x_idx: PrimExpr, out_len: int, in_len: int, scale: float, mode: str,
+def _c(v: Any) -> PrimExpr:
+    """A float32 value: an immediate of a (float32-rounded) number, or a float32 expression as it is."""
+    return v if isinstance(v, PrimExpr) else _f(v)
+
+
+def _f32(v: Any) -> Any:
+    """A length as float32: a numpy float32 of an int, a float32 expression of an int64 expression."""
+    return F32(v) if isinstance(v, int) else tir.cast("float32", v)
+
+
+def _f64_len(n: PrimExpr) -> PrimExpr:
+    """An int64 length expression as float64 (exact below 2**53; equal to its float32 value below 2**24)."""
+    return tir.cast("float64", n)
+
+
+def _if_long(out_len: Any, long: Callable[[], PrimExpr], short: Callable[[], PrimExpr]) -> PrimExpr:
+    """``long()`` when the output axis has more than one element, else ``short()`` (decided at run time for a
+    symbolic length)."""
+    if isinstance(out_len, int):
+        return long() if out_len > 1 else short()
+    return tir.select(out_len > 1, long(), short())
+
+
+def original_coord(x_idx: PrimExpr, out_len: Any, in_len: Any, scale: Any, mode: str,
                    roi: tuple[float, float]) -> PrimExpr:
-    """x_original of output index ``x_idx`` (float32), as ``plait.op.image.original_coords``."""
+    """x_original of output index ``x_idx`` (float32), as ``plait.op.image.original_coords``. The lengths may
+    be int64 expressions and the scale a float32 one (symbolic axes): the same float32 operations then run
+    in the function instead of being folded here."""
     x = tir.cast("float32", x_idx)
-    s, L, n, half = F32(scale), F32(in_len), F32(out_len), F32(0.5)
-    if mode == "half_pixel" or (mode == "pytorch_half_pixel" and out_len > 1):
-        return (x + _f(half)) / _f(s) - _f(half)
+    s = scale if isinstance(scale, PrimExpr) else F32(scale)
+    L, n, half = _f32(in_len), _f32(out_len), F32(0.5)
+    if mode == "half_pixel":
+        return (x + _f(half)) / _c(s) - _f(half)
+    if mode == "pytorch_half_pixel":
+        return _if_long(out_len, lambda: (x + _f(half)) / _c(s) - _f(half), lambda: _f(0.0))
     if mode == "asymmetric":
-        return x / _f(s)
-    if mode == "align_corners" and out_len > 1:
-        return x * _f(L - F32(1)) / _f(n - F32(1))
-    if mode in ("pytorch_half_pixel", "align_corners"):
-        return _f(0.0)
+        return x / _c(s)
+    if mode == "align_corners":
+        return _if_long(out_len, lambda: x * _c(L - F32(1)) / _c(n - F32(1)), lambda: _f(0.0))
     if mode == "half_pixel_symmetric":
         adjustment = n / (s * L)
         offset = (L / F32(2)) * (F32(1) - adjustment)
         xd = tir.cast("float64", x)
-        v = tir.const(float(offset), "float64") + (xd + 0.5) / tir.const(float(s), "float64") - 0.5
-        return tir.cast("float32", v)
+        off = tir.cast("float64", offset) if isinstance(offset, PrimExpr) else tir.const(float(offset), "float64")
+        sd = tir.cast("float64", s) if isinstance(s, PrimExpr) else tir.const(float(s), "float64")
+        return tir.cast("float32", off + (xd + 0.5) / sd - 0.5)
     start, end = F32(roi[0]), F32(roi[1])  # tf_crop_and_resize
-    if out_len > 1:
-        return _f(start * (L - F32(1))) + (x * _f(end - start) * _f(L - F32(1))) / _f(n - F32(1))
-    return _f(0.5 * np.float64(start + end) * np.float64(L - F32(1)))
+
+    def one() -> PrimExpr:
+        if isinstance(L, PrimExpr):
+            mid = tir.const(0.5 * float(np.float64(start + end)), "float64")
+            return tir.cast("float32", mid * _f64_len(in_len - 1))
+        return _f(0.5 * np.float64(start + end) * np.float64(L - F32(1)))
+
+    def first() -> PrimExpr:
+        # start * (L - 1) as float32. Symbolic: the exact double product of start and the integer L - 1 (an
+        # int64 converted, so the C compiler cannot narrow it to a float32 multiply and contract that into the
+        # sum: an FMA rounds once where the static constant was rounded before the sum)
+        if isinstance(L, PrimExpr):
+            return tir.cast("float32", tir.const(float(start), "float64") * _f64_len(in_len - 1))
+        return _f(start * (L - F32(1)))
+
+    return _if_long(out_len, lambda: first() + (x * _f(end - start) * _c(L - F32(1))) / _c(n - F32(1)), one)
 
 
 def _round_half_away(v: PrimExpr) -> PrimExpr:
@@ -298,11 +394,11 @@ def _table_entry(j: int, xo: PrimExpr, in_len: int, attrs: Attrs, crop: bool) ->
     method = attrs["method"]
     n = {"nearest": 1, "linear": 4, "cubic": 8}[method]
     if j == n:
-        return tir.logical_or(xo < 0.0, xo > float(in_len - 1))
+        return tir.logical_or(xo < 0.0, xo > _c(_f32(in_len - 1)))
     if method == "nearest":
         return _nearest(xo, attrs["nearest_mode"], in_len)
     if method == "linear":
-        xc = tir.min(tir.max(xo, _f(0)), _f(in_len - 1))  # np.clip; xo is never NaN
+        xc = tir.min(tir.max(xo, _f(0)), _c(_f32(in_len - 1)))  # np.clip; xo is never NaN
         i1 = tir.min(tir.cast("int64", xc), in_len - 1)
         i2 = tir.min(i1 + 1, in_len - 1)
         same = tir.eq(i1, i2)
@@ -331,11 +427,14 @@ def _table_entry(j: int, xo: PrimExpr, in_len: int, attrs: Attrs, crop: bool) ->
     return _bind(xo - fl, "s", of_s)
 
 
-def _axis_tables(k: int, out_len: int, in_len: int, attrs: Attrs) -> tuple[list[Tensor], list[Tensor], Tensor | None]:
+def _axis_tables(k: int, out_len: Any, in_len: Any, attrs: Attrs) -> tuple[list[Tensor], list[Tensor], Tensor | None]:
     """(source index tables, weight tables, outside table or None) of spatial axis ``k``; each (out_len,)."""
     method, mode = attrs["method"], attrs["coordinate_transformation_mode"]
     roi = attrs["roi"] if attrs["roi"] is not None else (0.0, 0.0, 1.0, 1.0)
-    scale = attrs["scales"][k] if attrs["scales"] is not None else F32(out_len) / F32(in_len)
+    if attrs["size"][k] == -1 and not _from_like(attrs, k):
+        scale = _scale(attrs, k)
+    else:
+        scale = attrs["scales"][k] if attrs["scales"] is not None else _f32(out_len) / _f32(in_len)
     crop = mode == "tf_crop_and_resize"
     n_out = {"nearest": 1, "linear": 4, "cubic": 8}[method] + crop
 
@@ -392,9 +491,10 @@ def _bilinear_out(total: PrimExpr, dtype: str) -> PrimExpr:
 @defop.compute("image.resize2d")
 def _resize2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "image.resize2d"
-    (x,) = inputs
+    x = inputs[0]
     n, c, h, w = shape_of(x, op)
-    shape, dtype = out_tensor_type(out_type, op)
+    sizes = shape_of(inputs[1], op) if len(inputs) > 1 else None
+    shape, dtype = out_tensor_type(out_type, op, like=(n, c) + _out_hw((h, w), attrs, sizes, run_time=True))
     if 0 in shape or h == 0 or w == 0:
         return make(op, shape, lambda *i: scalar_const(0, dtype))
     (ih, wh, oh), (iw, ww, ow) = (_axis_tables(k, shape[2 + k], (h, w)[k], attrs) for k in range(2))
@@ -443,7 +543,21 @@ def _resize_onnx(ex: Any) -> str:
     roi = ""
     if ctm == "tf_crop_and_resize":
         roi = ex.const(np.asarray(a["roi"] if a["roi"] is not None else (0.0, 0.0, 1.0, 1.0), np.float32), hint="roi")
-    if a["scales"] is not None:
+    if a["like_axes"]:  # sizes read from the like argument's shape
+        if a["scales"] is not None:
+            raise ex.fail("resize to the size of another tensor with scales has no ONNX form")
+        like = ex.node("Shape", [ex.ins[1]])
+        parts = [ex.node("Gather", [like, ex.ints([ax], "axis")], axis=0) if ax >= 0 else ex.ints([d], "size")
+                  for d, ax in zip(a["size"], a["like_axes"])]
+        if any(ax < 0 and d == -1 for d, ax in zip(a["size"], a["like_axes"])):
+            raise ex.fail("resize of a kept symbolic axis and one to another tensor's size has no ONNX form")
+        ins = [ex.ins[0], roi, "", ex.node("Concat", parts, axis=0)]
+    elif -1 in a["size"]:  # a symbolic axis: the scales say it all
+        sc = a["scales"] if a["scales"] is not None else (1.0, 1.0)
+        if a["scales"] is None and any(d != -1 for d in a["size"]):
+            raise ex.fail("resize of one symbolic axis to a static size and another kept has no ONNX form")
+        ins = [ex.ins[0], roi, ex.const(np.asarray(sc, np.float32), hint="scales")]
+    elif a["scales"] is not None:
         in_hw = ex.arg_type(0).shape[2:]
         if not all(isinstance(d, int) for d in in_hw):
             raise ex.fail("resize with scales needs static input H and W")
