@@ -32,7 +32,7 @@ from plait.ir.types import DTYPES
 from plait.op._common import (
     AttrSpec, Family, OnnxMap, OpPattern, RelError, TensorType, as_tensor, elementwise_cost, norm_axis,
 )
-from plait.op._compute import clamp, make, out_tensor_type, scalar_const, shape_of, tir
+from plait.op._compute import clamp, dims_agree, make, out_tensor_type, scalar_const, shape_checks, shape_of, tir
 from plait.op.transform import move_cost, one_tensor, select_cost
 from plait.te.tensor import Check, check
 from plait.tir.expr import PrimExpr
@@ -252,7 +252,7 @@ def _take(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, idx = inputs
     xs, ish = shape_of(x, "take"), shape_of(idx, "take")
     axis = norm_axis(attrs["axis"], len(xs))
-    shape, _ = out_tensor_type(out_type, "take")
+    shape, _ = out_tensor_type(out_type, "take", like=tuple(xs[:axis]) + tuple(ish) + tuple(xs[axis + 1:]))
     ni = len(ish)
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -266,16 +266,19 @@ def _take(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 @defop.compute("gather_elements")
 def _gather_elements(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, idx = inputs
-    xs = shape_of(x, "gather_elements")
+    xs, ish = shape_of(x, "gather_elements"), shape_of(idx, "gather_elements")
     axis = norm_axis(attrs["axis"], len(xs))
-    shape, _ = out_tensor_type(out_type, "gather_elements")
+    shape, _ = out_tensor_type(out_type, "gather_elements", like=ish)
+    # symbolic dims: the indices may not be longer than the data on the other axes (checked when it runs)
+    fits = shape_checks("gather_elements", [i <= d for k, (d, i) in enumerate(zip(xs, ish))
+                                            if k != axis and not (isinstance(d, int) and isinstance(i, int))])
 
     def body(*i: PrimExpr) -> PrimExpr:
         pos = wrap_index(idx[i], xs[axis])
         return x[tuple(i[:axis]) + (pos,) + tuple(i[axis + 1:])]
 
-    chk = index_check(shape_of(idx, "gather_elements"), lambda *j: idx[j], xs[axis], "gather_elements")
-    return make("gather_elements", shape, body, checks=[chk])
+    chk = index_check(ish, lambda *j: idx[j], xs[axis], "gather_elements")
+    return make("gather_elements", shape, body, checks=[*fits, chk])
 
 
 @defop.compute("gather_nd")
@@ -283,7 +286,9 @@ def _gather_nd(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, idx = inputs
     xs, ish = shape_of(x, "gather_nd"), shape_of(idx, "gather_nd")
     b, m = attrs["batch_dims"], ish[-1]
-    shape, _ = out_tensor_type(out_type, "gather_nd")
+    shape, _ = out_tensor_type(out_type, "gather_nd", like=tuple(ish[:-1]) + tuple(xs[b + m:]))
+    # the batch dims of data and indices must agree when a symbolic dim is among them
+    agree = dims_agree("gather_nd", list(zip(xs[:b], ish[:b])))
     nmid = len(ish) - 1 - b  # index dims between the batch dims and the coordinate dim
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -291,16 +296,18 @@ def _gather_nd(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         coords = tuple(wrap_index(idx[batch + mid + (j,)], xs[b + j]) for j in range(m))
         return x[batch + coords + rest]
 
-    checks = [index_check(tuple(ish[:-1]), lambda *j, c=c: idx[j + (c,)], xs[b + c], "gather_nd") for c in range(m)]
+    checks = agree + [index_check(tuple(ish[:-1]), lambda *j, c=c: idx[j + (c,)], xs[b + c], "gather_nd")
+                      for c in range(m)]
     return make("gather_nd", shape, body, checks=checks)
 
 
 @defop.compute("one_hot")
 def _one_hot(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (idx,) = inputs
-    shape, dtype = out_tensor_type(out_type, "one_hot")
+    ish = shape_of(idx, "one_hot")
     depth = attrs["depth"]
-    axis = norm_axis(attrs["axis"], len(shape))
+    axis = norm_axis(attrs["axis"], len(ish) + 1)
+    shape, dtype = out_tensor_type(out_type, "one_hot", like=tuple(ish[:axis]) + (depth,) + tuple(ish[axis:]))
     on, off = scalar_const(attrs["on_value"], dtype), scalar_const(attrs["off_value"], dtype)
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -314,7 +321,7 @@ def _one_hot(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 @defop.compute("trilu")
 def _trilu(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
-    shape, dtype = out_tensor_type(out_type, "trilu")
+    shape, dtype = out_tensor_type(out_type, "trilu", like=shape_of(x, "trilu"))
     k = attrs["k"]
     zero = scalar_const(0, dtype)
 

@@ -318,7 +318,7 @@ def _nearest_int(v: PrimExpr, dtype: str) -> PrimExpr:
 def _quantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.quantize"
     x, scale, zp = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op, like=shape_of(x, op))
     lo, hi = int_range(out)
     axis, b = attrs["axis"], attrs["block_size"]
     wide = out == "int32"  # int32 bounds are not float32 values: clamp after rounding, in float64
@@ -341,7 +341,7 @@ def _quantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _dequantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.dequantize"
     x, scale, zp = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op, like=shape_of(x, op))
     axis, b = attrs["axis"], attrs["block_size"]
 
     def body(*i: PrimExpr) -> PrimExpr:
@@ -372,7 +372,7 @@ def _fixed_point(acc: PrimExpr, mult: PrimExpr, shift: PrimExpr) -> PrimExpr:
 def _requantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.requantize"
     acc = inputs[0]
-    shape, out = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op, like=shape_of(acc, op))
     zp, axis = attrs["zero_point"], attrs["axis"]
     lo, hi = _clamp_range(attrs, out)
 

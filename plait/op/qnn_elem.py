@@ -32,7 +32,7 @@ from plait.ir.attrs import Attrs
 from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel,
 )
-from plait.op._compute import compute_fact, make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import compute_fact, dims_agree, make, max_reducer, out_tensor_type, shape_of, tir
 from plait.tir.dtype import int_range
 from plait.tir.scalar import fma
 from plait.tir.expr import PrimExpr
@@ -155,7 +155,7 @@ defop("qnn.lookup", rel=_lookup_rel, ref=_lookup_ref, cost=_cost(1.0), pattern=O
 def _lookup(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.lookup"
     x, tab = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op, like=shape_of(x, op))
     lo, _ = int_range(x.dtype)
     if compute_fact("simd_bits", 0) >= 256:  # vector gathers load 32-bit lanes: the table widened first
         wide = make(op, (256,), lambda k: tir.cast("int32", tab[k]), suffix="wide", inline=False)
@@ -215,7 +215,7 @@ defop("qnn.softmax", rel=_softmax_rel, ref=_softmax_ref, cost=_cost(4.0), patter
 def _softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.softmax"
     x, tab = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out = out_tensor_type(out_type, op, like=shape_of(x, op))
     nd = len(shape)
     axis = norm_axis(attrs["axis"], nd, "softmax: axis")
     red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
@@ -388,6 +388,19 @@ def _load(t: Any, i: tuple) -> PrimExpr:
     return t[i]
 
 
+def _binary_shape(op: str, a: Any, b: Any, out_type: Any) -> tuple[Any, str, list[Any]]:
+    """(shape, dtype, run-time checks) of qnn.add / qnn.mul: the shape of the operand that is not one element
+    (``a``'s when neither is); two such operands must agree when the function runs (symbolic dims)."""
+    sa, sb = shape_of(a, op), shape_of(b, op)
+
+    def one(s: Any) -> bool:
+        return all(isinstance(d, int) and d == 1 for d in s)
+
+    big = sa if not one(sa) or (one(sb) and len(sb) <= len(sa)) else sb  # as the relation chose
+    shape, out = out_tensor_type(out_type, op, like=big)
+    return shape, out, dims_agree(op, list(zip(sa, sb))) if not one(sa) and not one(sb) else []
+
+
 def _round_out(v: PrimExpr, out: str) -> PrimExpr:
     lo, hi = int_range(out)
     return tir.cast(out, tir.cast("int32", tir.nearbyint(tir.min(tir.max(v, float(lo)), float(hi)))))
@@ -413,7 +426,7 @@ def _add(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     casts keep a C compiler from contracting it (-ffp-contract=fast) into something else."""
     op = "qnn.add"
     a, b = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out, checks = _binary_shape(op, a, b, out_type)
     side = _scalar_side(shape_of(a, op), shape_of(b, op))
     fused = add_fused(attrs, out, side)
     c32 = {k: tir.const(float(np.float32(attrs[k])), "float32") for k in ("a_multiplier", "b_multiplier", "offset")}
@@ -434,14 +447,14 @@ def _add(inputs: list, attrs: Attrs, out_type: Any) -> Any:
             v = madd(xa, "a_multiplier", madd(xb, "b_multiplier", c32["offset"]))
         return _round_out(v, out)
 
-    return make(op, shape, body)
+    return make(op, shape, body, checks=checks)
 
 
 @defop.compute("qnn.mul")
 def _mul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.mul"
     a, b = inputs
-    shape, out = out_tensor_type(out_type, op)
+    shape, out, checks = _binary_shape(op, a, b, out_type)
     m = tir.const(float(np.float32(attrs["multiplier"])), "float64")
     za, zb, zc = attrs["a_zero_point"], attrs["b_zero_point"], float(attrs["zero_point"])
 
@@ -449,7 +462,7 @@ def _mul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         p = (tir.cast("int32", _load(a, i)) - za) * (tir.cast("int32", _load(b, i)) - zb)
         return _round_out(_f32e(tir.cast("float64", p) * m) + tir.const(zc, "float32"), out)
 
-    return make(op, shape, body)
+    return make(op, shape, body, checks=checks)
 
 
 # ---- ONNX export ----------------------------------------------------------------------------------

@@ -389,7 +389,8 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.conv2d"
     x, wt = inputs
     o, cg, kh, kw = shape_of(wt, op)
-    out_shape, _ = out_tensor_type(out_type, op)
+    like, checks = fconv.conv_shape(op, shape_of(x, op), shape_of(wt, op), attrs, attrs["data_layout"] == "NHWC")
+    out_shape, _ = out_tensor_type(out_type, op, like=like)
     if attrs["data_layout"] == "NHWC":
         return nhwc_conv2d(op, x, wt, attrs, out_shape, _packed_conv2d)
     mode = packed_conv(shape_of(x, op), (o, cg, kh, kw), attrs)
@@ -413,7 +414,7 @@ def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         v = _widened(xp[n, c, y * s[0] + ry * d[0], z * s[1] + rx * d[1]], zx) * _widened(wt[oc, rc, ry, rx], zw)
         return te.sum(v, axis=[rc, ry, rx])
 
-    return make(op, out_shape, body)
+    return make(op, out_shape, body, checks=checks)
 
 
 PRODUCT_ROWS = 4
@@ -472,7 +473,8 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.dense"
     x, wt = inputs
     k_len = shape_of(x, op)[-1]
-    out_shape, _ = out_tensor_type(out_type, op)
+    like, checks = fconv.dense_shape(op, shape_of(x, op), shape_of(wt, op))
+    out_shape, _ = out_tensor_type(out_type, op, like=like)
     zx, zw = attrs["input_zero_point"], attrs["kernel_zero_point"]
     packed = _packed_product(op, x, wt, lambda j, k: wt[j, k], wt.dtype, shape_of(wt, op)[0], zx, zw, out_shape)
     if packed is not None:
@@ -482,7 +484,7 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         k = te.reduce_axis((0, k_len), "k")
         return te.sum(_widened(x[tuple(i[:-1]) + (k,)], zx) * _widened(wt[i[-1], k], zw), axis=[k])
 
-    return make(op, out_shape, body)
+    return make(op, out_shape, body, checks=checks)
 
 
 @defop.compute("qnn.matmul")
@@ -490,7 +492,8 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.matmul"
     a, b = inputs
     sa, sb = shape_of(a, op), shape_of(b, op)
-    out_shape, _ = out_tensor_type(out_type, op)
+    like, checks = fconv.matmul_shape(op, sa, sb)
+    out_shape, _ = out_tensor_type(out_type, op, like=like)
     za, zb = attrs["a_zero_point"], attrs["b_zero_point"]
     nb = len(out_shape) - (len(sa) >= 2) - (len(sb) >= 2)
     if len(sb) == 2 and len(sa) >= 2:  # a product with a matrix (a weight): b packed transposed
@@ -503,7 +506,7 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         ia, ib = fconv.matmul_indices(sa, sb, nb, i, k)
         return te.sum(_widened(a[ia], za) * _widened(b[ib], zb), axis=[k])
 
-    return make(op, out_shape, body)
+    return make(op, out_shape, body, checks=checks)
 
 
 # ---- ONNX export ----------------------------------------------------------------------------------

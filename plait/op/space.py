@@ -11,7 +11,7 @@ import numpy as np
 
 from plait.ir.attrs import Attrs
 from plait.op._common import ANY_DIM, AttrSpec, Family, OnnxMap, OpPattern, RelError, TensorType
-from plait.op._compute import make, out_tensor_type, shape_of
+from plait.op._compute import make, out_tensor_type, shape_checks, shape_of, tir
 from plait.op.transform import move_cost, one_tensor
 from plait.tir.expr import PrimExpr
 
@@ -104,9 +104,9 @@ def _block_channel(co: PrimExpr, b1: PrimExpr, b2: PrimExpr, b: int, depth: int,
 @defop.compute("depth_to_space")
 def _depth_to_space(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
-    c = shape_of(x, "depth_to_space")[1]
-    shape, _ = out_tensor_type(out_type, "depth_to_space")
+    n, c, h, w = shape_of(x, "depth_to_space")
     b = attrs["block_size"]
+    shape, _ = out_tensor_type(out_type, "depth_to_space", like=(n, c // (b * b), h * b, w * b))
     dcr = attrs["mode"] == "DCR"
 
     def body(n: PrimExpr, co: PrimExpr, y: PrimExpr, z: PrimExpr) -> PrimExpr:
@@ -120,9 +120,9 @@ def _depth_to_space(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 @defop.compute("space_to_depth")
 def _space_to_depth(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     (x,) = inputs
-    c = shape_of(x, "space_to_depth")[1]
-    shape, _ = out_tensor_type(out_type, "space_to_depth")
+    n, c, h, w = shape_of(x, "space_to_depth")
     b = attrs["block_size"]
+    shape, _ = out_tensor_type(out_type, "space_to_depth", like=(n, c * b * b, h // b, w // b))
     dcr = attrs["mode"] == "DCR"
 
     def body(n: PrimExpr, co: PrimExpr, y: PrimExpr, z: PrimExpr) -> PrimExpr:
@@ -136,7 +136,9 @@ def _space_to_depth(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         b1, b2 = blk // b, blk % b
         return x[n, ci, y * b + b1, z * b + b2]
 
-    return make("space_to_depth", shape, body)
+    # a symbolic H or W must be a multiple of the block (the relation checks static ones)
+    checks = shape_checks("space_to_depth", [tir.eq(d % b, 0) for d in (h, w) if not isinstance(d, int) and b > 1])
+    return make("space_to_depth", shape, body, checks=checks)
 
 
 # ---- ONNX -----------------------------------------------------------------------------------------

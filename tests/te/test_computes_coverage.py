@@ -13,7 +13,7 @@ from plait.backends.c.backend import build_c, c_function_names
 from plait.errors import PlaitError
 from plait.ir import TensorType
 from plait.op import get_op, list_ops
-from plait.op._compute import ComputeError, static_shape
+from plait.op._compute import ComputeError, out_tensor_type, static_shape
 
 # Operators without a TE compute, each with the reason (they lower through Op.prim_func instead).
 NO_COMPUTE: dict[str, str] = {
@@ -80,9 +80,11 @@ def test_symbolic_shapes_lower_and_static_only_ops_say_so():
     assert np.array_equal(ys, xs + xs) and np.array_equal(ds, xs @ ws.T)
     z = get_op("add").compute([x, x], op.make_attrs({}), TensorType(("?", 3)))  # elementwise: from the inputs
     assert z.shape == (te.size_var("n"), 3)
+    d2 = get_op("nn.dense").compute([x, w], get_op("nn.dense").make_attrs({}), TensorType(("?", 2)))
+    assert d2.shape == (te.size_var("n"), 2)  # a product: its rows from the data
     with pytest.raises(ComputeError, match=r"^nn.dense: result shape \(\?, 2\) has an unknown dimension '\?' that "
-                                           r"the inputs' shapes do not give$"):
-        get_op("nn.dense").compute([x, w], get_op("nn.dense").make_attrs({}), TensorType(("?", 2)))
+                                           r"the inputs' shapes do not give$"):  # a compute that derives no shape
+        out_tensor_type(TensorType(("?", 2)), "nn.dense")
     with pytest.raises(ComputeError, match=r"^nn.conv2d: shape \(n, 3\) has a symbolic dimension 'n': this "
                                            r"operator needs static shapes$"):
         static_shape(x.shape, "nn.conv2d")

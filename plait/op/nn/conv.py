@@ -24,7 +24,8 @@ from plait.op._common import (
     dim_mul, numel, same_dtype, tensor_bytes,
 )
 from plait.op._compute import (
-    Shape, bcast_dims, compute_fact, make, out_tensor_type, shape_checks, shape_of, tir, up,
+    Shape, bcast_dims, bcast_shape, broadcast_pairs, compute_fact, dims_agree, make, out_tensor_type, shape_checks,
+    shape_of, tir, up,
 )
 from plait.op.nn._window import (
     WINDOW_ATTRS, check_rank, fdtype, float_tensors, padded, rounded, taps, window_attrs, window_fits, window_ints,
@@ -260,17 +261,24 @@ defop("nn.dense", rel=_dense_rel, ref=_dense_ref, cost=_contract_cost(lambda x, 
 # ---- TE computes ----------------------------------------------------------------------------------
 
 
+def conv_shape(op: str, x_shape: Shape, w_shape: Shape, attrs: Attrs, nhwc: bool = False) -> tuple[Shape, list]:
+    """(the output shape a 2-D convolution derives from its inputs, its run-time checks): the output lengths
+    of symbolic spatial axes are expressions, and each such axis must hold its dilated window."""
+    n0, h, w = (x_shape[0], x_shape[1], x_shape[2]) if nhwc else (x_shape[0], x_shape[2], x_shape[3])
+    o, _, kh, kw = w_shape
+    s, d, p = attrs["strides"], attrs["dilation"], attrs["padding"]
+    oh, ow = window_len(h, kh, s[0], d[0], p[0], p[2]), window_len(w, kw, s[1], d[1], p[1], p[3])
+    return (n0, oh, ow, o) if nhwc else (n0, o, oh, ow), shape_checks(op, window_fits((h, w), (kh, kw), d, p))
+
+
 @defop.compute("nn.conv2d")
 def _conv2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.conv2d"
     x, wt = inputs
-    n0, _, h, w = shape_of(x, op)
     o, cg, kh, kw = shape_of(wt, op)
     s, d, g = attrs["strides"], attrs["dilation"], attrs["groups"]
-    p = attrs["padding"]
-    like = (n0, o, window_len(h, kh, s[0], d[0], p[0], p[2]), window_len(w, kw, s[1], d[1], p[1], p[3]))
+    like, checks = conv_shape(op, shape_of(x, op), shape_of(wt, op), attrs)
     out_shape, dtype = out_tensor_type(out_type, op, like=like)
-    checks = shape_checks(op, window_fits((h, w), (kh, kw), d, p))
     og = o // g
     if kh == kw == 1 and tuple(s) != (1, 1) and not any(attrs["padding"]):
         # a strided 1x1 convolution (a ResNet shortcut) is a 1x1 convolution of the subsampled input:
@@ -494,12 +502,28 @@ def matmul_indices(sa: Shape, sb: Shape, nb: int, i: tuple, k: PrimExpr) -> tupl
     return bcast_dims(sa[:-2], batch) + tuple(row) + (k,), bcast_dims(sb[:-2], batch) + (k,) + tuple(col)
 
 
+def matmul_shape(op: str, sa: Shape, sb: Shape) -> tuple[Shape, list]:
+    """(the result shape of a numpy-style matrix product of ``sa`` and ``sb``, its run-time checks): the
+    broadcast batch dims, the row and the column; the reduced lengths and the batch dims must agree when a
+    symbolic dim is among them."""
+    batch = bcast_shape([sa[:-2], sb[:-2]])
+    like = tuple(batch) + ((sa[-2],) if len(sa) >= 2 else ()) + ((sb[-1],) if len(sb) >= 2 else ())
+    k_b = sb[-2] if len(sb) >= 2 else sb[0]
+    return like, dims_agree(op, [(sa[-1], k_b)] + broadcast_pairs([sa[:-2], sb[:-2]], batch))
+
+
+def dense_shape(op: str, sx: Shape, sw: Shape) -> tuple[Shape, list]:
+    """(the result shape of ``x`` times the transposed weight ``sw`` (units, k), its run-time checks)."""
+    return tuple(sx[:-1]) + (sw[0],), dims_agree(op, [(sx[-1], sw[1])])
+
+
 @defop.compute("nn.matmul")
 def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.matmul"
     a, b = inputs
     sa, sb = shape_of(a, op), shape_of(b, op)
-    out_shape, dtype = out_tensor_type(out_type, op)
+    like, checks = matmul_shape(op, sa, sb)
+    out_shape, dtype = out_tensor_type(out_type, op, like=like)
     k_len = sa[-1]
     nb = len(out_shape) - (len(sa) >= 2) - (len(sb) >= 2)  # batch dims of the result
 
@@ -508,7 +532,7 @@ def _matmul(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         ia, ib = matmul_indices(sa, sb, nb, i, k)
         return te.sum(up(a[ia]) * up(b[ib]), axis=[k])
 
-    acc = make(op, out_shape, body)
+    acc = make(op, out_shape, body, checks=checks)
     return rounded(op, out_shape, acc, dtype)
 
 
@@ -517,13 +541,14 @@ def _dense(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.dense"
     x, wt = inputs
     k_len = shape_of(x, op)[-1]
-    out_shape, dtype = out_tensor_type(out_type, op)
+    like, checks = dense_shape(op, shape_of(x, op), shape_of(wt, op))
+    out_shape, dtype = out_tensor_type(out_type, op, like=like)
 
     def body(*i: PrimExpr) -> Any:
         k = te.reduce_axis((0, k_len), "k")
         return te.sum(up(x[tuple(i[:-1]) + (k,)]) * up(wt[i[-1], k]), axis=[k])
 
-    acc = make(op, out_shape, body)
+    acc = make(op, out_shape, body, checks=checks)
     return rounded(op, out_shape, acc, dtype)
 
 

@@ -178,7 +178,7 @@ defop("nn.lrn", rel=_lrn_rel, ref=_lrn_ref, cost=_lrn_cost, pattern=OpPattern.OP
 def _batch_norm(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.batch_norm"
     x, gamma, beta, mean, var = inputs
-    shape, dtype = out_tensor_type(out_type, op)
+    shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     axis = norm_axis(attrs["axis"], len(shape))
     eps = float(attrs["epsilon"])
 
@@ -233,7 +233,7 @@ def _normalized(op: str, x: Tensor, axes: Sequence[int], eps: float) -> tuple[An
 def _layer_norm(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.layer_norm"
     x, params = inputs[0], inputs[1:]
-    shape, dtype = out_tensor_type(out_type, op)
+    shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     axis = norm_axis(attrs["axis"], len(shape))
     norm, _ = _normalized(op, x, tuple(range(axis, len(shape))), float(attrs["epsilon"]))
 
@@ -251,7 +251,7 @@ def _layer_norm(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _instance_norm(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.instance_norm"
     x, gamma, beta = inputs
-    shape, dtype = out_tensor_type(out_type, op)
+    shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     norm, _ = _normalized(op, x, tuple(range(2, len(shape))), float(attrs["epsilon"]))
     return make(op, shape, lambda *i: down(norm(i) * up(gamma[i[1]]) + up(beta[i[1]]), dtype))
 
@@ -260,7 +260,7 @@ def _instance_norm(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 def _lrn(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "nn.lrn"
     (x,) = inputs
-    shape, dtype = out_tensor_type(out_type, op)
+    shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     ct = cdtype(dtype)
     size = attrs["size"]
     lo = (size - 1) // 2  # channels c - lo .. c + size // 2

@@ -229,7 +229,7 @@ def _register_global_pool(kind: str) -> None:
     def _compute(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         (x,) = inputs
         shape = shape_of(x, op)
-        out_shape, dtype = out_tensor_type(out_type, op)
+        out_shape, dtype = out_tensor_type(out_type, op, like=tuple(shape[:2]) + (1,) * (len(shape) - 2))
         spatial = shape[2:]
         count = 1
         for v in spatial:
