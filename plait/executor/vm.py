@@ -36,6 +36,7 @@ from plait.executor.vm_shapes import scan_shape, shaped_call, view_shape
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes
+from plait.lowering.shape_func import ShapeError
 from plait.tir.expr import Var
 from plait.memory.plan import entry_bytes
 from plait.runtime.module import RuntimeError_
@@ -210,8 +211,11 @@ class VirtualMachine:
         elif op == "call" and ins.func in self.exe.shaped:
             fn, raw = self._funcs[ins.func]
             srcs = [_contiguous(r[i]) for i in ins.src]
-            status, outs = shaped_call(self.exe.shaped[ins.func], fn, raw, srcs, [r[i] for i in ins.ws],
-                                       self.arena.alloc)
+            try:
+                status, outs = shaped_call(self.exe.shaped[ins.func], fn, raw, srcs, [r[i] for i in ins.ws],
+                                           self.arena.alloc)
+            except ShapeError as exc:  # the inputs' shapes do not fit the function's (before it is called)
+                raise RuntimeError_(f"VM instruction '{self.exe.line(ins)}': {exc}") from None
             if status:
                 self._failed(ins, status)
             self._results(ins.dst, outs, r)

@@ -142,15 +142,22 @@ def _env(func: PrimFunc, values: dict[str, int]) -> dict[Var, int]:
     return {v: int(values[v.name]) for v in size_vars(func)}
 
 
-def _shape(buf: Buffer, env: dict[Var, int]) -> tuple[int, ...]:
-    return tuple(_eval(d, env) for d in buf.shape)
+def _shape(buf: Buffer, env: dict[Var, int], func: PrimFunc | None = None) -> tuple[int, ...]:
+    """``buf``'s shape for the size variables' values; a negative dim (a window longer than its padded axis, a
+    transposed convolution of an empty axis) is refused naming ``func``, the buffer and the variables."""
+    shape = tuple(_eval(d, env) for d in buf.shape)
+    if func is not None and any(d < 0 for d in shape):
+        vals = ", ".join(f"{v.name} = {n}" for v, n in env.items())
+        raise ShapeError(f"PrimFunc '{_name(func)}': buffer '{buf.name}' {_dims(buf.shape)} would have the shape "
+                         f"{_dims(shape)} for {vals}: the inputs' run-time shapes do not fit the operator")
+    return shape
 
 
 def output_shapes(func: PrimFunc, input_shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     """The shapes of the output buffers of ``func`` for inputs of ``input_shapes`` (upper bounds for a
     data-dependent output: see :func:`trim_outputs`)."""
     env = _env(func, size_var_values(func, input_shapes))
-    return [_shape(b, env) for b in _outputs(func)]
+    return [_shape(b, env, func) for b in _outputs(func)]
 
 
 def output_dtypes(func: PrimFunc) -> list[str]:
@@ -173,7 +180,7 @@ def workspace_shapes(func: PrimFunc, values: dict[str, int]) -> list[tuple[tuple
     """(shape, dtype) of each symbolic workspace parameter of ``func`` (attrs ``dynamic_workspaces``),
     for the size variables' ``values``."""
     env = _env(func, values)
-    return [(_shape(b, env), b.dtype) for b in _dynamic_workspaces(func)]
+    return [(_shape(b, env, func), b.dtype) for b in _dynamic_workspaces(func)]
 
 
 def workspace_bytes(func: PrimFunc, values: dict[str, int]) -> int:
@@ -189,7 +196,7 @@ def prepare_call(func: PrimFunc, inputs: Sequence[np.ndarray]) -> tuple[list[Any
     shapes = [np.shape(x) for x in inputs]
     values = size_var_values(func, shapes)
     env = _env(func, values)
-    outs = [np.zeros(_shape(b, env), b.dtype) for b in _outputs(func)]
+    outs = [np.zeros(_shape(b, env, func), b.dtype) for b in _outputs(func)]
     bufs = _buffers(func)
     ws = func.attrs.get("workspace_param")
     arenas: list[np.ndarray] = []

@@ -324,3 +324,17 @@ def test_concatenated_dims_that_differ_at_run_time_stop():
                [("a", F, ["N", 2]), ("b", F, ["M", 3])])
     vm = _check(m, [{"a": _rnd(2, 2), "b": _rnd(2, 3, seed=1)}])
     _stops(vm, {"a": _rnd(2, 2), "b": _rnd(3, 3)})
+
+
+def test_an_output_of_negative_length_is_refused_before_the_call():
+    """A window longer than its axis by more than the stride, a transposed convolution of an empty axis: the
+    shape functions give a negative length, refused (naming the buffer and the sizes) before anything runs."""
+    m = _model([oh.make_node("MaxPool", ["x"], ["r"], kernel_shape=[5, 5]), oh.make_node("Relu", ["r"], ["y"])],
+               [("x", F, ["N", 3, "H", "W"])])
+    vm = _check(m, [{"x": _rnd(1, 3, 5, 6)}])
+    with pytest.raises(PlaitError) as e:
+        vm(x=_rnd(1, 3, 1, 8))
+    assert str(e.value) == (
+        "VM instruction 'call %1 = fused_nn_max_pool2d_nn_relu(%0)  # fused_nn_max_pool2d_nn_relu @c': PrimFunc "
+        "'fused_nn_max_pool2d_nn_relu': buffer 'T_nn_relu' (N, 3, H + -5 + 1, W + -5 + 1) would have the shape "
+        "(1, 3, -3, 4) for N = 1, H = 1, W = 8: the inputs' run-time shapes do not fit the operator")
