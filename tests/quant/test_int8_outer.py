@@ -69,7 +69,7 @@ def test_outer_form_is_picked_for_1x1_convolutions_compiled_as_c_with_512_bit_ve
 
 
 def test_the_vnni_fact_follows_the_int8_dot_option_then_the_machine():
-    from plait.lowering.lower import _facts
+    from plait.lowering.function import _facts
     from plait.target import Target
     from plait.target.host import cpu_has
 
