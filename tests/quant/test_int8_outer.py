@@ -1,4 +1,4 @@
-"""The ``"outer"`` form of int8 1x1 convolutions (plait/op/qnn_nn.py ``OUTER_LANES``): weights packed
+"""The ``"outer"`` form of int8 1x1 convolutions (plait/op/_qnn_forms.py ``OUTER_LANES``): weights packed
 as [O/16, C/4, 16, 4], the sums computed by the C kernel ``plait_q8_outer``
 (plait/backends/c/kernels.py) called from the schedule (plait/schedule/int_rules.py). Compiled
 results equal the numpy reference bit for bit (odd pixel counts, batches, several channel counts,
