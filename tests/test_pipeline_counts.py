@@ -11,7 +11,8 @@ from plait.driver import Built, Lowered, Partitioned
 from plait.executor import GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.ir.transform import PassContext
-from plait.lowering import lower as lower_mod
+from plait.lowering import cache as cache_mod
+from plait.lowering import function as function_mod
 from plait.lowering.cache import LoweringCache, lower_cached, lowering_key
 from plait.placement.stages import Imported, Placed, Priced
 from plait.relay import IRModule
@@ -28,15 +29,15 @@ TARGET = "host: c -simd-bits=512 -clock-mhz=2445; blas: blas -simd-bits=512 -clo
 
 
 def _lowerings(monkeypatch):
-    """Every call of lower_function as (structural key, target string)."""
+    """Every lowering the lowering cache does (its calls of lower_function) as (structural key, target string)."""
     seen = []
-    real = lower_mod.lower_function
+    real = cache_mod.lower_function
 
     def counted(fn, name, target, *args, **kwargs):
         seen.append((structural_hash(lowering_key(fn)), str(target)))
         return real(fn, name, target, *args, **kwargs)
 
-    monkeypatch.setattr(lower_mod, "lower_function", counted)
+    monkeypatch.setattr(cache_mod, "lower_function", counted)
     return seen
 
 
@@ -44,7 +45,7 @@ def _computes(monkeypatch):
     """Every TE compute built for an operator call (the work of lowering it, inside lower_function), as
     (operator, call-site name), with the pass running when it was built."""
     built = []
-    real = lower_mod._lower_call
+    real = function_mod._lower_call
     running = ["import"]
 
     class Stage:
@@ -55,7 +56,7 @@ def _computes(monkeypatch):
         built.append(((call.op.name, call.meta.get("name")), running[-1]))
         return real(call, args, where)
 
-    monkeypatch.setattr(lower_mod, "_lower_call", counted)
+    monkeypatch.setattr(function_mod, "_lower_call", counted)
     return built, Stage()
 
 

@@ -35,7 +35,7 @@ def build_only_flags(args: argparse.Namespace) -> list[str]:
 def run_artifact(args: argparse.Namespace) -> int:
     """Load the artifact in ``args.model`` and run it; returns the exit code."""
     from plait.cli.notes import note_inputs
-    from plait.cli.run import _check_output_file, print_outputs
+    from plait.cli.outputs import check_output_file, print_outputs
     from plait.cli.timing import run_timed
     from plait.executor.artifact import GraphArtifact
     from plait.executor.graph import GraphModule
@@ -52,7 +52,7 @@ def run_artifact(args: argparse.Namespace) -> int:
         raise PlaitError(f"'{path}' is a directory but not an exported artifact (no {MANIFEST}); run a model file, "
                          "or a directory written by plait compile -o")
     if args.output is not None:
-        _check_output_file(args.output)
+        check_output_file(args.output)
     if os.path.isfile(os.path.join(path, VM)):
         from plait.executor.vm import VirtualMachine
         from plait.executor.vm_exec import VMExecutable

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Callable, Sequence
 
 from plait.cli.common import (
     UsageError, build, build_config, build_flags, executor_flag, int_at_least, memory_limit, no_placement, placement_flags,
     placement_options, print_placement, shape_flags,
 )
-from plait.cli.messages import say, shorten
+from plait.cli.outputs import check_output_file, print_outputs
 from plait.cli.progress import stage
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.timing import check_timing_flags, run_timed, timing_args
-from plait.errors import PlaitError
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
@@ -71,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_timing_flags(args, compiled=bool(args.target))
     limit = memory_limit(args)
     if args.output is not None:
-        _check_output_file(args.output)
+        check_output_file(args.output)
     mod = load_with_shapes(args.model, shapes)
     if args.target:
         check_static(mod, args.model, executor=args.executor or "graph")
@@ -115,67 +113,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         gm, run_model = None, lambda: flatten_value(run(mod, inputs))  # noqa: E731
     outs, report_timing = run_timed(args, run_model, gm)  # once; more with --repeat/--profile/--json
     return print_outputs(args, output_names(mod, len(outs)), outs, report_timing)
-
-
-def print_outputs(args: argparse.Namespace, names: Sequence[str], outs: Sequence,
-                  report_timing: Callable[[], None] = lambda: None) -> int:
-    """Write the outputs to ``--output`` (and say where), or print them, then the timing (--repeat,
-    --profile, --json); the exit code."""
-    import numpy as np
-
-    if args.output is not None:
-        path = _write_outputs(args.output, names, outs)
-        say(f"wrote {len(outs)} output(s) to {path}: {', '.join(shorten(n, 200) for n in names)}")
-    else:
-        for name, value in zip(names, outs):
-            print(f"{shorten(name, 200)}: {value.dtype}{list(value.shape)}")
-            print(np.array2string(value, threshold=64))
-    report_timing()
-    return 0
-
-
-def _check_output_file(path: str) -> None:
-    """Fail before the run when ``--output`` cannot be written (no such directory, a directory)."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise PlaitError(f"--output: '{path}' is a directory; give a file name, e.g. {os.path.join(path, 'out.npz')}")
-    if not os.path.isdir(parent):
-        raise PlaitError(f"--output: cannot write '{path}': the directory '{parent}' does not exist")
-
-
-def _write_outputs(path: str, names: Sequence[str], values: Sequence) -> str:
-    """Write ``values`` keyed by ``names`` as a .npz to exactly ``path`` (numpy would append ".npz";
-    ``np.savez(f, **d)`` would also break on an output named "file"). Returns the path written."""
-    import zipfile
-
-    import numpy as np
-    from numpy.lib import format as npformat
-
-    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if dup is not None:
-        raise PlaitError(f"--output: the model has two outputs named '{shorten(dup, 200)}'; a .npz needs "
-                         "distinct names")
-    for name in names:
-        size = len(f"{name}.npy".encode("utf-8", "surrogatepass"))
-        if size > 0xFFFF:  # a zip entry's name has a 16-bit length
-            raise PlaitError(f"--output: output '{shorten(name, 200)}' has a name too long for a .npz entry "
-                             f"({size:,} bytes with '.npy'; a zip allows 65,535)")
-    def write(dest) -> None:
-        with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-            for name, value in zip(names, values):
-                with z.open(f"{name}.npy", "w", force_zip64=True) as f:
-                    npformat.write_array(f, np.asarray(value), allow_pickle=False)
-
-    try:
-        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a pipe: a zip needs to seek
-            import io
-
-            buf = io.BytesIO()
-            write(buf)
-            with open(path, "wb") as f:
-                f.write(buf.getbuffer())
-        else:
-            write(path)
-    except OSError as exc:
-        raise PlaitError(f"--output: cannot write '{path}': {exc.strerror or exc}") from None
-    return path

@@ -28,8 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from plait.ir.attrs import EMPTY
+from plait.lowering.function import lower_function
+from plait.lowering.tuning import fingerprint
 from plait.relay.analysis import structural_equal, structural_hash
-from plait.relay.expr import Function
+from plait.relay.expr import Call, Expr, Function
+from plait.relay.visitor import ExprMutator
 from plait.tir.stmt import PrimFunc
 
 
@@ -44,10 +47,21 @@ class CacheStats:
 _CURRENT: contextvars.ContextVar["LoweringCache | None"] = contextvars.ContextVar("plait_lowering_cache", default=None)
 
 
+def strip_meta(fn: Function) -> Function:
+    """``fn`` without the call-site ``meta`` of its calls (the key under which lowering deduplicates)."""
+
+    class _Strip(ExprMutator):
+        def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+            assert isinstance(post, Call)
+            return Call(post.op, post.args, post.attrs, EMPTY) if post.meta else post
+
+    out = _Strip().visit(fn)
+    assert isinstance(out, Function)
+    return out
+
+
 def lowering_key(fn: Function) -> Function:
     """``fn`` without its attributes and its calls' ``meta``: what its lowering depends on."""
-    from plait.lowering.lower import strip_meta
-
     stripped = strip_meta(fn)
     return Function(stripped.params, stripped.body, None, EMPTY)
 
@@ -81,10 +95,6 @@ class LoweringCache:
     def lower(self, fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:
         """The PrimFunc of ``fn`` for ``target`` named ``name``: lowered on the first request, the
         cached one renamed after that."""
-        from plait.lowering.lower import lower_function
-
-        from plait.lowering.tuning import fingerprint
-
         key_fn = lowering_key(fn)
         key = (structural_hash(key_fn), str(target), schedule, fingerprint())
         bucket = self._entries.setdefault(key, [])
@@ -99,13 +109,11 @@ class LoweringCache:
 
 
 def lower_cached(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:
-    """:func:`plait.lowering.lower.lower_function` through the active :class:`LoweringCache` (if any)."""
+    """:func:`plait.lowering.function.lower_function` through the active :class:`LoweringCache` (if any)."""
     cache = _CURRENT.get()
     if cache is None:
-        from plait.lowering.lower import lower_function
-
         return lower_function(fn, name, target, piece, schedule)
     return cache.lower(fn, name, target, piece, schedule)
 
 
-__all__ = ["CacheStats", "LoweringCache", "lower_cached", "lowering_key"]
+__all__ = ["CacheStats", "LoweringCache", "lower_cached", "lowering_key", "strip_meta"]

@@ -19,7 +19,7 @@ to it::
 1. finds the region functions of the piece named by ``mod.attrs["piece"]`` (set by
    :func:`plait.target.run_relay_to_tir`; without it, a piece named after the target's kind);
 2. for each operator call inside them asks the backend's ``lower_call(call)``; ``None`` means "use the
-   default lowering for this call" (:func:`plait.lowering.lower.lower_function` with the piece's
+   default lowering for this call" (:func:`plait.lowering.function.lower_function` with the piece's
    target: the op's TE compute and the target's default schedule, the call as its own function);
 3. names the PrimFuncs ``<prefix>_<base>`` (``prefix`` defaults to the piece name; ``base`` is the
    PrimFunc's own ``global_symbol`` when the backend set one, else the operator name), C-safe and
@@ -45,7 +45,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from plait.lowering.lower import UniqueNames, single_call_function, strip_meta
+from plait.lowering.cache import strip_meta
+from plait.lowering.lower import UniqueNames, single_call_function
 from plait.errors import PlaitError
 from plait.ir.op import Op
 from plait.ir.types import FuncType, TensorType, TupleType, Type, tuple_fields

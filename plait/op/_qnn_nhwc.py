@@ -25,7 +25,7 @@ has a form for them:
   With AVX2 and no VNNI (:func:`conv_kernel_body` ``"avx2"``) the sums are stage ``dwk``, computed by
   the C kernel ``plait_dw16`` (:mod:`plait.backends.c.avx2_kernels`): pairs of taps interleaved and
   ``vpmaddwd`` by interleaved weights, where gcc multiplies with ``vpmullw`` + ``vpmulhw``.
-- ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op.qnn_nn.packed_conv`:
+- ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op._qnn_forms.packed_conv`:
   ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
   elements: the same packs, copied from NHWC data without a transposition.
 - ``"channels"``: one group, no padding, at least :data:`MIN_CHANNEL_VECTORS` output channels: a
@@ -45,6 +45,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._compute import compute_fact, make, shape_of, tir
+from plait.op._qnn_forms import packed_conv
 from plait.op._qnn_planes import MIN_DEPTHWISE, _widened, depthwise_sums, packs
 from plait.op.nn._window import inside
 from plait.tir.expr import PrimExpr
@@ -89,10 +90,8 @@ def _static(*shapes: Any) -> bool:
 def nhwc_form(x_shape: tuple, w_shape: tuple, w_dtype: str, attrs: Attrs) -> str | None:
     """The channels-last form of a ``qnn.conv2d`` of data ``x_shape`` (``[N, H, W, C]``) and weight
     ``w_shape`` (module docstring): ``"outer"``, ``"depthwise"``, ``"packed"`` (one group, a packed
-    form of the NCHW convolution but ``"outer"``: :func:`plait.op.qnn_nn.packed_conv`, its packs
+    form of the NCHW convolution but ``"outer"``: :func:`plait.op._qnn_forms.packed_conv`, its packs
     copied without a transposition) or None (the direct loop nest)."""
-    from plait.op.qnn_nn import packed_conv
-
     if not _static(x_shape, w_shape) or len(x_shape) != 4 or not packs():
         return None
     c, (o, cg, _, _), g = x_shape[3], w_shape, attrs["groups"]
@@ -246,8 +245,6 @@ def nhwc_conv2d(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any, packed: 
     xs = shape_of(x, op)
     form = nhwc_form(xs, shape_of(wt, op), wt.dtype, attrs)
     if form == "packed":
-        from plait.op.qnn_nn import packed_conv
-
         mode = packed_conv((xs[0], xs[3], xs[1], xs[2]), shape_of(wt, op), attrs)
         return packed(op, x, wt, attrs, out_shape, mode, nhwc=True)
     forms = {"outer": _outer, "depthwise": _depthwise, "channels": _channels, None: _direct}

@@ -163,7 +163,7 @@ def _depthwise_planes(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) ->
 
 def _conv_planes(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any | None:
     """A convolution of stride 1 with one group, a spatial kernel and a window too short for dot
-    products (a few channels: under ``qnn_nn.MIN_WINDOW`` taps when compiled as C, under ``MIN_DOT``
+    products (a few channels: under ``_qnn_forms.MIN_WINDOW`` taps when compiled as C, under ``MIN_DOT``
     otherwise: unet's 3-channel 3 x 3 first layer under LLVM) over whole padded planes, as
     :func:`_depthwise_planes`: the input packed ``[N, C, (H + pads + 1) * (W + pads)]`` as int16
     minus its zero point, the sums ``[N, O, OH * (W + pads)]`` of ``C * KH * KW`` taps, each a

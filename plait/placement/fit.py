@@ -69,7 +69,7 @@ def _kib(fact: Any) -> int | None:
 
 def piece_memory(target: Any) -> PieceMemory:
     """Where ``target``'s weights live and how much of each memory it has (from its facts)."""
-    from plait.target.tag import UNKNOWN
+    from plait.target.facts import UNKNOWN
 
     facts = getattr(target, "facts", None)
     if facts is None:

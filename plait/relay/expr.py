@@ -12,7 +12,7 @@ of the node's structure and is a pure function of it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping, Union
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Union
 
 import numpy as np
 
@@ -23,6 +23,18 @@ from plait.ir.node import derive_traversal
 from plait.ir.op import Op
 from plait.op import get_op
 from plait.ir.types import Type, tensor_type_of
+
+
+# str(node) prints with the text printer (plait.relay.text_print.print_expr), which imports this module,
+# so this module cannot import it: plait/relay/__init__.py binds it (bind_printer) once it has loaded it,
+# and every module of the package is loaded through it.
+_printer: Callable[["Expr"], str] | None = None
+
+
+def bind_printer(print_expr: Callable[["Expr"], str]) -> None:
+    """Make ``str(node)`` print with ``print_expr`` (plait/relay/__init__.py calls this)."""
+    global _printer
+    _printer = print_expr
 
 
 class Expr:
@@ -62,9 +74,7 @@ class Expr:
         object.__setattr__(self, "_checked_type", t)
 
     def __str__(self) -> str:
-        from plait.relay.text import print_expr
-
-        return print_expr(self)
+        return _printer(self)  # plait.relay.text_print.print_expr (see bind_printer)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

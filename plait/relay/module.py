@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from plait.errors import PlaitError
 from plait.ir.base import BaseFunc
 from plait.relay.expr import Expr, Function, GlobalVar
+
+# str(module) prints with the text printer (plait.relay.text_print.print_module), which imports this
+# module: plait/relay/__init__.py binds it (bind_printer), as it binds the expressions' printer.
+_printer: Callable[..., str] | None = None
+
+
+def bind_printer(print_module: Callable[..., str]) -> None:
+    """Make ``str(module)`` print with ``print_module`` (plait/relay/__init__.py calls this)."""
+    global _printer
+    _printer = print_module
 
 
 class IRModule(Mapping[str, BaseFunc]):
@@ -105,9 +115,7 @@ class IRModule(Mapping[str, BaseFunc]):
         return {k: v for k, v in self._functions.items() if isinstance(v, Function)}
 
     def __str__(self) -> str:
-        from plait.relay.text import print_module
-
-        return print_module(self, metadata=False)
+        return _printer(self, metadata=False)  # plait.relay.text_print.print_module (see bind_printer)
 
     def __repr__(self) -> str:
         return f"IRModule({', '.join('@' + k for k in self._functions)})"

@@ -18,7 +18,7 @@ from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage
 
 OUTER_KERNEL = "plait_q8_outer"
-"""The C kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op.qnn_nn.OUTER_LANES`; its
+"""The C kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op._qnn_forms.OUTER_LANES`; its
 source: :mod:`plait.backends.c.kernels`)."""
 
 

@@ -11,13 +11,15 @@ and docs/backends.md.
 
 from plait.target.errors import HookError, PluginError, TargetError
 from plait.target.options import Option
-from plait.target.backend import Backend, option
-from plait.target.kind import KINDS, TargetKind, get_kind, list_kinds, register_backend
-from plait.target.tag import TAGS, Fact, Facts, Tag, TagDef, get_tag, list_tags, register_tag
+from plait.target.backend import HOOKS, Backend, Hook, HookSpec, option
+from plait.target.facts import Fact, Facts
+from plait.target.kind import KINDS, TargetKind
+from plait.target.tag import TAGS, Tag, TagDef
+from plait.target.plugins import get_kind, get_tag, list_kinds, list_tags, register_backend, register_tag
 from plait.target.target import Target
 from plait.target.composite import CompositeTarget, Piece, Transfer
 from plait.target.hooks import (
-    HOOKS, Hook, HookSpec, call_cost, call_supports, get_hook, hooks_of, run_relay_to_runtime, run_relay_to_tir,
+    call_cost, call_supports, get_hook, hooks_of, run_relay_to_runtime, run_relay_to_tir,
     run_tir_to_runtime,
 )
 

@@ -41,9 +41,12 @@ The target is always an explicit argument (the piece's :class:`Target`); ``ctx``
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from plait.registry import Registry
 from plait.target.errors import HookError, TargetError
 from plait.target.options import Option
 
@@ -183,3 +186,70 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<backend {self.name}>"
+
+
+# ---- the hooks: their specs, and the hooks of a backend (signatures checked) ---------------------
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    name: str
+    signature: str  # as shown in messages and docs
+    arities: tuple[int, ...]  # numbers of positional arguments the hook may take
+    doc: str
+
+
+HOOKS: Registry[HookSpec] = Registry("hook")
+for _spec in (
+    HookSpec("relay_to_tir", "(mod: IRModule, target: Target) -> IRModule or (mod, target, ctx) -> IRModule", (2, 3),
+             "replaces default lowering: Relay functions -> TIR PrimFuncs"),
+    HookSpec("tir_to_runtime", "(mod: IRModule, target: Target) -> runtime module or (mod, target, ctx) -> "
+             "runtime module", (2, 3), "replaces default code generation: TIR -> runtime module"),
+    HookSpec("relay_to_runtime", "(func: Function, target: Target) -> runtime module", (2,),
+             "replaces lowering and code generation (external codegen)"),
+    HookSpec("supports", "(call, target) -> bool (or -> (bool, reason))", (2,),
+             "capability: can this kind run the call? (placement)"),
+    HookSpec("cost", "(call, target) -> float | None", (2,),
+             "cost-model entry: estimated seconds for the call, None for no estimate (placement)"),
+    HookSpec("patterns", "(target) -> list of (name, Pattern)", (1,),
+             "region patterns: groups of calls this kind runs together (placement)"),
+):
+    HOOKS.register(_spec.name, _spec)
+assert tuple(HOOKS) == tuple(sorted(HOOK_NAMES))
+
+
+@dataclass(frozen=True)
+class Hook:
+    kind: str
+    name: str
+    fn: Any
+    nargs: int  # positional arguments it is called with (0 for a Pass)
+
+
+def hooks_of_backend(kind: str, backend: Any) -> dict[str, Hook]:
+    """The hooks of a Backend instance (the hook methods its class overrides), signatures checked."""
+    out = {}
+    for name in HOOK_NAMES:
+        if type(backend).overrides(name):
+            fn = getattr(backend, name)
+            out[name] = Hook(kind, name, fn, _check_signature(HOOKS.get(name), kind, fn))
+    return out
+
+
+def _check_signature(spec: HookSpec, kind: str, fn: Any) -> int:
+    bad = f"hook '{spec.name}' of target kind '{kind}' must be {spec.signature}; got "
+    if not callable(fn):
+        raise HookError(bad + f"{fn!r} ({type(fn).__name__}), which is not callable")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature: nothing to check
+        return max(spec.arities)
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    kw_required = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    for n in sorted(spec.arities, reverse=True):
+        if not kw_required and len(required) <= n and (len(positional) >= n or varargs):
+            return n
+    raise HookError(bad + f"{getattr(fn, '__name__', type(fn).__name__)}{sig}")

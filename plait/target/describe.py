@@ -6,9 +6,10 @@ from typing import Any
 
 from plait.target.composite import CompositeTarget, Piece
 from plait.target.hooks import HOOKS, hooks_of
-from plait.target.kind import TargetKind, list_kinds
+from plait.target.facts import Facts
+from plait.target.kind import TargetKind
 from plait.target.options import FACT_OPTION_NAMES, FACT_OPTIONS, Option
-from plait.target.tag import Facts, list_tags
+from plait.target.plugins import list_kinds, list_tags
 from plait.target.target import Target, resolve
 
 

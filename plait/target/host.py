@@ -3,7 +3,7 @@
     measure("simd_bits")   # Fact(512, "bits", "/proc/cpuinfo flags: avx512f", origin="measured on this machine")
 
 Host tags (``host-c``, ``host-llvm``, ...) take their clock, SIMD width, memory, CPU count and FPU from
-here instead of numbers written down on some other machine. Each :class:`~plait.target.tag.Fact` says
+here instead of numbers written down on some other machine. Each :class:`~plait.target.facts.Fact` says
 where it came from: ``measured on this machine`` (with the file or call it was read from), or
 ``estimate`` when nothing could be read (then the note says why). The same machine gives the same
 numbers, so placement stays deterministic for it; tests that check a placement or a cost pin these
@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from plait.target.tag import Fact
+from plait.target.facts import Fact
 
 MEASURED = "measured on this machine"
 ESTIMATE = "estimate"

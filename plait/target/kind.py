@@ -1,6 +1,10 @@
 """Target kinds: the registered form of a :class:`plait.target.backend.Backend` subclass.
 
     register_backend(MyAccel)        # -> TargetKind("myaccel"); normally done by the plugin loader
+    KINDS.get("myaccel")             # the registered kind
+
+This module holds the kind type and its registry; registering a Backend subclass, loading kinds and
+finding them by name (``register_backend``, ``get_kind``, ``list_kinds``) are :mod:`plait.target.plugins`.
 
 Every kind gets a ``keys`` option (a list; the kind's default keys are appended to what is given) and
 the fact options (``-ram-kb``, ``-flash-kb``, ``-clock-mhz``, ``-simd-bits``: :data:`FACT_OPTIONS`).
@@ -19,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from plait.errors import RegistryError
 from plait.registry import Registry
+from plait.target.backend import hooks_of_backend
 from plait.target.errors import TargetError
 from plait.target.options import FACT_OPTIONS, Option
 
@@ -116,10 +120,8 @@ class TargetKind:
 
     @property
     def hooks(self) -> dict[str, Any]:
-        """Hook name -> :class:`plait.target.hooks.Hook`, for the hook methods the backend overrides."""
+        """Hook name -> :class:`plait.target.backend.Hook`, for the hook methods the backend overrides."""
         if self._hooks is None:
-            from plait.target.hooks import hooks_of_backend
-
             self._hooks = hooks_of_backend(self.name, self.backend)
         return self._hooks
 
@@ -128,50 +130,3 @@ class TargetKind:
 
 
 KINDS: Registry[TargetKind] = Registry("target kind")
-
-
-def register_backend(cls: Any) -> TargetKind:
-    """Register a :class:`plait.target.backend.Backend` subclass as a kind, with its tags.
-    Duplicates (a kind, or a tag of the same name) raise; hook signatures are checked."""
-    from plait.target import plugins
-    from plait.target.backend import Backend, options_of
-    from plait.target.tag import TAGS, register_tag
-
-    if not (isinstance(cls, type) and issubclass(cls, Backend)) or cls is Backend:
-        raise TargetError(f"register_backend: expected a subclass of plait.target.Backend, got {cls!r}")
-    name = cls.name
-    if not isinstance(name, str) or not name:
-        raise TargetError(f"backend class {cls.__name__} has no 'name'")
-    backend = cls()
-    kind = TargetKind(name, device_type=cls.device_type,
-                      options=options_of(cls.Options) if cls.Options is not None else (),
-                      default_keys=cls.default_keys, can_host=cls.can_host, doc=cls.summary(),
-                      identity=cls.identity, backend=backend)
-    kind.hooks  # checks the hook methods' signatures before anything is registered
-    if kind.name in TAGS:
-        raise RegistryError(f"target kind '{kind.name}' clashes with the target tag of the same name")
-    origin = plugins.loading_origin()
-    if origin is not None:
-        kind.origin = origin
-    KINDS.register(kind.name, kind)
-    for tag in cls.tags:
-        register_tag(tag.name, kind.name, tag.options, tag.facts, tag.doc, tag.match)
-    return kind
-
-
-def get_kind(name: str) -> TargetKind:
-    """The kind called ``name``, loaded from the backend manifest when first asked for (only it);
-    an unknown name loads every ``plait.backends`` plugin, then raises."""
-    from plait.target import plugins
-
-    if name not in KINDS and not plugins.load_kind(name):
-        plugins.load_plugins()
-    return KINDS.get(name)
-
-
-def list_kinds() -> list[TargetKind]:
-    """Every registered kind (plugins included), sorted by name."""
-    from plait.target import plugins
-
-    plugins.load_plugins()
-    return [k for _, k in KINDS.items()]

@@ -104,7 +104,7 @@ class Option:
         return str(value)
 
 
-#: option name -> the fact it sets (plait.target.tag.Facts), for the options every kind has
+#: option name -> the fact it sets (plait.target.facts.Facts), for the options every kind has
 FACT_OPTION_NAMES = {"ram-kb": "ram_kb", "flash-kb": "flash_kb", "clock-mhz": "clock_mhz", "simd-bits": "simd_bits",
                      "fma-bits": "fma_bits"}
 

@@ -1,4 +1,8 @@
-"""Where kinds come from: a manifest of name -> ``"module:Class"`` (a Backend subclass), loaded lazily.
+"""Where kinds and tags come from: a Backend subclass registered as a kind with its tags
+(:func:`register_backend`), a manifest of name -> ``"module:Class"`` loaded lazily, and the kinds and
+tags by name (:func:`get_kind`, :func:`list_kinds`, :func:`get_tag`, :func:`list_tags`,
+:func:`register_tag`), which load what they need. The kind and tag types and their registries
+(``KINDS``, ``TAGS``) are in :mod:`plait.target.kind` and :mod:`plait.target.tag`.
 
 Two sources, read the same way:
 
@@ -24,9 +28,14 @@ import importlib
 import threading
 from contextvars import ContextVar
 from importlib import metadata
-from typing import Any
+from typing import Any, Mapping
 
-from plait.target.errors import PluginError
+from plait.errors import RegistryError
+from plait.target.backend import Backend, options_of
+from plait.target.errors import PluginError, TargetError
+from plait.target.facts import Fact, Facts
+from plait.target.kind import KINDS, TargetKind
+from plait.target.tag import TAGS, Tag, add_tag
 
 GROUP = "plait.backends"
 #: "module:attribute" of the in-tree manifest (name -> "module:Class")
@@ -70,8 +79,6 @@ def _resolve(value: str) -> Any:
 
 def _load(name: str, value: str, origin: str | None, load: Any = None) -> None:
     """Load one manifest entry or entry point (once); a failure is recorded and raised."""
-    from plait.target.kind import register_backend
-
     key = f"{name} = {value}"
     with _lock:
         if key in _loaded:
@@ -99,9 +106,6 @@ def load_in_tree() -> None:
 def load_kind(name: str) -> bool:
     """Load the kind ``name`` from the in-tree manifest or an entry point of that name (only it);
     then, if ``name`` is still neither a kind nor a tag, every in-tree kind. Is it known now?"""
-    from plait.target.kind import KINDS
-    from plait.target.tag import TAGS
-
     manifest = in_tree_manifest()
     if name in manifest:
         _load(name, manifest[name], None)
@@ -137,3 +141,67 @@ def restore(state: tuple[set[str], dict[str, PluginError]]) -> None:
     _loaded.update(state[0])
     _failed.clear()
     _failed.update(state[1])
+
+
+# ---- kinds and tags: registered, and found by name ----------------------------------------------
+
+
+def register_backend(cls: Any) -> TargetKind:
+    """Register a :class:`plait.target.backend.Backend` subclass as a kind, with its tags.
+    Duplicates (a kind, or a tag of the same name) raise; hook signatures are checked."""
+    if not (isinstance(cls, type) and issubclass(cls, Backend)) or cls is Backend:
+        raise TargetError(f"register_backend: expected a subclass of plait.target.Backend, got {cls!r}")
+    name = cls.name
+    if not isinstance(name, str) or not name:
+        raise TargetError(f"backend class {cls.__name__} has no 'name'")
+    backend = cls()
+    kind = TargetKind(name, device_type=cls.device_type,
+                      options=options_of(cls.Options) if cls.Options is not None else (),
+                      default_keys=cls.default_keys, can_host=cls.can_host, doc=cls.summary(),
+                      identity=cls.identity, backend=backend)
+    kind.hooks  # checks the hook methods' signatures before anything is registered
+    if kind.name in TAGS:
+        raise RegistryError(f"target kind '{kind.name}' clashes with the target tag of the same name")
+    origin = loading_origin()
+    if origin is not None:
+        kind.origin = origin
+    KINDS.register(kind.name, kind)
+    for tag in cls.tags:
+        register_tag(tag.name, kind.name, tag.options, tag.facts, tag.doc, tag.match)
+    return kind
+
+
+def get_kind(name: str) -> TargetKind:
+    """The kind called ``name``, loaded from the backend manifest when first asked for (only it);
+    an unknown name loads every ``plait.backends`` plugin, then raises."""
+    if name not in KINDS and not load_kind(name):
+        load_plugins()
+    return KINDS.get(name)
+
+
+def list_kinds() -> list[TargetKind]:
+    """Every registered kind (plugins included), sorted by name."""
+    load_plugins()
+    return [k for _, k in KINDS.items()]
+
+
+def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts | Mapping[str, Fact],
+                 doc: str = "", match: tuple[str, ...] | None = None) -> Tag:
+    """Register a tag of the kind called ``kind`` (loaded when first asked for). ``match`` (the options
+    identifying it, for targets written out in full) defaults to the kind's ``identity`` options, or, for
+    a kind without them, to the options that differ from the kind's defaults (``keys`` and the fact
+    options aside): :func:`plait.target.tag.add_tag`."""
+    if name in KINDS:
+        raise RegistryError(f"target tag '{name}' clashes with the target kind of the same name")
+    return add_tag(name, get_kind(kind), options, facts, doc, match)
+
+
+def get_tag(name: str) -> Tag:
+    if name not in TAGS:
+        load_plugins()
+    return TAGS.get(name)
+
+
+def list_tags() -> list[Tag]:
+    load_plugins()
+    return [t for _, t in TAGS.items()]

@@ -19,76 +19,13 @@ else from the tag (measured when the tag says so), each labelled with where it c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from plait.errors import RegistryError
 from plait.registry import Registry
 from plait.target.errors import TargetError
-
-
-@dataclass(frozen=True)
-class Fact:
-    """A value with its unit and source (and a note when it is an estimate or was not re-checked).
-
-    ``origin`` says where a target's fact came from ("tag cortex-m7f", "target option -flash-kb",
-    "measured on this machine", "estimate"); facts registered with a tag leave it empty. ``measure``
-    (a tag's facts only) names the fact of the running machine to measure when first needed.
-    """
-
-    value: Any  # None when the fact does not apply (e.g. flash on a host) or is not known
-    unit: str
-    source: str
-    note: str = ""
-    origin: str = ""
-    measure: str = ""
-
-    @classmethod
-    def measured(cls, name: str, unit: str) -> "Fact":
-        """A tag's fact read from the machine plait runs on (:func:`plait.target.host.measure`)."""
-        return cls(None, unit, "measured on the running machine when first needed", measure=name)
-
-    @property
-    def text(self) -> str:
-        """The value with its unit (``n/a`` for None)."""
-        return "n/a" if self.value is None else f"{self.value}{' ' + self.unit if self.unit else ''}"
-
-    @property
-    def where(self) -> str:
-        """Where it came from, e.g. ``tag cortex-m7f: STM32F746: 1 MB flash (...)``."""
-        return f"{self.origin}: {self.source}" if self.origin and self.source else (self.origin or self.source)
-
-    def __str__(self) -> str:
-        return f"{self.text}  [{self.where}{'; ' + self.note if self.note else ''}]"
-
-
-#: the origin of a fact that neither a tag nor a fact option gives
-UNKNOWN = "unknown"
-#: the facts a tag may leave out (then unknown)
-OPTIONAL_FACTS = ("cores", "fma_bits")
-
-
-@dataclass(frozen=True)
-class Facts:
-    """The hardware facts of a tag. ``fpu`` is 'none', 'sp' (single precision) or 'dp' (double)."""
-
-    clock_mhz: Fact
-    fpu: Fact
-    simd_bits: Fact  # widest SIMD register usable for data-parallel arithmetic; 0 = none
-    ram_kb: Fact  # memory for activations (and for weights when flash_kb is None)
-    flash_kb: Fact  # memory for weights (constants); None: none, weights live in RAM
-    power_mw: Fact  # typical active power at clock_mhz
-    # CPUs (informational: the executor runs calls one at a time)
-    cores: Fact = Fact(None, "", "not stated by the tag", origin=UNKNOWN)
-    # the widest vector one FMA pipe takes in one pass (None: simd_bits, full-width pipes)
-    fma_bits: Fact = Fact(None, "bits", "not stated by the tag", origin=UNKNOWN)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-    def items(self) -> list[tuple[str, Fact]]:
-        return [(n, getattr(self, n)) for n in self.names()]
+from plait.target.facts import OPTIONAL_FACTS, UNKNOWN, Fact, Facts
+from plait.target.kind import COMMON_OPTIONS, KINDS, TargetKind
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +48,8 @@ TAGS: Registry[Tag] = Registry("target tag")
 
 @dataclass(frozen=True)
 class TagDef:
-    """A tag as a backend declares it (``Backend.tags``); registered with its kind (:func:`register_tag`)."""
+    """A tag as a backend declares it (``Backend.tags``); registered with its kind
+    (:func:`plait.target.plugins.register_backend`)."""
 
     name: str
     options: Mapping[str, Any]
@@ -120,16 +58,12 @@ class TagDef:
     match: tuple[str, ...] | None = None
 
 
-def register_tag(name: str, kind: str, options: Mapping[str, Any], facts: Facts | Mapping[str, Fact],
-                 doc: str = "", match: tuple[str, ...] | None = None) -> Tag:
-    """Register a tag. ``match`` (the options identifying it, for targets written out in full)
-    defaults to the kind's ``identity`` options, or, for a kind without them, to the options that
-    differ from the kind's defaults (``keys`` and the fact options aside)."""
-    from plait.target.kind import COMMON_OPTIONS, KINDS, get_kind
-
-    if name in KINDS:
-        raise RegistryError(f"target tag '{name}' clashes with the target kind of the same name")
-    k = get_kind(kind)
+def add_tag(name: str, k: TargetKind, options: Mapping[str, Any], facts: Facts | Mapping[str, Fact],
+            doc: str = "", match: tuple[str, ...] | None = None) -> Tag:
+    """Register a tag of the kind ``k`` (:func:`plait.target.plugins.register_tag` finds the kind by name
+    and checks that no kind has the tag's name). ``match`` (the options identifying it, for targets
+    written out in full) defaults to the kind's ``identity`` options, or, for a kind without them, to
+    the options that differ from the kind's defaults (``keys`` and the fact options aside)."""
     where = f"target tag '{name}'"
     checked = {o: k.option(o).check(v, where) for o, v in options.items()}
     resolved, _ = k.resolve(checked, {})
@@ -174,32 +108,15 @@ def _make_facts(tag: str, facts: Facts | Mapping[str, Fact]) -> Facts:
     return facts
 
 
-def get_tag(name: str) -> Tag:
-    from plait.target import plugins
-
-    if name not in TAGS:
-        plugins.load_plugins()
-    return TAGS.get(name)
-
-
-def list_tags() -> list[Tag]:
-    from plait.target import plugins
-
-    plugins.load_plugins()
-    return [t for _, t in TAGS.items()]
-
-
 def tag_matches(tag: Tag, options: Mapping[str, Any]) -> bool:
     """Does a target with these resolved ``options`` (of the tag's kind) match ``tag``? Its ``match``
     options must be equal; each ``implied`` option unset (the kind's default) or equal."""
-    from plait.target.kind import get_kind
-
     if not tag.match:
         return False
     resolved = dict(tag.resolved)
     if any(options.get(o) != resolved[o] for o in tag.match):
         return False
-    defaults = {o.name: o.default for o in get_kind(tag.kind).options}
+    defaults = {o.name: o.default for o in KINDS.get(tag.kind).options}
     return all(options.get(o) in (resolved[o], defaults[o]) for o in tag.implied)
 
 

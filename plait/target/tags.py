@@ -13,7 +13,8 @@ Data only: the ``c`` backend declares :data:`C_TAGS`, the ``llvm`` backend :data
 
 from __future__ import annotations
 
-from plait.target.tag import Fact, TagDef
+from plait.target.facts import Fact
+from plait.target.tag import TagDef
 
 MHZ, KB, MW, BITS = "MHz", "KiB", "mW", "bits"
 RECALLED = "recalled from the datasheet's typical run-mode current, not re-checked here"

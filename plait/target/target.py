@@ -19,8 +19,9 @@ from typing import Any, Mapping
 from plait.errors import RegistryError
 from plait.registry import Registry
 from plait.target.errors import TargetError
-from plait.target.kind import KINDS, TargetKind, get_kind
-from plait.target.tag import TAGS, Facts, Tag, get_tag, match_tag, resolve_facts, tag_matches
+from plait.target.kind import COMMON_OPTIONS, KINDS, TargetKind
+from plait.target.plugins import get_kind, get_tag, load_kind, load_plugins
+from plait.target.tag import TAGS, Facts, Tag, match_tag, resolve_facts, tag_matches
 
 
 
@@ -59,10 +60,8 @@ class Resolution:
 
 def lookup(word: str) -> tuple[TargetKind, Tag | None]:
     """The kind or tag a target string starts with."""
-    from plait.target import plugins
-
-    if word not in KINDS and word not in TAGS and not plugins.load_kind(word):
-        plugins.load_plugins()
+    if word not in KINDS and word not in TAGS and not load_kind(word):
+        load_plugins()
     if word in KINDS:
         return KINDS.get(word), None
     if word in TAGS:
@@ -266,8 +265,6 @@ class Target:
             candidates = [[n for n in opts if opts[n] != base[n]],
                           [n for n in opts if opts[n] != defaults[n] or n in tag_raw], list(opts)]
         else:
-            from plait.target.kind import COMMON_OPTIONS
-
             tag_opts = dict(self._matched.resolved) if self._matched is not None else {}
             inherited = {n for n in COMMON_OPTIONS if n in tag_opts and opts[n] == tag_opts[n]}
             candidates = [[n for n in opts if opts[n] != defaults[n] and n not in inherited],

@@ -9,7 +9,8 @@ from typing import Any, Iterator
 from plait.target import plugins
 from plait.target.backend import Backend, option
 from plait.target.options import Option
-from plait.target.kind import KINDS, TargetKind, register_backend
+from plait.target.kind import KINDS, TargetKind
+from plait.target.plugins import register_backend
 from plait.target.tag import TAGS
 
 

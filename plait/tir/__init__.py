@@ -5,6 +5,7 @@ and C codegen. Nodes are immutable and compared by identity; :func:`structural_e
 structure. Text form: :func:`print_prim_func` / :func:`parse_prim_func` (round trip exact).
 """
 
+from plait.tir import expr as _expr, op as _op, printer as _printer
 from plait.tir.dtype import HANDLE, VOID
 from plait.tir.equal import assert_structural_equal, structural_equal, structural_hash
 from plait.tir.errors import TIRCheckError, TIREvalError, TIRError, TIRVerifyError
@@ -30,6 +31,10 @@ from plait.tir.share import bind_shared_exprs
 from plait.tir.simplify import simplify
 from plait.tir.verify import verify
 from plait.tir.interpreter import evaluate, evaluate_expr
+
+# The nodes sit below the printer and the checked builders (both import plait.tir.expr): str(node) and
+# the Python operators on expressions are bound to them here, once, when the package loads.
+_expr.bind(_printer.print_node, _op)
 
 __all__ = [
     "EQ", "FOR_KINDS", "GE", "GT", "HANDLE", "INTRINSICS", "LE", "LT", "NE", "SCOPES", "VOID", "Add", "AddressOf",

@@ -1,4 +1,4 @@
-"""TIR expressions: scalar values computed inside PrimFuncs.
+"""TIR expressions: scalar values computed inside PrimFuncs, and the buffers they load from.
 
 Every node is a frozen dataclass compared by *identity* (``==``, ``hash``); structural comparison
 is :func:`plait.tir.structural_equal`. Every node has a ``dtype`` (see :mod:`plait.tir.dtype`).
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
 
@@ -31,8 +31,20 @@ from plait.ir.node import derive_traversal
 from plait.tir.dtype import HANDLE, VOID, check_dtype, int_range, is_float, is_int, scalar_type
 from plait.tir.errors import TIRError
 
-if TYPE_CHECKING:
-    from plait.tir.stmt import Buffer
+
+# What the nodes use from the modules above them: str(node) prints with plait.tir.printer, and the
+# Python operators on expressions (and Buffer.store) build with the checked builders of plait.tir.op.
+# Both modules import this one, so this one cannot import them; plait/tir/__init__.py binds them
+# (bind) once it has loaded them, and every module of the package is loaded through it.
+_printer: Callable[["TIRNode"], str] | None = None
+_op: Any = None  # the module plait.tir.op
+
+
+def bind(printer: Callable[["TIRNode"], str], builders: Any) -> None:
+    """Bind ``str(node)`` to ``printer`` and the Python operators on expressions to the ``builders``
+    module (plait.tir.printer.print_node and plait.tir.op: plait/tir/__init__.py calls this)."""
+    global _printer, _op
+    _printer, _op = printer, builders
 
 
 class TIRNode:
@@ -59,9 +71,7 @@ class TIRNode:
         return self
 
     def __str__(self) -> str:
-        from plait.tir.printer import print_node
-
-        return print_node(self)
+        return _printer(self)  # plait.tir.printer.print_node (see bind)
 
     def __repr__(self) -> str:
         text = str(self)
@@ -91,7 +101,7 @@ class PrimExpr(TIRNode):
         raise TIRError(f"a TIR expression has no Python truth value: {self!r} "
                        "(use tir.select / tir.logical_and, or compare nodes with `is`)")
 
-    # Python operator sugar: checked builders from plait.tir.op (imported at the end of this file).
+    # Python operator sugar: the checked builders of plait.tir.op (see bind).
     def __add__(self, o: Any) -> "PrimExpr": return _op.add(self, o)
     def __radd__(self, o: Any) -> "PrimExpr": return _op.add(o, self)
     def __sub__(self, o: Any) -> "PrimExpr": return _op.sub(self, o)
@@ -316,6 +326,61 @@ class Cast(PrimExpr):
 
 
 
+# ---- buffers and the expressions that read them -----------------------------------------------
+
+
+def _as_int_expr(value: Any, dtype: str, what: str) -> PrimExpr:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return IntImm(int(value), dtype)
+    if not isinstance(value, PrimExpr):
+        raise TIRError(f"{what} must be a PrimExpr or an int, got {value!r}")
+    return value
+
+
+@tir_node
+class Buffer(TIRNode):
+    """A dense row-major array. ``shape`` entries are integer expressions (ints become int64)."""
+
+    name: str
+    shape: tuple[PrimExpr, ...]
+    dtype: str = "float32"
+    scope: str = "global"
+    _kind: ClassVar[str] = "buffer"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TIRError(f"Buffer: name must be a str, got {self.name!r}")
+        shape = self.shape if isinstance(self.shape, (tuple, list)) else (self.shape,)
+        object.__setattr__(self, "shape", tuple(_as_int_expr(d, "int64", f"Buffer '{self.name}': shape") for d in shape))
+        check_dtype(self.dtype, f"Buffer '{self.name}'")
+        if not isinstance(self.scope, str) or not self.scope:
+            raise TIRError(f"Buffer '{self.name}': scope must be a non-empty str, got {self.scope!r}")
+
+    __hash__ = object.__hash__
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None if some dimension is not an immediate."""
+        if all(isinstance(d, IntImm) for d in self.shape):
+            return tuple(d.value for d in self.shape)  # type: ignore[attr-defined]
+        return None
+
+    def __getitem__(self, indices: Any) -> BufferLoad:
+        return BufferLoad(self, indices if isinstance(indices, tuple) else (indices,))
+
+    def load(self, *indices: Any) -> BufferLoad:
+        return BufferLoad(self, indices)
+
+    def store(self, indices: Any, value: Any) -> TIRNode:
+        """The statement ``self[indices] = value`` (a :class:`plait.tir.stmt.BufferStore`, made by
+        :func:`plait.tir.op.buffer_store`); a Python number becomes an immediate of the buffer's dtype."""
+        return _op.buffer_store(self, indices, value)
+
+
 def _norm_indices(node: TIRNode, indices: Any) -> tuple[PrimExpr, ...]:
     if isinstance(indices, (PrimExpr, int, np.integer)):
         indices = (indices,)
@@ -327,8 +392,6 @@ def _norm_indices(node: TIRNode, indices: Any) -> tuple[PrimExpr, ...]:
 
 
 def _check_buffer(node: TIRNode, buffer: object) -> None:
-    from plait.tir.stmt import Buffer
-
     if not isinstance(buffer, Buffer):
         raise TIRError(f"{type(node).__name__}: buffer must be a Buffer, got {buffer!r}")
 
@@ -337,7 +400,7 @@ def _check_buffer(node: TIRNode, buffer: object) -> None:
 class BufferLoad(PrimExpr):
     """``buffer[indices]``: one index per dimension (ints are made int64 immediates)."""
 
-    buffer: "Buffer"
+    buffer: Buffer
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False)
     _kind: ClassVar[str] = "buffer_load"
@@ -356,7 +419,7 @@ class BufferLoad(PrimExpr):
 class AddressOf(PrimExpr):
     """The address of ``buffer[indices]`` (dtype ``handle``), to pass a buffer to an extern call."""
 
-    buffer: "Buffer"
+    buffer: Buffer
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False, default=HANDLE)
     _kind: ClassVar[str] = "address_of"
@@ -438,10 +501,8 @@ def const(value: Any, dtype: str | None = None) -> PrimExpr:
 
 __all__ = [
     "ARITH_OPS", "BINARY_OPS", "BITWISE_OPS", "CALL_KINDS", "CMP_OPS", "LOGICAL_OPS", "VOID",
-    "Add", "AddressOf", "And", "BinaryOp", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "BufferLoad",
+    "Add", "AddressOf", "And", "BinaryOp", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Buffer", "BufferLoad",
     "Call", "Cast", "Div", "EQ", "FloatImm", "FloorDiv", "FloorMod", "GE", "GT", "IntImm", "LE", "LT", "Let",
     "Max", "Min", "Mul", "NE", "Not", "Or", "PrimExpr", "Select", "ShiftLeft", "ShiftRight", "Sub", "TIRNode",
     "TruncDiv", "TruncMod", "UnaryOp", "Var", "const",
 ]
-
-from plait.tir import op as _op  # noqa: E402  (the sugar above needs the checked builders)

@@ -15,11 +15,12 @@ from plait.errors import RegistryError
 from plait.tir.dtype import VOID, check_dtype, is_bool, is_float, is_int, is_numeric
 from plait.tir.errors import TIRError
 from plait.tir.expr import (
-    EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BinaryOp, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor,
+    EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BinaryOp, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Buffer,
     BufferLoad, Call, Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mul, Not, Or, PrimExpr,
     Select, ShiftLeft, ShiftRight, Sub, TruncDiv, TruncMod, Var, const,
 )
 from plait.tir.intrin import INTRINSICS
+from plait.tir.stmt import BufferStore
 
 _Operand = Any  # PrimExpr | int | float | bool | numpy scalar
 
@@ -231,13 +232,18 @@ def written_args(call: Call) -> tuple[int, ...] | None:
 
 def address_of(x: Any, *indices: _Operand) -> PrimExpr:
     """``address_of(A[i, 0])`` or ``address_of(A)`` (the address of the first element)."""
-    from plait.tir.stmt import Buffer
-
     if isinstance(x, BufferLoad) and not indices:
         return AddressOf(x.buffer, x.indices)
     if isinstance(x, Buffer):
         return AddressOf(x, indices or tuple(IntImm(0) for _ in x.shape))
     raise TIRError(f"address_of: expected a buffer load such as A[0, 0] or a Buffer, got {x!r}")
+
+
+def buffer_store(buffer: Buffer, indices: Any, value: _Operand) -> BufferStore:
+    """``buffer[indices] = value`` (what ``Buffer.store`` builds); a Python number becomes an immediate
+    of the buffer's dtype."""
+    idx = indices if isinstance(indices, tuple) else (indices,)
+    return BufferStore(buffer, convert(value, buffer.dtype, f"store to '{buffer.name}'"), idx)
 
 
 def let(var: Var, value: _Operand, body: Callable[[Var], PrimExpr] | PrimExpr) -> PrimExpr:

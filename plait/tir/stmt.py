@@ -1,6 +1,6 @@
-"""TIR buffers, statements and PrimFunc.
+"""TIR statements and PrimFunc.
 
-A :class:`Buffer` is a dense, row-major array of ``dtype`` with a storage ``scope``; buffers are
+A :class:`Buffer` (defined in :mod:`plait.tir.expr`, with the expressions that read it) is a dense, row-major array of ``dtype`` with a storage ``scope``; buffers are
 compared by identity. A PrimFunc's parameters are buffers and scalar :class:`Var` s; every other
 buffer is introduced by an :class:`Allocate` and is live inside its body only.
 
@@ -18,69 +18,14 @@ import numpy as np
 
 from plait.ir.attrs import EMPTY, Attrs
 from plait.ir.base import BaseFunc
-from plait.tir.dtype import check_dtype
 from plait.tir.errors import TIRError
-from plait.tir.expr import BufferLoad, IntImm, PrimExpr, TIRNode, Var, const, tir_node
+from plait.tir.expr import Buffer, IntImm, PrimExpr, TIRNode, Var, _as_int_expr, const, tir_node
 
 SCOPES = ("global", "global.workspace", "local")
 """Storage scopes: ``global`` (function parameters), ``global.workspace`` (scratch memory the memory
 planner places), ``local`` (registers / stack, small)."""
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled")
-
-
-def _as_int_expr(value: Any, dtype: str, what: str) -> PrimExpr:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return IntImm(int(value), dtype)
-    if not isinstance(value, PrimExpr):
-        raise TIRError(f"{what} must be a PrimExpr or an int, got {value!r}")
-    return value
-
-
-@tir_node
-class Buffer(TIRNode):
-    """A dense row-major array. ``shape`` entries are integer expressions (ints become int64)."""
-
-    name: str
-    shape: tuple[PrimExpr, ...]
-    dtype: str = "float32"
-    scope: str = "global"
-    _kind: ClassVar[str] = "buffer"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str):
-            raise TIRError(f"Buffer: name must be a str, got {self.name!r}")
-        shape = self.shape if isinstance(self.shape, (tuple, list)) else (self.shape,)
-        object.__setattr__(self, "shape", tuple(_as_int_expr(d, "int64", f"Buffer '{self.name}': shape") for d in shape))
-        check_dtype(self.dtype, f"Buffer '{self.name}'")
-        if not isinstance(self.scope, str) or not self.scope:
-            raise TIRError(f"Buffer '{self.name}': scope must be a non-empty str, got {self.scope!r}")
-
-    __hash__ = object.__hash__
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def static_shape(self) -> tuple[int, ...] | None:
-        """The shape as ints, or None if some dimension is not an immediate."""
-        if all(isinstance(d, IntImm) for d in self.shape):
-            return tuple(d.value for d in self.shape)  # type: ignore[attr-defined]
-        return None
-
-    def __getitem__(self, indices: Any) -> BufferLoad:
-        return BufferLoad(self, indices if isinstance(indices, tuple) else (indices,))
-
-    def load(self, *indices: Any) -> BufferLoad:
-        return BufferLoad(self, indices)
-
-    def store(self, indices: Any, value: Any) -> "BufferStore":
-        """``self[indices] = value``; a Python number becomes an immediate of the buffer's dtype."""
-        from plait.tir.op import convert
-
-        idx = indices if isinstance(indices, tuple) else (indices,)
-        return BufferStore(self, convert(value, self.dtype, f"store to '{self.name}'"), idx)
 
 
 class Stmt(TIRNode):

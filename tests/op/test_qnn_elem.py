@@ -229,7 +229,7 @@ def test_add_takes_fused_multiply_adds_where_the_double_form_differs():
 def test_the_fma_fact_follows_the_target(target, fma):
     """Lowering tells the computes whether the target fuses float32 multiply-adds: FPv4-SP and later
     Cortex-M FPUs, hosts with 256-bit vectors or wider; not soft-float cores or SSE2-level hosts."""
-    from plait.lowering.lower import _facts
+    from plait.lowering.function import _facts
     from plait.target import Target
 
     assert _facts(Target(target))["fma"] is fma

@@ -1,4 +1,4 @@
-"""The ``"outer"`` form of int8 1x1 convolutions (plait/op/qnn_nn.py ``OUTER_LANES``): weights packed
+"""The ``"outer"`` form of int8 1x1 convolutions (plait/op/_qnn_forms.py ``OUTER_LANES``): weights packed
 as [O/16, C/4, 16, 4], the sums computed by the C kernel ``plait_q8_outer``
 (plait/backends/c/kernels.py) called from the schedule (plait/schedule/int_rules.py). Compiled
 results equal the numpy reference bit for bit (odd pixel counts, batches, several channel counts,
@@ -69,7 +69,7 @@ def test_outer_form_is_picked_for_1x1_convolutions_compiled_as_c_with_512_bit_ve
 
 
 def test_the_vnni_fact_follows_the_int8_dot_option_then_the_machine():
-    from plait.lowering.lower import _facts
+    from plait.lowering.function import _facts
     from plait.target import Target
     from plait.target.host import cpu_has
 

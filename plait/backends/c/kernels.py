@@ -4,7 +4,7 @@ declaration. Each has a plain C body computing the same numbers as its ISA-speci
 bit-identical), chosen at compile time.
 
 ``plait_q8_outer(x, w, sums, n, p, c, o)``: the int32 sums of a 1x1 convolution's ``"outer"`` form
-(:data:`plait.op.qnn_nn.OUTER_LANES`): ``x`` uint8 ``[n, p, c]`` (pixels channels-last), ``w`` int8
+(:data:`plait.op._qnn_forms.OUTER_LANES`): ``x`` uint8 ``[n, p, c]`` (pixels channels-last), ``w`` int8
 ``[o/16, c/4, 16, 4]``, ``sums`` int32 ``[n, o, p]``. With AVX-512 VNNI, 16 output channels in the
 lanes of one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes,
 blocks of 4 pixels; no horizontal sums.
