@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, check_graph, check_params
 from plait.executor.graph_codegen import dumps, graph_codegen_full
@@ -283,37 +284,46 @@ def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[s
     except ExecutorError:
         raise
     except Exception as exc:  # a PlaitError of the loader, or what a foreign library raises
-        from plait.errors import PlaitError
-
         if not isinstance(exc, PlaitError):
             raise
         raise ExecutorError(f"{where}: {name}: {exc}") from None
 
 
-def _format_for(name: str) -> Any:
-    """The format reading ``name``; every kind is loaded first when none is registered yet (the formats of
-    a backend are registered with its kind)."""
-    fmt = format_for(name)
-    if fmt is None:
+def _kind_formats(load_all: bool) -> None:
+    """Register the module formats the loaded kinds declare (``Backend.module_formats``); with
+    ``load_all``, every in-tree kind and plugin is loaded first."""
+    from plait.runtime.formats import register_format
+    from plait.target.kind import KINDS
+
+    if load_all:
         from plait.target.plugins import load_plugins
 
         try:
             load_plugins()
-        except Exception:  # a broken plugin says so when its kind is asked for; here only formats matter
+        except PlaitError:  # a broken plugin says so when its kind is asked for; here only formats matter
             pass
+    for name in KINDS:
+        for fmt in KINDS.get(name).backend.module_formats:
+            register_format(fmt)
+
+
+def _format_for(name: str) -> Any:
+    """The format reading the file ``name`` (by its suffix)."""
+    for load_all in (False, True):
+        _kind_formats(load_all)
         fmt = format_for(name)
-    return fmt
+        if fmt is not None:
+            return fmt
+    return None
 
 
 def _module_format(m: Module) -> Any:
+    """The format writing ``m`` (by its type)."""
     fmt = format_of(m)
-    if fmt is None:
-        from plait.target.plugins import load_plugins
-
-        try:
-            load_plugins()
-        except Exception:
-            pass
+    for load_all in (False, True):
+        if fmt is not None:
+            return fmt
+        _kind_formats(load_all)
         fmt = format_of(m)
     return fmt
 

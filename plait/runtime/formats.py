@@ -10,8 +10,8 @@ file of a cross-compiled C module), ``fields(module) -> dict`` (what the artifac
 module besides its file: what ``load`` needs to make it again), and ``load(data, path, entry, signatures)
 -> Module`` (the verified bytes, the file's path, the manifest entry, and the ``(name -> arg kinds)`` of
 the functions the manifest places in it). The shared library and C source formats are registered here;
-backends add theirs through ``Backend.module_formats`` (registered with the kind), so the executors'
-artifact code imports no backend.
+backends add theirs through ``Backend.module_formats`` (the executors' artifact code registers the
+formats of every loaded kind), so it imports no backend.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ class Backend:
     #: compile the C themselves, AOT and firmware, can build its calls)? See :meth:`generates_c`.
     emits_c: ClassVar[bool] = False
     #: how the runtime modules this kind's code generation returns are written into an artifact and read
-    #: again (:class:`plait.runtime.formats.ModuleFormat`); registered with the kind
+    #: again (:class:`plait.runtime.formats.ModuleFormat`); the executors' artifact code registers them
     module_formats: ClassVar[tuple[Any, ...]] = ()
 
     # ---- options ---------------------------------------------------------------------------------

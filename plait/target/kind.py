@@ -154,11 +154,6 @@ def register_backend(cls: Any) -> TargetKind:
     if origin is not None:
         kind.origin = origin
     KINDS.register(kind.name, kind)
-    if cls.module_formats:
-        from plait.runtime.formats import register_format
-
-        for fmt in cls.module_formats:
-            register_format(fmt)
     for tag in cls.tags:
         register_tag(tag.name, kind.name, tag.options, tag.facts, tag.doc, tag.match)
     return kind
