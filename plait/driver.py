@@ -397,9 +397,9 @@ class ExecutorCodegen(Pass):
         return f"{self.executor}_executor_codegen"
 
     def run(self, mod: IRModule, ctx: PassContext) -> Any:
-        from plait.executor import EXECUTORS
+        from plait.executor import get_executor
 
-        return EXECUTORS.get(self.executor)(mod, self.lib, self.target, ctx.config)
+        return get_executor(self.executor).codegen(mod, self.lib, self.target, ctx.config)
 
 
 def partition_stage(placed: Placed, composite: Any, ctx: PassContext) -> Partitioned:
@@ -468,7 +468,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     ``cost_model``: a :class:`~plait.placement.cost.CostModel`; its database's tuning records (``plait
     tune``) give lowering each workload's knob config (:mod:`plait.lowering.tuning`).
     """
-    from plait.executor import EXECUTORS
+    from plait.executor import get_executor
     from plait.lowering.cache import LoweringCache
     from plait.placement.cost import applying_tuning, objective_value
 
@@ -477,7 +477,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
                          "with plait.from_onnx(...) or use plait.driver.build_onnx")
     if "main" not in mod:
         raise BuildError("plait.build: the module has no 'main' function")
-    EXECUTORS.get(executor)  # unknown names fail before any work
+    get_executor(executor)  # unknown names fail before any work
     _check_static_inputs(mod, executor)
     ct = _composite(target)
     rules = _rules(place, ct)
@@ -511,14 +511,15 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
 def _check_static_inputs(mod: IRModule, executor: str) -> None:
     """For an executor that needs static shapes: a LowerError naming the first input with a symbolic dim,
     the shape_overrides that fix it, and the executor that takes it as it is (the VM)."""
-    from plait.executor import SYMBOLIC_SHAPE_EXECUTORS
+    from plait.executor import executors, get_executor
     from plait.lowering.lower import LowerError
     from plait.relay.io import symbolic_dim_error
 
-    if executor in SYMBOLIC_SHAPE_EXECUTORS:
+    if get_executor(executor).capabilities.symbolic_shapes:
         return
+    takes = " or ".join(f"executor='{e.name}'" for e in executors() if e.capabilities.symbolic_shapes)
     msg = symbolic_dim_error(mod, lambda ex: f"import the model with shape_overrides={ex!r} "
-                                             "(plait.load_onnx or plait.from_onnx), or build with executor='vm'",
+                                             f"(plait.load_onnx or plait.from_onnx), or build with {takes}",
                              need=f"the {executor} executor needs static shapes")
     if msg is not None:
         raise LowerError(msg)

@@ -11,6 +11,11 @@ class PlaitError(Exception):
     """Base class of every error plait raises on bad input or bad use."""
 
 
+class UsageError(PlaitError):
+    """A command-line flag is misused or its value is wrong (``plait`` exits with 2, like argparse's own
+    errors)."""
+
+
 class RegistryError(PlaitError, KeyError):
     """Unknown or duplicate name in a registry."""
 

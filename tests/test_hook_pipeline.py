@@ -1,13 +1,16 @@
 """The hook contract in the multi-piece pipeline: broken hooks are reported naming the hook, the kind,
 the piece and the function; the region functions a hook sees; external runtimes."""
 
+import json
+
 import numpy as np
 import pytest
 
 import plait
 from plait import relay
 from plait.errors import PlaitError
-from plait.executor import GraphModule
+from plait.executor import GraphArtifact, GraphModule
+from plait.runtime.formats import ModuleFormat
 from plait.relay import IRModule
 from plait.runtime.module import PyModule
 from plait.target.testing import isolated_registry, register_test_backend
@@ -150,3 +153,55 @@ def test_tuple_values_cross_an_external_region_boundary_as_tensors(place):
     assert {p.call.meta["name"] for p in art.placement if p.piece == "ort"} == pinned
     (got,) = GraphModule(art)(x=xv)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+class ReluModule(PyModule):
+    """A plugin's own runtime module type: a relu under one symbol (what an external compiler's library
+    would be); written into an artifact as ``.relu`` by the format its backend declares."""
+
+    def __init__(self, symbol: str):
+        def run(x, out):
+            np.copyto(out, np.maximum(x, 0))
+            return 0
+
+        super().__init__({symbol: run})
+        self.symbol = symbol
+
+
+def _save_relu(m, path):
+    path.write_text(m.symbol, encoding="utf-8")
+    return []
+
+
+RELU_FORMAT = ModuleFormat(".relu", ReluModule, save=_save_relu,
+                           load=lambda data, path, entry, sigs: ReluModule(data.decode("utf-8")),
+                           fields=lambda m: {"version": 1})
+
+
+def test_a_plugin_runtime_module_type_is_exported_and_loaded_again_by_its_backends_format(broken, tmp_path):
+    register_test_backend("broken", doc="test kind: its own runtime module type", can_host=False,
+                          module_formats=(RELU_FORMAT,), supports=lambda call, target: call.op_name == "nn.relu",
+                          relay_to_runtime=lambda func, target: ReluModule(func.attrs["global_symbol"]))
+    art = plait.build(model(), TARGET, place="/relu=acc")
+    out = art.export(tmp_path / "a")
+    manifest = json.loads((out / "manifest.json").read_text())
+    relu = [e for e in manifest["modules"] if e["file"] and e["file"].endswith(".relu")]
+    assert len(relu) == 1 and relu[0]["version"] == 1
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    loaded = GraphArtifact.load(out)
+    assert any(isinstance(m, ReluModule) for m in loaded.lib.walk())
+    (y,) = GraphModule(loaded)(x=x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0) + np.float32(0.5))
+
+
+def test_a_module_no_format_writes_is_a_clear_export_error(broken, tmp_path):
+    class Stranger(PyModule):  # a PyModule subclass with functions and no format
+        pass
+
+    register_test_backend("broken", doc="test kind", can_host=False,
+                          supports=lambda call, target: call.op_name == "nn.relu",
+                          relay_to_runtime=lambda func, target: Stranger({func.attrs["global_symbol"]: lambda x, o: 0}))
+    art = plait.build(model(), TARGET, place="/relu=acc")
+    with pytest.raises(PlaitError) as e:
+        art.export(tmp_path / "b")
+    assert "it is a PyModule" in str(e.value) and "Python functions cannot be written to a file" in str(e.value)

@@ -75,3 +75,46 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     d.write_text("s = ort.InferenceSession(m)\n")
     e.write_text("s = ort.InferenceSession(m)\n")
     assert sessions_made_outside([a, d, e], ("k/",), tmp_path) == ["d.py"]
+
+
+def executor_name_dispatch(paths: list[Path], names: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line: 'name'`` for every string literal equal to an executor's name used to dispatch:
+    compared (``==``, ``in (...)``), a dict key, a match arm. Argument defaults and help texts are no
+    dispatch and not reported."""
+    def literals(node: ast.AST):
+        if isinstance(node, ast.Constant) and node.value in names:
+            yield node
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            for e in node.elts:
+                yield from literals(e)
+
+    out = []
+    for p in paths:
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Compare):
+                found = [h for x in (n.left, *n.comparators) for h in literals(x)]
+            elif isinstance(n, ast.Dict):
+                found = [h for k in n.keys if k is not None for h in literals(k)]
+            elif isinstance(n, ast.MatchValue):
+                found = list(literals(n.value))
+            else:
+                continue
+            out += [(p.relative_to(root).as_posix(), h.lineno, h.value) for h in found]
+    return [f"{f}:{line}: {v!r}" for f, line, v in sorted(out)]
+
+
+def test_no_code_outside_the_executor_package_dispatches_on_an_executor_name():
+    from plait.executor import executors
+
+    names = {e.name for e in executors()}
+    paths = [p for p in _sources() if not p.relative_to(PACKAGE).as_posix().startswith("executor/")]
+    assert executor_name_dispatch(paths, names) == []
+
+
+def test_the_dispatch_check_finds_comparisons_keys_and_match_arms(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text('def f(executor="vm", x=None):\n    help = "graph or vm"\n    if executor == "aot":\n'
+                   '        return {"vm": 1}\n    if executor in ("graph", "other"):\n        return 2\n'
+                   '    match executor:\n        case "vm":\n            return 3\n')
+    assert executor_name_dispatch([src], {"graph", "aot", "vm"}, tmp_path) == [
+        "m.py:3: 'aot'", "m.py:4: 'vm'", "m.py:5: 'graph'", "m.py:8: 'vm'"]

@@ -12,6 +12,7 @@
                [--measure wall|analytic]  search every function's schedule knobs; tuning records
     plait ops                             list the registered operators
     plait targets [--explain TARGET]      list target kinds, tags and hooks; explain a target string
+    plait executors                       list the executors with their capabilities and flags
 
 Global flags (before or after the command): --version, -v/--verbose (stage times, compile-cache hits),
 -q/--quiet (results and errors only); see docs/cli.md, "Version, verbosity and progress".
@@ -71,6 +72,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
     "ops": (_info.ops_args, _info.cmd_ops, "list the registered operators"),
     "targets": (_info.targets_args, _info.cmd_targets,
                 "list target kinds (options, hooks), tags and hooks; or explain a target string"),
+    "executors": (_info.executors_args, _info.cmd_executors,
+                  "list the executors (graph, aot, vm and any plugin's) with their capabilities and flags"),
 }
 
 

@@ -1,5 +1,5 @@
-"""``plait run DIR``: run an artifact written by ``plait compile -o DIR``: a graph artifact with the graph
-executor, a VM artifact (``vm.json``, ``plait compile --executor vm``) with the VM.
+"""``plait run DIR``: run an artifact written by ``plait compile -o DIR`` with the executor that wrote it
+(the one whose marker file, e.g. ``graph.json`` or ``vm.json``, the directory holds).
 
 The contract is that of running a model: ``--inputs`` (keyed by the artifact's input names), ``--fill``
 and ``--seed`` for the inputs not given, ``--output`` (keyed by its output names), ``--max-memory``.
@@ -18,8 +18,6 @@ from plait.cli.common import UsageError, memory_limit
 from plait.errors import PlaitError
 
 MANIFEST = "manifest.json"
-GRAPH = "graph.json"
-VM = "vm.json"
 
 
 def build_only_flags(args: argparse.Namespace) -> list[str]:
@@ -37,8 +35,9 @@ def run_artifact(args: argparse.Namespace) -> int:
     from plait.cli.notes import note_inputs
     from plait.cli.outputs import check_output_file, print_outputs
     from plait.cli.timing import run_timed
-    from plait.executor.artifact import GraphArtifact
-    from plait.executor.graph import GraphModule
+    from plait.cli.common import refuse_missing
+    from plait.executor import executors
+    from plait.executor.base import RunOptions
     from plait.relay.input_files import load_inputs
     from plait.relay.io import fill_inputs
 
@@ -48,26 +47,24 @@ def run_artifact(args: argparse.Namespace) -> int:
         raise UsageError(f"{' and '.join(flags)} cannot be used with '{path}': an exported artifact is already "
                          "built (for the target it was compiled for); give a model file to build it again")
     limit = memory_limit(args)
-    if not os.path.isfile(os.path.join(path, MANIFEST)) and not os.path.exists(os.path.join(path, GRAPH)):
+    owners = [e for e in executors() if e.marker and os.path.exists(os.path.join(path, e.marker))]
+    if not os.path.isfile(os.path.join(path, MANIFEST)) and not owners:
         raise PlaitError(f"'{path}' is a directory but not an exported artifact (no {MANIFEST}); run a model file, "
                          "or a directory written by plait compile -o")
     if args.output is not None:
         check_output_file(args.output)
-    if os.path.isfile(os.path.join(path, VM)):
-        from plait.executor.vm import VirtualMachine
-        from plait.executor.vm_exec import VMExecutable
-
-        if args.profile:
-            raise UsageError(f"--profile needs a graph artifact; '{path}' is a VM artifact")
-        exe = VMExecutable.load(path, memory_limit=limit)
-        check_runnable(exe, path)
-        types = vm_input_types(exe)
-        module: Any = VirtualMachine(exe, memory_limit=limit)
-    else:
-        art = GraphArtifact.load(path, memory_limit=limit)
-        check_runnable(art, path)
-        types = input_types(art.graph)
-        module = GraphModule(art, memory_limit=limit)
+    # the executor whose marker file is there; without one the default executor's checks say what is missing
+    executor = owners[0] if owners else executors()[0]
+    if args.profile:
+        try:
+            refuse_missing(executor, "profiles", "--profile")
+        except UsageError:
+            have = " or ".join(e.title for e in executors() if e.capabilities.profiles)
+            raise UsageError(f"--profile needs a {have} artifact; '{path}' is a {executor.title} artifact") from None
+    art = executor.load(path, memory_limit=limit)
+    check_runnable(art, path)
+    types = executor.input_types(art)
+    module: Any = executor.runner(art, RunOptions(memory_limit=limit, args=args))
     given = load_inputs(args.inputs, list(types), limit) if args.inputs else {}
     inputs = fill_inputs(types, given, seed=args.seed, memory_limit=limit, fill=args.fill)
     note_inputs(types, given, args.fill, args.seed)
@@ -84,23 +81,3 @@ def check_runnable(art, path: str) -> None:
         raise PlaitError(f"'{path}' was compiled for another device (target '{art.target}'; its library is C source "
                          "for that device), which this machine cannot run; to simulate it here, run the model with "
                          f"plait run MODEL --target '{art.target}'")
-
-
-def vm_input_types(exe: Any) -> dict:
-    """A VM artifact's inputs in order: name -> TensorType (from its registers, checked on load)."""
-    from plait.ir.types import TensorType
-
-    regs = {i.func: exe.registers[i.dst[0]] for i in exe.instructions if i.op == "input"}
-    return {n: TensorType(tuple(regs[n]["shape"]), regs[n]["dtype"]) for n in exe.input_names}
-
-
-def input_types(graph: dict) -> dict:
-    """The artifact's inputs in order: name -> TensorType (from the graph's entries, checked on load)."""
-    from plait.ir.types import TensorType
-
-    nodes, entries = graph["nodes"], graph["entries"]
-    out = {}
-    for i in graph["inputs"]:
-        e = entries[nodes[i]["outputs"][0]]
-        out[nodes[i]["name"]] = TensorType(tuple(e["shape"]), e["dtype"])
-    return out

@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from plait.errors import PlaitError
-
-
-class UsageError(PlaitError):
-    """A flag's value is wrong (exit code 2, like argparse's own errors)."""
+from plait.errors import PlaitError, UsageError  # UsageError: a flag's value is wrong (exit code 2)
 
 
 def load_model(path: str, shape_overrides: dict | None = None):
@@ -144,11 +140,47 @@ def no_placement(args: argparse.Namespace) -> dict:
     return {}
 
 
-def executor_flag(p: argparse.ArgumentParser) -> None:
-    """--executor (run, compile)."""
-    p.add_argument("--executor", choices=("graph", "aot", "vm"), default=None,
-                   help="graph (default: JSON graph + params + library), aot (plain C with a fixed memory map) or "
-                        "vm (bytecode with control flow: If, Loop; compile --print shows it), see docs/executors.md; with run, --executor without --target compiles for target c")
+def executor_flag(p: argparse.ArgumentParser, command: str) -> None:
+    """--executor, and every executor's own flags for ``command`` (run, compile), from the registry."""
+    from plait.executor import executors
+
+    all_ = executors()
+    p.add_argument("--executor", choices=[e.name for e in all_], default=None,
+                   help="; ".join(f"{e.name}: {e.summary}" for e in all_) + " (docs/executors.md; plait executors "
+                        "lists them with their capabilities); with run, --executor without --target compiles for "
+                        "target c")
+    for e in all_:
+        for f in e.flags:
+            if f.command == command:
+                f.add_to(p)
+
+
+def chosen_executor(args: argparse.Namespace, command: str):
+    """The executor ``--executor`` names (the first listed without it); a UsageError for another
+    executor's flags given with it, grouped per executor ("--name and --align need --executor aot")."""
+    from plait.executor import executors, get_executor
+
+    all_ = executors()
+    chosen = get_executor(args.executor) if args.executor else all_[0]
+    for e in all_:
+        if e is chosen:
+            continue
+        given = [f for f in e.flags if f.command == command and f.given(args)]
+        if given:
+            names = " and ".join(f.shown(args) for f in given)
+            raise UsageError(f"{names} need{'s' if len(given) == 1 else ''} --executor {e.name}{given[0].refusal}")
+    return chosen
+
+
+def refuse_missing(executor, capability: str, flag: str) -> None:
+    """A UsageError when ``executor`` lacks ``capability`` that ``flag`` needs, naming the executors
+    that have it ("--profile needs --executor graph: the AOT entry point runs the whole model in one call")."""
+    from plait.executor import executors
+
+    if getattr(executor.capabilities, capability):
+        return
+    have = " or ".join(f"--executor {e.name}" for e in executors() if getattr(e.capabilities, capability))
+    raise UsageError(f"{flag} needs {have or 'an executor that can'}{executor.refusals.get(capability, '')}")
 
 
 def build(mod, opts: dict, config: dict | None = None, opt_level: int = 2, executor: str = "graph"):

@@ -35,7 +35,7 @@ def memory_plan(placed, ct, ctx) -> dict:
         graph, _ = graph_codegen(lowered.mod)
     except PlaitError as exc:
         return {"error": str(exc)}
-    return {"pools": [{**p, "ram_bytes": _ram(ct, p["piece"])} for p in graph["pools"]], "graph": graph}
+    return {"pools": [{**p, "ram_bytes": _ram(ct, p["piece"])} for p in graph["pools"]], "planned_graph": graph}
 
 
 def _ram(ct, piece: str):
@@ -56,7 +56,7 @@ def memory_summary(memory: dict) -> str:
         return f"memory plan: not available: {memory['error']}\n"
     if not memory:
         return ""
-    lines = pool_lines(memory["graph"]) or ["  no pools (the model has no activations or workspaces)"]
+    lines = pool_lines(memory["planned_graph"]) or ["  no pools (the model has no activations or workspaces)"]
     for k, p in enumerate(memory["pools"]):
         if k < len(lines) and p["ram_bytes"]:
             lines[k] += f"; {p['bytes'] / p['ram_bytes']:.0%} of the piece's {p['ram_bytes']:,} B of RAM"
@@ -84,7 +84,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                      then=lambda placed, ct, ctx: memory.update(memory_plan(placed, ct, ctx)))
     if args.json:
         print(json.dumps({**json.loads(report.to_json()),
-                          "memory_plan": {k: v for k, v in memory.items() if k != "graph"}},
+                          "memory_plan": {k: v for k, v in memory.items() if k != "planned_graph"}},
                          indent=1))
     else:
         text = report.text()

@@ -95,3 +95,16 @@ def cmd_targets(args: argparse.Namespace) -> int:
 
     print(explain(args.explain) if args.explain is not None else describe_registry(), end="")
     return 0
+
+
+def executors_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def cmd_executors(args: argparse.Namespace) -> int:
+    """Every registered executor: its summary, capabilities and own flags (plait.executor.EXECUTORS)."""
+    from plait.executor import executors
+
+    for e in executors():
+        print(e.describe())
+    return 0

@@ -7,13 +7,14 @@ import argparse
 import os
 
 from plait.cli.common import (
-    UsageError, build, build_config, build_flags, executor_flag, int_at_least, memory_limit, no_placement, placement_flags,
-    placement_options, print_placement, shape_flags,
+    UsageError, build, build_config, build_flags, chosen_executor, executor_flag, int_at_least, memory_limit,
+    no_placement, placement_flags, placement_options, print_placement, refuse_missing, shape_flags,
 )
 from plait.cli.outputs import check_output_file, print_outputs
 from plait.cli.progress import stage
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.timing import check_timing_flags, run_timed, timing_args
+from plait.executor.base import RunOptions
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
@@ -32,12 +33,7 @@ def run_args(p: argparse.ArgumentParser) -> None:
     shape_flags(p)
     placement_flags(p)
     build_flags(p)
-    executor_flag(p)
-    p.add_argument("--on", choices=("host", "qemu"), default="host",
-                   help="--executor aot: run on this machine (host, default) or as firmware on the target's "
-                        "emulated board (qemu: qemu-system-arm; a Cortex-M target, see docs/embedded.md)")
-    p.add_argument("--qemu-timeout", type=float, default=None, metavar="S",
-                   help="--on qemu: the time limit of one QEMU run in seconds (default 60)")
+    executor_flag(p, "run")
     timing_args(p)
 
 
@@ -54,14 +50,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.executor is not None and not args.target:
         args.target = "c"  # an executor runs compiled code
-    if args.on == "qemu" and args.executor != "aot":
-        raise UsageError("--on qemu needs --executor aot: the firmware is the AOT executor's C")
-    if args.qemu_timeout is not None and (args.on != "qemu" or not args.qemu_timeout > 0):
-        raise UsageError("--qemu-timeout needs --on qemu and a positive number of seconds")
-    if args.executor == "vm" and args.profile:
-        raise UsageError("--profile needs --executor graph")
-    if args.executor == "aot" and args.profile:
-        raise UsageError("--profile needs --executor graph: the AOT entry point runs the whole model in one call")
+    executor = chosen_executor(args, "run")
+    executor.configure(args, "run")
+    if args.profile and args.target:
+        refuse_missing(executor, "profiles", "--profile")
     opts = placement_options(args) if args.target else no_placement(args)
     shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)
     if args.opt_level is not None and not args.target:
@@ -72,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_output_file(args.output)
     mod = load_with_shapes(args.model, shapes)
     if args.target:
-        check_static(mod, args.model, executor=args.executor or "graph")
+        check_static(mod, args.model, executor=executor.name)
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}
     if not args.target:
         check_static(mod, args.model, missing=[n for n in input_names(mod) if n not in given])
@@ -80,31 +72,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.target:
         # pieces for other devices (e.g. Cortex-M) are compiled for this host too, to run here
         art = build(mod, opts, config={"c.host_simulation": True, **build_config(args, limit)}, opt_level=opt_level,
-                    executor=args.executor or "graph")
-        if args.on != "qemu":
+                    executor=executor.name)
+        options = RunOptions(memory_limit=limit, args=args, progress=stage)
+        if not executor.on_device(options):
             note_simulation(art, opts["target"])
         print_placement(art)
-        if args.on == "qemu":
-            from plait.executor.qemu import DEFAULT_TIMEOUT_S, QemuModule
-
-            stage("building the firmware")
-            gm = QemuModule(art, timeout_s=args.qemu_timeout or DEFAULT_TIMEOUT_S)
-            stage(f"running on board '{gm.board.name}' under QEMU")
-        elif args.executor == "aot":
-            stage("running")
-            from plait.executor.aot_run import AotModule
-
-            gm = AotModule(art)
-        elif args.executor == "vm":
-            stage("running")
-            from plait.executor.vm import VirtualMachine
-
-            gm = VirtualMachine(art, memory_limit=limit)
-        else:
-            from plait.executor.graph import GraphModule
-
-            stage("running")
-            gm = GraphModule(art, memory_limit=limit)
+        gm = executor.runner(art, options)
         note_inputs(input_names(mod), given, args.fill, args.seed)
         run_model = lambda: gm(**inputs)  # noqa: E731
     else:

@@ -95,11 +95,12 @@ def check_static(mod: Any, path: str, missing: Sequence[str] | None = None, exec
     """Before a build for ``executor`` (``missing`` None), or before making random inputs for the inputs named
     in ``missing``: a PlaitError naming the first input with a symbolic dim and the --input-shapes that fix it
     (and, before a build, ``--executor vm``, which takes symbolic dims: nothing to check for it)."""
-    from plait.executor import SYMBOLIC_SHAPE_EXECUTORS
+    from plait.executor import executors, get_executor
     from plait.relay.io import symbolic_dim_error
 
-    if missing is None and executor in SYMBOLIC_SHAPE_EXECUTORS:
+    if missing is None and get_executor(executor).capabilities.symbolic_shapes:
         return
+    takes = " or ".join(f"--executor {e.name}" for e in executors() if e.capabilities.symbolic_shapes)
     relay = path.endswith(".relay")
 
     def how(examples: Mapping[str, tuple]) -> str:
@@ -109,7 +110,7 @@ def check_static(mod: Any, path: str, missing: Sequence[str] | None = None, exec
         return f'{"give them" if missing is None else "the shape"} with --input-shapes "{format_shapes(examples)}"'
 
     if missing is None:
-        msg = symbolic_dim_error(mod, lambda ex: f"{how(ex)}, or use --executor vm",
+        msg = symbolic_dim_error(mod, lambda ex: f"{how(ex)}, or use {takes}",
                                  need=f"the {executor} executor needs static shapes")
     else:
         msg = symbolic_dim_error(mod, lambda ex: f"give the input in --inputs, or {how(ex)}", names=missing,

@@ -6,46 +6,106 @@ Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
 checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
 
-Each executor registers its codegen in :data:`EXECUTORS`: ``codegen(mod, lib, target, config) -> artifact``,
-where ``mod`` is the lowered IRModule (``main`` calls only PrimFuncs) and ``lib`` the runtime module
-implementing them, ``config`` the build's PassContext config. ``plait.build(..., executor=NAME)`` looks
-the name up here.
+Each executor is one :class:`~plait.executor.base.Executor` subclass (``graph_executor``,
+``aot_executor``, ``vm_executor``), registered in :data:`EXECUTORS` by name: its capabilities, its
+command-line flags, ``codegen(mod, lib, target, config) -> artifact`` (``mod`` the lowered IRModule whose
+``main`` calls only PrimFuncs, ``lib`` the runtime module implementing them), ``load`` and ``runner``.
+``plait.build(..., executor=NAME)`` and the CLI ask :func:`get_executor`; nothing outside this package
+branches on an executor's name. In-tree executors come from :data:`MANIFEST` (loaded lazily, like the
+backends' manifest); out-of-tree ones from entry points of the ``plait.executors`` group::
+
+    [project.entry-points."plait.executors"]
+    trace = "mypkg.trace:TracingExecutor"      # a plait.executor.Executor subclass
+
+or :func:`register_executor` at run time.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib
+import threading
+from importlib import metadata
+from typing import Any
 
+from plait.errors import PlaitError
+from plait.executor.base import Capabilities, Executor, Flag, RunOptions, check_executor
 from plait.registry import Registry
 
-EXECUTORS: Registry[Callable[..., Any]] = Registry("executor")
+EXECUTORS: Registry[Executor] = Registry("executor")
+#: the in-tree executors, in the order the CLI lists them: name -> "module:Class"
+MANIFEST: dict[str, str] = {
+    "graph": "plait.executor.graph_executor:GraphExecutor",
+    "aot": "plait.executor.aot_executor:AotExecutor",
+    "vm": "plait.executor.vm_executor:VMExecutor",
+}
+GROUP = "plait.executors"
+_failed: dict[str, PlaitError] = {}
+_lock = threading.RLock()
 
 
-def _graph(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
-    from plait.executor.graph import graph_executor_codegen
-
-    return graph_executor_codegen(mod, lib, target)
-
-
-def _aot(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
-    from plait.executor.aot import aot_executor_codegen
-
-    return aot_executor_codegen(mod, lib, target or "c", config)
+def register_executor(executor: Any) -> Executor:
+    """Register ``executor`` (an :class:`Executor` instance or subclass) under its name; returns it."""
+    ex = check_executor(executor)
+    with _lock:
+        return EXECUTORS.register(ex.name, ex)
 
 
-def _vm(mod: Any, lib: Any, target: str = "", config: Any = None) -> Any:
-    from plait.executor.vm_codegen import vm_codegen
+def _load(name: str, key: str, load: Any) -> None:
+    """Load and register the executor of a manifest entry or entry point ``key`` unless ``name`` is
+    registered; a failure is remembered and raised again, naming the entry."""
+    with _lock:
+        if name in EXECUTORS:
+            return
+        if key in _failed:
+            raise _failed[key]
+        try:
+            ex = check_executor(load())
+        except PlaitError as exc:
+            _failed[key] = PlaitError(f"cannot load executor '{key}': {exc}")
+            raise _failed[key] from None
+        except Exception as exc:  # a broken plugin: say which one, never a bare traceback
+            _failed[key] = PlaitError(f"cannot load executor '{key}' (entry point group '{GROUP}'): "
+                                      f"{type(exc).__name__}: {exc}")
+            raise _failed[key] from None
+        if ex.name not in EXECUTORS:
+            EXECUTORS.register(ex.name, ex)
 
-    return vm_codegen(mod, lib, target)
+
+def _resolve(value: str) -> Any:
+    module, _, attr = value.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
-EXECUTORS.register("graph", _graph)
-EXECUTORS.register("aot", _aot)
-EXECUTORS.register("vm", _vm)
+def _entry_points() -> list[metadata.EntryPoint]:
+    eps = [ep for ep in metadata.entry_points(group=GROUP)
+           if (getattr(ep, "dist", None) is None or (ep.dist.metadata["Name"] or "").lower() != "plait")]
+    return sorted({f"{ep.name} = {ep.value}": ep for ep in eps}.values(), key=lambda ep: ep.name)
 
-SYMBOLIC_SHAPE_EXECUTORS = frozenset({"vm"})
-"""Executors that take a module with symbolic input dims (lowered with symbolic extents: the shapes of a
-call are known at run time, plait.lowering.shape_func); the others need static shapes."""
+
+def load_executors() -> None:
+    """Load every in-tree executor and every ``plait.executors`` entry point."""
+    for name, value in MANIFEST.items():
+        _load(name, f"{name} = {value}", lambda value=value: _resolve(value))
+    for ep in _entry_points():
+        _load(ep.name, f"{ep.name} = {ep.value}", ep.load)
+
+
+def get_executor(name: str) -> Executor:
+    """The executor called ``name`` (loading only it when it is in-tree); a RegistryError listing close
+    names otherwise."""
+    if name not in EXECUTORS:
+        if name in MANIFEST:
+            _load(name, f"{name} = {MANIFEST[name]}", lambda: _resolve(MANIFEST[name]))
+        else:
+            load_executors()
+    return EXECUTORS.get(name)
+
+
+def executors() -> list[Executor]:
+    """Every executor: the in-tree ones in :data:`MANIFEST` order, then the others by name."""
+    load_executors()
+    names = [n for n in MANIFEST if n in EXECUTORS] + [n for n in EXECUTORS if n not in MANIFEST]
+    return [EXECUTORS.get(n) for n in names]
 
 
 def __getattr__(name: str) -> Any:
@@ -80,5 +140,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 
-__all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "EXECUTORS", "SYMBOLIC_SHAPE_EXECUTORS", "ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
+__all__ = ["AotArtifact", "AotError", "AotModule", "AotRunError", "Capabilities", "EXECUTORS", "Executor",
+           "ExecutorError", "Flag", "MANIFEST", "RunOptions", "executors", "get_executor", "load_executors",
+           "register_executor", "GraphArtifact", "GraphCodegenError", "GraphModule", "MemoryPlan",
            "VMCodegenError", "VMExecutable", "VirtualMachine", "check_graph", "check_params", "plan_memory"]

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plait.errors import PlaitError
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, check_graph, check_params
 from plait.executor.graph_codegen import dumps, graph_codegen_full
@@ -30,7 +31,8 @@ from plait.memory.plan import memory_report
 from plait.executor.params_file import read_params
 from plait.limits import check_bytes
 from plait.relay.module import IRModule
-from plait.runtime.module import CrossModule, CSourceModule, DSOModule, Module, PyModule, load_library
+from plait.runtime.formats import format_for, format_of, suffixes
+from plait.runtime.module import Module, PyModule
 
 OLD_MODULES_FILE = "modules.json"  # the module list of artifacts exported before manifest.json
 
@@ -163,16 +165,9 @@ def export_files(out: Path, main_file: str, main_text: str, params: dict[str, np
         name = entry["file"]
         if name is None:
             continue
-        if name.endswith(".onnx"):
-            m.save(out / name)
-        elif name.endswith(".ll"):
-            (out / name).write_text(m.source, encoding="utf-8")
-        else:
-            m.export_library(out / name)
-        written.append(name)
-        if isinstance(m, CrossModule):  # the object file a firmware build links, next to its C
-            m.export_object(out / (name[:-2] + ".o"))
-            written.append(name[:-2] + ".o")
+        fmt = format_of(m)
+        assert fmt is not None  # _module_entries found it
+        written += [name, *fmt.save(m, out / name)]
     manifest = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION,
         "files": {name: file_record((out / name).read_bytes()) for name in written},
@@ -274,48 +269,63 @@ def check_library(lib: Module, functions: dict[str, Any], where: str, modules: l
 
 
 def _load_file(d: Path, e: dict[str, Any], data: bytes, k: int, manifest: dict[str, Any], where: str) -> Module:
-    """One module from its verified bytes."""
+    """One module from its verified bytes, by the format its file's suffix names
+    (:mod:`plait.runtime.formats`; a backend's formats are registered when its kind loads)."""
     name = e["file"]
+    fmt = _format_for(name)
+    if fmt is None:
+        raise ExecutorError(f"{where}: {name}: no module format reads '{Path(name).suffix}' files (known: "
+                            f"{', '.join(suffixes())}; a plugin backend that wrote it may be missing)")
+    sigs = {f: ("ptr",) * len(s["args"]) for f, s in manifest["functions"].items() if s["module"] == k}
     try:
-        if name.endswith(".so"):
-            return load_library(data, d / name)
-        text = data.decode("utf-8") if not name.endswith(".onnx") else ""
-        if name.endswith(".onnx"):
-            from plait.backends.onnxruntime.module import OrtModule
-
-            return OrtModule(e["symbol"], data, threads=e["threads"], opt_level=e["opt_level"])
-        if name.endswith(".ll"):
-            return _load_llvm(text, e, name)
-        loaded = CSourceModule.from_full_source(text)  # as exported: name and signatures embedded
-        if loaded is not None:
-            return loaded
-        sigs = {f: ("ptr",) * len(s["args"]) for f, s in manifest["functions"].items() if s["module"] == k}
-        return CSourceModule(text, sigs, name=name[:-2])
+        return fmt.load(data, d / name, e, sigs)
     except UnicodeDecodeError:
         raise ExecutorError(f"{where}: {name} is not UTF-8 text") from None
     except ExecutorError:
         raise
     except Exception as exc:  # a PlaitError of the loader, or what a foreign library raises
-        from plait.errors import PlaitError
-
         if not isinstance(exc, PlaitError):
             raise
         raise ExecutorError(f"{where}: {name}: {exc}") from None
 
 
-def _load_llvm(text: str, e: dict[str, Any], name: str) -> Module:
-    """An LLVM module JIT-compiled again; its functions refuse to run when it was compiled for CPU
-    features this machine lacks (they would stop the process on an illegal instruction)."""
-    from plait.backends.llvm.backend import missing_host_features
-    from plait.backends.llvm.module import LLVMModule
+def _kind_formats(load_all: bool) -> None:
+    """Register the module formats the loaded kinds declare (``Backend.module_formats``); with
+    ``load_all``, every in-tree kind and plugin is loaded first."""
+    from plait.runtime.formats import register_format
+    from plait.target.kind import KINDS
 
-    lib = LLVMModule(text, e["signatures"], e.get("symbols"), cpu=e["cpu"], features=e["features"],
-                     opt_level=e["opt_level"], name=name[:-3])
-    lacking = missing_host_features(e["cpu"], e["features"])
-    if lacking:
-        lib.not_runnable = (f"{name} was compiled for cpu '{e['cpu']}' with features this machine lacks "
-                            f"({', '.join(lacking)})")
-    return lib
+    if load_all:
+        from plait.target.plugins import load_plugins
+
+        try:
+            load_plugins()
+        except PlaitError:  # a broken plugin says so when its kind is asked for; here only formats matter
+            pass
+    for name in KINDS:
+        for fmt in KINDS.get(name).backend.module_formats:
+            register_format(fmt)
+
+
+def _format_for(name: str) -> Any:
+    """The format reading the file ``name`` (by its suffix)."""
+    for load_all in (False, True):
+        _kind_formats(load_all)
+        fmt = format_for(name)
+        if fmt is not None:
+            return fmt
+    return None
+
+
+def _module_format(m: Module) -> Any:
+    """The format writing ``m`` (by its type)."""
+    fmt = format_of(m)
+    for load_all in (False, True):
+        if fmt is not None:
+            return fmt
+        _kind_formats(load_all)
+        fmt = format_of(m)
+    return fmt
 
 
 def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
@@ -330,24 +340,14 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
         index[id(m)] = len(order)
         order.append(m)
         stack.extend(m.imported_modules)
-    from plait.backends.llvm.module import LLVMModule
-    from plait.backends.onnxruntime.module import OrtModule
-
     out = []
     for k, m in enumerate(order):
         base = "lib" if k == 0 else f"lib_{k}"
         extra: dict[str, Any] = {}
-        if isinstance(m, OrtModule):  # an ONNX Runtime region: its ONNX model, a session again on load
-            name: str | None = base + ".onnx"
-            extra = {"symbol": m.symbol, "threads": m.threads, "opt_level": m.opt_level}
-        elif isinstance(m, LLVMModule):  # its LLVM IR, JIT-compiled again on load
-            name = base + ".ll"
-            extra = {"signatures": {k: list(v) for k, v in m.signatures.items()}, "symbols": dict(m.symbols),
-                     "cpu": m.cpu, "features": m.features, "opt_level": m.opt_level}
-        elif isinstance(m, DSOModule):
-            name = base + ".so"
-        elif isinstance(m, CSourceModule):
-            name = base + ".c"
+        fmt = _module_format(m)
+        if fmt is not None:  # a compiled library, C source, an ONNX model, LLVM IR, a plugin's own
+            name: str | None = base + fmt.suffix
+            extra = fmt.fields(m)
         elif not m.function_names() and type(m) in (Module, PyModule):
             name = None  # a container: only imports
         elif isinstance(m, PyModule):
@@ -355,15 +355,9 @@ def _module_entries(lib: Module) -> list[tuple[Module, dict[str, Any]]]:
             raise ExecutorError(f"cannot export {_which(k)}: it is a PyModule (functions {', '.join(names[:3])}"
                                 f"{', ...' if len(names) > 3 else ''}) and Python functions cannot be written to a "
                                 "file")
-        elif callable(getattr(m, "export_library", None)):
-            suffix = getattr(m, "export_suffix", ".so")
-            if suffix not in (".so", ".c"):
-                raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} exports "
-                                    f"'{suffix}' files; the graph artifact holds .so and .c modules")
-            name = base + suffix
         else:
-            raise ExecutorError(f"cannot export {_which(k)}: a {type(m).__name__} has no export_library "
-                                "(only compiled or C source modules can be exported)")
+            raise ExecutorError(f"cannot export {_which(k)}: no module format writes a {type(m).__name__} (formats: "
+                                f"{', '.join(suffixes())}; a backend registers its own with Backend.module_formats)")
         out.append((m, {"file": name, "imports": [index[id(x)] for x in m.imported_modules], **extra}))
     return out
 

@@ -32,7 +32,8 @@ MANIFEST_FORMAT = "plait.artifact"
 MANIFEST_VERSION = 1
 GRAPH_FILE, PARAMS_FILE = "graph.json", "params.npz"
 VM_FILE = "vm.json"  # a VM artifact's bytecode, in place of graph.json
-MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(so|c|onnx|ll)")
+#: a module's file: lib[_k] and the suffix of its format (plait.runtime.formats: .so, .c, .onnx, .ll, a plugin's)
+MODULE_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.(?!o\Z)[a-z][a-z0-9_]{0,15}")
 OBJECT_FILE = re.compile(r"lib(_[1-9][0-9]*)?\.o")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ARG_KINDS = ("ptr", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",

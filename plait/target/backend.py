@@ -104,6 +104,9 @@ class Backend:
     #: does this kind's own ``tir_to_runtime`` write portable C from the PrimFuncs (so that executors that
     #: compile the C themselves, AOT and firmware, can build its calls)? See :meth:`generates_c`.
     emits_c: ClassVar[bool] = False
+    #: how the runtime modules this kind's code generation returns are written into an artifact and read
+    #: again (:class:`plait.runtime.formats.ModuleFormat`); the executors' artifact code registers them
+    module_formats: ClassVar[tuple[Any, ...]] = ()
 
     # ---- options ---------------------------------------------------------------------------------
 

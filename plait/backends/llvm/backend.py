@@ -23,7 +23,9 @@ from typing import Any, Sequence
 from plait.backends.llvm.dot import vnni_bits
 from plait.backends.llvm.emit import LLVMCodegenError, LLVMFunctionEmitter
 from plait.backends.llvm.ir_text import HALF_SYMBOLS, RUNTIME_SYMBOLS, ModuleState
+from plait.backends.llvm.module import LLVMModule
 from plait.errors import PlaitError
+from plait.runtime.formats import ModuleFormat
 from plait.target.backend import Backend, option
 from plait.target.cpus import LLVM_X86_CPUS, check_cpu, llvm_cpus
 from plait.target.tags import LLVM_TAGS
@@ -282,6 +284,29 @@ def _on_x86() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 
+def _save_ir(m: LLVMModule, path: Any) -> list[str]:
+    m.export_library(path)  # the LLVM IR text, as generated
+    return []
+
+
+def _load_ir(data: bytes, path: Any, entry: Any, sigs: Any) -> LLVMModule:
+    """An LLVM module JIT-compiled again; its functions refuse to run when it was compiled for CPU
+    features this machine lacks (they would stop the process on an illegal instruction)."""
+    lib = LLVMModule(data.decode("utf-8"), entry["signatures"], entry.get("symbols"), cpu=entry["cpu"],
+                     features=entry["features"], opt_level=entry["opt_level"], name=path.stem)
+    lacking = missing_host_features(entry["cpu"], entry["features"])
+    if lacking:
+        lib.not_runnable = (f"{path.name} was compiled for cpu '{entry['cpu']}' with features this machine "
+                            f"lacks ({', '.join(lacking)})")
+    return lib
+
+
+#: an LLVMModule in an artifact: its LLVM IR (``lib_<k>.ll``), JIT-compiled again on load
+LLVM_IR_FORMAT = ModuleFormat(".ll", LLVMModule, save=_save_ir, load=_load_ir, fields=lambda m: {
+    "signatures": {k: list(v) for k, v in m.signatures.items()}, "symbols": dict(m.symbols), "cpu": m.cpu,
+    "features": m.features, "opt_level": m.opt_level})
+
+
 @dataclass(frozen=True)
 class LLVMOptions:
     """Options of the ``llvm`` kind."""
@@ -300,6 +325,7 @@ class LLVMBackend(Backend):
     default_keys = ("cpu",)
     identity = ("mcpu",)
     tags = LLVM_TAGS
+    module_formats = (LLVM_IR_FORMAT,)
 
     def validate(self, options: dict[str, Any]) -> None:
         _validate_llvm(options)

@@ -31,6 +31,7 @@ from plait.ir.op import Op
 from plait.ir.types import TensorType, tensor_leaves
 from plait.relay.expr import Call, Constant, Function, Var
 from plait.backends.onnxruntime.module import OrtModule, import_onnxruntime, session_options
+from plait.runtime.formats import ModuleFormat
 from plait.target.backend import Backend, option
 
 def _options(target: Any) -> tuple[int, int, int]:
@@ -232,6 +233,21 @@ class OrtOptions:
                                        "measurement; timings vary from run to run)")
 
 
+def _save_onnx(m: OrtModule, path: Any) -> list[str]:
+    m.save(path)
+    return []
+
+
+def _load_onnx(data: bytes, path: Any, entry: Any, sigs: Any) -> OrtModule:
+    """An ONNX Runtime region again: a session on its ONNX model."""
+    return OrtModule(entry["symbol"], data, threads=entry["threads"], opt_level=entry["opt_level"])
+
+
+#: an OrtModule in an artifact: its ONNX model (``lib_<k>.onnx``) and what makes the session again
+ONNX_FORMAT = ModuleFormat(".onnx", OrtModule, save=_save_onnx, load=_load_onnx,
+                           fields=lambda m: {"symbol": m.symbol, "threads": m.threads, "opt_level": m.opt_level})
+
+
 class OnnxRuntimeBackend(Backend):
     """Regions exported to ONNX and run by an ONNX Runtime session (external code generation)."""
 
@@ -241,6 +257,7 @@ class OnnxRuntimeBackend(Backend):
     can_host = False
     doc = "ONNX Runtime (CPU execution provider): functions placed here are exported to ONNX and run by a session"
     default_keys = ("onnxruntime", "cpu")
+    module_formats = (ONNX_FORMAT,)
 
     def relay_to_runtime(self, func: Function, target: Any) -> OrtModule:
         return relay_to_runtime(func, target)
