@@ -1,6 +1,6 @@
 """Executors: what runs a lowered module. ``graph`` (JSON graph + params + library), ``aot`` (plain C
 with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``) and ``vm`` (bytecode interpreted in Python:
-``vm_exec``, ``vm_codegen``, ``vm_shapes``, ``vm``; control flow, run-time allocation).
+``vm_insn``, ``vm_exec``, ``vm_codegen``, ``vm_shapes``, ``vm``; control flow, run-time allocation).
 
 Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
 ``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
@@ -109,7 +109,11 @@ def executors() -> list[Executor]:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("GraphArtifact", "GraphModule", "ExecutorError", "GraphCodegenError"):
+    if name == "GraphArtifact":
+        from plait.executor import artifact
+
+        return artifact.GraphArtifact
+    if name in ("GraphModule", "ExecutorError", "GraphCodegenError"):
         from plait.executor import graph
 
         return getattr(graph, name)

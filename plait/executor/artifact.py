@@ -22,6 +22,7 @@ import numpy as np
 from plait.errors import PlaitError
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, check_graph, check_params
+from plait.executor.graph import GraphModule
 from plait.executor.graph_codegen import dumps, graph_codegen_full
 from plait.executor.manifest import (
     GRAPH_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
@@ -107,8 +108,7 @@ class GraphArtifact(BuildRecord):
         return graph
 
     def module(self) -> Any:
-        from plait.executor.graph import GraphModule
-
+        """A :class:`~plait.executor.graph.GraphModule` running this artifact."""
         return GraphModule(self)
 
     def __repr__(self) -> str:
@@ -366,4 +366,9 @@ def _which(k: int) -> str:
     return "the library" if k == 0 else f"module {k} imported by the library"
 
 
-__all__ = ["GraphArtifact", "check_library", "export_files", "load_files"]
+def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> GraphArtifact:
+    """The ``graph`` executor's codegen (:class:`~plait.executor.graph_executor.GraphExecutor`)."""
+    return GraphArtifact.from_module(mod, lib, target)
+
+
+__all__ = ["GraphArtifact", "check_library", "export_files", "graph_executor_codegen", "load_files"]

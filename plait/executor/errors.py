@@ -1,4 +1,5 @@
-"""The graph executor's error type (its own module so that the checkers and the runtime share it)."""
+"""The executors' error types (their own module so that the checkers, the code generators and the runtimes share
+them without importing each other)."""
 
 from __future__ import annotations
 
@@ -10,4 +11,12 @@ class ExecutorError(PlaitError):
     runtime function, a failed call."""
 
 
-__all__ = ["ExecutorError"]
+class GraphCodegenError(PlaitError):
+    """``main`` cannot be turned into a graph (not lowered, unsupported construct, symbolic shape)."""
+
+
+class VMCodegenError(PlaitError):
+    """The module cannot be compiled to VM bytecode (yet)."""
+
+
+__all__ = ["ExecutorError", "GraphCodegenError", "VMCodegenError"]

@@ -28,15 +28,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from plait.executor.artifact import GraphArtifact
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import node_label
-from plait.executor.graph_codegen import GraphCodegenError
+from plait.executor.errors import GraphCodegenError  # noqa: F401 - re-exported
 from plait.memory.plan import entry_bytes
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes
-from plait.relay.module import IRModule
 from plait.runtime.module import Module, RuntimeError_
 
 BUFFER_ALIGN = 64
@@ -115,7 +113,7 @@ class _Program:
     """What every copy of a :class:`GraphModule` shares: the checked graph, the resolved functions and
     the params' buffers (read-only; no call writes a param, the checks make sure of it)."""
 
-    artifact: GraphArtifact
+    artifact: Any
     graph: dict[str, Any]
     storage_bytes: tuple[int, ...]
     pool_bytes: tuple[tuple[int, int], ...]  # (bytes, alignment) per pool
@@ -124,7 +122,7 @@ class _Program:
     memory_limit: int | str | None
 
 
-def _prepare(artifact: GraphArtifact, memory_limit: int | str | None) -> _Program:
+def _prepare(artifact: Any, memory_limit: int | str | None) -> _Program:
     """Check the artifact, check the byte total against the memory limit, find every function, and
     only then allocate and fill the params' buffers."""
     graph = artifact.check()
@@ -177,13 +175,14 @@ class GraphModule:
     it, or give each thread its own :meth:`copy` (copies run at the same time).
     """
 
-    def __init__(self, artifact: GraphArtifact, *, memory_limit: int | str | None = None):
+    def __init__(self, artifact: Any, *, memory_limit: int | str | None = None):
         """Checks the artifact (:meth:`GraphArtifact.check`) and allocates its buffers.
         ``memory_limit``: the most bytes of buffers the graph may allocate (bytes or a size string,
         see :mod:`plait.limits`; None: the default limit), checked before anything is allocated."""
         if isinstance(artifact, GraphModule):
             artifact = artifact.artifact
-        if not isinstance(artifact, GraphArtifact):
+        # a GraphArtifact (plait.executor.artifact, which imports this module for GraphArtifact.module)
+        if not (isinstance(getattr(artifact, "graph_json", None), str) and hasattr(artifact, "check")):
             raise ExecutorError(f"GraphModule needs a GraphArtifact (from plait.build), got {type(artifact).__name__}")
         self._setup(_prepare(artifact, memory_limit))
 
@@ -339,10 +338,4 @@ class GraphModule:
                 f"outputs: {', '.join(self.output_names)})")
 
 
-def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> GraphArtifact:
-    """The ``graph`` executor's codegen, as registered in :data:`plait.executor.EXECUTORS`."""
-    return GraphArtifact.from_module(mod, lib, target)
-
-
-__all__ = ["ExecutorError", "GraphArtifact", "GraphCodegenError", "GraphModule", "TensorInfo",
-           "graph_executor_codegen"]
+__all__ = ["ExecutorError", "GraphCodegenError", "GraphModule", "TensorInfo"]

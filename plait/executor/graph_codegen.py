@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from plait.errors import PlaitError
+from plait.executor.errors import GraphCodegenError
 from plait.executor.graph_check import GRAPH_FORMAT, GRAPH_VERSION, NODE_OPS, STORAGE_KINDS  # noqa: F401
 from plait.executor.manifest import signature
 from plait.memory.plan import entry_bytes, plan_memory  # noqa: F401 - re-exported
@@ -55,10 +55,6 @@ from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tup
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
 
-
-
-class GraphCodegenError(PlaitError):
-    """``main`` cannot be turned into a graph (not lowered, unsupported construct, symbolic shape)."""
 
 
 # A value during serialization: an entry id, or a tuple of values (nested like the Relay type).

@@ -16,7 +16,7 @@ class GraphExecutor(Executor):
     marker = "graph.json"
 
     def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.graph import graph_executor_codegen
+        from plait.executor.artifact import graph_executor_codegen
 
         return graph_executor_codegen(mod, lib, target)
 

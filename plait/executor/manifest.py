@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from plait.executor.errors import ExecutorError
+from plait.executor.errors import ExecutorError, GraphCodegenError
 from plait.executor.graph_check import ROLES, _short, check_functions, is_int, nbytes
 
 MANIFEST_FILE = "manifest.json"
@@ -47,7 +47,6 @@ def signature(fn: Any, symbol: str, node: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments of the lowered function ``fn`` as the graph executor passes them: per buffer
     parameter its role, dtype, static shape and bytes. Roles come from the function's own
     ``num_inputs`` / ``workspace_param`` attrs (else from the first call, ``node``)."""
-    from plait.executor.graph_codegen import GraphCodegenError
     from plait.tir.stmt import Buffer
 
     params = list(fn.params)

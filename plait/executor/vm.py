@@ -31,7 +31,7 @@ import numpy as np
 from plait.executor.errors import ExecutorError
 from plait.executor.graph import BUFFER_ALIGN, _find_function, _view, aligned_buffer
 from plait.executor.inputs import bind_inputs
-from plait.executor.vm_exec import Instruction, VMExecutable, walk
+from plait.executor.vm_insn import Instruction, walk
 from plait.executor.vm_shapes import scan_shape, shaped_call, view_shape
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
@@ -94,8 +94,9 @@ class VirtualMachine:
 
     executor = "vm"
 
-    def __init__(self, exe: VMExecutable, *, memory_limit: int | str | None = None):
-        if not isinstance(exe, VMExecutable):
+    def __init__(self, exe: Any, *, memory_limit: int | str | None = None):
+        # a VMExecutable (plait.executor.vm_exec, which imports this module for VMExecutable.module)
+        if not (isinstance(getattr(exe, "instructions", None), (list, tuple)) and hasattr(exe, "registers")):
             raise ExecutorError(f"VirtualMachine needs a VMExecutable (from plait.build(..., executor='vm')), "
                                 f"got {type(exe).__name__}")
         self.exe = exe

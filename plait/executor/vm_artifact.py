@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, is_int
 from plait.executor.manifest import VM_FILE
-from plait.executor.vm_exec import OPS, Instruction, VMExecutable, walk
+from plait.executor.vm_insn import OPS, Instruction, walk
 from plait.ir.types import DTYPES
 from plait.lowering.shape_func import output_dtypes as shape_outputs
 from plait.memory.plan import entry_bytes
@@ -39,7 +39,7 @@ from plait.memory.plan import entry_bytes
 VM_FORMAT, VM_VERSION = "plait.vm", 1
 
 
-def vm_json(exe: VMExecutable) -> str:
+def vm_json(exe: Any) -> str:
     """The bytecode of ``exe`` as ``vm.json`` text (deterministic: one instruction per line)."""
     body = {
         "format": VM_FORMAT, "version": VM_VERSION, "target": exe.target,
@@ -87,25 +87,26 @@ def _parse_shaped(vm: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def export_vm(exe: VMExecutable, path: str | Path) -> Path:
-    """Write ``exe`` into the directory ``path`` (see the module docstring)."""
+def export_vm(exe: Any, path: str | Path) -> Path:
+    """Write ``exe`` (a :class:`~plait.executor.vm_exec.VMExecutable`) into the directory ``path`` (see the module docstring)."""
     from plait.executor.artifact import export_files
 
     return export_files(Path(path), VM_FILE, vm_json(exe), dict(exe.constants), exe.lib, exe.functions)
 
 
-def load_vm(path: str | Path, memory_limit: int | str | None = None) -> VMExecutable:
+def load_vm(path: str | Path, memory_limit: int | str | None, make: Callable[..., Any]) -> Any:
     """Read a VM artifact written by :func:`export_vm`, checking everything first (an ExecutorError
-    naming the file otherwise)."""
+    naming the file otherwise); ``make`` (:class:`~plait.executor.vm_exec.VMExecutable`, whose ``load``
+    calls this) builds the executable from the fields read."""
     from plait.executor.artifact import load_files
 
     _, vm, params, lib, manifest = load_files(path, "VM", VM_FILE, check_vm, memory_limit)
     shaped = _parse_shaped(vm, f"{Path(path) / VM_FILE}")
-    return VMExecutable([Instruction.from_json(i) for i in vm["instructions"]], vm["registers"], params,
-                        vm["pools"], lib, input_names=list(vm["input_names"]), output_names=list(vm["output_names"]),
-                        memory=dict(vm["memory"]), functions={k: {a: b for a, b in v.items() if a != "module"}
-                                                              for k, v in manifest["functions"].items()},
-                        target=str(vm["target"]), shaped=shaped)
+    return make([Instruction.from_json(i) for i in vm["instructions"]], vm["registers"], params,
+                vm["pools"], lib, input_names=list(vm["input_names"]), output_names=list(vm["output_names"]),
+                memory=dict(vm["memory"]), functions={k: {a: b for a, b in v.items() if a != "module"}
+                                                      for k, v in manifest["functions"].items()},
+                target=str(vm["target"]), shaped=shaped)
 
 
 def _fail(where: str, msg: str) -> ExecutorError:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from plait.executor.vm_exec import VMCodegenError
+from plait.executor.errors import VMCodegenError
 from plait.ir.types import DTYPES, TensorType, tensor_leaves
 
 

@@ -82,10 +82,10 @@ def test_export_and_load_in_a_fresh_process_with_run_time_shapes(tmp_path):
     d = np.random.default_rng(1).standard_normal((3, 1, 49, 10)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "d.npy", d)
-    code = (f"import numpy as np; from plait.executor import VirtualMachine; from plait.executor.vm_artifact import "
-            f"load_vm; p = {str(tmp_path)!r}\n"
-            f"np.save(p + '/y.npy', VirtualMachine(load_vm(p + '/nz'))(x=np.load(p + '/x.npy'))[0])\n"
-            f"np.save(p + '/z.npy', VirtualMachine(load_vm(p + '/ds'))(input=np.load(p + '/d.npy'))[0])\n")
+    code = (f"import numpy as np; from plait.executor import VirtualMachine; from plait.executor.vm_exec import "
+            f"VMExecutable; p = {str(tmp_path)!r}\n"
+            f"np.save(p + '/y.npy', VirtualMachine(VMExecutable.load(p + '/nz'))(x=np.load(p + '/x.npy'))[0])\n"
+            f"np.save(p + '/z.npy', VirtualMachine(VMExecutable.load(p + '/ds'))(input=np.load(p + '/d.npy'))[0])\n")
     subprocess.run([sys.executable, "-c", code], check=True)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), _ort(NONZERO, {"x": x})[0])
     np.testing.assert_allclose(np.load(tmp_path / "z.npy"), _ort(dyn, {"input": d})[0], rtol=1e-4, atol=1e-5)
