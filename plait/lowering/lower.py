@@ -1,17 +1,10 @@
 """LowerToTIR: Primitive Relay functions -> TIR PrimFuncs in the same IRModule (docs/lowering.md, 3).
 
-For every call of a Primitive function in the module's (non-Primitive) Relay functions:
-
-1. a ``te.placeholder`` per parameter; the TE compute of each call of the body
-   (``op.compute``), its stages annotated with the operator and its pattern;
-   constants of one element become constant stages; tuples and tuple items are followed;
-2. ``te.create_prim_func(placeholders + outputs)`` (outputs: the leaves of the result);
-3. the target's default schedule, ``plait.schedule.default_schedule(func, target)`` (under the knob
-   config of the function's tuning record, if a tuning file is applied: :mod:`plait.lowering.tuning`),
-   then ``tir.simplify`` and ``tir.verify``;
-4. the PrimFunc gets attrs ``global_symbol`` (= its name in the module), ``target`` (the canonical
-   (Steps 1 to 3 and the attrs are :func:`plait.lowering.function.lower_function`, reached through the
-   build's lowering cache, :func:`plait.lowering.cache.lower_cached`.)
+Every call of a Primitive function in the module's (non-Primitive) Relay functions becomes a call of a
+scheduled PrimFunc: :func:`plait.lowering.function.lower_function` (its docstring gives the steps: TE
+placeholders and computes, ``create_prim_func``, the target's default schedule, the attrs), reached through
+the build's lowering cache, :func:`plait.lowering.cache.lower_cached`; the PrimFunc's ``global_symbol`` is
+its name in the module.
 
 Structurally identical Primitive functions (same ops, attrs and types; call ``meta`` ignored) are
 lowered once. Names come from the function's ``name`` attribute (``fused_nn_conv2d_add``), made
