@@ -21,11 +21,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from plait.backends.c.backend import BASE_FLAGS, c_function_names, codegen_c, compiler_and_flags, host_flags, prim_funcs
 from plait.backends.c.helpers import storage_type
 from plait.backends.c.names import NameTable, comment_text
 from plait.memory.plan import entry_bytes
 from plait.relay.module import IRModule
+from plait.target import get_kind
 from plait.tir.stmt import PrimFunc
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror", "-pedantic")
@@ -88,17 +88,29 @@ def _piece_sources(mod: IRModule, composite: Any, name: str, used: set[str]) -> 
             continue
         own = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and f.attrs.get("piece") == piece.name
                and not f.attrs.get("external")}
-        funcs = prim_funcs(IRModule(own, mod.attrs))
+        funcs = [f if f.name else f.with_attrs(global_symbol=k) for k, f in sorted(own.items())]
         symbols = [f.name for f in funcs]
         renamed = [f.with_attrs(global_symbol=f"{name}_{f.name}") for f in funcs]
-        src = codegen_c(renamed, piece.target, name=f"{name}_{piece.name}")
-        heads = _HEAD.findall(src.source)
-        cc, flags, _ = compiler_and_flags(piece.target)
-        out[piece.name] = {"text": src.source, "cnames": dict(zip(symbols, c_function_names(renamed))),
-                           "protos": [f"int32_t {n}({a});" for n, a in heads], "cc": cc, "flags": flags,
-                           "host_flags": host_flags(piece.target), "link_flags": list(src.link_flags),
+        writer = c_writer(piece.target)
+        unit = writer.c_unit(renamed, piece.target, f"{name}_{piece.name}")
+        tools = writer.c_toolchain(piece.target)
+        out[piece.name] = {"text": unit.text, "cnames": dict(zip(symbols, unit.function_names)),
+                           "protos": [f"int32_t {n}({a});" for n, a in _HEAD.findall(unit.text)], "cc": tools.cc,
+                           "flags": list(tools.flags), "host_flags": list(tools.host_flags),
+                           "link_flags": list(unit.link_flags), "required_flags": tools.required_flags,
                            "target": str(piece.target)}
     return out
+
+
+def c_writer(target: Any) -> Any:
+    """The backend that writes ``target``'s C for the AOT sources: the target's kind when it emits C
+    itself (:attr:`plait.target.Backend.emits_c`), else the kind its ``default_codegen`` names (a kind
+    lowered by default and compiled by the c kind). :func:`plait.executor.aot.check_pieces` has checked
+    that every piece with calls generates C."""
+    backend = target.kind.backend
+    if type(backend).emits_c:
+        return backend
+    return get_kind(type(backend).default_codegen).backend
 
 
 def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, np.ndarray], mod: IRModule,
@@ -278,9 +290,12 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
     dev.append("")
 
     # ---- files, Makefile, metadata --------------------------------------------------------------------
-    hp = pieces.get(host) or {"cc": compiler_and_flags(composite.host.target)[0],
-                              "flags": compiler_and_flags(composite.host.target)[1],
-                              "host_flags": host_flags(composite.host.target), "link_flags": []}
+    if host not in pieces:
+        tools = c_writer(composite.host.target).c_toolchain(composite.host.target)
+        hp = {"cc": tools.cc, "flags": list(tools.flags), "host_flags": list(tools.host_flags),
+              "required_flags": tools.required_flags}
+    else:
+        hp = pieces[host]
     files = {f"include/{p}.h": "\n".join(h), f"src/{p}_internal.h": "\n".join(i_h),
              f"src/{p}.c": "\n".join(entry), f"src/{p}_device.c": "\n".join(dev),
              f"src/{p}_constants.c": "\n".join(c_lines)}
@@ -307,7 +322,7 @@ def write_files(name: str, align: int, g: dict[str, Any], params: Mapping[str, n
         "pools": [{"name": x["name"], "field": f, "piece": x["piece"], "bytes": x["bytes"]}
                   for x, f in zip(pools, pool_field)],
         "align": align, "sources": sources, "warning_flags": list(WARNINGS), "link_flags": link,
-        "required_flags": list(BASE_FLAGS),
+        "required_flags": list(dict.fromkeys(f for q in (hp, *pieces.values()) for f in q["required_flags"])),
     }
     return files, metadata
 

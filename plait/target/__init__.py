@@ -11,7 +11,7 @@ and docs/backends.md.
 
 from plait.target.errors import HookError, PluginError, TargetError
 from plait.target.options import Option
-from plait.target.backend import HOOKS, Backend, Hook, HookSpec, option
+from plait.target.backend import HOOKS, Backend, CToolchain, CUnit, Hook, HookSpec, option
 from plait.target.facts import Fact, Facts
 from plait.target.kind import KINDS, TargetKind
 from plait.target.tag import TAGS, Tag, TagDef
@@ -24,7 +24,7 @@ from plait.target.hooks import (
 )
 
 __all__ = [
-    "HOOKS", "KINDS", "TAGS", "Backend", "CompositeTarget", "Fact", "Facts", "Hook", "HookError", "HookSpec",
+    "HOOKS", "KINDS", "TAGS", "Backend", "CompositeTarget", "CToolchain", "CUnit", "Fact", "Facts", "Hook", "HookError", "HookSpec",
     "Option", "Piece", "PluginError", "Tag", "TagDef", "Target", "Transfer", "TargetError", "TargetKind", "call_cost",
     "call_supports", "get_hook", "get_kind", "get_tag", "hooks_of", "list_kinds", "list_tags",
     "option", "register_backend", "register_tag", "run_relay_to_runtime", "run_relay_to_tir", "run_tir_to_runtime",

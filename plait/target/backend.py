@@ -174,6 +174,17 @@ class Backend:
         """Does this kind override ``method`` (has it the hook)?"""
         return getattr(cls, method) is not getattr(Backend, method)
 
+    def c_unit(self, funcs: Any, target: Any, name: str) -> "CUnit":
+        """The portable C of ``funcs`` (PrimFuncs, in order) for ``target``, for the executors that compile
+        the C themselves (AOT, firmware; a kind that generates C through its :attr:`default_codegen` is written by
+        that kind). A kind with
+        :attr:`emits_c` implements it and :meth:`c_toolchain`."""
+        raise NotImplementedError(f"target kind '{self.name}' does not write C for the AOT executor")
+
+    def c_toolchain(self, target: Any) -> "CToolchain":
+        """How the C that :meth:`c_unit` writes for ``target`` is compiled."""
+        raise NotImplementedError(f"target kind '{self.name}' does not write C for the AOT executor")
+
     @classmethod
     def generates_c(cls) -> bool:
         """Are this kind's PrimFuncs compiled as portable C: it says so (:attr:`emits_c`), or it has no
@@ -192,6 +203,28 @@ class Backend:
 
 
 # ---- the hooks: their specs, and the hooks of a backend (signatures checked) ---------------------
+
+
+@dataclass(frozen=True)
+class CUnit:
+    """One piece's C as :meth:`Backend.c_unit` writes it: the source, the C symbol of each PrimFunc (in
+    order), the libraries it links."""
+
+    text: str
+    function_names: tuple[str, ...]
+    link_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CToolchain:
+    """How a piece's C is compiled (:meth:`Backend.c_toolchain`): the compiler and flags for the target,
+    the flags that build the same C for this machine (host simulation), and the flags the generated C
+    needs whatever else a build adds."""
+
+    cc: str
+    flags: tuple[str, ...]
+    host_flags: tuple[str, ...]
+    required_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from plait.backends.c.emit import CodegenError, CFunctionEmitter
 from plait.backends.c.helpers import ALIGN_MACRO, CLAMP_CHAIN_MACRO, helper_source, value_type
 from plait.backends.c.units import compile_units, split_units
 from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
-from plait.target.backend import Backend, option
+from plait.target.backend import Backend, CToolchain, CUnit, option
 from plait.target.boards import check_board
 from plait.target.cpus import ARM_M_CPUS, X86_TUNE_CPUS, check_cpu, compiler_cpus
 from plait.target.errors import TargetError
@@ -547,6 +547,15 @@ class CBackend(Backend):
 
     def simulation_compiler(self, target: Any) -> tuple[str, str]:
         return simulation_compiler(target)
+
+    def c_unit(self, funcs: Any, target: Any, name: str) -> CUnit:
+        """The C of ``funcs`` for the AOT executor's sources (:func:`codegen_c`)."""
+        src = codegen_c(funcs, target, name=name)
+        return CUnit(src.source, tuple(c_function_names(funcs)), tuple(src.link_flags))
+
+    def c_toolchain(self, target: Any) -> CToolchain:
+        cc, flags, _ = compiler_and_flags(target)
+        return CToolchain(cc, tuple(flags), tuple(host_flags(target)), BASE_FLAGS)
 
     def tir_to_runtime(self, mod: Any, target: Any, ctx: Any) -> Module:
         """Every PrimFunc of ``mod`` (name order) compiled; see the class docstring for the config."""
