@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -69,8 +70,9 @@ def imports_of(path: Path, root: Path) -> list[tuple[int, str]]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            # `from plait import tir` imports plait.tir; `from plait.x import y` imports plait.x
-            names = [f"{mod}.{a.name}" for a in node.names] if mod == "plait" else [mod]
+            # `from plait import tir` imports plait.tir, `from plait.tir import expr` plait.tir.expr (resolve
+            # keeps the longest prefix that is a module: `from plait.tir import Buffer` imports plait.tir)
+            names = [f"{mod}.{a.name}" for a in node.names]
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             names = [node.args[0].value]
@@ -107,11 +109,12 @@ def upward_imports(root: Path) -> list[str]:
     return bad
 
 
-def package_cycles(root: Path) -> list[list[str]]:
-    """Strongly connected groups of more than one package in the package import graph (Tarjan)."""
+def package_cycles(root: Path, unit: Callable[[str], str] = package_of) -> list[list[str]]:
+    """Strongly connected groups of more than one package in the package import graph (Tarjan); with
+    ``unit=file_of``, of more than one file (module) in the module import graph."""
     graph: dict[str, set[str]] = {}
     for where, _, target in import_edges(root):
-        a, b = package_of(where.split("(")[1].rstrip(")")), package_of(target)
+        a, b = unit(where.split("(")[1].rstrip(")")), unit(target)
         graph.setdefault(a, set())
         graph.setdefault(b, set())
         if a != b:
@@ -154,6 +157,16 @@ def test_every_import_points_down():
     assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
 
 
+def file_of(module: str) -> str:
+    """The unit of the file cycle check: the module itself."""
+    return module
+
+
+def test_no_cycle_between_files():
+    cycles = package_cycles(ROOT, file_of)
+    assert not cycles, "files that import each other: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
 def test_no_cycle_between_packages():
     cycles = package_cycles(ROOT)
     assert not cycles, "packages that import each other: " + "; ".join(" <-> ".join(c) for c in cycles)
@@ -184,7 +197,7 @@ def test_an_upward_import_inside_a_function_is_reported(toy_tree):
     (toy_tree / "ir" / "types.py").write_text("def f():\n    from plait.relay import expr\n")
     (toy_tree / "relay" / "expr.py").write_text("from ..ir import types\n")
     assert upward_imports(toy_tree) == [
-        "plait/ir/types.py:2 (plait.ir.types) imports plait.relay: layer 'ir' may not import layer 'relay' "
+        "plait/ir/types.py:2 (plait.ir.types) imports plait.relay.expr: layer 'ir' may not import layer 'relay' "
         "(higher)"]
 
 
@@ -198,3 +211,10 @@ def test_two_backend_packages_importing_each_other_are_a_cycle(toy_tree):
     (toy_tree / "backends" / "llvm" / "x.py").write_text("import plait.backends.c.emit\n")
     assert upward_imports(toy_tree) == []
     assert package_cycles(toy_tree) == [["plait.backends.c", "plait.backends.llvm"]]
+
+
+def test_two_files_importing_each_other_inside_functions_are_a_cycle(toy_tree):
+    (toy_tree / "ir" / "a.py").write_text("def f():\n    from plait.ir import b\n")
+    (toy_tree / "ir" / "b.py").write_text("def g():\n    import plait.ir.a\n")
+    assert package_cycles(toy_tree) == []
+    assert package_cycles(toy_tree, file_of) == [["plait.ir.a", "plait.ir.b"]]
