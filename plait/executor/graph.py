@@ -28,9 +28,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from plait.executor.errors import ExecutorError
+from plait.executor.errors import ExecutorError, GraphCodegenError  # noqa: F401 - GraphCodegenError re-exported
 from plait.executor.graph_check import node_label
-from plait.executor.errors import GraphCodegenError  # noqa: F401 - re-exported
 from plait.memory.plan import entry_bytes
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
