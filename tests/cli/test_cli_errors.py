@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from onnx import helper
@@ -177,6 +178,11 @@ def test_exit_codes_in_a_process(mlp_path, tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("plait: error: --max-memory: bad memory size 'lots'")
 
 
+def _terminal_sigint() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_compile(mlp_path, tmp_path):
     """SIGINT while gcc runs: exit 130, one line, and the build directory is removed."""
     started = tmp_path / "started"
@@ -184,16 +190,25 @@ def test_ctrl_c_during_a_compile(mlp_path, tmp_path):
     slow.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec gcc --version\ntouch {started}\nexec sleep 60\n')
     slow.chmod(0o755)
     cache = tmp_path / "cache"
+    # plait as a terminal starts it: SIGINT neither blocked nor ignored (a process inherits both, and this
+    # test process's may have been changed by a library an earlier test used)
+    worker = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
     p = subprocess.Popen(plait_cmd("compile", mlp_path, "--target", f"c -cc={slow}", "--cache-dir", str(cache),
                                    "-o", str(tmp_path / "out")),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=_terminal_sigint)
     try:
         deadline = time.monotonic() + 120
         while not started.exists() and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), p.communicate()
         os.kill(p.pid, signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            status = Path(f"/proc/{p.pid}/status").read_text()
+            sig = [ln for ln in status.splitlines() if ln.startswith(("SigBlk", "SigIgn", "SigCgt", "State"))]
+            raise AssertionError(f"plait still runs 60 s after SIGINT: {sig}; this process: {worker}") from None
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
