@@ -176,14 +176,15 @@ class Backend:
 
     def c_unit(self, funcs: Any, target: Any, name: str) -> "CUnit":
         """The portable C of ``funcs`` (PrimFuncs, in order) for ``target``, for the executors that compile
-        the C themselves (AOT, firmware; a kind that generates C through its :attr:`default_codegen` is written by
-        that kind). A kind with
-        :attr:`emits_c` implements it and :meth:`c_toolchain`."""
-        raise NotImplementedError(f"target kind '{self.name}' does not write C for the AOT executor")
+        the C themselves (AOT, firmware). A kind with :attr:`emits_c` implements it and :meth:`c_toolchain`;
+        a kind that generates C through its :attr:`default_codegen` is written by that kind."""
+        raise TargetError(f"target kind '{self.name}' does not write C for the AOT executor (emits_c is set but "
+                          "c_unit is not implemented)")
 
     def c_toolchain(self, target: Any) -> "CToolchain":
         """How the C that :meth:`c_unit` writes for ``target`` is compiled."""
-        raise NotImplementedError(f"target kind '{self.name}' does not write C for the AOT executor")
+        raise TargetError(f"target kind '{self.name}' does not write C for the AOT executor (emits_c is set but "
+                          "c_toolchain is not implemented)")
 
     @classmethod
     def generates_c(cls) -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 import plait
 from plait import relay
+from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.executor.aot_c import c_writer
 from plait.executor.aot_run import AotModule
@@ -88,6 +89,11 @@ def test_the_base_backend_writes_no_c():
     class NoC(Backend):
         name = "noc"
 
-    with pytest.raises(NotImplementedError) as e:
+    with pytest.raises(PlaitError) as e:
         NoC().c_unit([], None, "m")
-    assert str(e.value) == "target kind 'noc' does not write C for the AOT executor"
+    assert str(e.value) == ("target kind 'noc' does not write C for the AOT executor (emits_c is set but c_unit is "
+                            "not implemented)")
+    with pytest.raises(PlaitError) as e:
+        NoC().c_toolchain(None)
+    assert str(e.value) == ("target kind 'noc' does not write C for the AOT executor (emits_c is set but "
+                            "c_toolchain is not implemented)")
