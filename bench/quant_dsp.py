@@ -3,7 +3,7 @@
     python bench/quant_dsp.py                           # the table of docs/quantization.md ("SMLAD")
     python bench/quant_dsp.py --cores cortex-m4f --models cnn
 
-One QEMU run per (model, core) with plait's instruction-counting plugin (:func:`plait.executor.measure.measure`,
+One QEMU run per (model, core) with plait's instruction-counting plugin (:func:`plait.executor.aot.measure.measure`,
 what ``plait measure`` does): the instructions of every operator call summed, and of the calls that hold a
 ``qnn.conv2d``, ``qnn.dense`` or ``qnn.matmul`` (with their fused bias and requantization). Models: the small CNN
 of tests/quant (QDQ, per channel, int8 activations) and ``quantized_model("ds_cnn")``; each core's default
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import plait  # noqa: E402
-from plait.executor.measure import measure  # noqa: E402
+from plait.executor.aot.measure import measure  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
 from plait.testing.quantized import quantize, quantized_model  # noqa: E402
 

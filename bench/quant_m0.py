@@ -4,7 +4,7 @@
     python bench/quant_m0.py --json out.json
 
 Each row builds one model for one core with the AOT executor, runs its firmware once under QEMU with
-plait's instruction-counting TCG plugin (:func:`plait.executor.measure.measure`, what ``plait measure``
+plait's instruction-counting TCG plugin (:func:`plait.executor.aot.measure.measure`, what ``plait measure``
 does) and prints the instructions of every operator call summed, split into the convolutions (with
 their fused bias, activation and requantization), the rest, and the analytic model's estimate of the same
 calls in cycles (the placement cost model, uncalibrated; fixed-point requantizations priced as such), so
@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import plait  # noqa: E402
-from plait.executor.measure import CPI, core_of, measure  # noqa: E402
+from plait.executor.aot.measure import CPI, core_of, measure  # noqa: E402
 from plait.frontend.onnx import from_onnx  # noqa: E402
 from plait.target import Target  # noqa: E402
 from plait.testing.onnx_models import MODELS  # noqa: E402

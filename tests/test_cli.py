@@ -12,8 +12,8 @@ import pytest
 
 import plait
 from plait.cli import main
-from plait.executor.artifact import GraphArtifact
-from plait.executor.graph import GraphModule
+from plait.executor.graph.artifact import GraphArtifact
+from plait.executor.graph.module import GraphModule
 from plait.frontend.onnx import from_onnx, load_onnx
 from plait.memory.plan import pool_lines
 from plait.placement.explain import explain

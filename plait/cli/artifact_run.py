@@ -3,7 +3,7 @@
 
 The contract is that of running a model: ``--inputs`` (keyed by the artifact's input names), ``--fill``
 and ``--seed`` for the inputs not given, ``--output`` (keyed by its output names), ``--max-memory``.
-The artifact is checked as :meth:`plait.executor.artifact.GraphArtifact.load` (``VMExecutable.load``) checks it (every error
+The artifact is checked as :meth:`plait.executor.graph.artifact.GraphArtifact.load` (``VMExecutable.load``) checks it (every error
 one line). Flags that choose how to build (``--target``, the placement flags, ``--cache-dir``) are a
 usage error: an artifact is already built. **An artifact is code**: loading it runs its library.
 """

@@ -22,7 +22,7 @@ def measure_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> int:
     from plait.driver import build
-    from plait.executor.measure import (
+    from plait.executor.aot.measure import (
         CPI, MeasureError, core_of, fit_calibration, measure, measuring_target, median_error,
     )
     from plait.placement.cost import CostDatabase

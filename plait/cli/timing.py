@@ -65,7 +65,7 @@ def run_timed(args: argparse.Namespace, run_model: Callable[[], Any], gm: Any = 
     prints the timing (a no-op without --repeat/--profile/--json), to call after the outputs are shown.
 
     ``run_model()`` runs the whole model and returns its outputs; ``gm`` is the
-    :class:`~plait.executor.graph.GraphModule` of a compiled run (None: the reference interpreter)."""
+    :class:`~plait.executor.graph.module.GraphModule` of a compiled run (None: the reference interpreter)."""
     if not wanted(args):
         return run_model(), lambda: None
     check_timing_flags(args, compiled=gm is not None)

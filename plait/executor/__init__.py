@@ -1,13 +1,14 @@
-"""Executors: what runs a lowered module. ``graph`` (JSON graph + params + library), ``aot`` (plain C
-with a fixed memory map: ``aot``, ``aot_c``, ``aot_run``) and ``vm`` (bytecode interpreted in Python:
-``vm_insn``, ``vm_exec``, ``vm_codegen``, ``vm_shapes``, ``vm``; control flow, run-time allocation).
+"""Executors: what runs a lowered module, one subpackage each. ``graph/`` (JSON graph + params +
+library), ``aot/`` (plain C with a fixed memory map; firmware, QEMU, instruction counts) and ``vm/``
+(bytecode interpreted in Python; control flow, run-time allocation).
 
-Modules: ``graph_codegen`` (lowered main -> graph + function signatures),
-``artifact`` (GraphArtifact: export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the
-checks an artifact passes before anything runs), ``graph`` (GraphModule, the runtime).
+Shared by all: ``base`` (the :class:`Executor` interface), ``graph_codegen`` (lowered main -> the graph
+form + function signatures, which every executor starts from), ``files`` (an exported artifact's files:
+export, load), ``manifest`` / ``graph_check`` / ``params_file`` (the checks an artifact passes before
+anything runs), ``inputs`` (binding and checking a run's inputs), ``errors``.
 
-Each executor is one :class:`~plait.executor.base.Executor` subclass (``graph_executor``,
-``aot_executor``, ``vm_executor``), registered in :data:`EXECUTORS` by name: its capabilities, its
+Each executor is one :class:`~plait.executor.base.Executor` subclass (``graph.executor``,
+``aot.executor``, ``vm.executor``), registered in :data:`EXECUTORS` by name: its capabilities, its
 command-line flags, ``codegen(mod, lib, target, config) -> artifact`` (``mod`` the lowered IRModule whose
 ``main`` calls only PrimFuncs, ``lib`` the runtime module implementing them), ``load`` and ``runner``.
 ``plait.build(..., executor=NAME)`` and the CLI ask :func:`get_executor`; nothing outside this package
@@ -34,9 +35,9 @@ from plait.registry import Registry
 EXECUTORS: Registry[Executor] = Registry("executor")
 #: the in-tree executors, in the order the CLI lists them: name -> "module:Class"
 MANIFEST: dict[str, str] = {
-    "graph": "plait.executor.graph_executor:GraphExecutor",
-    "aot": "plait.executor.aot_executor:AotExecutor",
-    "vm": "plait.executor.vm_executor:VMExecutor",
+    "graph": "plait.executor.graph.executor:GraphExecutor",
+    "aot": "plait.executor.aot.executor:AotExecutor",
+    "vm": "plait.executor.vm.executor:VMExecutor",
 }
 GROUP = "plait.executors"
 _failed: dict[str, PlaitError] = {}
@@ -108,39 +109,22 @@ def executors() -> list[Executor]:
     return [EXECUTORS.get(n) for n in names]
 
 
+#: the public names loaded on first use: name -> the module defining it
+_LAZY: dict[str, str] = {
+    "GraphArtifact": "plait.executor.graph.artifact", "GraphModule": "plait.executor.graph.module",
+    "ExecutorError": "plait.executor.errors", "GraphCodegenError": "plait.executor.errors",
+    "AotArtifact": "plait.executor.aot.artifact", "AotError": "plait.executor.aot.artifact",
+    "AotModule": "plait.executor.aot.module", "AotRunError": "plait.executor.aot.module",
+    "VirtualMachine": "plait.executor.vm.machine", "VMExecutable": "plait.executor.vm.executable",
+    "VMCodegenError": "plait.executor.errors", "check_graph": "plait.executor.graph_check",
+    "check_params": "plait.executor.graph_check", "MemoryPlan": "plait.memory.plan",
+    "plan_memory": "plait.memory.plan",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name == "GraphArtifact":
-        from plait.executor import artifact
-
-        return artifact.GraphArtifact
-    if name in ("GraphModule", "ExecutorError", "GraphCodegenError"):
-        from plait.executor import graph
-
-        return getattr(graph, name)
-    if name in ("AotArtifact", "AotError"):
-        from plait.executor import aot
-
-        return getattr(aot, name)
-    if name in ("AotModule", "AotRunError"):
-        from plait.executor import aot_run
-
-        return getattr(aot_run, name)
-    if name == "VirtualMachine":
-        from plait.executor import vm
-
-        return vm.VirtualMachine
-    if name in ("VMExecutable", "VMCodegenError"):
-        from plait.executor import vm_exec
-
-        return getattr(vm_exec, name)
-    if name in ("check_graph", "check_params"):
-        from plait.executor import graph_check
-
-        return getattr(graph_check, name)
-    if name in ("MemoryPlan", "plan_memory"):
-        from plait.memory import plan
-
-        return getattr(plan, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'plait.executor' has no attribute '{name}'")
 
 

@@ -1,7 +1,7 @@
 """The artifact manifest: what an exported graph artifact must contain, checked before anything runs.
 
 ``manifest.json`` (``"format": "plait.artifact"``, ``"version": 1``) is written by
-:meth:`GraphArtifact.export <plait.executor.artifact.GraphArtifact.export>`, last:
+:meth:`GraphArtifact.export <plait.executor.graph.artifact.GraphArtifact.export>`, last:
 
     files      {"graph.json": {"sha256": "...", "bytes": 1234}, "params.npz": {...}, "lib.so": {...}, ...}
     modules    [{"file": "lib.so" | null, "imports": [1], ...}, ...]   (the runtime module tree, breadth

@@ -23,7 +23,7 @@ from plait.memory.workspace import LiftWorkspaces
 from plait.relay import IRModule, call, var
 from plait.relay.passes import FuseOps
 from plait.target import CompositeTarget
-from plait.executor.vm import VirtualMachine
+from plait.executor.vm.machine import VirtualMachine
 from plait.testing.dynamic_models import DYNAMIC_MODELS, with_symbolic_batch
 from plait.testing.onnx_models import mlp
 from plait.tir.stmt import PrimFunc

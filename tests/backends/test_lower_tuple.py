@@ -3,7 +3,7 @@
 import numpy as np
 
 import plait
-from plait.executor.graph import GraphModule
+from plait.executor.graph.module import GraphModule
 from plait.relay import Function, IRModule, TupleGetItem, call, run, var
 
 

@@ -12,8 +12,8 @@ import plait
 from plait.cli import main
 from plait.errors import PlaitError
 from plait.executor import EXECUTORS, Capabilities, Executor, Flag, executors, get_executor, register_executor
-from plait.executor.artifact import graph_executor_codegen
-from plait.executor.graph import GraphModule
+from plait.executor.graph.artifact import graph_executor_codegen
+from plait.executor.graph.module import GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
 

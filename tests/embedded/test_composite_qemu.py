@@ -12,9 +12,9 @@ import pytest
 
 import plait
 from plait.cli import main
-from plait.executor.firmware import add_firmware
-from plait.executor.graph import GraphModule
-from plait.executor.qemu import QemuModule
+from plait.executor.aot.firmware import add_firmware
+from plait.executor.graph.module import GraphModule
+from plait.executor.aot.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.placement.explain import rules_of
 from plait.target import CompositeTarget

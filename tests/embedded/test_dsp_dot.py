@@ -18,8 +18,8 @@ import pytest
 
 import plait
 from plait.backends.c.dsp_kernels import dot_kernels
-from plait.executor.firmware import SEMIHOST_C, SEMIHOST_H, _linker, _startup
-from plait.executor.qemu import QemuModule, run_firmware
+from plait.executor.aot.firmware import SEMIHOST_C, SEMIHOST_H, _linker, _startup
+from plait.executor.aot.qemu import QemuModule, run_firmware
 from plait.relay import IRModule, call, const, run, var
 from plait.target.boards import get_board
 

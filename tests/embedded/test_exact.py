@@ -14,8 +14,8 @@ from onnx import TensorProto, helper
 
 import plait
 from plait.executor import GraphModule
-from plait.executor.aot_run import AotModule
-from plait.executor.qemu import QemuModule
+from plait.executor.aot.module import AotModule
+from plait.executor.aot.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
 from plait.testing.libm_cases import special_values

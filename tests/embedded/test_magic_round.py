@@ -13,7 +13,7 @@ import plait
 from plait import tir
 from plait.backends.c.backend import build_c, codegen_c
 from plait.backends.c.rounding import MAGIC, round_by_magic
-from plait.executor.qemu import QemuModule
+from plait.executor.aot.qemu import QemuModule
 from plait.relay import IRModule, call, const, var
 from plait.tir import Buffer, For, PrimFunc, Var
 

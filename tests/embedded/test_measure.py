@@ -11,10 +11,10 @@ import onnx
 import pytest
 
 from plait.cli import main
-from plait.executor.firmware import SEMIHOST_C, SEMIHOST_H, _linker, _startup
-from plait.executor.insn_plugin import plugin_library, read_counts, write_ranges
-from plait.executor.measure import function_ranges
-from plait.executor.qemu import run_firmware
+from plait.executor.aot.firmware import SEMIHOST_C, SEMIHOST_H, _linker, _startup
+from plait.executor.aot.insn_plugin import plugin_library, read_counts, write_ranges
+from plait.executor.aot.measure import function_ranges
+from plait.executor.aot.qemu import run_firmware
 from plait.placement.cost import CostDatabase
 from plait.target.boards import get_board
 from plait.testing import onnx_models

@@ -18,7 +18,7 @@ import pytest
 
 import plait
 from plait.executor import GraphModule
-from plait.executor.qemu import QemuModule
+from plait.executor.aot.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.testing.onnx_models import MODELS
 from plait.testing.ort_reference import reference_session

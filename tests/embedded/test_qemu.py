@@ -14,9 +14,9 @@ import pytest
 import plait
 from plait.cli import main
 from plait.errors import PlaitError
-from plait.executor.aot_run import AotModule
-from plait.executor.firmware import SEMIHOST_C, SEMIHOST_H, _startup, add_firmware
-from plait.executor.qemu import QemuError, QemuModule, run_firmware
+from plait.executor.aot.module import AotModule
+from plait.executor.aot.firmware import SEMIHOST_C, SEMIHOST_H, _startup, add_firmware
+from plait.executor.aot.qemu import QemuError, QemuModule, run_firmware
 from plait.frontend.onnx import from_onnx
 from plait.target import Target
 from plait.target.boards import BOARDS, board_for
@@ -210,7 +210,7 @@ def hand_made(tmp_path: Path, body: str) -> Path:
     (d / "semihost.c").write_text(SEMIHOST_C)
     (d / "semihost.h").write_text(SEMIHOST_H)
     (d / "main.c").write_text(f"#include <stdint.h>\nint main(void) {{ {body} }}\n")
-    from plait.executor.firmware import _linker
+    from plait.executor.aot.firmware import _linker
 
     (d / "board.ld").write_text(_linker(board))
     subprocess.run(["arm-none-eabi-gcc", "-mcpu=cortex-m0", "-mthumb", "-O1", "-nostartfiles", "--specs=nano.specs",
@@ -246,7 +246,7 @@ def test_a_firmware_that_writes_no_output_is_an_error(mlp_m0, tmp_path):
 
 
 def test_qemu_missing_is_an_error_with_the_apt_line(tmp_path, monkeypatch):
-    import plait.executor.qemu as q
+    import plait.executor.aot.qemu as q
 
     monkeypatch.setattr(q.shutil, "which", lambda tool: None)
     with pytest.raises(PlaitError) as e:

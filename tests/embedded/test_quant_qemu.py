@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import plait
-from plait.executor.graph import GraphModule
-from plait.executor.qemu import QemuModule
+from plait.executor.graph.module import GraphModule
+from plait.executor.aot.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.placement.explain import rules_of
 from plait.target import CompositeTarget

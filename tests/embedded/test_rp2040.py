@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import plait
-from plait.executor.qemu import QemuModule
+from plait.executor.aot.qemu import QemuModule
 from plait.frontend.onnx import from_onnx
 from plait.target import Target
 from plait.target.boards import board_for

@@ -12,8 +12,8 @@ import plait
 from plait import relay
 from plait.errors import PlaitError
 from plait.executor import GraphModule
-from plait.executor.aot_c import c_writer
-from plait.executor.aot_run import AotModule
+from plait.executor.aot.c_writer import c_writer
+from plait.executor.aot.module import AotModule
 from plait.relay import IRModule
 from plait.target import Backend, CToolchain, CUnit, Target, get_kind, register_backend
 from plait.target.testing import isolated_registry

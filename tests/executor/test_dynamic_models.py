@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 import plait
 from plait.executor import GraphModule
-from plait.executor.vm import VirtualMachine
+from plait.executor.vm.machine import VirtualMachine
 from plait.frontend.onnx import from_onnx
 from plait.testing.dynamic_models import with_static_dims, with_symbolic_dims
 from plait.testing.onnx_models import MODELS, unet

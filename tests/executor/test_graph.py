@@ -8,8 +8,8 @@ import pytest
 
 from plait import relay
 from plait.errors import PlaitError
-from plait.executor.artifact import GraphArtifact
-from plait.executor.graph import GraphModule
+from plait.executor.graph.artifact import GraphArtifact
+from plait.executor.graph.module import GraphModule
 from plait.executor.graph_codegen import graph_codegen
 from plait.memory.algorithms import LiveBuffer, check_plan
 from plait.memory.plan import live_ranges

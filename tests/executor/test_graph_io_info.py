@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 import plait
 from plait.executor import GraphModule
-from plait.executor.graph import ORT_TYPES, TensorInfo
+from plait.executor.graph.module import ORT_TYPES, TensorInfo
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models
 from plait.testing.ort_reference import reference_session

@@ -6,7 +6,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import plait
-from plait.executor.graph import GraphModule
+from plait.executor.graph.module import GraphModule
 from plait.testing.ort_reference import reference_run
 
 HOSTILE = ['in"put */ x', "int", "return", "main", 'a\nb */ /* "c"', "??/ trigraph", "x;}{ exit(1);", "2nd"]

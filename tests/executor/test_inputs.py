@@ -2,7 +2,7 @@
 
 import pytest
 
-from plait.executor.aot_run import AotRunError
+from plait.executor.aot.module import AotRunError
 from plait.executor.inputs import bind_inputs
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from plait import relay, te
 from plait.errors import PlaitError
-from plait.executor.artifact import GraphArtifact
-from plait.executor.graph import GraphModule
+from plait.executor.graph.artifact import GraphArtifact
+from plait.executor.graph.module import GraphModule
 from plait.executor.graph_check import check_graph
 from plait.executor.graph_codegen import graph_codegen
 from plait.memory.plan import MemoryPlan

@@ -8,8 +8,8 @@ import plait
 from plait import relay
 from plait.errors import PlaitError
 from plait.executor import GraphModule, VirtualMachine, VMExecutable
-from plait.executor.vm_codegen import vm_codegen
-from plait.executor.vm_shapes import output_shapes
+from plait.executor.vm.codegen import vm_codegen
+from plait.executor.vm.shapes import output_shapes
 from plait.frontend.onnx import from_onnx
 from plait.relay.module import IRModule
 from plait.testing import onnx_models

@@ -11,7 +11,7 @@ from onnx import TensorProto
 
 import plait
 from plait.errors import PlaitError
-from plait.executor.vm import VirtualMachine
+from plait.executor.vm.machine import VirtualMachine
 from plait.frontend.onnx import from_onnx
 from plait.testing.ort_reference import reference_session
 
@@ -82,7 +82,7 @@ def test_export_and_load_in_a_fresh_process_with_run_time_shapes(tmp_path):
     d = np.random.default_rng(1).standard_normal((3, 1, 49, 10)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "d.npy", d)
-    code = (f"import numpy as np; from plait.executor import VirtualMachine; from plait.executor.vm_exec import "
+    code = (f"import numpy as np; from plait.executor import VirtualMachine; from plait.executor.vm.executable import "
             f"VMExecutable; p = {str(tmp_path)!r}\n"
             f"np.save(p + '/y.npy', VirtualMachine(VMExecutable.load(p + '/nz'))(x=np.load(p + '/x.npy'))[0])\n"
             f"np.save(p + '/z.npy', VirtualMachine(VMExecutable.load(p + '/ds'))(input=np.load(p + '/d.npy'))[0])\n")
@@ -92,7 +92,7 @@ def test_export_and_load_in_a_fresh_process_with_run_time_shapes(tmp_path):
 
 
 def test_a_tampered_shaped_function_is_refused_on_load(tmp_path):
-    from plait.executor.vm_artifact import check_vm
+    from plait.executor.vm.artifact import check_vm
 
     path = tmp_path / "nz"
     plait.build(from_onnx(NONZERO), "c", executor="vm").export(path)

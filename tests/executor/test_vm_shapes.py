@@ -15,7 +15,7 @@ from onnx import TensorProto, numpy_helper
 import plait
 from plait.errors import PlaitError
 from plait.executor import GraphModule
-from plait.executor.vm import VirtualMachine
+from plait.executor.vm.machine import VirtualMachine
 from plait.frontend.onnx import from_onnx
 from plait.ir import status
 from plait.relay import infer_type

@@ -43,7 +43,7 @@ def build_and_run(mod: Any, target: str, inputs: dict[str, np.ndarray], env: Env
     """Compile ``mod`` for ``target`` and run the graph executor twice on ``inputs`` (a run must not
     change the next one: a tampered plan can overwrite params)."""
     import plait
-    from plait.executor.graph import GraphModule
+    from plait.executor.graph.module import GraphModule
 
     art = plait.build(mod, target=target, config={"cc.cache_dir": str(env.cache_dir)})
     gm = GraphModule(art)

@@ -80,8 +80,8 @@ def build(base_name: str, family: str, case_id: str, d: Path, env: Env) -> Prepa
 
 
 def _load_and_run(art_dir: Path, inputs: dict[str, np.ndarray]) -> tuple[list, list]:
-    from plait.executor.artifact import GraphArtifact
-    from plait.executor.graph import GraphModule
+    from plait.executor.graph.artifact import GraphArtifact
+    from plait.executor.graph.module import GraphModule
 
     gm = GraphModule(GraphArtifact.load(art_dir))
     return gm(**inputs), gm(**inputs)

@@ -39,7 +39,7 @@ def preload(cache: Path) -> None:
 
     import plait.backends.c.backend  # noqa: F401
     import plait.cli  # noqa: F401
-    import plait.executor.graph  # noqa: F401
+    import plait.executor.graph.module  # noqa: F401
     import plait.frontend.onnx  # noqa: F401
     import plait.relay.interpreter  # noqa: F401
     import plait.relay.io  # noqa: F401

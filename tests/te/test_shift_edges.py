@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import plait
-from plait.executor.graph import GraphModule
+from plait.executor.graph.module import GraphModule
 from plait.relay import Function, IRModule, call, run, var
 
 

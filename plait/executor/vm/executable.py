@@ -1,7 +1,7 @@
 """The VM executable: instructions (a tree: ``if`` and ``loop`` hold blocks), registers, constants, the
-runtime library. Made by :mod:`plait.executor.vm_codegen`, run by :mod:`plait.executor.vm`, written
-and read by :mod:`plait.executor.vm_artifact`. The instruction set is in
-:mod:`plait.executor.vm_insn`."""
+runtime library. Made by :mod:`plait.executor.vm.codegen`, run by :mod:`plait.executor.vm.machine`, written
+and read by :mod:`plait.executor.vm.artifact`. The instruction set is in
+:mod:`plait.executor.vm.insn`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from plait.executor.artifact import BuildRecord
+from plait.executor.files import BuildRecord
 from plait.executor.errors import VMCodegenError  # noqa: F401 - re-exported
-from plait.executor.vm import VirtualMachine
-from plait.executor.vm_artifact import export_vm, load_vm
-from plait.executor.vm_insn import OPS, RUN_OPS, SETUP_OPS, Instruction, walk  # noqa: F401 - re-exported
+from plait.executor.vm.machine import VirtualMachine
+from plait.executor.vm.artifact import export_vm, load_vm
+from plait.executor.vm.insn import OPS, RUN_OPS, SETUP_OPS, Instruction, walk  # noqa: F401 - re-exported
 from plait.relay.module import IRModule
 
 def type_text(reg: dict[str, Any]) -> str:
@@ -35,7 +35,7 @@ class VMExecutable(BuildRecord):
     (the runtime module with the lowered functions), ``input_names`` / ``output_names``, ``memory``
     (the byte totals of the memory plan), ``functions`` (the signature of every function called, as in
     a Graph artifact's manifest), ``shaped`` (the PrimFuncs whose calls evaluate their shape functions when
-    they run: symbolic extents, data-dependent outputs; :mod:`plait.executor.vm_shapes`)."""
+    they run: symbolic extents, data-dependent outputs; :mod:`plait.executor.vm.shapes`)."""
 
     instructions: list[Instruction]
     registers: list[dict[str, Any]]
@@ -107,7 +107,7 @@ class VMExecutable(BuildRecord):
 
     def export(self, path: str | Path) -> Path:
         """Write ``vm.json``, ``params.npz``, the library and ``manifest.json`` into the directory ``path``
-        (:mod:`plait.executor.vm_artifact`)."""
+        (:mod:`plait.executor.vm.artifact`)."""
         return export_vm(self, path)
 
     @classmethod
@@ -116,7 +116,7 @@ class VMExecutable(BuildRecord):
         return load_vm(path, memory_limit, cls)
 
     def module(self) -> Any:
-        """A :class:`~plait.executor.vm.VirtualMachine` running this executable."""
+        """A :class:`~plait.executor.vm.machine.VirtualMachine` running this executable."""
         return VirtualMachine(self)
 
     def __repr__(self) -> str:

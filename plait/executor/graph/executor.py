@@ -1,5 +1,5 @@
 """The ``graph`` executor: a JSON graph, its parameters and the runtime module; run by
-:class:`~plait.executor.graph.GraphModule` in this process, exported as ``graph.json`` + ``params.npz`` +
+:class:`~plait.executor.graph.module.GraphModule` in this process, exported as ``graph.json`` + ``params.npz`` +
 the library (docs/executors.md). Light to import: the implementation loads when a method runs."""
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ class GraphExecutor(Executor):
     marker = "graph.json"
 
     def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.artifact import graph_executor_codegen
+        from plait.executor.graph.artifact import graph_executor_codegen
 
         return graph_executor_codegen(mod, lib, target)
 
     def load(self, path: str, memory_limit: int | None = None) -> Any:
-        from plait.executor.artifact import GraphArtifact
+        from plait.executor.graph.artifact import GraphArtifact
 
         return GraphArtifact.load(path, memory_limit=memory_limit)
 
     def runner(self, art: Any, options: RunOptions) -> Any:
-        from plait.executor.graph import GraphModule
+        from plait.executor.graph.module import GraphModule
 
         options.progress("running")
         return GraphModule(art, memory_limit=options.memory_limit)

@@ -3,7 +3,7 @@
     art = plait.build(mod, target="c", executor="aot", config={"aot.name": "kws", "aot.align": 16})
     art.export("out/")               # include/plait_kws.h, src/*.c, Makefile, memory.json, metadata.json
     print(art.memory_summary())      # per piece: pool, bytes, lower bound, algorithm
-    y, = AotModule(art)(x=x)         # plait.executor.aot_run: the same C compiled for this machine
+    y, = AotModule(art)(x=x)         # plait.executor.aot.module: the same C compiled for this machine
 
 It reads the graph of the Graph executor (:func:`plait.executor.graph_codegen.graph_codegen_full`
 on the same lowered ``main``; it lowers nothing itself), then:
@@ -14,7 +14,7 @@ on the same lowered ``main``; it lowers nothing itself), then:
    copies it into the consumer piece's memory; the graph's own copy nodes stay copies;
 3. plans the memory (:func:`plait.memory.plan.plan_memory`, the Graph executor's planner, with one
    memory per piece): every activation and workspace at an offset in its piece's pool;
-4. writes the C (:mod:`plait.executor.aot_c`).
+4. writes the C (:mod:`plait.executor.aot.c_writer`).
 
 Build config: ``aot.name`` (the model's C name; default the module's ``name`` attr, else ``model``;
 sanitized), ``aot.align`` (the alignment of pools and of every buffer in them, a power of two,
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from plait.errors import PlaitError
-from plait.executor.artifact import BuildRecord
+from plait.executor.files import BuildRecord
 from plait.executor.graph_codegen import graph_codegen_full
 from plait.memory.algorithms import DEFAULT_ALIGN
 from plait.memory.plan import entry_bytes, live_ranges, plan_memory
@@ -169,7 +169,7 @@ def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
                          config: Mapping[str, Any] | None = None) -> AotArtifact:
     """The AOT artifact of a lowered ``mod`` built for ``target`` (see the module docstring). ``lib``
     (the Graph executor's runtime module) is not used: the AOT C is generated from the PrimFuncs."""
-    from plait.executor.aot_c import write_files
+    from plait.executor.aot.c_writer import write_files
     from plait.target import CompositeTarget
 
     config = dict(config or {})

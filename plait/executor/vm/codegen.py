@@ -1,8 +1,8 @@
-"""VM executor codegen: the lowered Relay ``main`` -> a :class:`~plait.executor.vm_exec.VMExecutable`.
+"""VM executor codegen: the lowered Relay ``main`` -> a :class:`~plait.executor.vm.executable.VMExecutable`.
 
     exe = plait.build(mod, target="c", executor="vm")     # a VMExecutable
     print(exe.text())                                     # the bytecode (instruction set: vm_exec)
-    y, = VirtualMachine(exe)(x=x)                         # plait.executor.vm
+    y, = VirtualMachine(exe)(x=x)                         # plait.executor.vm.machine
 
 The compiler walks ``main`` as the Graph executor's codegen does (it extends its builder,
 :class:`plait.executor.graph_codegen._Builder`: ``Var``, ``Constant``, calls of lowered functions
@@ -14,7 +14,7 @@ are PrimFunc calls). Every value is a register.
 The top level is planned by :func:`plait.memory.plan.plan_memory` (the one planner): an ``if`` or
 ``loop`` is a node reading its condition, initial state and every outer register its blocks read, and
 writing its outputs. Registers made inside a block, and registers with a symbolic shape, are dynamic:
-allocated at run time (``alloc_tensor_dyn``; shapes from :mod:`plait.executor.vm_shapes`).
+allocated at run time (``alloc_tensor_dyn``; shapes from :mod:`plait.executor.vm.shapes`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from plait.executor.graph_codegen import GraphCodegenError, Value, _Builder, _flatten
-from plait.executor.vm_exec import Instruction, VMCodegenError, VMExecutable
-from plait.executor.vm_shapes import needs_run_time_shapes, output_shapes
+from plait.executor.vm.executable import Instruction, VMCodegenError, VMExecutable
+from plait.executor.vm.shapes import needs_run_time_shapes, output_shapes
 from plait.ir.types import TensorType, Type
 from plait.memory.plan import plan_memory
 from plait.relay.expr import Expr, Function, If, Loop
@@ -52,7 +52,7 @@ class _VMBuilder(_Builder):
         return not isinstance(e, (Function, If, Loop))
 
     def describe(self, symbol: str, fn: Any, node: dict[str, Any]) -> None:
-        """A function with run-time shapes (:func:`~plait.executor.vm_shapes.needs_run_time_shapes`) is
+        """A function with run-time shapes (:func:`~plait.executor.vm.shapes.needs_run_time_shapes`) is
         kept whole (``shaped``): its calls evaluate its shape functions when they run."""
         if needs_run_time_shapes(fn):
             self.shaped[symbol] = fn

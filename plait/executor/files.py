@@ -1,8 +1,7 @@
-"""The graph artifact: a JSON graph, its params and the runtime module tree, with export and load.
-
-    art = plait.build(mod, target="c")            # a GraphArtifact
-    art.export("out/")   ->  out/graph.json, params.npz, lib.so [, lib_1.so, ...], manifest.json
-    GraphArtifact.load("out/")                    # checks everything before any library is loaded
+"""The files every exported artifact shares: the build record all artifacts carry, writing an artifact's
+program, params and runtime modules with its manifest (:func:`export_files`), reading them back with
+every check before any library is loaded (:func:`load_files`), and the runtime-module formats the
+backends register (:mod:`plait.runtime.formats`).
 
 **An artifact is code**: loading it runs its ``lib.so`` (``dlopen`` runs the library's constructors).
 Load only artifacts you trust. The checks here (:mod:`plait.executor.manifest`,
@@ -16,22 +15,16 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-
 import numpy as np
-
 from plait.errors import PlaitError
 from plait.executor.errors import ExecutorError
-from plait.executor.graph_check import _short, check_graph, check_params
-from plait.executor.graph import GraphModule
-from plait.executor.graph_codegen import dumps, graph_codegen_full
+from plait.executor.graph_check import _short
 from plait.executor.manifest import (
-    GRAPH_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
+    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, PARAMS_FILE, check_file, check_manifest,
     file_record, function_modules, manifest_text,
 )
-from plait.memory.plan import memory_report
 from plait.executor.params_file import read_params
 from plait.limits import check_bytes
-from plait.relay.module import IRModule
 from plait.runtime.formats import format_for, format_of, suffixes
 from plait.runtime.module import Module, PyModule
 
@@ -48,103 +41,6 @@ class BuildRecord:
     placement: Any = field(default=None, repr=False)
     piece_modules: dict[str, Any] = field(default_factory=dict, repr=False)
     cross_modules: dict[str, Any] = field(default_factory=dict, repr=False)
-
-
-@dataclass
-class GraphArtifact(BuildRecord):
-    """What ``plait.build(..., executor="graph")`` returns: the graph, its params and the library.
-
-    ``manifest``: the signature of every function the graph calls (``{"functions": ...}``, made by
-    codegen; a loaded artifact has the whole manifest read from ``manifest.json``). ``ir`` is the
-    lowered module (not exported); ``target`` the canonical target string; the build's record
-    (:class:`BuildRecord`: timings, placement, piece modules; set by the driver, not exported).
-    """
-
-    graph_json: str
-    params: dict[str, np.ndarray]
-    lib: Module
-    target: str = ""
-    ir: IRModule | None = field(default=None, repr=False)
-    manifest: dict[str, Any] | None = field(default=None, repr=False)
-    executor = "graph"
-
-    @classmethod
-    def from_module(cls, mod: IRModule, lib: Module, target: str = "") -> "GraphArtifact":
-        """Graph codegen of a lowered ``mod`` whose PrimFuncs ``lib`` implements."""
-        graph, params, functions = graph_codegen_full(mod)
-        graph["target"] = target
-        manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "functions": functions}
-        return cls(dumps(graph), params, lib, target, mod, manifest=manifest)
-
-    @property
-    def graph(self) -> dict[str, Any]:
-        return json.loads(self.graph_json)
-
-    @property
-    def functions(self) -> dict[str, Any]:
-        """The signature of every function the graph calls (role, dtype, shape, bytes per argument)."""
-        if not self.manifest or not isinstance(self.manifest.get("functions"), dict):
-            raise ExecutorError("the artifact has no manifest of its functions (make it with plait.build, "
-                                "GraphArtifact.from_module or GraphArtifact.load)")
-        return self.manifest["functions"]
-
-    @property
-    def memory(self) -> dict[str, int]:
-        """Bytes by kind of buffer (see :mod:`plait.executor.graph_codegen`)."""
-        return dict(self.graph["memory"])
-
-    def check(self) -> dict[str, Any]:
-        """Check the graph against itself and the function signatures, and the params against the
-        graph (see :mod:`plait.executor.graph_check`); returns the parsed graph."""
-        from plait.executor.graph_check import check_functions
-
-        functions = check_functions(self.functions, "the artifact's manifest")
-        try:
-            graph = json.loads(self.graph_json)
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise ExecutorError(f"graph: not JSON ({_short(str(exc), 120)})") from None
-        check_graph(graph, "graph", functions)
-        check_params(self.params, graph)
-        return graph
-
-    def module(self) -> Any:
-        """A :class:`~plait.executor.graph.GraphModule` running this artifact."""
-        return GraphModule(self)
-
-    def __repr__(self) -> str:
-        calls = sum(1 for n in self.graph["nodes"] if n["op"] in ("call", "copy"))
-        return f"GraphArtifact(target={self.target!r}, {calls} calls, {len(self.params)} params, lib={self.lib!r})"
-
-    def memory_report(self, top: int = 10) -> str:
-        """The memory plan as text: bytes per storage kind, the peak, the biggest workspaces."""
-        return memory_report(self.graph, top)
-
-    def export(self, path: str | Path) -> Path:
-        """Write ``graph.json``, ``params.npz``, the library and ``manifest.json`` into the directory ``path``.
-
-        The library is ``lib.so`` (a compiled module), or ``lib.c`` for a C source module that was
-        not compiled for the host (e.g. a Cortex-M build, with its object file ``lib.o``). Each module
-        it imports (one per piece) is written too (``lib_1.so``, ``lib_2.c``, ``lib_3.onnx``, ``lib.ll``
-        ...); a module without functions of its own (a container host module) has no file. Python
-        modules (:class:`~plait.runtime.PyModule`) cannot be exported. ``manifest.json``
-        (:mod:`plait.executor.manifest`) is written last: it lists every file with its size and sha256,
-        the module tree and every function's arguments.
-        """
-        self.check()
-        return export_files(Path(path), GRAPH_FILE, self.graph_json, self.params, self.lib, self.functions)
-
-    @classmethod
-    def load(cls, path: str | Path, *, memory_limit: int | str | None = None) -> "GraphArtifact":
-        """Read an artifact written by :meth:`export`, checking everything before any library is loaded:
-        the manifest, graph.json (against itself and the function signatures), params.npz (each array's
-        header before its data; the byte total against ``memory_limit``, see :mod:`plait.limits`), and
-        the size and sha256 of every file. Any failure is an :class:`ExecutorError` naming the file."""
-        def graph_of(obj: Any, where: str, functions: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-            graph = check_graph(obj, where, functions)
-            return graph, graph
-
-        gdata, graph, params, lib, manifest = load_files(path, "graph", GRAPH_FILE, graph_of, memory_limit)
-        return cls(gdata.decode("utf-8"), params, lib, graph.get("target", ""), manifest=manifest)
 
 
 def export_files(out: Path, main_file: str, main_text: str, params: dict[str, np.ndarray], lib: Module,
@@ -366,9 +262,4 @@ def _which(k: int) -> str:
     return "the library" if k == 0 else f"module {k} imported by the library"
 
 
-def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> GraphArtifact:
-    """The ``graph`` executor's codegen (:class:`~plait.executor.graph_executor.GraphExecutor`)."""
-    return GraphArtifact.from_module(mod, lib, target)
-
-
-__all__ = ["GraphArtifact", "check_library", "export_files", "graph_executor_codegen", "load_files"]
+__all__ = ["BuildRecord", "check_library", "export_files", "load_files"]

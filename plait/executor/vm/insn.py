@@ -1,6 +1,6 @@
 """The VM's instruction set: :class:`Instruction`, the op names (:data:`OPS`) and :func:`walk`. The
-executable (:mod:`plait.executor.vm_exec`), its files (:mod:`plait.executor.vm_artifact`) and the VM
-(:mod:`plait.executor.vm`) all read it; it imports none of them.
+executable (:mod:`plait.executor.vm.executable`), its files (:mod:`plait.executor.vm.artifact`) and the VM
+(:mod:`plait.executor.vm.machine`) all read it; it imports none of them.
 
 Instruction set (registers ``%k`` hold tensors; ``T`` is a register's type):
 

@@ -11,7 +11,7 @@ non-zero run status), ``board.ld`` (the board's memory map: code and constants i
 data, pools and the stack in its RAM) and a ``Makefile`` building ``fw.elf`` with arm-none-eabi-gcc
 alone. The model's C is compiled with its piece's cross flags with ``-ffp-contract=off`` (no fused
 multiply-add: the same float32 results on every core). A composite target is one image on the board of
-its largest core (:mod:`plait.executor.firmware_composite`).
+its largest core (:mod:`plait.executor.aot.firmware_composite`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import json
 from typing import Any
 
 from plait.errors import PlaitError
-from plait.executor.aot import AotArtifact
-from plait.executor.firmware_composite import (composite_board, image_flags, is_composite, makefile_overrides,
+from plait.executor.aot.artifact import AotArtifact
+from plait.executor.aot.firmware_composite import (composite_board, image_flags, is_composite, makefile_overrides,
                                               source_flags)
 from plait.target.boards import Board, board_for, check_board_fits
 

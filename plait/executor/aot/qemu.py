@@ -1,6 +1,6 @@
 """Running an AOT artifact's firmware on an emulated Cortex-M board (QEMU, semihosting).
 
-    m = QemuModule(art)                  # adds firmware/ (plait.executor.firmware), builds fw.elf with make
+    m = QemuModule(art)                  # adds firmware/ (plait.executor.aot.firmware), builds fw.elf with make
     y, = m(x=x)                          # writes in/<field>.bin, runs QEMU, reads out/<field>.bin
     run_firmware(elf, board, workdir, timeout_s=60)   # one QEMU run of any semihosting ELF
 
@@ -25,8 +25,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from plait.errors import PlaitError
-from plait.executor.aot import AotArtifact
-from plait.executor.firmware import STATUS_FAULT, add_firmware
+from plait.executor.aot.artifact import AotArtifact
+from plait.executor.aot.firmware import STATUS_FAULT, add_firmware
 from plait.executor.inputs import bind_inputs
 from plait.ir.types import DTYPES
 from plait.target.boards import Board, bigger_board_hint
@@ -92,7 +92,7 @@ def run_firmware(elf: str | Path, board: Board, workdir: str | Path, timeout_s: 
 
 class QemuModule:
     """Runs an :class:`AotArtifact` for one Cortex-M piece on its board under QEMU (a composite target: one
-    image on the board of its largest core, :mod:`plait.executor.firmware_composite`).
+    image on the board of its largest core, :mod:`plait.executor.aot.firmware_composite`).
 
     ``m(*inputs, **inputs) -> list[np.ndarray]`` like ``AotModule``; ``timeout_s`` bounds each run.
     The firmware is built once (in ``build_dir``, default a temporary directory) when the module is made.
@@ -113,7 +113,7 @@ class QemuModule:
         self.input_names = [i["name"] for i in md["inputs"]]
         self.output_names = [o["name"] for o in md["outputs"]]
         self.printed = ""
-        self.qemu_args: list[str] = []  # more QEMU arguments for every run (plait.executor.measure: -plugin)
+        self.qemu_args: list[str] = []  # more QEMU arguments for every run (plait.executor.aot.measure: -plugin)
 
     def _given(self, args: tuple, inputs: dict[str, Any]) -> list[np.ndarray]:
         md = self.art.metadata

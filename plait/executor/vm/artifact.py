@@ -1,6 +1,6 @@
 """Export and load of a VM executable: ``vm.json`` (the bytecode), ``params.npz`` (the constants), the
 library and ``manifest.json``, written and read by the same code as the Graph artifact
-(:func:`plait.executor.artifact.export_files` / :func:`~plait.executor.artifact.load_files`: file
+(:func:`plait.executor.files.export_files` / :func:`~plait.executor.files.load_files`: file
 hashes, module tree, function signatures, params checked before any data is read).
 
 ``vm.json`` (``"format": "plait.vm"``, ``"version": 1``)::
@@ -31,7 +31,7 @@ from typing import Any, Callable
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, is_int
 from plait.executor.manifest import VM_FILE
-from plait.executor.vm_insn import OPS, Instruction, walk
+from plait.executor.vm.insn import OPS, Instruction, walk
 from plait.ir.types import DTYPES
 from plait.lowering.shape_func import output_dtypes as shape_outputs
 from plait.memory.plan import entry_bytes
@@ -68,7 +68,7 @@ def shape_interface(func: Any) -> str:
 def _parse_shaped(vm: dict[str, Any], where: str) -> dict[str, Any]:
     """The ``shaped`` functions of a ``vm.json`` (symbol -> PrimFunc interface), parsed and checked."""
     from plait.errors import PlaitError
-    from plait.executor.vm_shapes import needs_run_time_shapes
+    from plait.executor.vm.shapes import needs_run_time_shapes
     from plait.tir.parser import parse_prim_func
 
     raw = vm.get("shaped", {})
@@ -88,17 +88,17 @@ def _parse_shaped(vm: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def export_vm(exe: Any, path: str | Path) -> Path:
-    """Write ``exe`` (a :class:`~plait.executor.vm_exec.VMExecutable`) into the directory ``path`` (see the module docstring)."""
-    from plait.executor.artifact import export_files
+    """Write ``exe`` (a :class:`~plait.executor.vm.executable.VMExecutable`) into the directory ``path`` (see the module docstring)."""
+    from plait.executor.files import export_files
 
     return export_files(Path(path), VM_FILE, vm_json(exe), dict(exe.constants), exe.lib, exe.functions)
 
 
 def load_vm(path: str | Path, memory_limit: int | str | None, make: Callable[..., Any]) -> Any:
     """Read a VM artifact written by :func:`export_vm`, checking everything first (an ExecutorError
-    naming the file otherwise); ``make`` (:class:`~plait.executor.vm_exec.VMExecutable`, whose ``load``
+    naming the file otherwise); ``make`` (:class:`~plait.executor.vm.executable.VMExecutable`, whose ``load``
     calls this) builds the executable from the fields read."""
-    from plait.executor.artifact import load_files
+    from plait.executor.files import load_files
 
     _, vm, params, lib, manifest = load_files(path, "VM", VM_FILE, check_vm, memory_limit)
     shaped = _parse_shaped(vm, f"{Path(path) / VM_FILE}")

@@ -105,7 +105,7 @@ def _piece_sources(mod: IRModule, composite: Any, name: str, used: set[str]) -> 
 def c_writer(target: Any) -> Any:
     """The backend that writes ``target``'s C for the AOT sources: the target's kind when it emits C
     itself (:attr:`plait.target.Backend.emits_c`), else the kind its ``default_codegen`` names (a kind
-    lowered by default and compiled by the c kind). :func:`plait.executor.aot.check_pieces` has checked
+    lowered by default and compiled by the c kind). :func:`plait.executor.aot.artifact.check_pieces` has checked
     that every piece with calls generates C."""
     backend = target.kind.backend
     if type(backend).emits_c:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
-from plait.executor.aot import AotArtifact
-from plait.executor.graph import aligned_buffer
+from plait.executor.aot.artifact import AotArtifact
+from plait.executor.graph.module import aligned_buffer
 from plait.ir.types import DTYPES
 from plait.runtime.cc import compile_source
 

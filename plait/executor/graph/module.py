@@ -1,6 +1,6 @@
 """The graph executor's runtime: :class:`GraphModule` runs a :class:`GraphArtifact` with a thin Python loop.
 
-    art = plait.build(mod, target="c")            # a GraphArtifact (plait.executor.artifact)
+    art = plait.build(mod, target="c")            # a GraphArtifact (plait.executor.graph.artifact)
     gm = GraphModule(art)
     y, = gm(x=np.ones((1, 256), np.float32))      # or set_input / run / get_output
     worker = gm.copy()                            # for another thread: shares the library and params
@@ -180,7 +180,7 @@ class GraphModule:
         see :mod:`plait.limits`; None: the default limit), checked before anything is allocated."""
         if isinstance(artifact, GraphModule):
             artifact = artifact.artifact
-        # a GraphArtifact (plait.executor.artifact, which imports this module for GraphArtifact.module)
+        # a GraphArtifact (plait.executor.graph.artifact, which imports this module for GraphArtifact.module)
         if not (isinstance(getattr(artifact, "graph_json", None), str) and hasattr(artifact, "check")):
             raise ExecutorError(f"GraphModule needs a GraphArtifact (from plait.build), got {type(artifact).__name__}")
         self._setup(_prepare(artifact, memory_limit))

@@ -5,7 +5,7 @@
     db.save("costs.json")                             # plait explain/compile/run --costs costs.json
 
 Each graph node of the AOT artifact calls one operator function (a fused group of Relay calls). The
-instruction-counting plugin (:mod:`plait.executor.insn_plugin`) gets one address range per operator
+instruction-counting plugin (:mod:`plait.executor.aot.insn_plugin`) gets one address range per operator
 function (from the ELF's symbol table, ``arm-none-eabi-nm``: address with the Thumb bit cleared, size)
 and marks every entry to one with the instructions executed before it. A node's count is the difference
 between its function's entry and the next node's (the last: the next semihosting call, when ``main``
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from plait.errors import PlaitError
-from plait.executor.insn_plugin import plugin_library, read_counts, write_ranges
+from plait.executor.aot.insn_plugin import plugin_library, read_counts, write_ranges
 
 # Cycles per instruction of each core: ESTIMATES (QEMU has no timing model; it counts instructions).
 # Derived from Arm's published Dhrystone figures relative to a 1-IPC core and the cores' pipelines:
@@ -131,7 +131,7 @@ def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, tim
     a fixed-seed standard normal sample of each input (soft-float counts depend a little on the data);
     ``key``: the target string the entries are recorded under (default the artifact's piece target; a
     composite's piece measured through :func:`measuring_target` gives its own)."""
-    from plait.executor.qemu import QemuModule
+    from plait.executor.aot.qemu import QemuModule
     from plait.placement.cost import CostDatabase, CostModel, signature
     from plait.schedule import machine_for
     from plait.target import CompositeTarget

@@ -1,7 +1,7 @@
 """The VM executor's runtime: :class:`VirtualMachine` interprets a :class:`VMExecutable`'s bytecode.
 
     exe = plait.build(mod, target="c", executor="vm")
-    print(exe.text())                    # the bytecode (instruction set: plait.executor.vm_exec)
+    print(exe.text())                    # the bytecode (instruction set: plait.executor.vm.executable)
     vm = VirtualMachine(exe)
     y, = vm(x=np.ones((1, 256), np.float32))
 
@@ -17,7 +17,7 @@ runs its body block, keeps its state and scan elements (copies) and releases the
 was before the iteration. A ``call`` of a function with run-time shapes (``exe.shaped``: size variables,
 a data-dependent output) binds its size variables from its inputs' shapes, takes its outputs and
 symbolic workspaces from the arena and passes the size variables after the buffers
-(:func:`plait.executor.vm_shapes.shaped_call`).
+(:func:`plait.executor.vm.shapes.shaped_call`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.executor.errors import ExecutorError
-from plait.executor.graph import BUFFER_ALIGN, _find_function, _view, aligned_buffer
+from plait.executor.graph.module import BUFFER_ALIGN, _find_function, _view, aligned_buffer
 from plait.executor.inputs import bind_inputs
-from plait.executor.vm_insn import Instruction, walk
-from plait.executor.vm_shapes import scan_shape, shaped_call, view_shape
+from plait.executor.vm.insn import Instruction, walk
+from plait.executor.vm.shapes import scan_shape, shaped_call, view_shape
 from plait.ir.status import describe as describe_status
 from plait.ir.types import DTYPES
 from plait.limits import check_bytes
@@ -89,13 +89,13 @@ class Arena:
 
 class VirtualMachine:
     """Runs a :class:`VMExecutable`. ``vm(*args, **inputs) -> list[np.ndarray]`` (inputs by position
-    or name; copies of the outputs), like :class:`~plait.executor.graph.GraphModule`; one run at a
+    or name; copies of the outputs), like :class:`~plait.executor.graph.module.GraphModule`; one run at a
     time per instance (``vm.lock``)."""
 
     executor = "vm"
 
     def __init__(self, exe: Any, *, memory_limit: int | str | None = None):
-        # a VMExecutable (plait.executor.vm_exec, which imports this module for VMExecutable.module)
+        # a VMExecutable (plait.executor.vm.executable, which imports this module for VMExecutable.module)
         if not (isinstance(getattr(exe, "instructions", None), (list, tuple)) and hasattr(exe, "registers")):
             raise ExecutorError(f"VirtualMachine needs a VMExecutable (from plait.build(..., executor='vm')), "
                                 f"got {type(exe).__name__}")

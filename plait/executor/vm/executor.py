@@ -21,7 +21,7 @@ class VMExecutor(Executor):
                   refusal=" (it prints the VM's bytecode)"),)
 
     def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.vm_codegen import vm_codegen
+        from plait.executor.vm.codegen import vm_codegen
 
         return vm_codegen(mod, lib, target)
 
@@ -34,12 +34,12 @@ class VMExecutor(Executor):
         return []
 
     def load(self, path: str, memory_limit: int | None = None) -> Any:
-        from plait.executor.vm_exec import VMExecutable
+        from plait.executor.vm.executable import VMExecutable
 
         return VMExecutable.load(path, memory_limit=memory_limit)
 
     def runner(self, art: Any, options: RunOptions) -> Any:
-        from plait.executor.vm import VirtualMachine
+        from plait.executor.vm.machine import VirtualMachine
 
         options.progress("running")
         return VirtualMachine(art, memory_limit=options.memory_limit)

@@ -62,14 +62,14 @@ class AotExecutor(Executor):
         return {k: v for k, v in (("aot.name", name), ("aot.align", align)) if v is not None}
 
     def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.aot import aot_executor_codegen
+        from plait.executor.aot.artifact import aot_executor_codegen
 
         return aot_executor_codegen(mod, lib, target or "c", config)
 
     def prepare_export(self, art: Any, args: argparse.Namespace) -> list[str]:
         if not getattr(args, "firmware", False):
             return []
-        from plait.executor.firmware import add_firmware
+        from plait.executor.aot.firmware import add_firmware
 
         board = add_firmware(art)
         return [f"firmware for board '{board.name}' ({board.core}, QEMU -M {board.machine}): make -C "
@@ -83,13 +83,13 @@ class AotExecutor(Executor):
 
     def runner(self, art: Any, options: RunOptions) -> Any:
         if self.on_device(options):
-            from plait.executor.qemu import DEFAULT_TIMEOUT_S, QemuModule
+            from plait.executor.aot.qemu import DEFAULT_TIMEOUT_S, QemuModule
 
             options.progress("building the firmware")
             module = QemuModule(art, timeout_s=options.flag("qemu_timeout") or DEFAULT_TIMEOUT_S)
             options.progress(f"running on board '{module.board.name}' under QEMU")
             return module
-        from plait.executor.aot_run import AotModule
+        from plait.executor.aot.module import AotModule
 
         options.progress("running")
         return AotModule(art)
