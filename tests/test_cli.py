@@ -16,7 +16,7 @@ from plait.executor.graph.artifact import GraphArtifact
 from plait.executor.graph.module import GraphModule
 from plait.frontend.onnx import from_onnx, load_onnx
 from plait.memory.plan import pool_lines
-from plait.placement.explain import explain
+from plait.pipeline.explain import explain
 from plait.relay import run
 from plait.testing import onnx_models
 

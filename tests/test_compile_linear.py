@@ -15,7 +15,8 @@ import pytest
 
 from plait.backends.c.backend import codegen_c
 from plait.lowering.lower import UniqueNames
-from plait.driver import _composite, lowered_module, piece_module
+from plait.driver import _composite, lowered_module
+from plait.pipeline.codegen import piece_module
 from plait.executor.graph_codegen import graph_codegen
 from plait.ir.transform import PassContext
 from plait.relay.module import IRModule

@@ -5,7 +5,8 @@ import pytest
 
 import plait
 from plait import relay
-from plait.driver import Codegen, build
+from plait.driver import build
+from plait.pipeline.codegen import Codegen
 from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext, Timing
@@ -69,7 +70,7 @@ def test_build_with_hooks_runs_the_whole_pipeline(hand_kind):
     names = [n for n, _ in timing.times]
     assert names == ["infer_type", "qdq_to_integer", "fold_constant", "fold_batch_norm", "price", "place", "partition",
                      "handwritten.relay_to_tir", "lower", "lift_workspaces",
-                     "check_memory_fit", "codegen", "codegen_pieces",
+                     "plan_memory", "check_memory_fit", "codegen", "codegen_pieces",
                      "graph_executor_codegen"]
     assert [n for n, _ in art.timings][-1] == "total"
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
@@ -161,7 +162,7 @@ def test_build_for_c_runs_and_instruments_see_default_lowering(tmp_path):
     legal = [p.name for p in Target("c").kind.backend.legalize(Target("c"))]  # (channels_last on VNNI hosts)
     assert [n for n, _ in timing.times] == ["infer_type", "qdq_to_integer", "fold_constant", "fold_batch_norm", "price",
                                             "place", "partition", *legal, "fuse_ops", "lower_to_tir", "lower",
-                                            "lift_workspaces", "check_memory_fit", "codegen", "codegen_pieces", "graph_executor_codegen"]
+                                            "lift_workspaces", "plan_memory", "check_memory_fit", "codegen", "codegen_pieces", "graph_executor_codegen"]
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     (y,) = GraphModule(art)(x=x)
     np.testing.assert_allclose(y, np.maximum(x, 0) + 0.5, atol=1e-6)

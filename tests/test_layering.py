@@ -19,7 +19,7 @@ import pytest
 #: package facade plait/__init__.py (``plait.build``, ``plait.from_onnx``... loaded on first use).
 LAYERS = (
     "foundation", "ir", "tir", "te", "op", "relay", "target", "frontend", "schedule", "lowering", "memory",
-    "runtime", "placement", "backends", "executor", "driver", "tune", "cli", "testing", "api",
+    "runtime", "placement", "backends", "pipeline", "executor", "driver", "tune", "cli", "testing", "api",
 )
 FOUNDATION = {"plait.errors", "plait.registry", "plait.limits", "plait.version"}
 ROOT = Path(__file__).resolve().parent.parent / "plait"

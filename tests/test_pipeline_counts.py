@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import plait
-from plait.driver import Built, Lowered, Partitioned
+from plait.pipeline.stages import Built, Lowered, Partitioned
 from plait.executor import GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.ir.transform import PassContext
 from plait.lowering import cache as cache_mod
 from plait.lowering import function as function_mod
 from plait.lowering.cache import LoweringCache, lower_cached, lowering_key
-from plait.placement.stages import Imported, Placed, Priced
+from plait.pipeline.stages import Imported, Placed, Priced
 from plait.relay import IRModule
 from plait.relay.analysis import structural_hash
 from plait.relay.expr import Call, Var
@@ -75,7 +75,7 @@ def _check_built_once(model, built, ctx_calls):
 
 def _calls_of(model):
     from plait.ir.transform import PassContext
-    from plait.placement.stages import import_stage
+    from plait.pipeline import import_stage
 
     main = import_stage(from_onnx(model), PassContext()).mod["main"]
     return [(n.op.name, n.meta.get("name")) for n in post_order(main.body) if isinstance(n, Call)]
@@ -176,7 +176,8 @@ def test_type_inference_is_incremental():
 
 
 def test_build_stages_go_forward(tmp_path):
-    from plait.driver import CodegenPieces, lowered_module, _composite
+    from plait.driver import lowered_module, _composite
+    from plait.pipeline.codegen import CodegenPieces
 
     ct = _composite(TARGET)
     seen = []
@@ -218,3 +219,35 @@ def test_a_pin_splits_a_fusion_group_and_each_part_is_lowered_once(tmp_path, mon
     assert where[("nn.dense", "/fc0/Gemm")] == where[("add", "/fc0/Gemm")]
     (got,) = GraphModule(art)(**{sess.get_inputs()[0].name: x})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+M7 = "c -mcpu=cortex-m7f -board=mps2-an500"  # (memory facts: the fit check runs)
+
+
+@pytest.mark.parametrize("executor, target", [(e, t) for e in ("graph", "aot", "vm") for t in ("c", M7)]
+                         + [(e, f"a: {M7}; b: {M7}") for e in ("graph", "aot")])
+def test_one_memory_plan_per_build(executor, target, tmp_path, monkeypatch):
+    """Every build plans its memory once (issue 28): the executor's plan (Executor.plan), which the fit check
+    of a target with memory facts reads and the executor's codegen receives in lowered.plan; the artifact's
+    pools are that plan's."""
+    from plait.memory.plan import MemoryPlan
+
+    plans = []
+    real = MemoryPlan.apply
+
+    def counted(self, graph):
+        plans.append(self)
+        return real(self, graph)
+
+    monkeypatch.setattr(MemoryPlan, "apply", counted)
+    mod = from_onnx(onnx_models.ds_cnn(channels=8, blocks=1))
+    art = plait.build(mod, target, executor=executor, place="*=b" if ";" in target else None,
+                      config={"cc.cache_dir": str(tmp_path), "c.cross_check": False, "c.host_simulation": True})
+    assert len(plans) == 1, f"{len(plans)} memory plans"
+    pools = {p["name"]: p["bytes"] for p in plans[0].pools}
+    if executor == "aot":
+        assert {p["name"]: p["bytes"] for p in art.memory["pools"]} == pools
+    elif executor == "graph":
+        assert {p["name"]: p["bytes"] for p in art.graph["pools"]} == pools
+    else:
+        assert {p["name"]: p["bytes"] for p in art.pools} == pools

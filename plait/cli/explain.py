@@ -27,11 +27,11 @@ def memory_plan(placed, ct, ctx) -> dict:
     """The planned graph of a placement (partitioned and lowered as plait.build does, no C compiled and
     no fit check: the summary shows each pool against its piece's RAM), or ``{"error": why}`` when it
     cannot be lowered (the report is still printed; plait compile says why)."""
-    from plait.driver import lower_stage, partition_stage
     from plait.executor.graph_codegen import graph_codegen
+    from plait.pipeline import lower_stage
 
     try:
-        lowered = lower_stage(partition_stage(placed, ct, ctx), ct, ctx, check_fit=False)
+        lowered = lower_stage(placed, ct, ctx)
         graph, _ = graph_codegen(lowered.mod)
     except PlaitError as exc:
         return {"error": str(exc)}
@@ -67,7 +67,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
-    from plait.placement.explain import NO_DOT, explain
+    from plait.pipeline.explain import explain
+    from plait.placement.explain import NO_DOT
 
     opts = placement_options(args)
     shapes, opt_level = parse_input_shapes(args.input_shapes), parse_opt_level(args.opt_level)

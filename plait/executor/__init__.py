@@ -9,8 +9,10 @@ anything runs), ``inputs`` (binding and checking a run's inputs), ``errors``.
 
 Each executor is one :class:`~plait.executor.base.Executor` subclass (``graph.executor``,
 ``aot.executor``, ``vm.executor``), registered in :data:`EXECUTORS` by name: its capabilities, its
-command-line flags, ``codegen(mod, lib, target, config) -> artifact`` (``mod`` the lowered IRModule whose
-``main`` calls only PrimFuncs, ``lib`` the runtime module implementing them), ``load`` and ``runner``.
+command-line flags, ``plan(mod, composite, config) -> ProgramPlan`` (the build's one memory plan),
+``codegen(lowered, built, composite, ctx) -> artifact`` (``lowered.mod`` the lowered IRModule whose
+``main`` calls only PrimFuncs, ``lowered.plan`` the plan, ``built.lib`` the runtime module implementing
+them, ``composite`` the CompositeTarget), ``load`` and ``runner``.
 ``plait.build(..., executor=NAME)`` and the CLI ask :func:`get_executor`; nothing outside this package
 branches on an executor's name. In-tree executors come from :data:`MANIFEST` (loaded lazily, like the
 backends' manifest); out-of-tree ones from entry points of the ``plait.executors`` group::

@@ -10,13 +10,18 @@ another executor), and how its artifacts are loaded and run::
         summary = "the graph executor, printing each call"
         capabilities = Capabilities(runs_in_process=True)
 
-        def codegen(self, mod, lib, target, config):
-            return graph_executor_codegen(mod, lib, target)
+        def codegen(self, lowered, built, composite, ctx):
+            return graph_executor_codegen(lowered, built, composite)   # (plan: the default, the graph's)
 
         def runner(self, art, options):
             return TracingModule(art)
 
     register_executor(Tracing())         # or an entry point in the plait.executors group
+
+The pipeline (:mod:`plait.pipeline`) asks an executor for its memory plan once per build
+(:meth:`Executor.plan`: the fit check reads it, and ``codegen`` gets it back in ``lowered.plan``), then
+for its artifact (:meth:`Executor.codegen`, given the lowered stage, the runtime modules and the
+:class:`~plait.target.CompositeTarget`, never a string to parse again).
 
 The driver (``plait.build(..., executor=NAME)``) and the CLI only ever ask the registry
 (:data:`plait.executor.EXECUTORS`) and these methods: no code outside ``plait/executor/`` branches on an
@@ -26,10 +31,17 @@ executor's name.
 from __future__ import annotations
 
 import argparse
+import inspect
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from plait.errors import PlaitError, UsageError
+from plait.ir.transform import PassContext
+from plait.pipeline.stages import Built, Lowered, ProgramPlan
+from plait.relay.module import IRModule
+
+if TYPE_CHECKING:
+    from plait.target import CompositeTarget
 
 #: the commands whose flags an executor may own
 COMMANDS = ("run", "compile")
@@ -139,8 +151,18 @@ class Executor:
         a bad value. Default: none."""
         return {}
 
-    def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        """The artifact of the lowered ``mod`` with its runtime module ``lib`` built for ``target``."""
+    def plan(self, mod: IRModule, composite: CompositeTarget, config: Mapping[str, Any]) -> ProgramPlan:
+        """The memory plan of the lowered ``mod``, made once per build (the fit check reads its ``graph``;
+        :meth:`codegen` gets it back as ``lowered.plan``). Default: the graph form planned by the one
+        memory planner with a pool per memory (:func:`plait.executor.graph_codegen.graph_plan`)."""
+        from plait.executor.graph_codegen import graph_plan
+
+        return graph_plan(mod)
+
+    def codegen(self, lowered: Lowered, built: Built, composite: CompositeTarget, ctx: PassContext) -> Any:
+        """The artifact of ``lowered`` (its ``mod``, and ``plan``: what :meth:`plan` made) whose PrimFuncs
+        ``built.lib`` implements (``built.modules``: each piece's module), for ``composite``; build config
+        in ``ctx.config``."""
         raise NotImplementedError(f"executor '{self.name}' has no codegen")
 
     def needs_output(self, args: argparse.Namespace) -> bool:
@@ -196,6 +218,11 @@ def check_executor(executor: Any) -> Executor:
         raise PlaitError(f"executor {type(executor).__name__}: its name must be an identifier, got {name!r}")
     if type(executor).codegen is Executor.codegen:
         raise PlaitError(f"executor '{name}' ({type(executor).__name__}) does not implement codegen")
+    params = list(inspect.signature(type(executor).codegen).parameters)[1:]
+    if params[:4] == ["mod", "lib", "target", "config"]:
+        raise PlaitError(f"executor '{name}' ({type(executor).__name__}): codegen(mod, lib, target, config) is the "
+                         "old interface; it is now codegen(lowered, built, composite, ctx): lowered.mod, built.lib, "
+                         "the CompositeTarget, ctx.config (docs/executors.md, 'Executors are classes')")
     return executor
 
 

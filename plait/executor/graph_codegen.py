@@ -49,6 +49,7 @@ from plait.executor.errors import GraphCodegenError
 from plait.executor.graph_check import GRAPH_FORMAT, GRAPH_VERSION, NODE_OPS, STORAGE_KINDS  # noqa: F401
 from plait.executor.manifest import signature
 from plait.memory.plan import entry_bytes, plan_memory  # noqa: F401 - re-exported
+from plait.pipeline.stages import ProgramPlan
 from plait.ir.op import Op
 from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
@@ -233,6 +234,20 @@ def graph_codegen(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray]]
 def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
     """:func:`graph_codegen`, plus the signature of every function the graph calls (the
     ``functions`` of the artifact manifest, :mod:`plait.executor.manifest`)."""
+    graph, params, functions = graph_form(mod)
+    plan_memory(graph)
+    return graph, params, functions
+
+
+def graph_plan(mod: IRModule) -> ProgramPlan:
+    """The graph form of ``mod`` planned by the one memory planner (a pool per memory): the default
+    :meth:`Executor.plan <plait.executor.base.Executor.plan>`, what the graph executor runs."""
+    return ProgramPlan(*graph_codegen_full(mod))
+
+
+def graph_form(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+    """The graph of ``mod['main']`` before its memory is planned (no ``storage``, ``pools``, ``memory``),
+    its params and the signature of every function it calls: what every executor's plan starts from."""
     from plait.relay.infer import infer_type
 
     if "main" not in mod:
@@ -261,7 +276,6 @@ def graph_codegen_full(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndar
         "params": [i for i, n in enumerate(b.nodes) if n["op"] == "param"],
         "outputs": outputs, "output_names": output_names,
     }
-    plan_memory(graph)
     return graph, dict(b.params), dict(b.functions)
 
 

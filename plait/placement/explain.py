@@ -1,6 +1,6 @@
 """``plait explain``: why every call of a model goes where it goes, and what the other choices cost.
 
-    from plait.placement.explain import explain
+    from plait.pipeline.explain import explain     # the runner; this module builds the report
     r = explain(mod, "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f", objective="latency",
                 place="/fc/*=low_power_cpu")
     print(r.text())            # a table: per call, the cost on every piece, the chosen piece and why; totals
@@ -21,10 +21,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from plait.errors import PlaitError
-from plait.placement.cost import CostModel, applying_tuning, objective_value, type_bytes
+from plait.placement.cost import CostModel, objective_value, type_bytes
 from plait.placement.fit import facts_lines, facts_table, memory_line
 from plait.placement.partition import edge_copies
 from plait.placement.rules import PlacementError, Rule, parse_place
@@ -76,29 +76,6 @@ def rules_of(place: Any, ct: CompositeTarget) -> tuple[Rule, ...]:
         if r.piece not in ct.names:
             parse_place(str(r), ct)  # raises the unknown-piece message
     return rules
-
-
-def prepare(mod_or_func: Any, opt_level: int = 2) -> Function:
-    """The typed function that ``plait.build`` places: ``main`` after the build's import stage
-    (:func:`plait.placement.stages.import_stage`: InferType, FoldConstant, FoldBatchNorm, the passes
-    ``opt_level`` allows). A Function is typed (if it is not) and taken as it is."""
-    from plait.relay.infer import infer_expr
-    from plait.relay.module import IRModule
-
-    if isinstance(mod_or_func, Function):
-        if not mod_or_func.has_type:
-            infer_expr(mod_or_func)
-        return mod_or_func
-    if not isinstance(mod_or_func, IRModule):
-        raise PlacementError(f"explain expects an IRModule or a Function, got {type(mod_or_func).__name__}")
-    if "main" not in mod_or_func:
-        raise PlacementError("explain: the module has no 'main' function")
-    from plait.ir.transform import PassContext
-    from plait.placement.stages import import_stage
-
-    main = import_stage(mod_or_func, PassContext(opt_level=opt_level)).mod["main"]
-    assert isinstance(main, Function)
-    return main
 
 
 def quiet_solver_banner() -> None:
@@ -459,35 +436,6 @@ def _estimate_dict(e: Any, objective: str, weight: float) -> dict[str, Any]:
             "source": e.source, "detail": e.detail}
 
 
-def explain(mod_or_func: Any, target: Any, objective: str = "latency", place: Any = None, weight: float = 0.5,
-            cost_model: CostModel | None = None, opt_level: int = 2,
-            then: Callable[[Any, CompositeTarget, Any], None] | None = None) -> Report:
-    """Place ``mod_or_func`` (an IRModule: its ``main``, folded as build does at ``opt_level``; or a Function) on
-    the pieces of ``target`` and report every call's costs on every piece, the choice and its reason, and the
-    totals. ``then(placed, composite, ctx)``, if given, is called with the ``Placed`` stage while the lowering cache of
-    the pricing is still active (the CLI lowers it further for the memory plan, reusing that lowering)."""
-    from plait.ir.transform import PassContext
-    from plait.lowering.cache import LoweringCache
-    from plait.placement.stages import Imported, place_stage, placement_cost_model
-    from plait.relay.module import IRModule
-
-    ct = target if isinstance(target, CompositeTarget) else CompositeTarget(target)
-    objective = check_objective(objective)
-    weight = check_weight(weight)
-    rules = rules_of(place, ct)
-    with LoweringCache().active(), applying_tuning(cost_model):  # as plait.build: each call lowered once
-        func = prepare(mod_or_func, opt_level)
-        cm = placement_cost_model(ct, cost_model)
-        quiet_solver_banner()
-        ctx = PassContext(opt_level=opt_level)
-        placed = place_stage(Imported(IRModule({"main": func})), ct, ctx, rules, objective, weight, cm,
-                             always_solve=True)
-        if then is not None:
-            then(placed, ct, ctx)
-    a = placed.assignment
-    return report_of(a, func, ct, cm, weight, rules)
-
-
 def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel, weight: float = 0.5,
               rules: Iterable[Rule] = ()) -> Report:
     """The report of an Assignment ``a`` of ``func`` (the solver's answer) priced by ``cost_model``."""
@@ -551,5 +499,5 @@ def report_of(a: Any, func: Function, ct: CompositeTarget, cost_model: CostModel
 
 
 __all__ = ["CallReport", "ExplainError", "NO_DOT", "OBJECTIVES", "Report", "check_objective", "check_weight",
-           "explain", "fmt_joules", "fmt_seconds", "prepare", "quiet_solver_banner", "report_of", "rules_of",
+           "fmt_joules", "fmt_seconds", "quiet_solver_banner", "report_of", "rules_of",
            "summarize"]

@@ -9,7 +9,8 @@ import pytest
 
 import plait
 from plait import relay, tir
-from plait.driver import CodegenPieces, lowered_module
+from plait.driver import lowered_module
+from plait.pipeline.codegen import CodegenPieces
 from plait.errors import PlaitError
 from plait.frontend import from_onnx
 from plait.ir.transform import PassContext

@@ -38,8 +38,8 @@ class TracingExecutor(Executor):
     capabilities = Capabilities(runs_in_process=True, exports=False)
     flags = (Flag("run", ("--trace-prefix",), {"default": "call ", "help": "--executor trace: each line's prefix"}),)
 
-    def codegen(self, mod, lib, target, config):
-        return graph_executor_codegen(mod, lib, target)
+    def codegen(self, lowered, built, composite, ctx):
+        return graph_executor_codegen(lowered, built, composite)
 
     def runner(self, art, options):
         options.progress("tracing")

@@ -160,7 +160,7 @@ def test_onnx_loop_with_an_input_trip_count_matches_onnx_runtime(cc_cache, with_
 
 def test_a_model_with_control_flow_stays_on_the_host_piece_and_explain_says_why(cc_cache):
     from plait.errors import PlaitError
-    from plait.placement.explain import explain
+    from plait.pipeline.explain import explain
 
     target = "host: c; acc: c -mcpu=cortex-m7f"
     mod = _if_module()

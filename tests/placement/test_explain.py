@@ -14,7 +14,8 @@ from plait.frontend.onnx import from_onnx
 from plait.placement import explain as explain_mod
 from plait.placement.capability import op_is
 from plait.placement.cost import CostModel, Estimate, objective_value
-from plait.placement.explain import NO_DOT, ExplainError, Report, explain, fmt_joules, fmt_seconds, prepare
+from plait.pipeline.explain import explain, prepare
+from plait.placement.explain import NO_DOT, ExplainError, Report, fmt_joules, fmt_seconds
 from plait.placement.rules import PlacementError, parse_place
 from plait.relay.expr import Call, Expr, Function
 from plait.relay.infer import infer_expr

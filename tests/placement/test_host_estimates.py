@@ -7,7 +7,7 @@ run as two 256-bit FMA passes, 3.7 GHz effective), and a host with full-width AV
 import pytest
 
 from plait.frontend.onnx import from_onnx
-from plait.placement.explain import explain
+from plait.pipeline.explain import explain
 from plait.testing import onnx_models
 
 ZEN4 = "host: c -simd-bits=512 -fma-bits=256 -clock-mhz=3700; blas: blas -simd-bits=512 -fma-bits=256 -clock-mhz=3700"

@@ -7,7 +7,7 @@ read them)."""
 import pytest
 
 from plait.frontend.onnx import from_onnx
-from plait.placement.explain import explain
+from plait.pipeline.explain import explain
 from plait.testing.onnx_models import ds_cnn
 
 HOST = "c -clock-mhz=2445 -simd-bits=256"

@@ -93,7 +93,7 @@ def test_float_requantization_gives_onnx_runtimes_outputs(fmt, per_channel, act)
 @pytest.mark.parametrize("fmt,per_channel,act", CONFIGS[:1] + CONFIGS[3:4])
 def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(fmt, per_channel, act):
     from plait.ir.transform import PassContext
-    from plait.placement.stages import import_stage
+    from plait.pipeline import import_stage
 
     model = quantized(fmt, per_channel, act)
     mod = import_stage(from_onnx(model), PassContext()).mod
@@ -116,7 +116,7 @@ def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(fmt, per_c
     assert scales <= 4 * (8 + 8 + 16 + 10) + 16  # per-channel requantization scales and a few scalars
     assert sum(by_dtype.values()) < 0.3 * float_bytes
     # plait explain's weight bytes say the same
-    from plait.placement.explain import explain
+    from plait.pipeline.explain import explain
 
     weights = explain(from_onnx(model), "c").memory["c"]["used"]
     float_weights = explain(from_onnx(float_cnn()), "c").memory["c"]["used"]
@@ -128,7 +128,8 @@ def test_convolutions_and_matmul_become_integer_and_weights_stay_int8(fmt, per_c
 def _c_source(mod) -> str:
     """The C source ``plait.build(mod, "c")`` compiles."""
     from plait.backends.c.backend import codegen_c
-    from plait.driver import _composite, lowered_module, piece_module
+    from plait.driver import _composite, lowered_module
+    from plait.pipeline.codegen import piece_module
     from plait.ir.transform import PassContext
 
     ct = _composite("c")
@@ -200,6 +201,6 @@ def test_a_fixed_point_piece_runs_tflite_arithmetic():
 
 def import_stage_mod(mod):
     from plait.ir.transform import PassContext
-    from plait.placement.stages import import_stage
+    from plait.pipeline import import_stage
 
     return import_stage(mod, PassContext()).mod

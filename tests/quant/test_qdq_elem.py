@@ -17,7 +17,7 @@ from plait.errors import UnsupportedError
 from plait.executor import GraphModule
 from plait.frontend import from_onnx
 from plait.ir.transform import PassContext
-from plait.placement.stages import import_stage
+from plait.pipeline import import_stage
 from plait.relay import Call
 from plait.relay.visitor import post_order
 from plait.testing.quantized import int8_steps, ort_session, output_scales, quantize

@@ -19,7 +19,7 @@ from plait.executor import GraphModule
 from plait.frontend import from_onnx
 from plait.ir.transform import PassContext
 from plait.lowering.lower import lower_function
-from plait.placement.stages import import_stage
+from plait.pipeline import import_stage
 from plait.ir.attrs import Attrs
 from plait.relay import Call, Function, IRModule, call, const, var
 from plait.relay.infer import infer_type

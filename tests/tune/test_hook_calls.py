@@ -15,7 +15,7 @@ import pytest
 from plait.cli import main
 from plait.frontend.onnx import from_onnx
 from plait.placement.cost import CostDatabase, CostError, CostModel
-from plait.placement.explain import explain
+from plait.pipeline.explain import explain
 from plait.testing.onnx_models import ds_cnn
 from plait.tune import tune
 

@@ -116,7 +116,7 @@ def test_a_tuning_file_changes_the_code_as_its_config_says_and_outputs_match_ort
 
 
 def test_placement_prices_tuned_functions_by_their_records(mod):
-    from plait.placement.explain import explain
+    from plait.pipeline.explain import explain
 
     db, info = tune(mod, f"host: {TARGET}; blas: blas", trials=2, measure="analytic", jobs=2)
     # blas runs its calls through its own library: nothing to tune, each call measured alone (tests/tune/test_hook_calls.py)

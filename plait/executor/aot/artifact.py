@@ -5,7 +5,7 @@
     print(art.memory_summary())      # per piece: pool, bytes, lower bound, algorithm
     y, = AotModule(art)(x=x)         # plait.executor.aot.module: the same C compiled for this machine
 
-It reads the graph of the Graph executor (:func:`plait.executor.graph_codegen.graph_codegen_full`
+It reads the graph form every executor starts from (:func:`plait.executor.graph_codegen.graph_form`
 on the same lowered ``main``; it lowers nothing itself), then:
 
 1. checks that every piece with calls is built by the ``c`` code generator (an AOT build is C);
@@ -28,14 +28,18 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from plait.errors import PlaitError
 from plait.executor.files import BuildRecord
-from plait.executor.graph_codegen import graph_codegen_full
+from plait.executor.graph_codegen import graph_form
 from plait.memory.algorithms import DEFAULT_ALIGN
 from plait.memory.plan import entry_bytes, live_ranges, plan_memory
+from plait.pipeline.stages import ProgramPlan
 from plait.relay.module import IRModule
+
+if TYPE_CHECKING:
+    from plait.target import CompositeTarget
 
 
 
@@ -63,7 +67,15 @@ class AotArtifact(BuildRecord):
     target: str = ""
     ir: IRModule | None = field(default=None, repr=False)
     cache_dir: str | None = field(default=None, repr=False)
+    #: the composite target it was built for (``target`` is its text, for metadata and messages)
+    composite: CompositeTarget | None = field(default=None, repr=False)
     executor = "aot"
+
+    def __post_init__(self) -> None:
+        if self.composite is None:  # made by hand from a target string
+            from plait.target import CompositeTarget
+
+            self.composite = CompositeTarget(self.target or "c")
 
     def export(self, path: str | Path) -> Path:
         """Write every file of :attr:`files` under ``path`` (created); returns the directory."""
@@ -165,22 +177,30 @@ def _setting(config: Mapping[str, Any], mod: IRModule) -> tuple[str, int]:
     return name, align
 
 
-def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
-                         config: Mapping[str, Any] | None = None) -> AotArtifact:
-    """The AOT artifact of a lowered ``mod`` built for ``target`` (see the module docstring). ``lib``
-    (the Graph executor's runtime module) is not used: the AOT C is generated from the PrimFuncs."""
-    from plait.executor.aot.c_writer import write_files
-    from plait.target import CompositeTarget
-
+def aot_plan(mod: IRModule, composite: CompositeTarget, config: Mapping[str, Any] | None = None) -> ProgramPlan:
+    """The AOT memory plan of a lowered ``mod``: the graph form, with a copy wherever a call reads a
+    value of another piece's memory, planned with one pool per piece (``aot.align``, ``aot.algorithm``);
+    ``state`` the memory each entry lives in. Every piece with calls must be C (:func:`check_pieces`)."""
     config = dict(config or {})
-    name, align = _setting(config, mod)
-    graph, params, functions = graph_codegen_full(mod)
-    composite = CompositeTarget(target)
+    _, align = _setting(config, mod)
+    graph, params, functions = graph_form(mod)
     host = composite.host.name
     used = {str(n.get("piece", host)) for n in graph["nodes"] if n["op"] == "call"}
     check_pieces(mod, composite, used)
     g, home = add_copies(graph, host)
     plan_memory(g, config.get("aot.algorithm", "auto"), align, domains=home)  # one pool per piece
+    return ProgramPlan(g, params, functions, home)
+
+
+def aot_codegen(mod: IRModule, plan: ProgramPlan, composite: CompositeTarget,
+                config: Mapping[str, Any] | None = None) -> AotArtifact:
+    """The AOT artifact of a lowered ``mod`` from its plan (:func:`aot_plan`; see the module docstring)."""
+    from plait.executor.aot.c_writer import write_files
+
+    config = dict(config or {})
+    name, align = _setting(config, mod)
+    g, params, functions, home = plan.graph, plan.params, plan.functions, plan.state
+    host = composite.host.name
     pools = g["pools"]  # "workspace_<piece>": the same names as the Graph executor's pools
     first, last = live_ranges(g)
     buffers = []
@@ -198,7 +218,20 @@ def aot_executor_codegen(mod: IRModule, lib: Any = None, target: str = "c",
     files, metadata = write_files(name, align, g, params, mod, composite, host, functions, memory)
     files["memory.json"] = json.dumps(memory, indent=1, sort_keys=True) + "\n"
     files["metadata.json"] = json.dumps(metadata, indent=1, sort_keys=True) + "\n"
-    return AotArtifact(name, files, g, metadata, memory, params, str(composite), mod, config.get("cc.cache_dir"))
+    return AotArtifact(name, files, g, metadata, memory, params, str(composite), mod, config.get("cc.cache_dir"),
+                       composite=composite)
 
 
-__all__ = ["AotArtifact", "AotError", "DEFAULT_ALIGN", "add_copies", "aot_executor_codegen", "check_pieces"]
+def aot_executor_codegen(mod: IRModule, lib: Any = None, target: Any = "c",
+                         config: Mapping[str, Any] | None = None) -> AotArtifact:
+    """The AOT artifact of a lowered ``mod`` built for ``target`` (a composite target or its string),
+    planned here: :func:`aot_plan` then :func:`aot_codegen` (what a build does in two steps). ``lib``
+    (the Graph executor's runtime module) is not used: the AOT C is generated from the PrimFuncs."""
+    from plait.target import CompositeTarget
+
+    composite = CompositeTarget(target)
+    return aot_codegen(mod, aot_plan(mod, composite, config), composite, config)
+
+
+__all__ = ["AotArtifact", "AotError", "DEFAULT_ALIGN", "add_copies", "aot_codegen", "aot_executor_codegen", "aot_plan",
+           "check_pieces"]

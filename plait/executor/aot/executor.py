@@ -61,10 +61,15 @@ class AotExecutor(Executor):
         name = args.name if getattr(args, "name", None) is not None else Path(args.model).stem  # plait_<file>_run
         return {k: v for k, v in (("aot.name", name), ("aot.align", align)) if v is not None}
 
-    def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.aot.artifact import aot_executor_codegen
+    def plan(self, mod: Any, composite: Any, config: Mapping[str, Any]) -> Any:
+        from plait.executor.aot.artifact import aot_plan
 
-        return aot_executor_codegen(mod, lib, target or "c", config)
+        return aot_plan(mod, composite, config)
+
+    def codegen(self, lowered: Any, built: Any, composite: Any, ctx: Any) -> Any:
+        from plait.executor.aot.artifact import aot_codegen
+
+        return aot_codegen(lowered.mod, lowered.plan, composite, ctx.config)
 
     def prepare_export(self, art: Any, args: argparse.Namespace) -> list[str]:
         if not getattr(args, "firmware", False):

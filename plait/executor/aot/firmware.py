@@ -37,9 +37,7 @@ class FirmwareError(PlaitError):
 def firmware_piece(art: AotArtifact) -> tuple[Any, Board]:
     """(the target of the artifact's one Cortex-M piece, its board); for a composite target (its host
     piece's target, the board of the one image)."""
-    from plait.target import CompositeTarget
-
-    composite = CompositeTarget(art.target)
+    composite = art.composite
     if len(composite.pieces) != 1:  # one image on the board of the largest core (firmware_composite)
         return composite.host.target, composite_board(art)
     target = composite.pieces[0].target

@@ -30,9 +30,7 @@ HARD, SOFTFP = "-mfloat-abi=hard", "-mfloat-abi=softfp"
 
 def is_composite(art: Any) -> bool:
     """True when the artifact's target has more than one piece."""
-    from plait.target import CompositeTarget
-
-    return len(CompositeTarget(art.target).pieces) > 1
+    return len(art.composite.pieces) > 1
 
 
 def _uses_fpu(flags: list[str]) -> bool:
@@ -53,9 +51,7 @@ def composite_board(art: Any) -> Board:
     """The board that runs every piece's code: among the boards of the pieces with C sources (their
     ``-board``, else their core's default), the one of the newest architecture on which every piece's
     code runs. TargetError (naming the pieces) when there is none or a piece is not for a Cortex-M core."""
-    from plait.target import CompositeTarget
-
-    composite = CompositeTarget(art.target)
+    composite = art.composite
     used = {s["piece"] for s in art.metadata["sources"]}
     pieces = [p for p in composite.pieces if p.name in used]
     flags = {s["piece"]: list(s["flags"]) for s in art.metadata["sources"]}

@@ -95,7 +95,7 @@ def core_of(target: Any) -> str:
 def _units(mod: Any, target: str) -> list[tuple[Any, ...]]:
     """The non-view Relay calls of ``mod``'s main as placement groups them (fused groups, single calls),
     in execution order: what the AOT graph's nodes call."""
-    from plait.placement.explain import explain
+    from plait.pipeline.explain import explain
 
     return explain(mod, target).assignment.units()
 
@@ -134,14 +134,12 @@ def measure(mod: Any, art: Any, inputs: dict[str, np.ndarray] | None = None, tim
     from plait.executor.aot.qemu import QemuModule
     from plait.placement.cost import CostDatabase, CostModel, signature
     from plait.schedule import machine_for
-    from plait.target import CompositeTarget
-
     target = art.target
-    ct = CompositeTarget(target)
+    ct = art.composite
     if len(ct.pieces) != 1 or core_of(ct.pieces[0].target) not in CPI:
         raise MeasureError(f"measure needs an artifact built for one Cortex-M piece "
                            f"(one of {', '.join(sorted(CPI))}), got '{target}'")
-    the_piece = CompositeTarget(target).pieces[0]
+    the_piece = ct.pieces[0]
     piece = the_piece.target
     core = core_of(piece)
     with tempfile.TemporaryDirectory(prefix="plait_measure_") as tmp:

@@ -17,10 +17,11 @@ import numpy as np
 from plait.executor.errors import ExecutorError
 from plait.executor.graph_check import _short, check_graph, check_params
 from plait.executor.graph.module import GraphModule
-from plait.executor.graph_codegen import dumps, graph_codegen_full
+from plait.executor.graph_codegen import dumps, graph_plan
 from plait.executor.manifest import GRAPH_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from plait.memory.plan import memory_report
 from plait.relay.module import IRModule
+from plait.pipeline.stages import Built, Lowered, ProgramPlan
 from plait.runtime.module import Module
 from plait.executor.files import BuildRecord, export_files, load_files
 
@@ -45,11 +46,16 @@ class GraphArtifact(BuildRecord):
 
     @classmethod
     def from_module(cls, mod: IRModule, lib: Module, target: str = "") -> "GraphArtifact":
-        """Graph codegen of a lowered ``mod`` whose PrimFuncs ``lib`` implements."""
-        graph, params, functions = graph_codegen_full(mod)
+        """Graph codegen of a lowered ``mod`` whose PrimFuncs ``lib`` implements (its memory planned here)."""
+        return cls.from_plan(graph_plan(mod), mod, lib, target)
+
+    @classmethod
+    def from_plan(cls, plan: ProgramPlan, mod: IRModule, lib: Module, target: str = "") -> "GraphArtifact":
+        """The artifact of a planned graph (:meth:`Executor.plan <plait.executor.base.Executor.plan>`)."""
+        graph = dict(plan.graph)
         graph["target"] = target
-        manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "functions": functions}
-        return cls(dumps(graph), params, lib, target, mod, manifest=manifest)
+        manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "functions": dict(plan.functions)}
+        return cls(dumps(graph), dict(plan.params), lib, target, mod, manifest=manifest)
 
     @property
     def graph(self) -> dict[str, Any]:
@@ -122,9 +128,11 @@ class GraphArtifact(BuildRecord):
         return cls(gdata.decode("utf-8"), params, lib, graph.get("target", ""), manifest=manifest)
 
 
-def graph_executor_codegen(mod: IRModule, lib: Module, target: str = "") -> GraphArtifact:
-    """The ``graph`` executor's codegen (:class:`~plait.executor.graph.executor.GraphExecutor`)."""
-    return GraphArtifact.from_module(mod, lib, target)
+def graph_executor_codegen(lowered: Lowered, built: Built, composite: Any) -> GraphArtifact:
+    """The ``graph`` executor's codegen (:class:`~plait.executor.graph.executor.GraphExecutor`): the
+    build's plan (``lowered.plan``; planned here when there is none) with the host module ``built.lib``."""
+    plan = lowered.plan if lowered.plan is not None else graph_plan(lowered.mod)
+    return GraphArtifact.from_plan(plan, lowered.mod, built.lib, str(composite))
 
 
 __all__ = ["GraphArtifact", "graph_executor_codegen"]

@@ -4,7 +4,7 @@ the library (docs/executors.md). Light to import: the implementation loads when 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from plait.executor.base import Capabilities, Executor, RunOptions
 
@@ -15,10 +15,10 @@ class GraphExecutor(Executor):
     capabilities = Capabilities(runs_in_process=True, exports=True, profiles=True)
     marker = "graph.json"
 
-    def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
+    def codegen(self, lowered: Any, built: Any, composite: Any, ctx: Any) -> Any:
         from plait.executor.graph.artifact import graph_executor_codegen
 
-        return graph_executor_codegen(mod, lib, target)
+        return graph_executor_codegen(lowered, built, composite)
 
     def load(self, path: str, memory_limit: int | None = None) -> Any:
         from plait.executor.graph.artifact import GraphArtifact

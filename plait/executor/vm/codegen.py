@@ -26,6 +26,7 @@ from plait.executor.vm.executable import Instruction, VMCodegenError, VMExecutab
 from plait.executor.vm.shapes import needs_run_time_shapes, output_shapes
 from plait.ir.types import TensorType, Type
 from plait.memory.plan import plan_memory
+from plait.pipeline.stages import ProgramPlan
 from plait.relay.expr import Expr, Function, If, Loop
 from plait.relay.module import IRModule
 
@@ -219,8 +220,9 @@ def _plan(b: _VMBuilder, outputs: list[int], output_names: list[str]) -> dict[st
     return graph
 
 
-def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
-    """The ``vm`` executor's codegen (registered in :data:`plait.executor.EXECUTORS`)."""
+def vm_plan(mod: IRModule) -> ProgramPlan:
+    """The VM's memory plan of a lowered ``mod``: its program's top level planned (:func:`_plan`; registers
+    sized at run time take no bytes); ``state`` the program builder :func:`vm_emit` continues from."""
     from plait.relay.infer import infer_type
 
     if "main" not in mod:
@@ -242,7 +244,13 @@ def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
     outputs = _flatten(values[id(mod.main.body)])
     names = mod.attrs.get("output_names")
     output_names = list(names) if names and len(names) == len(outputs) else [f"output_{i}" for i in range(len(outputs))]
-    graph = _plan(b, outputs, output_names)
+    return ProgramPlan(_plan(b, outputs, output_names), dict(b.params), dict(b.functions), b)
+
+
+def vm_emit(mod: IRModule, plan: ProgramPlan, lib: Any, target: str = "") -> VMExecutable:
+    """The VM executable of ``mod`` from its plan (:func:`vm_plan`)."""
+    b, graph = plan.state, plan.graph
+    outputs, output_names = graph["outputs"], graph["output_names"]
     em = _Emitter(b, graph)
     run = em.nodes(b.nodes, True)
     run.append(Instruction("ret", src=tuple(outputs)))
@@ -255,4 +263,10 @@ def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
                         functions=dict(b.functions), target=target, ir=mod, shaped=dict(b.shaped))
 
 
-__all__ = ["vm_codegen"]
+def vm_codegen(mod: IRModule, lib: Any, target: str = "") -> VMExecutable:
+    """The VM executable of a lowered ``mod`` whose PrimFuncs ``lib`` implements, planned here
+    (:func:`vm_plan` then :func:`vm_emit`, what a build does in two steps)."""
+    return vm_emit(mod, vm_plan(mod), lib, target)
+
+
+__all__ = ["vm_codegen", "vm_emit", "vm_plan"]

@@ -20,10 +20,15 @@ class VMExecutor(Executor):
                                             "help": "--executor vm: print the bytecode (with -o, export it too)"},
                   refusal=" (it prints the VM's bytecode)"),)
 
-    def codegen(self, mod: Any, lib: Any, target: str, config: Mapping[str, Any]) -> Any:
-        from plait.executor.vm.codegen import vm_codegen
+    def plan(self, mod: Any, composite: Any, config: Mapping[str, Any]) -> Any:
+        from plait.executor.vm.codegen import vm_plan
 
-        return vm_codegen(mod, lib, target)
+        return vm_plan(mod)
+
+    def codegen(self, lowered: Any, built: Any, composite: Any, ctx: Any) -> Any:
+        from plait.executor.vm.codegen import vm_emit
+
+        return vm_emit(lowered.mod, lowered.plan, built.lib, str(composite))
 
     def needs_output(self, args: argparse.Namespace) -> bool:
         return not getattr(args, "print_code", False)
