@@ -11,7 +11,8 @@ them). A block opts out with a ``<!-- not run: why -->`` line right before its f
   earlier one made), in a subprocess, so kinds or hooks a page registers do not leak into other tests.
 
 docs/backends.md's python blocks are run (and checked further) by tests/test_backends_guide.py, docs/cli.md's
-examples by tests/cli/.
+examples by tests/cli/, the executor guide of docs/executors.md (installed as a plugin) by
+tests/test_executors_guide.py.
 """
 
 from __future__ import annotations
