@@ -20,6 +20,9 @@ from typing import Callable, Sequence
 from plait.errors import PlaitError
 from plait.runtime import cc_cache
 
+#: the source compiled to link the objects of one module's translation units into one library
+LINK_SOURCE = "/* plait: the translation units of one module, linked into one library */\n"
+
 
 class CompileError(PlaitError):
     """The C compiler failed; the message names the module and quotes the compiler's first errors."""

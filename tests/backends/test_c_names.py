@@ -9,7 +9,7 @@ import pytest
 
 from plait import tir
 from plait.backends.c.backend import CodegenError, c_function_names, codegen_c
-from plait.backends.c.names import NameTable, comment_text, is_reserved, sanitize
+from plait.runtime.c_lang import NameTable, comment_text, is_reserved, sanitize
 from plait.tir import Allocate, Buffer, For, LetStmt, PrimFunc, Var, seq
 
 from .conftest import run_c, run_ref

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import plait
-from plait.backends.c.names import HEADER_NAMES
+from plait.runtime.c_lang import HEADER_NAMES
 from plait.executor import GraphModule
 from plait.frontend.onnx import from_onnx
 from plait.testing import onnx_models

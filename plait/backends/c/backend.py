@@ -15,7 +15,7 @@ no OpenMP runtime is involved), ``unrolled`` -> ``#pragma GCC unroll N``, ``para
 loop (single thread for now). ``plait.build`` lifts ``global.workspace`` allocations into a
 workspace-arena parameter the executor plans (:mod:`plait.memory.workspace`); ones still present (a
 PrimFunc built directly) are static arrays aligned to 64 bytes (not reentrant), ``local`` ones stack
-arrays. Every identifier is sanitized (:mod:`plait.backends.c.names`); model names appear only in
+arrays. Every identifier is sanitized (:mod:`plait.runtime.c_lang`); model names appear only in
 escaped comments. The same PrimFuncs give byte-identical source.
 
 Flags (:func:`compiler_and_flags`, the one place they come from; :func:`host_flags` for this machine):
@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from plait.backends.c.emit import CodegenError, CFunctionEmitter
-from plait.backends.c.helpers import ALIGN_MACRO, CLAMP_CHAIN_MACRO, helper_source, value_type
+from plait.backends.c.helpers import ALIGN_MACRO, CLAMP_CHAIN_MACRO, helper_source
+from plait.runtime.c_lang import value_type
 from plait.backends.c.units import compile_units, split_units
-from plait.backends.c.names import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
+from plait.runtime.c_lang import C_KEYWORDS, HEADER_NAMES, HELPER_PREFIX, NameTable, comment_text, is_identifier
 from plait.target.backend import Backend, CToolchain, CUnit, option
 from plait.target.boards import check_board
 from plait.target.cpus import ARM_M_CPUS, X86_TUNE_CPUS, check_cpu, compiler_cpus

@@ -33,10 +33,10 @@ from typing import Any
 from plait.backends.c.divisions import simplify_divisions
 from plait.backends.c.rounding import magic_operand
 from plait.backends.c.libm import C_CALL as LIBM_CALL
-from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal, storage_type, value_type
+from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal
 from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
 from plait.tir.int_bounds import fits
-from plait.backends.c.names import NameTable, comment_text
+from plait.runtime.c_lang import NameTable, comment_text, storage_type, value_type
 from plait.errors import PlaitError
 from plait.memory.workspace import workspace_params
 from plait.tir.dtype import bits, int_range, is_float, is_int, is_uint

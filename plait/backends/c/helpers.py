@@ -14,22 +14,7 @@ import math
 
 import numpy as np
 
-C_TYPES = {
-    "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
-    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
-    "float16": "float", "float32": "float", "float64": "double", "handle": "void*", "void": "void",
-}
-STORAGE_TYPES = dict(C_TYPES, float16="uint16_t")  # element type of a buffer
-
-
-def value_type(dtype: str) -> str:
-    """The C type holding a value of ``dtype`` in expressions."""
-    return C_TYPES[dtype]
-
-
-def storage_type(dtype: str) -> str:
-    """The C element type of a buffer of ``dtype``."""
-    return STORAGE_TYPES[dtype]
+from plait.runtime.c_lang import C_TYPES
 
 
 def int_literal(value: int, dtype: str) -> tuple[str, bool]:

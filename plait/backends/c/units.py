@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from plait.runtime.cc import compile_source
+from plait.runtime.cc import LINK_SOURCE, compile_source
 from plait.runtime.module import CSourceModule, DSOModule
 
 UNIT_CHARS = 100_000
@@ -29,7 +29,6 @@ UNIT_CHARS = 100_000
 100 small kernels, 1-3 s of gcc each, so that the units of a big module keep every core busy while
 the per-unit cost (parsing the head) stays a few percent."""
 
-LINK_SOURCE = "/* plait: the translation units of one module, linked into one library */\n"
 
 
 def split_units(head: Sequence[str], bodies: Sequence[str], unit_chars: int | None = None) -> list[str]:
@@ -82,4 +81,4 @@ def compile_units(src: CSourceModule, units: Sequence[str], *, cc: str, flags: S
     return dso
 
 
-__all__ = ["LINK_SOURCE", "UNIT_CHARS", "compile_units", "split_units"]
+__all__ = ["UNIT_CHARS", "compile_units", "split_units"]

@@ -167,7 +167,7 @@ def add_copies(graph: dict[str, Any], host: str) -> tuple[dict[str, Any], dict[i
 
 
 def _setting(config: Mapping[str, Any], mod: IRModule) -> tuple[str, int]:
-    from plait.backends.c.names import NameTable
+    from plait.runtime.c_lang import NameTable
 
     raw = config.get("aot.name") or mod.attrs.get("name") or "model"
     name = NameTable().fresh(str(raw), "model")

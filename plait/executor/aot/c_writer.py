@@ -9,7 +9,7 @@
     src/plait_<name>_internal.h         declarations shared by the files of src/
     Makefile
 
-Every name from the model is sanitized (:mod:`plait.backends.c.names`); model text appears only in
+Every name from the model is sanitized (:mod:`plait.runtime.c_lang`); model text appears only in
 escaped comments. Operator functions are renamed ``<name>_<symbol>`` so that several models link into
 one program; their C is otherwise exactly what the Graph build compiles.
 """
@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from plait.backends.c.helpers import storage_type
-from plait.backends.c.names import NameTable, comment_text
+from plait.runtime.c_lang import storage_type
+from plait.runtime.c_lang import NameTable, comment_text
 from plait.memory.plan import entry_bytes
 from plait.relay.module import IRModule
 from plait.target import get_kind

@@ -4,7 +4,7 @@
     y, = m(x=x)                   # or m.set_input("x", x); m.run(); m.get_output(0)
 
 Each source file is compiled to an object with the flags of its piece for this machine
-(:func:`plait.backends.c.backend.host_flags`, what the Graph build uses, plus ``-fPIC``), so the
+(``host_flags`` of the piece's C toolchain, :meth:`plait.target.Backend.c_toolchain`: what the Graph build uses, plus ``-fPIC``), so the
 operators compute exactly what the Graph executor's library computes; the objects are linked into one
 shared library whose ``plait_<name>_run`` (static pools) is called. Headers are inlined into the text
 given to the compiler, so the compile cache (``cc.cache_dir``) is keyed by everything compiled.
@@ -46,7 +46,7 @@ def _inline(text: str, files: dict[str, str]) -> str:
 
 def build_library(art: AotArtifact) -> str:
     """Compile the artifact's sources for this machine and link them; the shared library's path."""
-    from plait.backends.c.units import LINK_SOURCE
+    from plait.runtime.cc import LINK_SOURCE
 
     objects = []
     for s in art.metadata["sources"]:

@@ -1,4 +1,6 @@
-"""C identifiers and comments for generated code: every name from a model made safe.
+"""The C language as plait writes it: identifiers and comments (every name from a model made safe), and
+the C types of values and buffers. Shared by every writer of C (the c kind, the AOT executor's entry
+point, kernels a backend ships), so none imports another's internals.
 
 Names in PrimFuncs come from models (ONNX node names, user strings) and may hold anything: quotes,
 ``*/``, newlines, ``??/`` trigraphs, C keywords, names of libm functions. :func:`sanitize` maps a
@@ -12,6 +14,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+
+C_TYPES = {
+    "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float16": "float", "float32": "float", "float64": "double", "handle": "void*", "void": "void",
+}
+STORAGE_TYPES = dict(C_TYPES, float16="uint16_t")  # element type of a buffer (float16: its bits)
+
+
+def value_type(dtype: str) -> str:
+    """The C type holding a value of ``dtype`` in expressions."""
+    return C_TYPES[dtype]
+
+
+def storage_type(dtype: str) -> str:
+    """The C element type of a buffer of ``dtype``."""
+    return STORAGE_TYPES[dtype]
+
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int long
