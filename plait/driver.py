@@ -13,17 +13,23 @@ Nothing here branches on a kind's or an executor's name.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from plait.ir.transform import PassContext, Timing
 from plait.pipeline import Options, run
 from plait.pipeline.stages import BuildError, Built, Lowered
+from plait.pipeline.codegen import PlansAndGenerates
 from plait.relay.module import IRModule
 
+if TYPE_CHECKING:
+    from plait.placement.cost import CostModel
+    from plait.placement.rules import Rule
+    from plait.target import CompositeTarget
 
-def lowered_module(mod: IRModule, composite: Any, ctx: PassContext, *, rules: tuple = (),
-                   objective: str = "latency", weight: float = 0.5, cost_model: Any = None,
-                   executor: Any = None) -> Lowered:
+
+def lowered_module(mod: IRModule, composite: CompositeTarget, ctx: PassContext, *, rules: tuple[Rule, ...] = (),
+                   objective: str = "latency", weight: float = 0.5, cost_model: CostModel | None = None,
+                   executor: PlansAndGenerates | None = None) -> Lowered:
     """The steps of :func:`build` from an IRModule up to Lowered (code generation not run); with an
     ``executor`` (an Executor), its memory plan made and checked too."""
     o = Options(composite, executor, tuple(rules), objective, weight, cost_model)
@@ -33,7 +39,7 @@ def lowered_module(mod: IRModule, composite: Any, ctx: PassContext, *, rules: tu
 # ---- build -----------------------------------------------------------------------------------------
 
 
-def _composite(target: Any) -> Any:
+def _composite(target: Any) -> CompositeTarget:
     from plait.target import CompositeTarget, Piece
 
     if isinstance(target, Piece):
@@ -41,7 +47,7 @@ def _composite(target: Any) -> Any:
     return CompositeTarget(target)
 
 
-def _rules(place: Any, ct: Any) -> tuple:
+def _rules(place: Any, ct: CompositeTarget) -> tuple[Rule, ...]:
     from plait.placement import parse_place
 
     if place is None:

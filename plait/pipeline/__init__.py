@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plait.ir.transform import PassContext
+from plait.ir.transform import Pass, PassContext
 from plait.pipeline.codegen import CheckMemoryFit, CodegenPieces, ExecutorCodegen, PlanMemory, PlansAndGenerates
 from plait.pipeline.lower import Lower, Partition
 from plait.pipeline.place import Place, Price
@@ -54,7 +54,7 @@ class Options:
     always_solve: bool = False  # price for one piece too (plait explain reports its costs)
 
 
-def import_passes() -> tuple[Any, ...]:
+def import_passes() -> tuple[Pass, ...]:
     """Type inference, the quantized patterns made integer (QDQToInteger) and the folds that run
     before placement (each keeps the module typed; those ``ctx.opt_level`` allows run)."""
     from plait.relay.infer import InferType
@@ -99,14 +99,15 @@ def import_stage(mod: IRModule, ctx: PassContext) -> Imported:
     return run(Options(), mod, ctx, stop="import")
 
 
-def place_stage(imported: Imported, composite: Any, ctx: PassContext, rules: tuple = (), objective: str = "latency",
-                weight: float = 0.5, cost_model: Any = None, always_solve: bool = False) -> Placed:
+def place_stage(imported: Imported, composite: CompositeTarget, ctx: PassContext, rules: tuple[Rule, ...] = (),
+                objective: str = "latency", weight: float = 0.5, cost_model: CostModel | None = None,
+                always_solve: bool = False) -> Placed:
     """Imported -> Priced -> Placed (the price and place steps)."""
     o = Options(composite, None, tuple(rules), objective, weight, cost_model, always_solve)
     return run(o, imported, ctx, start="price", stop="place")
 
 
-def lower_stage(placed: Placed, composite: Any, ctx: PassContext) -> Lowered:
+def lower_stage(placed: Placed, composite: CompositeTarget, ctx: PassContext) -> Lowered:
     """Placed -> Partitioned -> Lowered (the partition and lower steps; no memory plan)."""
     return run(Options(composite), placed, ctx, start="partition", stop="lower")
 

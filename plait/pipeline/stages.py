@@ -104,7 +104,7 @@ class Built:
     lowered: Lowered
     lib: Module
     modules: Mapping[str, Module]
-    cross: Mapping[str, Any]
+    cross: Mapping[str, Module]
 
     def __str__(self) -> str:
         return str(self.lowered.mod)
