@@ -91,7 +91,7 @@ def _extern(ext: Mapping[str, Callable[..., Any]], name: str, dtype: str, *args:
     return np.int64(0) if dtype in ("void", "handle") else scalar.make_scalar(out, dtype)
 
 
-def _kernel(name: str, dtype: str, *args: Any) -> Any:
+def _run_kernel(name: str, dtype: str, *args: Any) -> Any:
     out = run_reference(name, dtype, *args)
     return np.int64(0) if dtype == "void" else scalar.make_scalar(out, dtype)
 
@@ -103,7 +103,8 @@ def _check_failed(status: int) -> None:
 
 _RUNTIME: dict[str, Any] = {
     "_check_failed": _check_failed,
-    "_ld": _ld, "_st": _st, "_addr": _addr, "_alloc": _alloc, "_range": _range, "_extern": _extern, "_kernel": _kernel,
+    "_ld": _ld, "_st": _st, "_addr": _addr, "_alloc": _alloc, "_range": _range, "_extern": _extern,
+    "_run_kernel": _run_kernel,
     "_floordiv": scalar.floordiv, "_floormod": scalar.floormod, "_truncdiv": scalar.truncdiv,
     "_truncmod": scalar.truncmod, "_min": scalar.minimum, "_max": scalar.maximum, "_shl": scalar.shift_left,
     "_shr": scalar.shift_right, "_B": np.bool_, "_cast": scalar.cast,
@@ -199,7 +200,7 @@ class _Compiler:
                 call_args = "".join(", " + c for c in codes)
                 return f"_extern(_ext, {node.name!r}, {node.dtype!r}{call_args})", level, free | {"_ext"}
             if node.kind == "kernel":
-                return f"_kernel({node.name!r}, {node.dtype!r}{''.join(', ' + c for c in codes)})", level, free
+                return f"_run_kernel({node.name!r}, {node.dtype!r}{''.join(', ' + c for c in codes)})", level, free
             fn = f"_i_{node.name}"
             self.globals[fn] = scalar.intrinsic(node.name)
             return f"{fn}({', '.join(codes)})", level, free
