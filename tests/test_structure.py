@@ -2,6 +2,7 @@
 the same name (a reader searching for a class finds one)."""
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -118,3 +119,51 @@ def test_the_dispatch_check_finds_comparisons_keys_and_match_arms(tmp_path):
                    '    match executor:\n        case "vm":\n            return 3\n')
     assert executor_name_dispatch([src], {"graph", "aot", "vm"}, tmp_path) == [
         "m.py:3: 'aot'", "m.py:4: 'vm'", "m.py:5: 'graph'", "m.py:8: 'vm'"]
+
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def kernel_function_names(paths: list[Path], symbols: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line: 'token'`` for every string literal (docstrings and f-string parts included) holding a
+    backend's kernel function name (``symbols``) or a prefix such names are built from (a token ending in
+    ``_`` with two underscores or more that begins one of them: ``plait_dot_``)."""
+    def named(token: str) -> bool:
+        return token in symbols or (token.endswith("_") and token.count("_") >= 2 and
+                                    any(s.startswith(token) for s in symbols))
+
+    out = []
+    for p in paths:
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out += [(p.relative_to(root).as_posix(), n.lineno, t) for t in _TOKEN.findall(n.value) if named(t)]
+    return [f"{f}:{line}: {t!r}" for f, line, t in sorted(out)]
+
+
+def _kernel_symbols() -> set[str]:
+    """The functions of every kernel implementation the in-tree backends register (each kind's module loaded)."""
+    import importlib
+
+    from plait.backends import MANIFEST
+    from plait.tir.kernels import IMPLEMENTATIONS
+
+    for entry in MANIFEST.values():
+        importlib.import_module(entry.split(":")[0])
+    return {impl.symbol for _, impl in IMPLEMENTATIONS.items()}
+
+
+def test_no_code_outside_the_backends_names_a_backend_kernel_function():
+    """Schedules and operators call kernels by their abstract names (plait/tir/kernels.py); only the backend that
+    ships a kernel knows its function's name."""
+    symbols = _kernel_symbols()
+    assert {"plait_q8_conv", "plait_dot_u8_s8", "plait_dw2_s16"} <= symbols
+    paths = [p for p in _sources() if not p.relative_to(PACKAGE).as_posix().startswith("backends/")]
+    assert kernel_function_names(paths, symbols) == []
+
+
+def test_the_kernel_name_check_finds_literals_docstrings_and_prefixes(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text('"""Calls ``plait_dot_<a>_<b>``."""\nK = "plait_q8_conv"\n\n\ndef f(a):\n'
+                   '    return f"plait_dot2_{a}", "q8_conv", "plait_r_", "plait_", "plait_q8_convx"\n')
+    assert kernel_function_names([src], {"plait_q8_conv", "plait_dot_u8_s8", "plait_dot2_u8_s8"}, tmp_path) == [
+        "m.py:1: 'plait_dot_'", "m.py:2: 'plait_q8_conv'", "m.py:6: 'plait_dot2_'"]

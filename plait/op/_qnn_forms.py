@@ -51,10 +51,10 @@ OUTER_LANES, OUTER_STEP = 16, 4
 :data:`MIN_DOT`) input channels into a multiple of ``OUTER_LANES`` output channels, int8 weights of
 zero point 0, compiled as C for a host with 512-bit vectors and AVX512-VNNI (compute fact ``vnni``: the c
 kind's ``-int8-dot`` option, else this machine's CPU), takes the ``"outer"`` form: weights
-packed as ``[O/16, C/4, 16, 4]``, the input channels-last, and the sums computed by the C kernel
-``plait_q8_outer`` (:mod:`plait.backends.c.kernels`, put in by ``int_rules``): 16 output channels in
+packed as ``[O/16, C/4, 16, 4]``, the input channels-last, and the sums computed by the kernel
+``q8_outer`` (:mod:`plait.tir.kernels`, put in by ``int_rules``; the C backend's body: 16 output channels in
 the lanes of one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes,
-no horizontal sums (a plain C body computes the same int32 sums without AVX-512 VNNI). ds_cnn's
+no horizontal sums; a plain C body computes the same int32 sums without AVX-512 VNNI). ds_cnn's
 64 -> 64 convolutions over 25 x 5 pixels: 9.2 -> 3.4 us in a C harness."""
 
 

@@ -12,8 +12,8 @@ has a form for them:
   4, zero weights past ``C`` and ``O``), the input read as it is when it is uint8, unpadded and
   ``C % 4 == 0``, else copied once as a padded uint8 ``[N, H + pads, W + pads, CP]`` (an int8 input
   shifted by 128, the padding its zero point, the sums corrected by ``zero_point * sum(weights)``
-  as the NCHW packed forms do). The sums are computed by the C kernel ``plait_q8_conv``
-  (:mod:`plait.backends.c.kernels`, put in by :mod:`plait.schedule.int_kernels`): 16 output channels in the lanes of
+  as the NCHW packed forms do). The sums are computed by the kernel ``q8_conv``
+  (:mod:`plait.tir.kernels`, put in by :mod:`plait.schedule.int_kernels`; the C backend's body): 16 output channels in the lanes of
   one accumulator, ``vpdpbusd`` of 4 input bytes of a pixel broadcast by 64 weight bytes, blocks
   of 8 pixels, the taps an extra loop, whole 16-lane stores of int32 channels-last (no transposes);
   with AVX2 and no VNNI, both operands widened to int16 and ``vpmaddwd`` (exact pair sums), blocks of
@@ -23,7 +23,7 @@ has a form for them:
   copy), the weight ``[KH, KW * C]``, the sums vectorized along the channels and written as the
   result: the channels-last depthwise form of :mod:`plait.op._qnn_planes` without its transposes.
   With AVX2 and no VNNI (:func:`conv_kernel_body` ``"avx2"``) the sums are stage ``dwk``, computed by
-  the C kernel ``plait_dw16`` (:mod:`plait.backends.c.avx2_kernels`): pairs of taps interleaved and
+  the kernel ``dw16`` (:mod:`plait.tir.kernels`; the C backend's AVX2 body): pairs of taps interleaved and
   ``vpmaddwd`` by interleaved weights, where gcc multiplies with ``vpmullw`` + ``vpmulhw``.
 - ``"packed"``: one group, a packed form of the NCHW convolution (:func:`plait.op._qnn_forms.packed_conv`:
   ``"rows"``, ``"stacked"``, ``"window"``) and a weight of at most :data:`MAX_PACKED_WEIGHT`
@@ -69,7 +69,7 @@ whole packed weight is read once per pixel; the NCHW form reads it once per row 
 
 
 def conv_kernel_body(facts: dict[str, Any] | None = None) -> str | None:
-    """Which fast body of ``plait_q8_conv`` (:mod:`plait.backends.c.kernels`) the C of a piece with
+    """Which fast body of the C backend's kernel ``q8_conv`` (:mod:`plait.tir.kernels`) the C of a piece with
     these compute facts (default: the current ones, :func:`compute_fact`) gets: ``"vnni"`` (compiled as
     C, 512-bit vectors and AVX512-VNNI: ``vpdpbusd``), ``"avx2"`` (compiled as C, at least 256-bit
     vectors without VNNI: x86-64-v3, int16 ``vpmaddwd`` pairs) or None (LLVM, narrower vectors,
@@ -190,7 +190,7 @@ def _outer(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
 def _depthwise(op: str, x: Any, wt: Any, attrs: Attrs, out_shape: Any) -> Any:
     n, h, w, c = shape_of(x, op)
     # (int_rules: the taps unrolled inside the channel vector loop; with AVX2 and no VNNI, "dwk": the
-    # kernel plait_dw16, pairs of taps by vpmaddwd)
+    # kernel dw16, pairs of taps by vpmaddwd)
     acc = depthwise_sums(op, lambda i, ch, iy, ix: x[i, iy, ix, ch], (n, h, w, c), wt, attrs,
                          (out_shape[1], out_shape[2]), "dwk" if conv_kernel_body() == "avx2" else "dwc")
     return make(op, out_shape, lambda i, y, z, ch: acc[i, y, z, ch])

@@ -361,7 +361,7 @@ def accesses(root: Stmt) -> tuple[list[Access], set[Buffer], bool]:
             for n in pre_order(e):
                 if isinstance(n, BufferLoad):
                     out.append(Access(n.buffer, n.indices, False, loops))
-                elif isinstance(n, AddressOf) or (isinstance(n, Call) and n.kind == "extern"):
+                elif isinstance(n, AddressOf) or (isinstance(n, Call) and n.kind != "intrin"):
                     opaque = True
         if isinstance(s, BufferStore):
             out.append(Access(s.buffer, s.indices, True, loops))

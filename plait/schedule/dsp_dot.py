@@ -5,8 +5,8 @@ gcc turns the dot-product loops of the int8 convolutions and matrix products
 the innermost reduce loop) into one ``SMLABB`` per element on ARMv7E-M: it does not form ``SMLAD``
 (two products of 16-bit halves per instruction) from C. On a ``microcontroller`` machine with packed
 MACs (:attr:`Machine.narrow_macs` 2: Cortex-M4, M7, M55), :func:`dsp_dot` replaces such a loop by one
-call of a ``plait_dot_*`` kernel (C with the ACLE intrinsics behind ``__ARM_FEATURE_DSP``, a plain C
-body of the same integers otherwise: :mod:`plait.backends.c.dsp_kernels`) on the addresses of the
+call of a ``dot_*`` kernel (:mod:`plait.tir.kernels`; the C backend's implementation uses the ACLE
+intrinsics behind ``__ARM_FEATURE_DSP``, a plain C body of the same integers otherwise) on the addresses of the
 two runs, with the zero points subtracted in the loop passed along. The cost model prices the call as
 the kernel's instructions (:func:`kernel_ops`).
 """
@@ -16,7 +16,8 @@ from __future__ import annotations
 from plait.tir.dtype import int_range
 from plait.tir.expr import AddressOf, Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub, Var
 from plait.tir.functor import StmtExprMutator, substitute
-from plait.tir.op import address_of, call_extern
+from plait.tir.kernels import call_kernel, dot_kernel_name
+from plait.tir.op import address_of
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, SeqStmt, Stmt, seq
 from plait.schedule.analysis import chain, check_new_names, const_int, flat_linear, get_loop, replace
 from plait.schedule.errors import ScheduleError
@@ -24,8 +25,8 @@ from plait.schedule.loops import finish
 from plait.schedule.machine import Machine
 from plait.schedule.stage import analyze, contiguous, uses
 
-PREFIX = "plait_dot_"
-"""The names of the kernels (``plait_dot_<a>_<b>``; :func:`plait.backends.c.dsp_kernels.kernel_name`)."""
+PREFIX = "dot_"
+"""The names of the kernels (``dot_<a>_<b>``: :func:`plait.tir.kernels.dot_kernel_name`)."""
 
 _SHORT = {"uint8": "u8", "int8": "s8", "int16": "s16"}
 
@@ -50,12 +51,12 @@ def _factor(e: PrimExpr) -> tuple[BufferLoad, int] | None:
 
 
 def _kernel_name(a: str, za: int, b: str, zb: int) -> str:
-    return f"{PREFIX}{_SHORT[a]}{'z' if za else ''}_{_SHORT[b]}{'z' if zb else ''}"
+    return dot_kernel_name(_SHORT[a], bool(za), _SHORT[b], bool(zb))
 
 
 def dsp_dot(func: PrimFunc, root: str) -> PrimFunc | None:
     """``func`` with the innermost reduce loop of stage ``root`` (``acc = acc + int32(A[..]) [- za]) *
-    (int32(B[..]) [- zb])``, both loads contiguous along it) replaced by ``acc = acc + plait_dot_*(&A[..],
+    (int32(B[..]) [- zb])``, both loads contiguous along it) replaced by ``acc = acc + dot_*(&A[..],
     &B[..], n, za, zb)``; None when the loop is not of that form (8-bit operands of either sign, or
     both int16 without zero points)."""
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
@@ -89,13 +90,13 @@ def dsp_dot(func: PrimFunc, root: str) -> PrimFunc | None:
     start = {r: loop.min}
     pa, pb = (address_of(BufferLoad(ld.buffer, tuple(substitute(i, start) for i in ld.indices))) for ld in (la, lb))
     args = [IntImm(x, "int32") for x in (n, za, zb)]
-    dot = call_extern("int32", _kernel_name(ta, za, tb, zb), pa, pb, *args)
+    dot = call_kernel(_kernel_name(ta, za, tb, zb), pa, pb, *args)
     new = BufferStore(acc, Add(acc_load, dot) if acc_load is v.a else Add(dot, acc_load), body.indices)
     return replace(func, {loop: new})
 
 
-PAIR_PREFIX = "plait_dot2_"
-"""The paired kernels (``plait_dot2_<a>_<b>(a, b0, b1, n, za, zb, out)``: ``out[k] += a . bk``)."""
+PAIR_PREFIX = "dot2_"
+"""The paired kernels (``dot2_<a>_<b>(a, b0, b1, n, za, zb, out)``: ``out[k] += a . bk``)."""
 
 
 class _Acc(StmtExprMutator):
@@ -110,10 +111,10 @@ class _Acc(StmtExprMutator):
 
 
 def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
-    """Stage ``root`` after :func:`dsp_dot` (``acc = 0; for ...: acc += plait_dot_*(&A[..], &B[..]); out
+    """Stage ``root`` after :func:`dsp_dot` (``acc = 0; for ...: acc += dot_*(&A[..], &B[..]); out
     = f(acc)`` inside its spatial loops) with two outputs per kernel call: the first spatial loop of even
     extent that exactly one operand's address depends on (a convolution's output channels: the weight
-    rows; the pixels share the input row) split by two, one ``plait_dot2_*`` call summing both into a
+    rows; the pixels share the input row) split by two, one ``dot2_*`` call summing both into a
     two-element accumulator (the shared operand loaded and widened once for both), then the
     epilogue once per output. None when the stage is not of that form."""
     st = analyze(func, get_loop(func, root, f"stage '{root}'"))
@@ -128,7 +129,7 @@ def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
     loops = chain(red) if isinstance(red, For) else []  # (no loop left: one reduce loop, now the call)
     leaf = loops[-1].body if loops else red
     dot = leaf.value.b if isinstance(leaf, BufferStore) and isinstance(leaf.value, Add) else None
-    if not isinstance(dot, Call) or dot.kind != "extern" or not dot.name.startswith(PREFIX) or leaf.buffer is not acc:
+    if not isinstance(dot, Call) or dot.kind != "kernel" or not dot.name.startswith(PREFIX) or leaf.buffer is not acc:
         return None
     ptrs = dot.args[:2]
     if not all(isinstance(p, AddressOf) for p in ptrs):
@@ -158,7 +159,7 @@ def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
     a, b = dot.name[len(PREFIX):].split("_")
     names = (a, b) if paired == 1 else (b, a)
     two = [substitute(ptrs[paired], at(IntImm(k, v.dtype))) for k in (0, 1)]
-    call = call_extern("void", f"{PAIR_PREFIX}{names[0]}_{names[1]}", shared, *two, dot.args[2], zs, zp,
+    call = call_kernel(f"{PAIR_PREFIX}{names[0]}_{names[1]}", shared, *two, dot.args[2], zs, zp,
                        address_of(acc2, IntImm(0)))
     body: Stmt = Evaluate(call)
     for r in reversed(loops):
@@ -178,7 +179,7 @@ def pair_outputs(func: PrimFunc, root: str) -> PrimFunc | None:
         return None
 
 
-DW2 = "plait_dw2_s16"
+DW2 = "dw2_s16"
 """The depthwise kernel of :func:`channel_pairs` (two adjacent channels-last int16 channels per call)."""
 
 
@@ -233,7 +234,7 @@ def channel_pairs(func: PrimFunc, root: str) -> PrimFunc | None:
     (kh, xr, wr), (kw, xc, wc) = taps
     args = [IntImm(int(a), "int32") for a in (kh, kw, xr, xc, wr, wc)]
     nest: Stmt = For(co, IntImm(0, c.dtype), IntImm(n // 2, c.dtype), ch.kind,
-                     Evaluate(call_extern("void", DW2, *ptrs, *args)), ch.annotations)
+                     Evaluate(call_kernel(DW2, *ptrs, *args)), ch.annotations)
     for s_ in reversed(st.spatial[:-1]):
         nest = For(s_.loop_var, s_.min, s_.extent, s_.kind, nest, s_.annotations)
     try:
@@ -243,18 +244,18 @@ def channel_pairs(func: PrimFunc, root: str) -> PrimFunc | None:
 
 
 def kernel_ops(call: Call, m: Machine) -> tuple[float, float, float] | None:
-    """(loads, integer instructions, multiply-accumulate cycles) of one call of a ``plait_dot_*`` kernel
+    """(loads, integer instructions, multiply-accumulate cycles) of one call of a ``dot_*`` kernel
     (its DSP body: per word of four 8-bit elements of both operands two loads, four extensions, a
     ``SSUB16`` per pair per operand with a zero point and two SMLADs; int16 pairs loaded as they are;
     three instructions of loop overhead per eight elements; the rest one element at a time); None for
     another call."""
-    if call.kind == "extern" and call.name == DW2 and len(call.args) == 9:
+    if call.kind == "kernel" and call.name == DW2 and len(call.args) == 9:
         kh, kw = (const_int(a) for a in call.args[3:5])
         if kh is None or kw is None:
             return None  # (per tap: a word of each operand, SMLABB and SMLATT; the row loop; two stores)
         return 2 * kh * kw + 2, 3 * kh + 2, 2 * kh * kw * m.int_mac_cycles
     pair = call.name.startswith(PAIR_PREFIX)
-    if call.kind != "extern" or not (pair or call.name.startswith(PREFIX)) or len(call.args) != (7 if pair else 5):
+    if call.kind != "kernel" or not (pair or call.name.startswith(PREFIX)) or len(call.args) != (7 if pair else 5):
         return None
     n = const_int(call.args[3 if pair else 2])
     if n is None:

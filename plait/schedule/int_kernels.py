@@ -1,7 +1,8 @@
-"""The int8 convolution stages computed by C kernels of plait's own (:mod:`plait.backends.c.kernels`,
-called by name): :func:`outer_kernel` (a 1x1 convolution's NCHW ``"outer"`` form, ``plait_q8_outer``)
-and :func:`conv_kernel` (a channels-last convolution's ``"outer"`` form, ``plait_q8_conv``), and
-:func:`dw_kernel` (a channels-last depthwise convolution's sums on AVX2 hosts, ``plait_dw16``). Each
+"""The int8 convolution stages computed by kernels (:mod:`plait.tir.kernels`, called by their abstract
+names; the C backend ships their implementations): :func:`outer_kernel` (a 1x1 convolution's NCHW
+``"outer"`` form, kernel ``q8_outer``) and :func:`conv_kernel` (a channels-last convolution's ``"outer"``
+form, ``q8_conv``), and :func:`dw_kernel` (a channels-last depthwise convolution's sums on AVX2 hosts,
+``dw16``). Each
 matches the stage's TE shape exactly and returns None otherwise (the usual rules then compute the same
 sums, slower); :func:`plait.schedule.int_rules.int_stage` tries them first on ``*_outer`` and ``*_dwk``
 stages."""
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 from plait.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from plait.tir.functor import StmtExprMutator
-from plait.tir.op import address_of, call_extern
+from plait.tir.kernels import call_kernel
+from plait.tir.op import address_of
 from plait.tir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, PrimFunc, seq
 from plait.schedule.analysis import const_int, linear, replace
 from plait.schedule.errors import ScheduleError
 from plait.schedule.schedule import Schedule
 from plait.schedule.stage import Stage
 
-OUTER_KERNEL = "plait_q8_outer"
-"""The C kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op._qnn_forms.OUTER_LANES`; its
-source: :mod:`plait.backends.c.kernels`)."""
+OUTER_KERNEL = "q8_outer"
+"""The kernel of a 1x1 convolution's ``"outer"`` form (:data:`plait.op._qnn_forms.OUTER_LANES`)."""
 
 
 def outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
@@ -49,9 +50,8 @@ def outer_kernel(func: PrimFunc, st: Stage, lanes: int) -> PrimFunc | None:
     return sch.func
 
 
-CONV_KERNEL = "plait_q8_conv"
-"""The C kernel of a channels-last convolution's ``"outer"`` form (:mod:`plait.op._qnn_nhwc`; its
-source: :mod:`plait.backends.c.kernels`)."""
+CONV_KERNEL = "q8_conv"
+"""The kernel of a channels-last convolution's ``"outer"`` form (:mod:`plait.op._qnn_nhwc`)."""
 
 
 def _window_step(index: PrimExpr, out: Var, taps: dict[Var, int]) -> tuple[int, int, int] | None:
@@ -98,9 +98,9 @@ def conv_kernel(func: PrimFunc, st: Stage) -> PrimFunc | None:
                                                              rows[0], cols[0], rows[1], cols[1]])
 
 
-DW_KERNEL = "plait_dw16"
-"""The C kernel of a channels-last depthwise convolution's sums on AVX2 hosts (stage ``*_dwk`` of
-:mod:`plait.op._qnn_nhwc`; its source: :mod:`plait.backends.c.avx2_kernels`)."""
+DW_KERNEL = "dw16"
+"""The kernel of a channels-last depthwise convolution's sums on AVX2 hosts (stage ``*_dwk`` of
+:mod:`plait.op._qnn_nhwc`)."""
 
 
 def _sums_call(func: PrimFunc, st: Stage, out: list[int], kernel: str, operands: tuple, args: list[int]) -> PrimFunc:
@@ -130,7 +130,7 @@ def _sums_schedule(func: PrimFunc, st: Stage, out: list[int], kernel: str, opera
     body: object = BufferStore(store.buffer, _Sums().visit(store.value), store.indices)
     for lp in reversed(st.spatial):
         body = For(lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.annotations)
-    call = Evaluate(call_extern("void", kernel, *(address_of(b) for b in operands), address_of(sums),
+    call = Evaluate(call_kernel(kernel, *(address_of(b) for b in operands), address_of(sums),
                                 *(IntImm(v, "int32") for v in args)))
     return Schedule(replace(func, {st.root: Allocate(sums, seq(call, body))}))
 

@@ -13,7 +13,7 @@ from plait.tir.equal import structural_equal
 from plait.tir.expr import Add, AddressOf, Call, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Sub, TruncDiv, TruncMod, Var
 from plait.tir.functor import pre_order
 from plait.tir.int_bounds import IntBounds
-from plait.tir.op import written_args
+from plait.tir.kernels import written_args
 from plait.tir.stmt import Buffer, BufferStore, PrimFunc, Stmt
 
 V = TypeVar("V")  # an emitted value: C text, an LLVM register...
@@ -46,8 +46,8 @@ def static_size(buf: Buffer) -> int | None:
 
 
 def has_extern_call(e: PrimExpr) -> bool:
-    """Does evaluating ``e`` call an extern function (so an ``Evaluate`` of it must be emitted)?"""
-    return any(isinstance(n, Call) and n.kind == "extern" for n in pre_order(e))
+    """Does evaluating ``e`` call an extern function or a kernel (so an ``Evaluate`` of it must be emitted)?"""
+    return any(isinstance(n, Call) and n.kind != "intrin" for n in pre_order(e))
 
 
 def static_index_terms(dims: tuple[PrimExpr, ...], nodes: tuple[PrimExpr, ...], vals: list[V],
@@ -81,7 +81,7 @@ def static_index_terms(dims: tuple[PrimExpr, ...], nodes: tuple[PrimExpr, ...], 
 
 def written_buffers(func: PrimFunc) -> set[Buffer]:
     """The buffers ``func`` may write: those it stores to and those whose address it takes, except an
-    address passed to a kernel at a position it only reads (:func:`plait.tir.op.written_args`: such a
+    address passed to a kernel at a position it only reads (:func:`plait.tir.kernels.written_args`: such a
     parameter stays ``const``)."""
     out: set[Buffer] = set()
     stack: list[Any] = [func.body]

@@ -27,3 +27,8 @@ class TIRCheckError(TIREvalError):
     def __init__(self, message: str, status: int):
         self.status = status
         super().__init__(message)
+
+
+class KernelError(TIRError):
+    """A kernel (:mod:`plait.tir.kernels`) is unknown, called with arguments that do not fit its
+    parameters, or has no implementation in the backend that generates the code calling it."""

@@ -432,13 +432,15 @@ class AddressOf(PrimExpr):
 
 
 
-CALL_KINDS = ("intrin", "extern")
+CALL_KINDS = ("intrin", "extern", "kernel")
 
 
 @tir_node
 class Call(PrimExpr):
     """A call. ``kind="intrin"``: a math intrinsic of :data:`plait.tir.intrin.INTRINSICS`;
-    ``kind="extern"``: an external C function by name (``dtype`` may be ``void`` or ``handle``)."""
+    ``kind="extern"``: an external C function by name (``dtype`` may be ``void`` or ``handle``);
+    ``kind="kernel"``: a kernel of :data:`plait.tir.kernels.KERNELS` by its abstract name (each backend
+    calls its own implementation). Extern and kernel calls are opaque: they may have side effects."""
 
     dtype: str
     name: str

@@ -4,7 +4,8 @@
 Values are numpy scalars of each node's dtype, so integer wrap-around and float rounding match
 the C that plait generates (see :mod:`plait.tir.scalar`). Every buffer access is bounds-checked.
 Scratch buffers start filled with NaN (floats) or the byte 0x5A (integers), so reading memory
-that was never written shows up. ``reverse_parallel=True`` runs parallel and vectorized loops
+that was never written shows up. A kernel call (:mod:`plait.tir.kernels`) runs the kernel's numpy
+reference; an extern call the Python function passed for it in ``externs``. ``reverse_parallel=True`` runs parallel and vectorized loops
 backwards: a schedule that made those iterations depend on each other then gives other results.
 
 Implementation: the function is translated once to Python source (cached per PrimFunc) and
@@ -28,6 +29,7 @@ from plait.tir.expr import (
     ShiftLeft, ShiftRight, Sub, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import free_vars, pre_order, used_buffers
+from plait.tir.kernels import run_reference
 from plait.tir.stmt import Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 _INFIX = {Add: "+", Sub: "-", Mul: "*", Div: "/", BitwiseAnd: "&", BitwiseOr: "|", BitwiseXor: "^",
@@ -89,6 +91,11 @@ def _extern(ext: Mapping[str, Callable[..., Any]], name: str, dtype: str, *args:
     return np.int64(0) if dtype in ("void", "handle") else scalar.make_scalar(out, dtype)
 
 
+def _run_kernel(name: str, dtype: str, *args: Any) -> Any:
+    out = run_reference(name, dtype, *args)
+    return np.int64(0) if dtype == "void" else scalar.make_scalar(out, dtype)
+
+
 def _check_failed(status: int) -> None:
     raise TIRCheckError(f"run-time check failed: {_status.MESSAGES.get(status, 'no message')} (status {status})",
                         status)
@@ -97,6 +104,7 @@ def _check_failed(status: int) -> None:
 _RUNTIME: dict[str, Any] = {
     "_check_failed": _check_failed,
     "_ld": _ld, "_st": _st, "_addr": _addr, "_alloc": _alloc, "_range": _range, "_extern": _extern,
+    "_run_kernel": _run_kernel,
     "_floordiv": scalar.floordiv, "_floormod": scalar.floormod, "_truncdiv": scalar.truncdiv,
     "_truncmod": scalar.truncmod, "_min": scalar.minimum, "_max": scalar.maximum, "_shl": scalar.shift_left,
     "_shr": scalar.shift_right, "_B": np.bool_, "_cast": scalar.cast,
@@ -191,6 +199,8 @@ class _Compiler:
             if node.kind == "extern":
                 call_args = "".join(", " + c for c in codes)
                 return f"_extern(_ext, {node.name!r}, {node.dtype!r}{call_args})", level, free | {"_ext"}
+            if node.kind == "kernel":
+                return f"_run_kernel({node.name!r}, {node.dtype!r}{''.join(', ' + c for c in codes)})", level, free
             fn = f"_i_{node.name}"
             self.globals[fn] = scalar.intrinsic(node.name)
             return f"{fn}({', '.join(codes)})", level, free

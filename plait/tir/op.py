@@ -212,24 +212,6 @@ def call_extern(dtype: str, name: str, *args: _Operand) -> PrimExpr:
     return Call(dtype, name, xs, "extern")
 
 
-KERNEL_WRITES = {"plait_dot_": (), "plait_dot2_": (6,), "plait_dw2_": (2,)}
-"""Name prefixes of extern functions (plait's own C kernels: the dot products of
-:mod:`plait.schedule.dsp_dot`) -> the positions of the only pointer arguments they write through:
-a buffer whose address is passed at another position is only read (code generators keep such a
-parameter ``const``)."""
-
-
-def written_args(call: Call) -> tuple[int, ...] | None:
-    """The argument positions ``call`` may write through, when it is an extern call of
-    :data:`KERNEL_WRITES`; None for any other call (every address passed to it may be written)."""
-    if call.kind != "extern":
-        return None
-    for prefix, writes in KERNEL_WRITES.items():
-        if call.name.startswith(prefix):
-            return writes
-    return None
-
-
 def address_of(x: Any, *indices: _Operand) -> PrimExpr:
     """``address_of(A[i, 0])`` or ``address_of(A)`` (the address of the first element)."""
     if isinstance(x, BufferLoad) and not indices:

@@ -254,7 +254,7 @@ def _open_call(cur: Cursor, scope: Scope, vals: list, ops: list) -> bool:
     if name == "cast":
         frame.info["dtype"] = cur.dtype()
         cur.expect_op(",", " after the dtype")
-    elif name in ("call_extern", "call_intrin"):
+    elif name in ("call_extern", "call_intrin", "call_kernel"):
         frame.info["dtype"] = cur.dtype()
         cur.expect_op(",", " after the dtype")
         frame.info["callee"] = cur.string()
@@ -288,7 +288,7 @@ def _finish(frame: _Frame, cur: Cursor, scope: Scope) -> PrimExpr:
         return Let(frame.info["let"], args[0], args[1])
     if name == "cast":
         return Cast(frame.info["dtype"], args[0])
-    if name in ("call_extern", "call_intrin"):
+    if name in ("call_extern", "call_intrin", "call_kernel"):
         return Call(frame.info["dtype"], frame.info["callee"], tuple(args), name[5:])
     if name == "select":
         return Select(*args)

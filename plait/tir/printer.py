@@ -189,8 +189,8 @@ class TIRPrinter:
         if isinstance(node, AddressOf):
             return f"address_of({self._index(node.buffer, texts)})", P_ATOM
         if isinstance(node, Call):
-            if node.kind == "extern":
-                return f"call_extern({', '.join([node.dtype, json.dumps(node.name)] + texts)})", P_ATOM
+            if node.kind in ("extern", "kernel"):
+                return f"call_{node.kind}({', '.join([node.dtype, json.dumps(node.name)] + texts)})", P_ATOM
             if node.name in INTRINSICS and node.args and node.dtype == INTRINSICS.get(node.name).result_dtype(
                     node.args[0].dtype):
                 return f"{node.name}({', '.join(texts)})", P_ATOM

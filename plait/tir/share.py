@@ -42,7 +42,7 @@ def _analyze(root: PrimExpr) -> set[PrimExpr]:
         kids = n._children()
         for c in kids:
             uses[c] = uses.get(c, 0) + 1  # type: ignore[index]
-        pure[n] = not (isinstance(n, Call) and n.kind == "extern") and all(pure[c] for c in kids)  # type: ignore
+        pure[n] = not (isinstance(n, Call) and n.kind != "intrin") and all(pure[c] for c in kids)  # type: ignore
         safe[n] = not isinstance(n, _MAY_FAIL) and all(safe[c] for c in kids)  # type: ignore[index]
         let_bound[n] = (n in inner_vars) or isinstance(n, Let) or any(let_bound[c] for c in kids)  # type: ignore
     always: set[PrimExpr] = set()  # evaluated whenever root is

@@ -76,12 +76,12 @@ class _Simplifier(StmtExprMutator):
         self.pure_memo: dict[PrimExpr, bool] = {}
 
     def pure(self, e: PrimExpr) -> bool:
-        """No side effects: contains no extern call (memoized per node: linear on shared trees)."""
+        """No side effects: contains no extern or kernel call (memoized per node: linear on shared trees)."""
         memo = self.pure_memo
         if e not in memo:
             for n in post_order(e, unique=True):
                 if n not in memo:
-                    memo[n] = not (isinstance(n, Call) and n.kind == "extern") and all(
+                    memo[n] = not (isinstance(n, Call) and n.kind != "intrin") and all(
                         memo[c] for c in n._children())
         return memo[e]
 

@@ -4,7 +4,8 @@
 problem (``problems`` lists all of them, in program order). It checks scoping (undefined
 variables, buffers used outside their allocation or never declared, a variable bound twice),
 buffer accesses (number and dtype of indices, stored dtypes), operand dtypes of every operator,
-conditions, loop bounds, intrinsics, storage scopes, loop-kind nesting and function attributes.
+conditions, loop bounds, intrinsics, kernel calls (their declared parameters), storage scopes, loop-kind
+nesting and function attributes.
 Linear in the size of the function, iterative (no recursion per node).
 
 Verification is memoized, because passes verify every PrimFunc they make and schedule primitives
@@ -22,13 +23,14 @@ from typing import Any
 
 from plait.errors import RegistryError
 from plait.tir.dtype import VOID, is_bool, is_float, is_int, is_numeric
-from plait.tir.errors import TIRVerifyError
+from plait.tir.errors import KernelError, TIRVerifyError
 from plait.tir.expr import (
     BITWISE_OPS, EQ, NE, AddressOf, BinaryOp, BitwiseNot, BufferLoad, Call, Cast, Div,
     FloorDiv, FloorMod, Let, LOGICAL_OPS, Not, PrimExpr, Select, TruncDiv, TruncMod, Var,
 )
 from plait.tir.functor import pre_order
 from plait.tir.intrin import INTRINSICS
+from plait.tir.kernels import get_kernel
 from plait.tir.printer import TIRPrinter, print_node
 from plait.tir.stmt import (
     SCOPES, Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt,
@@ -282,6 +284,11 @@ class _Verifier:
             self.indices(e.buffer, e.indices, e)
         elif isinstance(e, Call) and e.kind == "intrin":
             self.intrinsic(e)
+        elif isinstance(e, Call) and e.kind == "kernel":
+            try:
+                get_kernel(e.name).check(e.args, e.dtype)
+            except KernelError as exc:
+                self.problem(f"{exc} in {_snip(e)}")
         elif isinstance(e, Let):
             if e.value.dtype != e.var.dtype:
                 self.problem(f"let variable '{e.var.name}' is {e.var.dtype} but its value is {e.value.dtype}")

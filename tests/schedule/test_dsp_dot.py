@@ -30,8 +30,8 @@ def _conv(target: str, config: dict | None = None):
         return lower_function(fn, "q", target)
 
 
-def _externs(func) -> list[Call]:
-    return [n for n in pre_order(func.body) if isinstance(n, Call) and n.kind == "extern"]
+def _kernels(func) -> list[Call]:
+    return [n for n in pre_order(func.body) if isinstance(n, Call) and n.kind == "kernel"]
 
 
 @pytest.mark.parametrize("target, dsp", [(M4F, True), ("c -mcpu=cortex-m7", True), ("c -mcpu=cortex-m55", True),
@@ -39,15 +39,15 @@ def _externs(func) -> list[Call]:
                                          ("c -simd-bits=256 -clock-mhz=2445", False)])
 def test_only_cortex_m_cores_with_paired_macs_get_the_kernels(target, dsp):
     assert uses_dsp_dot(machine_for(target)) == dsp
-    assert bool(_externs(_conv(target))) == dsp
+    assert bool(_kernels(_conv(target))) == dsp
 
 
 def test_one_and_two_outputs_per_call():
-    (one,) = _externs(_conv(M4F, {"T_qnn_conv2d_dot_i.dot_pairs": False}))
-    assert one.name == "plait_dot_u8_s8" and [getattr(x, "value", None) for x in one.args[2:]] == [64, 0, 0]
+    (one,) = _kernels(_conv(M4F, {"T_qnn_conv2d_dot_i.dot_pairs": False}))
+    assert one.name == "dot_u8_s8" and [getattr(x, "value", None) for x in one.args[2:]] == [64, 0, 0]
     func = _conv(M4F)
-    (two,) = _externs(func)
-    assert two.name == "plait_dot2_u8_s8" and len(two.args) == 7
+    (two,) = _kernels(func)
+    assert two.name == "dot2_u8_s8" and len(two.args) == 7
     text = str(func)
     assert "T_qnn_conv2d_dot_oc_o in serial(0, 8)" in text  # the 16 output channels in pairs
     assert "T_qnn_conv2d_dot_acc = allocate((2,), int32" in text
@@ -60,8 +60,8 @@ def test_one_and_two_outputs_per_call():
 
 def test_the_cost_model_prices_the_kernels_body():
     m = machine_for(M4F)
-    (one,) = _externs(_conv(M4F, {"T_qnn_conv2d_dot_i.dot_pairs": False}))
-    (two,) = _externs(_conv(M4F))
+    (one,) = _kernels(_conv(M4F, {"T_qnn_conv2d_dot_i.dot_pairs": False}))
+    (two,) = _kernels(_conv(M4F))
     # 64 elements: 16 words of each run, 4 widenings per word, 3 instructions of loop per 8; 32 SMLADs
     assert kernel_ops(one, m) == (32, 16 * 4 + 24, 32)
     # paired: 48 loads (+2 of the outputs), 24 widenings per 8 and 5 of loop; 64 SMLADs
@@ -78,12 +78,12 @@ def test_a_channels_last_depthwise_convolution_takes_two_channels_per_call():
     e = call("qnn.conv2d", a, w, padding=(1, 1, 1, 1), groups=64, input_zero_point=-5)
     fn = infer_type(IRModule.from_expr(Function((a, w), e, None, Attrs({"Primitive": 1, "name": "q"}))))["main"]
     func = lower_function(fn, "q", M4F)
-    (dw,) = _externs(func)
+    (dw,) = _kernels(func)
     # kh, kw, then the taps' strides in the packed input (rows of 7 x 64, columns of 64) and the weights
-    assert dw.name == "plait_dw2_s16" and [x.value for x in dw.args[3:]] == [3, 3, 448, 64, 192, 64]
+    assert dw.name == "dw2_s16" and [x.value for x in dw.args[3:]] == [3, 3, 448, 64, 192, 64]
     assert "T_qnn_conv2d_nhwc_ch_o in serial(0, 32)" in str(func)
     assert kernel_ops(dw, machine_for(M4F)) == (20, 11, 18)
     with knobs.using({"T_qnn_conv2d_nhwc_i.channel_pairs": False}):
         loops = lower_function(fn, "q", M4F)
-    assert not _externs(loops) and estimate_cost(func, M4F).cycles < estimate_cost(loops, M4F).cycles
-    assert not _externs(lower_function(fn, "q", "c -mcpu=cortex-m3"))
+    assert not _kernels(loops) and estimate_cost(func, M4F).cycles < estimate_cost(loops, M4F).cycles
+    assert not _kernels(lower_function(fn, "q", "c -mcpu=cortex-m3"))

@@ -58,7 +58,7 @@ def test_sugar_builds_checked_nodes_and_promotes_python_numbers():
     (lambda: SeqStmt((Evaluate(0),)), "SeqStmt needs at least 2 statements, got 1; use tir.seq(...)"),
     (lambda: For(x, 0, 4, "spiral", Evaluate(0)),
      "For 'x': kind must be one of serial, parallel, vectorized, unrolled, got 'spiral'"),
-    (lambda: Call("float32", "exp", (f,), "builtin"), "Call 'exp': kind must be one of intrin, extern, got 'builtin'"),
+    (lambda: Call("float32", "exp", (f,), "builtin"), "Call 'exp': kind must be one of intrin, extern, kernel, got 'builtin'"),
     (lambda: tir.let(Var("t", "int32"), y, lambda t: t), "let 't': the variable is int32 but the value is int64"),
     (lambda: tir.address_of(x), "address_of: expected a buffer load such as A[0, 0] or a Buffer, got Var(x)"),
 ])

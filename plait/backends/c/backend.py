@@ -39,7 +39,7 @@ from __future__ import annotations
 import platform
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from plait.backends.c.emit import CodegenError, CFunctionEmitter
 from plait.backends.c.helpers import ALIGN_MACRO, CLAMP_CHAIN_MACRO, helper_source
@@ -53,10 +53,12 @@ from plait.target.errors import TargetError
 from plait.target.tags import C_TAGS
 from plait.runtime.cc import CompileError, compile_source
 from plait.runtime.module import CrossModule, CSourceModule, Module
-from plait.backends.c.kernels import KERNELS
+from plait.backends.c.kernels import c_kernel
 from plait.backends.c.libm import libm_source
 from plait.backends.c.rounding import lacks_vrint, round_by_magic
-from plait.tir.functor import extern_calls, func_name
+from plait.tir.errors import KernelError
+from plait.tir.expr import Call
+from plait.tir.functor import extern_calls, func_name, pre_order
 from plait.tir.narrow import narrow_indices
 from plait.tir.partition import partition_loops
 from plait.tir.stmt import PrimFunc
@@ -124,7 +126,22 @@ def _externs(funcs: Sequence[PrimFunc]) -> dict[str, tuple[str, tuple[str, ...],
     return extern_calls(funcs, "C", usable, CodegenError)
 
 
-def _names(funcs: Sequence[PrimFunc], externs: Mapping[str, Any]) -> tuple[NameTable, list[str]]:
+def _kernels(funcs: Sequence[PrimFunc]) -> dict[str, str]:
+    """The C functions of the kernels ``funcs`` call (:mod:`plait.backends.c.kernels`) -> their sources;
+    a kernel the C backend does not implement is a :class:`CodegenError`."""
+    out: dict[str, str] = {}
+    for k, f in enumerate(funcs):
+        for n in pre_order(f.body, unique=True):
+            if isinstance(n, Call) and n.kind == "kernel":
+                try:
+                    impl = c_kernel(n.name)
+                except KernelError as exc:
+                    raise CodegenError(f"C codegen of PrimFunc '{func_name(f, k)}': {exc}") from None
+                out[impl.symbol] = impl.source
+    return out
+
+
+def _names(funcs: Sequence[PrimFunc], externs: Sequence[str]) -> tuple[NameTable, list[str]]:
     table = NameTable()
     for e in externs:
         table.reserve(e)
@@ -133,7 +150,7 @@ def _names(funcs: Sequence[PrimFunc], externs: Mapping[str, Any]) -> tuple[NameT
 
 def c_function_names(funcs: Sequence[PrimFunc]) -> list[str]:
     """The C symbol of each PrimFunc (its global_symbol when that is already a safe, unique name)."""
-    return _names(funcs, _externs(funcs))[1]
+    return _names(funcs, [*_externs(funcs), *_kernels(funcs)])[1]
 
 
 def codegen_c(funcs: Sequence[PrimFunc], target: Any = None, name: str = "module") -> CSourceModule:
@@ -158,7 +175,8 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
         verify(f)
     funcs = target_prim_funcs(funcs, target)
     externs = _externs(funcs)
-    table, cnames = _names(funcs, externs)
+    kernels = _kernels(funcs)
+    table, cnames = _names(funcs, [*externs, *kernels])
     libm = _libm_of(target)
     bodies, sigs, helpers, routines, align, chain = [], {}, set(), set(), False, False
     for k, (f, cname) in enumerate(zip(funcs, cnames)):
@@ -180,12 +198,11 @@ def _c_parts(funcs: Sequence[PrimFunc], target: Any) -> tuple[list[str], list[st
         parts.append(helper_source(helpers))
     if routines:
         parts.append(libm_source(routines))
+    parts += [kernels[s] for s in sorted(kernels)]  # (the kernels called: their sources)
     decls = []
     for e in sorted(externs):
         ret, args, _ = externs[e]
-        if e in KERNELS:  # (a kernel of plait's own: its source)
-            parts.append(KERNELS[e])
-        elif e not in HEADER_NAMES:
+        if e not in HEADER_NAMES:
             params = ", ".join(value_type(d) for d in args) or "void"
             decls.append(f"extern {value_type(ret)} {e}({params});\n")
     if decls:

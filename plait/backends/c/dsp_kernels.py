@@ -1,5 +1,6 @@
-"""The int8 dot-product kernels of Cortex-M cores with the DSP extension (``plait_dot_*``, put in by
-:mod:`plait.schedule.dsp_dot`): ``int32_t plait_dot_<a>_<b>(a, b, n, za, zb)`` is the sum over
+"""The C implementations of the int8 dot-product kernels (:mod:`plait.tir.kernels`: ``dot_*``, ``dot2_*``,
+``dw2_s16``, put in by :mod:`plait.schedule.dsp_dot`) for Cortex-M cores with the DSP extension:
+``int32_t plait_dot_<a>_<b>(a, b, n, za, zb)`` is the sum over
 ``i < n`` of ``(a[i] - za) * (b[i] - zb)``, ``a`` and ``b`` contiguous runs of ``u8`` / ``s8``
 (``uint8_t`` / ``int8_t``) or both ``s16`` (``int16_t``); a ``z`` after an operand's type means it has
 a zero point (else ``za`` / ``zb`` are 0 and unused by the DSP body).
@@ -20,6 +21,8 @@ adds them to the same int32 sum, modulo 2**32 as C's does).
 
 from __future__ import annotations
 
+from plait.tir.kernels import DOT_KINDS, dot_kernel_name
+
 _TYPES = {"u8": ("uint8_t", "__uxtb16", "uxtb16"), "s8": ("int8_t", "__sxtb16", "sxtb16"),
           "s16": ("int16_t", "", "")}
 
@@ -34,8 +37,9 @@ static inline uint32_t plait_uxtb16_ror8(uint32_t x) { uint32_t r; __asm__("uxtb
 
 
 def kernel_name(a: str, za: bool, b: str, zb: bool) -> str:
-    """The kernel of operands of types ``a``, ``b`` (``u8``, ``s8``, ``s16``), with zero points or not."""
-    return f"plait_dot_{a}{'z' if za else ''}_{b}{'z' if zb else ''}"
+    """The C function of the kernel of operands of types ``a``, ``b`` (``u8``, ``s8``, ``s16``), with zero
+    points or not."""
+    return "plait_" + dot_kernel_name(a, za, b, zb)
 
 
 def _pairs(v: str, t: str, z: str | None) -> tuple[str, str, list[str]]:
@@ -90,8 +94,8 @@ def _source(a: str, za: bool, b: str, zb: bool) -> str:
 
 
 def pair_kernel_name(a: str, za: bool, b: str, zb: bool) -> str:
-    """The paired kernel: one run of type ``a`` against two runs of type ``b``."""
-    return f"plait_dot2_{a}{'z' if za else ''}_{b}{'z' if zb else ''}"
+    """The C function of the paired kernel: one run of type ``a`` against two runs of type ``b``."""
+    return "plait_" + dot_kernel_name(a, za, b, zb, pair=True)
 
 
 def _pair_source(a: str, za: bool, b: str, zb: bool) -> str:
@@ -180,12 +184,10 @@ channels' halfword loops)."""
 
 
 def dot_kernels() -> dict[str, str]:
-    """Kernel name -> its C source (needs <stdint.h>, <string.h>), for every pair of operand types."""
+    """C function name -> its C source (needs <stdint.h>, <string.h>), for every pair of operand types."""
     head = "#include <string.h>\n" + _PRELUDE
-    kinds = [("s16", False, "s16", False)] + [(a, za, b, zb) for a in ("u8", "s8") for b in ("u8", "s8")
-                                              for za in (False, True) for zb in (False, True)]
     out = {"plait_dw2_s16": head + DW2}
-    for k in kinds:
+    for k in DOT_KINDS:
         out[kernel_name(*k)] = head + _source(*k)
         out[pair_kernel_name(*k)] = head + _pair_source(*k)
     return out

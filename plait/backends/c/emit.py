@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.backends.c.divisions import simplify_divisions
+from plait.backends.c.kernels import c_kernel
 from plait.backends.c.rounding import magic_operand
 from plait.backends.c.libm import C_CALL as LIBM_CALL
 from plait.backends.c.helpers import float_class, float_literal, int_class, int_literal
@@ -344,6 +345,8 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
 
     def call(self, node: Call, a: list[R]) -> tuple[str, int, bool, str]:
         args = [r.code for r in a]
+        if node.kind == "kernel":  # (its C function: the file's head has its source, codegen_c's _kernels)
+            return f"{c_kernel(node.name).symbol}({', '.join(args)})", ATOM, True, ""
         if node.kind == "extern":
             text = f"{node.name}({', '.join(args)})"
             if node.dtype == "float16":  # declared as returning float: keep float16 values exact
@@ -485,7 +488,7 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         if has_extern_call(s.value):
             r = self.expr(s.value)
             self.emit_lines(r.pre, ind)
-            is_call = isinstance(s.value, Call) and s.value.kind == "extern"
+            is_call = isinstance(s.value, Call) and s.value.kind != "intrin"
             self.lines.append("  " * ind + (f"{r.code};" if is_call else f"(void)({r.code});"))
 
     def stmt_assert(self, s: AssertStmt, ind: int, work: Work) -> None:

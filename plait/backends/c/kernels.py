@@ -1,7 +1,9 @@
-"""C kernels the schedule calls by name (``call_extern``) for work gcc does not vectorize well from
-loops: the C backend prints a kernel's source in the file's head instead of an ``extern``
-declaration. Each has a plain C body computing the same numbers as its ISA-specific one (integers:
-bit-identical), chosen at compile time.
+"""The C backend's kernels: its implementations of the kernels of :mod:`plait.tir.kernels` (work gcc
+does not vectorize well from loops), registered when this module is imported (:func:`c_kernel`; the
+C function of kernel ``<name>`` is ``plait_<name>``). A schedule calls a kernel by its abstract name
+(``call_kernel``); the C backend prints the source of each kernel a file calls in its head and calls
+its C function. Each has a plain C body computing the same numbers as its ISA-specific ones
+(integers: bit-identical), chosen at compile time (:attr:`KernelImpl.features` names the ISAs).
 
 ``plait_q8_outer(x, w, sums, n, p, c, o)``: the int32 sums of a 1x1 convolution's ``"outer"`` form
 (:data:`plait.op._qnn_forms.OUTER_LANES`): ``x`` uint8 ``[n, p, c]`` (pixels channels-last), ``w`` int8
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from plait.backends.c.avx2_kernels import DW16
 from plait.backends.c.dsp_kernels import dot_kernels
+from plait.tir.kernels import KernelImpl, implement, implementation
 
 OUTER = r"""
 #include <string.h>
@@ -256,6 +259,22 @@ static void plait_q8_conv(const void* xv, const void* wv, void* sv, int32_t n, i
 """
 
 KERNELS = {"plait_q8_outer": OUTER, "plait_q8_conv": CONV, "plait_dw16": DW16, **dot_kernels()}
-"""Kernel name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
+"""C function name -> its C source (needs <stdint.h>, <stddef.h>, <string.h>)."""
 
-__all__ = ["KERNELS"]
+PREFIX = "plait_"
+"""The C function of kernel ``<name>`` is ``plait_<name>``."""
+
+FEATURES = {"q8_outer": ("avx512vnni",), "q8_conv": ("avx512vnni", "avx2"), "dw16": ("avx2",)}
+"""Kernel -> the ISA bodies of its source (the dot products and ``dw2_s16``: ``dsp``, Arm's DSP extension)."""
+
+for _symbol, _source in KERNELS.items():
+    _kernel = _symbol[len(PREFIX):]
+    implement(KernelImpl(_kernel, "c", _symbol, _source, FEATURES.get(_kernel, ("dsp",))))
+
+
+def c_kernel(name: str) -> KernelImpl:
+    """The C backend's implementation of kernel ``name`` (a ``KernelError`` when it has none)."""
+    return implementation(name, "c")
+
+
+__all__ = ["FEATURES", "KERNELS", "PREFIX", "c_kernel"]

@@ -40,7 +40,7 @@ class Safety:
             if isinstance(n, BufferLoad):
                 bad = not self.in_bounds(n)
             elif isinstance(n, Call):
-                bad = n.kind == "extern"
+                bad = n.kind != "intrin"
             else:
                 bad = False
             memo[id(n)] = bad or any(memo[id(c)] for c in n._children())

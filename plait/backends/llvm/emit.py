@@ -46,6 +46,8 @@ from plait.backends.llvm.ir_text import (
 )
 from plait.errors import PlaitError
 from plait.tir.codegen import FunctionEmitterBase, has_extern_call, static_index_terms, static_size
+from plait.tir.errors import KernelError
+from plait.tir.kernels import implementation
 from plait.tir.dtype import bits, is_float, is_uint
 from plait.tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, AddressOf, And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, BufferLoad, Call,
@@ -252,6 +254,12 @@ class LLVMFunctionEmitter(ArithEmitter, DotEmitter, VectorLoops, FunctionEmitter
         d = node.dtype
         if node.kind == "extern":
             return self.extern_call(node, a)
+        if node.kind == "kernel":  # (LLVM cannot call the C backend's kernels: it ships none of its own)
+            try:
+                implementation(node.name, "llvm")
+            except KernelError as exc:
+                raise self.fail(str(exc)) from None
+            raise self.fail(f"kernel '{node.name}': calling a kernel is not supported")  # pragma: no cover
         name = node.name
         argd = node.args[0].dtype
         at = VALUE_TYPES[argd]
