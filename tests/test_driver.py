@@ -11,6 +11,7 @@ from plait.errors import PlaitError
 from plait.executor import GraphModule
 from plait.ir.transform import PassContext, Timing
 from plait.relay import ExprMutator, IRModule
+from plait.target import piece_of
 from plait.target import Target
 from plait.target.testing import isolated_registry, register_test_backend
 
@@ -36,7 +37,7 @@ class _ToHandWritten(ExprMutator):
 def lower_my_regions(mod, funcs):
     """The hook contract: replace the region functions placed on the piece being lowered."""
     for name, fn in list(mod.items()):
-        if isinstance(fn, relay.Function) and fn.attrs.get("target") == mod.attrs["piece"]:
+        if isinstance(fn, relay.Function) and piece_of(fn) == mod.attrs["piece"]:
             mod = mod.with_function(name, relay.Function(fn.params, _ToHandWritten().visit(fn.body), None, fn.attrs))
     for name, f in funcs.items():
         mod = mod.with_function(name, f)

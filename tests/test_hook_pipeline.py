@@ -9,6 +9,7 @@ import pytest
 import plait
 from plait import relay
 from plait.errors import PlaitError
+from plait.target import piece_of
 from plait.executor import GraphArtifact, GraphModule
 from plait.runtime.formats import ModuleFormat
 from plait.relay import IRModule
@@ -30,7 +31,7 @@ def model():
 
 def my_regions(mod):
     piece = mod.attrs["piece"]  # the piece being lowered
-    return [k for k, f in mod.items() if isinstance(f, relay.Function) and f.attrs.get("target") == piece]
+    return [k for k, f in mod.items() if isinstance(f, relay.Function) and piece_of(f) == piece]
 
 
 @pytest.fixture

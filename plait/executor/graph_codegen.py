@@ -55,6 +55,7 @@ from plait.ir.types import TensorType, TupleType, Type
 from plait.relay.expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from plait.relay.module import IRModule
 from plait.relay.visitor import post_order
+from plait.target.composite import piece_of
 
 
 
@@ -187,7 +188,7 @@ class _Builder:
         if ws:
             node["workspace"] = [self.entry(TensorType(tuple(p.static_shape), p.dtype), f"the workspace of {func}")
                                  for p in ws]
-        piece = _piece_of(fn)
+        piece = piece_of(fn)
         if piece is not None:
             node["piece"] = piece
         if region is not None:
@@ -277,15 +278,6 @@ def graph_form(mod: IRModule) -> tuple[dict[str, Any], dict[str, np.ndarray], di
         "outputs": outputs, "output_names": output_names,
     }
     return graph, dict(b.params), dict(b.functions)
-
-
-def _piece_of(fn: Any) -> str | None:
-    """The piece a lowered function runs on: its ``piece`` attr (set by the driver), else its ``target``."""
-    attrs = getattr(fn, "attrs", None) or {}
-    for key in ("piece", "target"):
-        if isinstance(attrs.get(key), str):
-            return attrs[key]
-    return None
 
 
 def _workspace_params(fn: Any) -> list[Any]:

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from plait.ir.attrs import EMPTY
-from plait.lowering.function import lower_function
+from plait.lowering.function import lower_function, placed_on
 from plait.lowering.tuning import fingerprint
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Expr, Function
 from plait.relay.visitor import ExprMutator
+from plait.target.composite import PIECE_ATTR, piece_of
 from plait.tir.stmt import PrimFunc
 
 
@@ -101,11 +102,18 @@ class LoweringCache:
         for other, func in bucket:
             if structural_equal(other, key_fn):
                 self.stats.hits += 1
-                return func if func.name == name else func.with_attrs(global_symbol=name)
+                return _renamed(func, name, placed_on(target, piece))
         func = lower_function(fn, name, target, piece, schedule)
         self.stats.lowered += 1
         bucket.append((key_fn, func))
         return func
+
+
+def _renamed(func: PrimFunc, name: str, piece: str) -> PrimFunc:
+    """A cached PrimFunc served as ``name`` on piece ``piece`` (two pieces may have one target)."""
+    if func.name == name and piece_of(func) == piece:
+        return func
+    return func.with_attrs(global_symbol=name, **{PIECE_ATTR: piece})
 
 
 def lower_cached(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:

@@ -32,6 +32,7 @@ from plait.tir.expr import const as tir_const
 from plait.tir.simplify import simplify
 from plait.tir.stmt import PrimFunc
 from plait.tir.verify import verify
+from plait.target.composite import PIECE_ATTR
 
 
 class LowerError(PlaitError):
@@ -106,7 +107,9 @@ def _schedule(func: PrimFunc, target: Any) -> PrimFunc:
 
 def lower_function(fn: Function, name: str, target: Any, piece: Any = None, schedule: bool = True) -> PrimFunc:
     """The PrimFunc of the Primitive function ``fn`` (typed), with ``global_symbol`` ``name``, for ``target``
-    (a Target, a target string or a Piece; ``piece``, if given, is the Piece it belongs to)."""
+    (a Target, a target string or a Piece; ``piece``, if given, is the Piece it belongs to). Its ``piece``
+    attribute names that piece (:data:`plait.target.composite.PIECE_ATTR`), or, without one, the piece a
+    composite of ``target`` alone would have (its kind's name)."""
     from plait import te
 
     target, of = resolve_target(target, "lower_function")
@@ -114,7 +117,7 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     where = _where(target, piece)
     body = fn.body
     if isinstance(body, Call) and isinstance(body.op, Op) and body.op.prim_func is not None:
-        return _own_prim_func(fn, body, name, target, where)
+        return _own_prim_func(fn, body, name, placed_on(target, piece), where)
     inputs = []
     values: dict[Expr, Any] = {}
     for k, p in enumerate(fn.params):
@@ -150,7 +153,7 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     if schedule:
         func = _schedule(func, target)
     func = simplify(func)
-    attrs: dict[str, Any] = {"global_symbol": name, "target": str(target), "num_inputs": len(inputs)}
+    attrs: dict[str, Any] = {"global_symbol": name, PIECE_ATTR: placed_on(target, piece), "num_inputs": len(inputs)}
     if isinstance(fn.body.checked_type, TupleType) and len(outs) == 1:
         attrs["tuple_output"] = True  # a 1-tuple result, not a bare tensor
     func = func.with_attrs(attrs)
@@ -197,7 +200,15 @@ def _vnni(target: Any) -> bool:
     return chosen == "vnni" if chosen else cpu_has("avx512_vnni")
 
 
-def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str) -> PrimFunc:
+def placed_on(target: Any, piece: Any = None) -> str:
+    """The piece a function lowered for ``target`` (a Target, a target string or a Piece; on ``piece``, if
+    given) is placed on: the piece's name, else the name a composite of that target alone gives its piece."""
+    target, of = resolve_target(target, "lower_function")
+    piece = piece or of
+    return piece.name if piece is not None else target.kind_name
+
+
+def _own_prim_func(fn: Function, call: Call, name: str, piece: str, where: str) -> PrimFunc:
     """The PrimFunc an operator writes itself (:attr:`Op.prim_func`: a data-dependent output shape), for a
     Primitive function that is exactly one call of it (the operator is opaque: FuseOps groups it alone)."""
     if list(call.args) != list(fn.params):
@@ -207,7 +218,7 @@ def _own_prim_func(fn: Function, call: Call, name: str, target: Any, where: str)
         func = call.op.prim_func(tuple(a.checked_type for a in call.args), call.attrs, name)
     except PlaitError as exc:
         raise LowerError(f"cannot lower {describe_call(call)} for {where}: {exc}") from exc
-    func = func.with_attrs({"global_symbol": name, "target": str(target), "num_inputs": len(fn.params)})
+    func = func.with_attrs({"global_symbol": name, PIECE_ATTR: piece, "num_inputs": len(fn.params)})
     verify(func, name)
     return func
 
@@ -257,4 +268,4 @@ def resolve_target(target: Any, who: str) -> tuple[Any, Any]:
     return Target(target), None
 
 
-__all__ = ["LowerError", "lower_function", "param_shape", "resolve_target", "target_facts"]
+__all__ = ["LowerError", "lower_function", "param_shape", "placed_on", "resolve_target", "target_facts"]

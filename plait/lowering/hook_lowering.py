@@ -1,7 +1,7 @@
 """The shared helper of ``relay_to_tir`` hooks: lower the region functions of the piece being lowered.
 
 A ``relay_to_tir`` hook sees the whole IRModule and must replace every region function placed on
-its piece (``attrs["target"] == piece name``, see docs/backends.md and the pipeline contract) by
+its piece (``attrs["piece"] == piece name``, see docs/backends.md and the pipeline contract) by
 PrimFuncs. What is common to every backend lives here, so a hook is one line plus what is specific
 to it::
 
@@ -56,6 +56,7 @@ from plait.relay.infer import describe_call, infer_type
 from plait.relay.module import IRModule
 from plait.relay.passes.fuse_ops import NOT_FUSED
 from plait.relay.visitor import ExprMutator
+from plait.target.composite import PIECE_ATTR, piece_of
 from plait.tir.stmt import Buffer, PrimFunc
 
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -75,13 +76,13 @@ def _piece(mod: IRModule, target: Any) -> Any:
         return target
     if not isinstance(target, Target):
         raise HookLoweringError(f"lower_regions: expected the hook's target (a Target), got {target!r}")
-    return Piece(str(mod.attrs.get("piece") or target.kind_name), target)
+    return Piece(str(piece_of(mod) or target.kind_name), target)
 
 
 def region_functions(mod: IRModule, piece_name: str) -> list[str]:
     """Global names of the Relay functions of ``mod`` placed on piece ``piece_name``, sorted."""
     return [g for g, f in mod.items()
-            if isinstance(f, Function) and not f.attrs.get("Primitive") and f.attrs.get("target") == piece_name]
+            if isinstance(f, Function) and not f.attrs.get("Primitive") and piece_of(f) == piece_name]
 
 
 def _leaf_types(t: Type, what: str) -> list[TensorType]:
@@ -145,7 +146,7 @@ class _Lowering(UniqueNames):
     def _finish(self, pf: PrimFunc, name: str, num_inputs: int, want: FuncType, where: str) -> PrimFunc:
         from plait import tir
 
-        attrs: dict[str, Any] = {"global_symbol": name, "target": self.piece.name, "num_inputs": num_inputs}
+        attrs: dict[str, Any] = {"global_symbol": name, PIECE_ATTR: self.piece.name, "num_inputs": num_inputs}
         if isinstance(want.ret_type, TupleType) and len(want.ret_type.fields) == 1:
             attrs["tuple_output"] = True
         pf = pf.with_attrs(attrs)

@@ -5,7 +5,7 @@ type it makes; ``plait.build`` (:mod:`plait.driver`), ``plait explain`` and the 
       --price-->            Priced       every call (or fusion group) priced on the pieces that may run it
       --place-->            Placed       + the Assignment: every operator call -> a piece (None for one piece)
       --partition-->        Partitioned  device_copy between memories; same-piece regions outlined into
-                                         functions ``<piece>_<k>`` (attrs target/region/global_symbol)
+                                         functions ``<piece>_<k>`` (attrs piece/region/global_symbol)
       --lower-->            Lowered      per piece, in composite order: <kind>.relay_to_runtime, else
                                          <kind>.relay_to_tir, else fuse_ops + lower_to_tir; then
                                          lift_workspaces (scratch memory -> workspace arguments)

@@ -19,6 +19,7 @@ from plait.pipeline.lower import has_run_time_shapes
 from plait.pipeline.stages import BuildError, Built, Lowered, ProgramPlan
 from plait.pipeline.step import StagePass
 from plait.relay.module import IRModule
+from plait.target.composite import piece_of
 
 if TYPE_CHECKING:
     from plait.target import CompositeTarget
@@ -91,7 +92,7 @@ def piece_module(mod: IRModule, piece: Piece) -> IRModule:
     """The PrimFuncs of ``mod`` that ``piece`` compiles (not external declarations)."""
     from plait.tir.stmt import PrimFunc
 
-    funcs = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and f.attrs.get("piece") == piece.name
+    funcs = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and piece_of(f) == piece.name
              and not f.attrs.get("external")}
     return IRModule(funcs, mod.attrs)
 

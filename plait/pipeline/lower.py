@@ -18,6 +18,7 @@ from plait.ir.transform import Pass, PassContext
 from plait.pipeline.stages import BuildError, Lowered, Partitioned, Placed
 from plait.pipeline.step import StagePass
 from plait.relay.module import IRModule
+from plait.target.composite import PIECE_ATTR
 from plait.target.errors import HookError
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _tag(mod: IRModule, names: list[str], piece: Any) -> IRModule:
     tagged = {}
     for k in names:
         f = mod[k]
-        attrs = {"piece": piece.name}
+        attrs = {PIECE_ATTR: piece.name}
         if "global_symbol" not in f.attrs:
             attrs["global_symbol"] = k
         tagged[k] = f.with_attrs(**attrs)
@@ -162,7 +163,7 @@ def external_declaration(fn: Any, name: str, piece: Any) -> Any:
                          "result; an external runtime (relay_to_runtime) takes static tensors only")
     params = [Buffer(f"in{i}", t.shape, t.dtype) for i, (t,) in enumerate(ins)]
     params += [Buffer(f"out{i}", t.shape, t.dtype) for i, t in enumerate(outs)]
-    attrs = {"global_symbol": name, "external": 1, "piece": piece.name, "target": str(piece.target),
+    attrs = {"global_symbol": name, "external": 1, PIECE_ATTR: piece.name,
              "num_inputs": len(ins)}
     if isinstance(fn.body.checked_type, TupleType) and len(outs) == 1:
         attrs["tuple_output"] = 1

@@ -39,6 +39,7 @@ from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, post_order
 from plait.placement.rules import call_name
 from plait.placement.solver import _producers as _leaf_calls  # calls whose results a value passes on
+from plait.target.composite import PIECE_ATTR, piece_of
 
 
 class PartitionError(PlaitError):
@@ -58,7 +59,7 @@ def is_region(fn: Any) -> bool:
 
 def regions_of(mod: IRModule, piece: str | None = None) -> list[str]:
     """Names of the region functions of ``mod`` (of ``piece`` only, when given), in module order."""
-    return [k for k, f in mod.items() if is_region(f) and (piece is None or f.attrs.get("target") == piece)]
+    return [k for k, f in mod.items() if is_region(f) and (piece is None or piece_of(f) == piece)]
 
 
 class _Names:
@@ -79,7 +80,7 @@ class _Names:
 
 
 def _region_attrs(name: str, piece: str) -> Attrs:
-    return Attrs({"target": piece, "region": 1, "global_symbol": name})
+    return Attrs({PIECE_ATTR: piece, "region": 1, "global_symbol": name})
 
 
 class _Subst(ExprMutator):

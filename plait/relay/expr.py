@@ -208,7 +208,7 @@ class If(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Function(Expr, BaseFunc):
-    """A function. Parameters must carry type annotations; ``attrs`` hold e.g. ``Primitive``, ``target``."""
+    """A function. Parameters must carry type annotations; ``attrs`` hold e.g. ``Primitive``, ``piece``."""
 
     params: tuple[Var, ...]
     body: Expr
@@ -223,6 +223,13 @@ class Function(Expr, BaseFunc):
 
     def __repr__(self) -> str:
         return f"Function({len(self.params)} params)"
+
+    def with_attrs(self, **changes: Any) -> "Function":
+        """The same function (params, body, inferred type) with ``changes`` merged into its attrs."""
+        out = Function(self.params, self.body, self.ret_type, self.attrs.with_(**changes))
+        if self.has_type:
+            out._set_type(self.checked_type)
+        return out
 
 
 @dataclass(frozen=True, eq=False, repr=False)

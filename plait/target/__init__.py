@@ -17,15 +17,16 @@ from plait.target.kind import KINDS, TargetKind
 from plait.target.tag import TAGS, Tag, TagDef
 from plait.target.plugins import get_kind, get_tag, list_kinds, list_tags, register_backend, register_tag
 from plait.target.target import Target
-from plait.target.composite import CompositeTarget, Piece, Transfer
+from plait.target.composite import PIECE_ATTR, CompositeTarget, Piece, Transfer, piece_of, with_piece
 from plait.target.hooks import (
     call_cost, call_supports, get_hook, hooks_of, run_relay_to_runtime, run_relay_to_tir,
     run_tir_to_runtime,
 )
 
 __all__ = [
-    "HOOKS", "KINDS", "TAGS", "Backend", "CompositeTarget", "CToolchain", "CUnit", "Fact", "Facts", "Hook", "HookError", "HookSpec",
+    "HOOKS", "KINDS", "PIECE_ATTR", "TAGS", "Backend", "CompositeTarget", "CToolchain", "CUnit", "Fact", "Facts", "Hook", "HookError", "HookSpec",
     "Option", "Piece", "PluginError", "Tag", "TagDef", "Target", "Transfer", "TargetError", "TargetKind", "call_cost",
     "call_supports", "get_hook", "get_kind", "get_tag", "hooks_of", "list_kinds", "list_tags",
-    "option", "register_backend", "register_tag", "run_relay_to_runtime", "run_relay_to_tir", "run_tir_to_runtime",
+    "option", "piece_of", "register_backend", "register_tag", "run_relay_to_runtime", "run_relay_to_tir", "run_tir_to_runtime",
+    "with_piece",
 ]

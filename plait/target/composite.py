@@ -125,6 +125,25 @@ class Transfer:
         return {"bandwidth": self.bandwidth, "switch": self.switch, "shared_memory": self.shared_memory}
 
 
+#: The attribute that carries placement: on region functions, on every PrimFunc (default-lowered,
+#: hook-made, external declarations) and on the module a ``relay_to_tir`` hook gets, it names the piece
+#: (:attr:`Piece.name`, an id that :meth:`CompositeTarget.placed_on` resolves to the Piece). It has no
+#: other meaning; the target of a piece is found through the composite, never re-parsed from a string.
+PIECE_ATTR = "piece"
+
+
+def piece_of(node: Any) -> str | None:
+    """The piece a function (or hook module) is placed on: its ``piece`` attribute; None without one."""
+    attrs = getattr(node, "attrs", None) or {}
+    value = attrs.get(PIECE_ATTR)
+    return value if isinstance(value, str) else None
+
+
+def with_piece(node: Any, piece: "Piece | str") -> Any:
+    """``node`` (a Function, PrimFunc or IRModule) placed on ``piece``: its ``piece`` attribute set."""
+    return node.with_attrs(**{PIECE_ATTR: piece.name if isinstance(piece, Piece) else piece})
+
+
 _NAMED = re.compile(r"\s*([^\s:;]+)\s*:(.*)\Z", re.S)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -193,6 +212,18 @@ class CompositeTarget:
         for p in self._pieces:
             reg.register(p.name, p)
         return reg.get(name)
+
+    def placed_on(self, node: Any, default: "Piece | None" = None) -> Piece:
+        """The Piece ``node`` (a function or hook module) is placed on (:func:`piece_of`); ``default`` for
+        one that carries no piece (the host when not given). An unknown piece name is a TargetError."""
+        name = piece_of(node)
+        if name is None:
+            return default if default is not None else self.host
+        if name not in self.names:
+            what = (getattr(node, "attrs", None) or {}).get("global_symbol") or "a function"
+            raise TargetError(f"'{what}' is placed on piece '{name}', which composite target '{self}' does not "
+                              f"have (its pieces: {', '.join(self.names)})")
+        return self.piece(name)
 
     def __getitem__(self, name: str) -> Target:
         return self.piece(name).target

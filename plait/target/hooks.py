@@ -26,7 +26,7 @@ from typing import Any
 from plait.errors import PlaitError
 from plait.ir.transform import Pass, PassContext
 from plait.target.backend import HOOKS, Hook
-from plait.target.composite import Piece
+from plait.target.composite import PIECE_ATTR, Piece
 from plait.target.errors import HookError
 from plait.target.plugins import get_kind
 from plait.target.target import Target
@@ -69,10 +69,6 @@ def _call(h: Hook, piece: Piece, args: tuple) -> Any:
         raise
     except Exception as exc:
         raise HookError(f"{_where(h, piece)} failed: {type(exc).__name__}: {exc}") from exc
-
-
-#: the attribute of the module a relay_to_tir hook gets that names the piece being lowered
-PIECE_ATTR = "piece"
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,7 @@ def seq(*stmts: Stmt | Iterable[Stmt] | None) -> Stmt:
 class PrimFunc(TIRNode, BaseFunc):
     """A TIR function: ``params`` (buffers and scalar vars, inputs first, then outputs), ``body``.
 
-    ``attrs``: ``global_symbol`` (the C symbol), ``target`` (a target string), ``num_inputs``
+    ``attrs``: ``global_symbol`` (the C symbol), ``piece`` (the piece it runs on), ``num_inputs``
     (how many leading buffer params are inputs; with static shapes this gives :attr:`relay_type`).
     """
 

@@ -97,7 +97,7 @@ class _Verifier:
     # -- the function ----------------------------------------------------------------------------------
     def run(self) -> list[str]:
         f = self.func
-        for key in ("global_symbol", "target"):
+        for key in ("global_symbol", "piece"):
             if key in f.attrs and not isinstance(f.attrs[key], str):
                 self.problem(f"attribute '{key}' must be a str, got {f.attrs[key]!r}")
         n = f.attrs.get("num_inputs")

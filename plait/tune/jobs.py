@@ -107,12 +107,12 @@ def scheduled(job: Job, config: Config) -> PrimFunc:
     from plait.tir.verify import verify
 
     if job.op is not None:  # a hook piece's call: already final
-        return job.func.with_attrs(global_symbol="plait_tune_candidate", target=job.target)
+        return job.func.with_attrs(global_symbol="plait_tune_candidate")
     func, space = schedule_with(job.func, job.target, config)
     why = misfit(config, space)
     if why is not None:
         raise TuneError(f"candidate {config}: {why}")
-    func = simplify(func).with_attrs(global_symbol="plait_tune_candidate", target=job.target)
+    func = simplify(func).with_attrs(global_symbol="plait_tune_candidate")
     verify(func, job.name)
     return func
 

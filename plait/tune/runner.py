@@ -98,11 +98,11 @@ def _hook_function(call: Any, piece: Any) -> Any:
     from plait.relay.infer import infer_expr
     from plait.relay.module import IRModule
     from plait.target import run_relay_to_tir
-    from plait.target.hooks import PIECE_ATTR
+    from plait.target.composite import PIECE_ATTR
     from plait.tir.stmt import PrimFunc
 
     fn = single_call_function(call)
-    region = Function(fn.params, fn.body, fn.ret_type, Attrs({"target": piece.name}))
+    region = Function(fn.params, fn.body, fn.ret_type, Attrs({PIECE_ATTR: piece.name, "region": 1}))
     infer_expr(region)
     out = run_relay_to_tir(piece, IRModule({"region": region}, {PIECE_ATTR: piece.name}))
     funcs = [f for _, f in out.items() if isinstance(f, PrimFunc)]

@@ -18,7 +18,7 @@ def partitioned(region_body_fn, arg_types, piece: str, region: str | None = None
     ``region_body_fn(params)`` and its attrs say it runs on ``piece``."""
     region = region or f"{piece}_0"
     params = tuple(Var(f"x{k}", t) for k, t in enumerate(arg_types))
-    f = Function(params, region_body_fn(params), None, {"target": piece, "region": 1, "global_symbol": region})
+    f = Function(params, region_body_fn(params), None, {"piece": piece, "region": 1, "global_symbol": region})
     mp = tuple(Var(f"m{k}", t) for k, t in enumerate(arg_types))
     funcs = {"main": Function(mp, Call(GlobalVar(region), mp)), region: f, **(extra or {})}
     return infer_type(IRModule(funcs))

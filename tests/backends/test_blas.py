@@ -137,7 +137,7 @@ def test_names_dedup_and_unsupported_calls_in_a_region(cache_dir):
     out = run_relay_to_tir(PIECE, mod)
     pfs = prim_funcs(out)
     assert sorted(pfs) == ["blas_nn_relu", "blas_sgemm_dense"]
-    assert all(pf.attrs["target"] == "blas" for pf in pfs.values())
+    assert all(pf.attrs["piece"] == "blas" for pf in pfs.values())
     lib = blas.build(_module(pfs), PIECE.target, _Ctx(cache_dir))
     xs = [np.random.default_rng(k).standard_normal(s).astype(np.float32) for k, s in enumerate([(3, 8), (8, 8), (8, 8)])]
     got = run_region(out, "blas_0", lib, xs)

@@ -58,7 +58,7 @@ def body(ps):
 
 
 def test_regions_are_lowered_named_deduplicated_and_rewritten(kind, tmp_path):
-    other = Function((Var("z", T),), Var("z", T), None, {"target": "host", "region": 1, "global_symbol": "host_0"})
+    other = Function((Var("z", T),), Var("z", T), None, {"piece": "host", "region": 1, "global_symbol": "host_0"})
     taken = Function((Var("w", T),), Var("w", T))  # a global already called acc_add: the new name avoids it
     mod = partitioned(body, [T, T], "acc", extra={"host_0": other, "acc_add": taken})
     assert region_functions(mod, "acc") == ["acc_0"] and region_functions(mod, "host") == ["host_0"]
@@ -68,12 +68,12 @@ def test_regions_are_lowered_named_deduplicated_and_rewritten(kind, tmp_path):
     # relu by the backend (its own name, made C-safe, prefixed by the piece); add and multiply by default
     assert sorted(pfs) == ["acc_add_1", "acc_multiply", "acc_my_relu_"]
     for name, pf in pfs.items():
-        assert pf.attrs["global_symbol"] == name and pf.attrs["target"] == "acc"
+        assert pf.attrs["global_symbol"] == name and pf.attrs["piece"] == "acc"
         assert pf.attrs["num_inputs"] == 2 if name != "acc_my_relu_" else pf.attrs["num_inputs"] == 1
     assert out["host_0"] is other and out["acc_add"] is taken  # other pieces' functions untouched
 
     region = out["acc_0"]
-    assert dict(region.attrs) == {"target": "acc", "region": 1, "global_symbol": "acc_0"}
+    assert dict(region.attrs) == {"piece": "acc", "region": 1, "global_symbol": "acc_0"}
     calls = [n for n in post_order(region.body) if isinstance(n, Call)]
     assert all(isinstance(c.op, GlobalVar) for c in calls)
     assert sorted(c.op.name for c in calls) == ["acc_add_1", "acc_multiply", "acc_my_relu_", "acc_my_relu_"]
@@ -119,7 +119,7 @@ def test_per_region_variant_replaces_the_region_by_one_prim_func():
         out = run_relay_to_tir(piece, mod)
     pf = out["hk3_0"]
     assert isinstance(pf, PrimFunc)
-    assert dict(pf.attrs) == {"global_symbol": "hk3_0", "target": "hk3", "num_inputs": 1}
+    assert dict(pf.attrs) == {"global_symbol": "hk3_0", "piece": "hk3", "num_inputs": 1}
 
 
 def test_a_failing_backend_is_reported_with_the_call_region_and_piece():

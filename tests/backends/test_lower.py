@@ -121,7 +121,7 @@ def test_elementwise_softmax_reduction_and_tuple_output():
                                            "fused_sum"]
     assert all(isinstance(c.op, GlobalVar) or c.op.view for c in main_calls(lowered))  # views stay: aliased
     for name, pf in prim_funcs(lowered).items():
-        assert pf.attrs["global_symbol"] == name and pf.attrs["target"] == "c"
+        assert pf.attrs["global_symbol"] == name and pf.attrs["piece"] == "c"
     pf = lowered["fused_add_nn_relu"]
     assert pf.attrs["num_inputs"] == 2
     assert pf.relay_type == FuncType((x.checked_type, y.checked_type), x.checked_type)
@@ -200,10 +200,12 @@ def test_unfused_calls_are_lowered_alone_and_device_copy_is_kept():
 def test_target_is_an_explicit_target_piece_or_string():
     x = var("x", (2,))
     mod = FuseOps()(_mod(call("exp", x)))
-    want = str(Target("c -mcpu=cortex-m7f"))
     piece = CompositeTarget("m7: c -mcpu=cortex-m7f").pieces[0]
-    for target in (Target("c -mcpu=cortex-m7f"), "c -mcpu=cortex-m7f", piece):
-        assert LowerToTIR(target)(mod)["fused_exp"].attrs["target"] == want
+    # placed on the piece, or on the one piece a composite of the target alone has (named after its kind)
+    for target, placed in ((Target("c -mcpu=cortex-m7f"), "c"), ("c -mcpu=cortex-m7f", "c"), (piece, "m7")):
+        assert LowerToTIR(target)(mod)["fused_exp"].attrs["piece"] == placed
+        assert CompositeTarget(target if target is not piece else "m7: c -mcpu=cortex-m7f").placed_on(
+            LowerToTIR(target)(mod)["fused_exp"]).target == Target("c -mcpu=cortex-m7f")
     with pytest.raises(LowerError) as exc:
         LowerToTIR()(mod)
     assert str(exc.value) == "LowerToTIR: no target given (pass a Target, a target string or a Piece)"

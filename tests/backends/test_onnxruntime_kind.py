@@ -28,7 +28,7 @@ F32 = np.float32
 
 
 def _region(func: Function, symbol: str = "ort_0") -> Function:
-    return Function(func.params, func.body, func.ret_type, {"global_symbol": symbol, "target": "ort", "region": 1})
+    return Function(func.params, func.body, func.ret_type, {"global_symbol": symbol, "piece": "ort", "region": 1})
 
 
 def _ort_run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ def _elementwise(name: str, shape: tuple[int, int], n_in: int, body, n_out: int 
     i, j = Var("i"), Var("j")
     stores = [o.store((i, j), body(k, *[b[i, j] for b in ins])) for k, o in enumerate(outs)]
     loop = For(i, 0, shape[0], "serial", For(j, 0, shape[1], "serial", seq(*stores)))
-    return PrimFunc((*ins, *outs), loop, {"global_symbol": name, "num_inputs": n_in, "target": "c"})
+    return PrimFunc((*ins, *outs), loop, {"global_symbol": name, "num_inputs": n_in, "piece": "c"})
 
 
 def prim_funcs(shape=(2, 3)) -> dict[str, PrimFunc]:

@@ -25,20 +25,20 @@ from tests.executor.lowered import c_module, call, prim_funcs, tir_module
 # ---- workspaces ---------------------------------------------------------------------------------
 
 
-def softmax_rows(target="c"):
+def softmax_rows(piece="c"):
     A = te.placeholder((4, 8), name="A")
     B = te.compute((4, 8), lambda i, j: A[i, j] * 2.0, name="B")
     k = te.reduce_axis((0, 8), name="k")
     C = te.compute((4,), lambda i: te.sum(B[i, k], axis=k), name="C")
     D = te.compute((4, 8), lambda i, j: B[i, j] / C[i], name="D")
-    return te.create_prim_func([A, D], name="softmax_rows", inline=False).with_attrs(target=target)
+    return te.create_prim_func([A, D], name="softmax_rows", inline=False).with_attrs(piece=piece)
 
 
-def square_plus(target="dsp"):
+def square_plus(piece="dsp"):
     A = te.placeholder((4, 8), name="A")
     B = te.compute((4, 8), lambda i, j: A[i, j] + 1.0, name="B")
     D = te.compute((4, 8), lambda i, j: B[i, j] * B[i, j], name="D")
-    return te.create_prim_func([A, D], name="square_plus", inline=False).with_attrs(target=target)
+    return te.create_prim_func([A, D], name="square_plus", inline=False).with_attrs(piece=piece)
 
 
 def sm(a):

@@ -85,7 +85,7 @@ def test_its_tir_compiles_and_matches_the_reference(target, shape, dtype, tmp_pa
         pytest.importorskip("llvmlite")
     main = infer_type(IRModule.from_expr(call("nonzero", var("x", shape, dtype))))["main"]
     func = lower_function(single_call_function(main.body), "nz", target)
-    assert func.attrs["data_dependent"] == (0, 1, len(shape)) and func.attrs["target"] == target
+    assert func.attrs["data_dependent"] == (0, 1, len(shape)) and func.attrs["piece"] == target
     if target == "c":
         fn = build_c([func], cache_dir=str(tmp_path))[c_function_names([func])[0]]
     else:

@@ -83,7 +83,7 @@ def test_partition_keeps_semantics_pieces_and_copies(case):
         assert isinstance(rt, TensorType) or all(isinstance(f, TensorType) for f in rt.fields)
         for c in _op_calls(fn.body):
             assert c.op.name != "device_copy"
-            assert by_name[c.meta["name"]] == fn.attrs["target"]
+            assert by_name[c.meta["name"]] == fn.attrs["piece"]
             seen.append(c.meta["name"])
     live = {c.meta["name"] for c in _op_calls(mod.main.body)}
     assert sorted(seen) == sorted(live)
@@ -148,7 +148,7 @@ def test_constants_stay_inside_regions_and_one_piece_fast_path():
     assert regions_of(out) == ["c_0"]
     assert any(isinstance(n, Constant) for n in post_order(out["c_0"].body))
     assert not any(isinstance(n, Constant) for n in post_order(out.main.body))
-    assert dict(out["c_0"].attrs) == {"target": "c", "region": 1, "global_symbol": "c_0"}
+    assert dict(out["c_0"].attrs) == {"piece": "c", "region": 1, "global_symbol": "c_0"}
 
 
 def test_errors():

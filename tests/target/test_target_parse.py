@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plait.target import CompositeTarget, Piece, Target
+from plait.target import CompositeTarget, Piece, Target, TargetError
 
 SEED = "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"
 
@@ -301,3 +301,24 @@ def test_composite_dict_and_json_forms():
     listed = {"pieces": [{"name": "low_power_cpu", "target": "c -mcpu=cortex-m0"},
                          {"name": "inference_cpu", "target": "cortex-m7f"}]}
     assert CompositeTarget(listed).names == ("low_power_cpu", "inference_cpu")
+
+
+def test_placement_travels_in_the_piece_attribute_and_resolves_through_the_composite():
+    from plait.ir.attrs import Attrs
+    from plait.relay import Function, var
+    from plait.target import PIECE_ATTR, piece_of, with_piece
+
+    ct = CompositeTarget("a: c; b: c -mcpu=cortex-m7f")
+    x = var("x", (2,))
+    f = Function((x,), x, None, Attrs({"global_symbol": "f"}))
+    assert PIECE_ATTR == "piece" and piece_of(f) is None
+    assert ct.placed_on(f) is ct.host and ct.placed_on(f, ct.piece("b")) is ct.piece("b")
+    g = with_piece(f, ct.piece("b"))
+    assert piece_of(g) == "b" and g.attrs["global_symbol"] == "f" and piece_of(f) is None
+    assert ct.placed_on(g) == Piece("b", Target("c -mcpu=cortex-m7f"))
+    assert piece_of(with_piece(f, "a")) == "a"
+    assert piece_of(Function((x,), x, None, Attrs({"piece": 3}))) is None  # not a piece name
+    with pytest.raises(TargetError) as e:
+        ct.placed_on(with_piece(f, "zz"))
+    assert str(e.value) == (f"'f' is placed on piece 'zz', which composite target '{ct}' does not have "
+                            "(its pieces: a, b)")

@@ -20,7 +20,7 @@ def matmul(m: int = 4, n: int = 6, k: int = 5) -> PrimFunc:
         C.store((i, j), 0.0),
         For(r, 0, k, "serial", C.store((i, j), C[i, j] + A[i, r] * B[r, j])),
     )))
-    return PrimFunc((A, B, C), body, {"global_symbol": "matmul", "target": "c", "num_inputs": 2})
+    return PrimFunc((A, B, C), body, {"global_symbol": "matmul", "piece": "c", "num_inputs": 2})
 
 
 def conv2d(n: int = 1, c: int = 2, h: int = 5, w: int = 5, o: int = 3, kh: int = 3, kw: int = 3,

@@ -22,7 +22,7 @@ def module():
 def test_module_with_prim_funcs_round_trips():
     mod = module()
     text = print_module(mod)
-    assert "\nprimfn @mm {\n  @prim_func(global_symbol=\"matmul\", num_inputs=2, target=\"c\")\n  def mm(" in text
+    assert "\nprimfn @mm {\n  @prim_func(global_symbol=\"matmul\", num_inputs=2, piece=\"c\")\n  def mm(" in text
     assert 'primfn @"fused/x" {\n' in text and '\n  def "fused/x"(' in text
     back = parse_module(text)
     for name in ("mm", "fused/x"):

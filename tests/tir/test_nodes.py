@@ -108,8 +108,8 @@ def test_prim_func_relay_type_and_attrs():
     n = Var("n")
     sym = PrimFunc((Buffer("A", (n,)), Buffer("B", (n,))), Evaluate(0), {"num_inputs": 1})
     assert sym.relay_type == FuncType((TensorType(("n",)),), TensorType(("n",)))
-    g = mm.with_attrs(target="c -mcpu=cortex-m7f")
-    assert g.attrs["target"] == "c -mcpu=cortex-m7f" and g.body is mm.body and mm.attrs.get("target") == "c"
+    g = mm.with_attrs(piece="m7")
+    assert g.attrs["piece"] == "m7" and g.body is mm.body and mm.attrs.get("piece") == "c"
     assert mm.with_body(Evaluate(0)).params == mm.params
 
 

@@ -34,7 +34,7 @@ def test_fixture_round_trip(name):
 
 def test_matmul_text_is_readable_python_like():
     assert print_prim_func(matmul()) == (
-        '@prim_func(global_symbol="matmul", num_inputs=2, target="c")\n'
+        '@prim_func(global_symbol="matmul", num_inputs=2, piece="c")\n'
         "def matmul(A: Buffer((4, 5), float32), B: Buffer((5, 6), float32), C: Buffer((4, 6), float32)):\n"
         "    for i in parallel(0, 4):\n"
         "        for j in vectorized(0, 6):\n"

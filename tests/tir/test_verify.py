@@ -97,7 +97,7 @@ def test_verifier_rule(case):
     ((A, A), {}, "parameter 1 ('A') appears more than once"),
     ((T,), {}, "parameter buffer 'T' must have scope 'global', got 'global.workspace'"),
     ((Buffer("Q", (Var("n"),)),), {}, "undefined variable 'n' in the shape of parameter buffer 'Q'"),
-    ((A,), {"global_symbol": "g", "target": 3}, "attribute 'target' must be a str, got 3"),
+    ((A,), {"global_symbol": "g", "piece": 3}, "attribute 'piece' must be a str, got 3"),
     ((A,), {"num_inputs": 2}, "attribute 'num_inputs' must be an int in [0, 1], got 2"),
 ])
 def test_verifier_function_rules(params, attrs, message):

@@ -19,7 +19,7 @@ def softmax_rows(m=4, n=8) -> PrimFunc:
     k = te.reduce_axis((0, n), name="k")
     C = te.compute((m,), lambda i: te.sum(B[i, k], axis=k), name="C")
     D = te.compute((m, n), lambda i, j: B[i, j] / C[i], name="D")
-    return te.create_prim_func([A, D], name="softmax_rows", inline=False).with_attrs(target="c")
+    return te.create_prim_func([A, D], name="softmax_rows", inline=False).with_attrs(piece="c")
 
 
 def chain_of_stages(n=16) -> PrimFunc:
@@ -35,7 +35,7 @@ def chain_of_stages(n=16) -> PrimFunc:
     )
     for b in reversed(s):
         body = Allocate(b, body)
-    return PrimFunc((x, y), body, {"global_symbol": "chain", "num_inputs": 1, "target": "c"})
+    return PrimFunc((x, y), body, {"global_symbol": "chain", "num_inputs": 1, "piece": "c"})
 
 
 def chain_reference(x):
@@ -54,7 +54,7 @@ def mixed_dtypes(n=10) -> PrimFunc:
         For(k, 0, n, "serial", y.store(k, f[0, k] - f[1, k])),
     )
     body = Allocate(q, Allocate(f, body))
-    return PrimFunc((x, y), body, {"global_symbol": "mixed", "num_inputs": 1, "target": "c"})
+    return PrimFunc((x, y), body, {"global_symbol": "mixed", "num_inputs": 1, "piece": "c"})
 
 
 def run_interp(func, *args):

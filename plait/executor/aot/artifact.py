@@ -37,6 +37,7 @@ from plait.memory.algorithms import DEFAULT_ALIGN
 from plait.memory.plan import entry_bytes, live_ranges, plan_memory
 from plait.pipeline.stages import ProgramPlan
 from plait.relay.module import IRModule
+from plait.target.composite import piece_of
 
 if TYPE_CHECKING:
     from plait.target import CompositeTarget
@@ -111,7 +112,7 @@ def check_pieces(mod: IRModule, composite: Any, used: set[str]) -> None:
         if piece.name not in used:
             continue
         kind = piece.target.kind
-        external = [k for k, f in mod.items() if getattr(f, "attrs", {}).get("piece") == piece.name
+        external = [k for k, f in mod.items() if piece_of(f) == piece.name
                     and getattr(f, "attrs", {}).get("external")]
         own = not type(kind.backend).generates_c()
         why = ("runs its calls in an external runtime (relay_to_runtime)" if external else

@@ -26,6 +26,7 @@ from plait.runtime.c_lang import NameTable, comment_text
 from plait.memory.plan import entry_bytes
 from plait.relay.module import IRModule
 from plait.target import get_kind
+from plait.target.composite import piece_of
 from plait.tir.stmt import PrimFunc
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror", "-pedantic")
@@ -86,7 +87,7 @@ def _piece_sources(mod: IRModule, composite: Any, name: str, used: set[str]) -> 
     for piece in composite.pieces:
         if piece.name not in used:
             continue
-        own = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and f.attrs.get("piece") == piece.name
+        own = {k: f for k, f in mod.items() if isinstance(f, PrimFunc) and piece_of(f) == piece.name
                and not f.attrs.get("external")}
         funcs = [f if f.name else f.with_attrs(global_symbol=k) for k, f in sorted(own.items())]
         symbols = [f.name for f in funcs]
