@@ -251,3 +251,49 @@ def test_one_memory_plan_per_build(executor, target, tmp_path, monkeypatch):
         assert {p["name"]: p["bytes"] for p in art.graph["pools"]} == pools
     else:
         assert {p["name"]: p["bytes"] for p in art.pools} == pools
+
+
+def _fused_functions(art_calls):
+    """An instrument collecting, after each ``fuse_ops`` pass of default lowering, the (operator, call-site
+    name) sets of the Primitive functions FuseOps made (calls legalization added, without a name, apart)."""
+    from plait.relay.expr import Function
+
+    class AfterFuse:
+        def before(self, p, _):
+            pass
+
+        def after(self, p, mod):
+            if p.name != "fuse_ops":
+                return
+            for f in mod.relay_functions().values():
+                for n in post_order(f.body):
+                    if isinstance(n, Call) and isinstance(n.op, Function) and n.op.attrs.get("Primitive"):
+                        art_calls.append(frozenset((c.op.name, c.meta["name"]) for c in post_order(n.op.body)
+                                                   if isinstance(c, Call) and c.meta.get("name")))
+
+    return AfterFuse()
+
+
+@pytest.mark.parametrize("name, target, place", [
+    ("ds_cnn", TARGET, None), ("resnet_block", TARGET, None), ("mlp", "a: c; b: c", "/fc0/Relu=b"),
+    ("mlp", "a: c; b: c", None)])
+def test_lowering_fuses_exactly_the_groups_placement_decided(name, target, place, tmp_path):
+    """Fusion groups are decided once (issue 28): placement's Assignment.fusion. Default lowering's FuseOps
+    makes one function of each of them and of each other call alone, never one joining calls of two units
+    (partitioning stamps the groups on the calls); the priced units are parts of those groups."""
+    model = getattr(onnx_models, name)()
+    made: list = []
+    art = plait.build(from_onnx(model), target, place=place, config={"cc.cache_dir": str(tmp_path)},
+                      instruments=[_fused_functions(made)])
+    a = art.placement
+
+    def key(calls):
+        return frozenset((c.op.name, c.meta.get("name")) for c in calls)
+
+    grouped = {c for g in a.fusion for c in g}
+    units = {key(g) for g in a.fusion} | {key((p.call,)) for p in a.placed if p.call not in grouped}
+    default = {p.name for p in plait.target.CompositeTarget(target).pieces if p.target.kind_name == "c"}
+    assert a.fusion and made and all(m in units for m in made if m), [m for m in made if m not in units]
+    on_default = {key(g) for g in a.fusion if a[g[0]].piece in default}
+    assert on_default <= set(made)  # every decided group on a default-lowered piece is one function
+    assert all(any(set(g) <= set(u) for u in a.fusion) for g in a.fused)  # the priced units: parts of them

@@ -40,7 +40,7 @@ class Partition(StagePass):
         if a is None:
             return Partitioned(partition(placed.mod, {}, self.composite), None)
         return Partitioned(partition(placed.mod, a.pieces(), self.composite, getattr(a, "regions", ()),
-                                     getattr(a, "fused", None)), a)
+                                     getattr(a, "fusion", None) or getattr(a, "fused", None)), a)
 
 
 def _new_prim_funcs(before: IRModule, after: IRModule) -> list[str]:

@@ -39,6 +39,7 @@ from plait.relay.module import IRModule
 from plait.relay.visitor import ExprMutator, post_order
 from plait.placement.rules import call_name
 from plait.placement.solver import _producers as _leaf_calls  # calls whose results a value passes on
+from plait.relay.passes.fuse_ops import FUSION_META
 from plait.target.composite import PIECE_ATTR, piece_of
 
 
@@ -121,11 +122,13 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
     (e.g. ``assignment.pieces()``). ``groups``: collections of calls that must end up in one region
     (claimed regions, ``assignment.regions``: each convex, on one piece, read from outside only
     through its last call); other calls of the piece may join that region. ``fused`` (e.g.
-    ``assignment.fused``): the fusion groups placement priced, each kept in one region. FuseOps in default
-    lowering then fuses each region's calls as it would on one piece: the priced groups (found in the
-    lowering cache), and, where placement priced a group in parts because its calls may go to different
-    pieces (a conv that blas can run, its bias and relu that only c can) and the parts landed on one piece,
-    the whole group (lowered again: fusion is worth more than the second lowering)."""
+    ``assignment.fusion``, :func:`plait.placement.solver.lowering_groups`): the fusion groups default
+    lowering makes, decided by placement; each is kept in one region and stamped on its calls
+    (``meta["fusion"]``: ``f<k>`` for group k, ``s<n>`` for a call in no group), so that FuseOps in default
+    lowering fuses within a group only and never joins calls placement priced apart. Where placement priced
+    a group in parts (a conv that blas can run, its bias and relu that only c can) and the parts landed on
+    one piece, the group is whole again: the fused function is lowered again, fusion being worth more than
+    the second lowering."""
     from plait.target import CompositeTarget
 
     ct = CompositeTarget(composite)
@@ -150,7 +153,24 @@ def partition(mod: IRModule, pieces: Mapping[Call, str], composite: Any, groups:
             # region: already one; split across pieces: FuseOps fuses each piece's part)
             for c in calls:
                 member[c] = (len(groups) + k, None)
-    return infer_type(_outline(planned, piece_of, ct, member))
+    stamps = _fusion_stamps(planned.main, fused or (), new_of)
+    return infer_type(_outline(planned, piece_of, ct, member, stamps))
+
+
+def _fusion_stamps(main: Function, fused: Any, new_of: Mapping[Call, Call]) -> dict[Call, str]:
+    """``meta["fusion"]`` of each operator call of the planned ``main`` (copies apart): its group's, or its
+    own for a call in no group (see :func:`partition`)."""
+    out: dict[Call, str] = {}
+    for k, g in enumerate(fused):
+        for c in g:
+            if c in new_of:
+                out[new_of[c]] = f"f{k}"
+    n = 0
+    for e in post_order(main.body):
+        if isinstance(e, Call) and isinstance(e.op, Op) and not _is_copy(e) and e not in out:
+            out[e] = f"s{n}"
+            n += 1
+    return out
 
 
 # ---- 1. device planning ----------------------------------------------------------------------------
@@ -255,7 +275,7 @@ def _is_copy(c: Call) -> bool:
 
 
 def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
-             groups: Mapping[Call, tuple[int, str | None]] = {}) -> IRModule:
+             groups: Mapping[Call, tuple[int, str | None]] = {}, stamps: Mapping[Call, str] = {}) -> IRModule:
     main = mod.main
     calls = [n for n in post_order(main.body) if isinstance(n, Call)]
     unit_of: dict[Call, int] = {}
@@ -395,7 +415,7 @@ def _outline(mod: IRModule, piece_of: Mapping[Call, str], ct: Any,
         if isinstance(unit, Call):
             outer[unit] = Call(unit.op, tuple(in_main(a) for a in unit.args), unit.attrs, unit.meta)
             continue
-        fn, inputs = _region_function(unit, outputs[u], unit_of, u)
+        fn, inputs = _region_function(unit, outputs[u], unit_of, u, stamps)
         funcs[unit.name] = fn
         rcall = Call(GlobalVar(unit.name), tuple(in_main(x) for x in inputs))
         outs = outputs[u]
@@ -439,7 +459,7 @@ def _toposort(deps: list[set[int]]) -> list[int]:
 
 
 def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call, int],
-                     me: int) -> tuple[Function, list[Expr]]:
+                     me: int, stamps: Mapping[Call, str] = {}) -> tuple[Function, list[Expr]]:
     inputs: list[Expr] = []
     params: dict[Expr, Var] = {}
     inner: dict[Expr, Expr] = {}
@@ -475,7 +495,8 @@ def _region_function(region: Region, outputs: list[Call], unit_of: Mapping[Call,
         return r
 
     for c in region.calls:
-        inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, c.meta)
+        meta = c.meta.with_(**{FUSION_META: stamps[c]}) if c in stamps else c.meta
+        inner[c] = Call(c.op, tuple(arg(a) for a in c.args), c.attrs, meta)
     if not outputs:
         raise PartitionError(f"internal: region '{region.name}' has no result")
     leaves = [leaf for x in outputs for leaf in _tensor_leaves(inner[x], x.checked_type)]

@@ -17,8 +17,10 @@ Fusion groups: calls default lowering would fuse (FuseOps' grouping, limited to 
 same pieces: their pin, else the pieces capable of them, and the same claimed region) are priced on pieces lowered by default as the
 one function lowering makes of them (:meth:`CostModel.fused_cost`, each call an equal share), on a piece
 whose kind has patterns by its ``cost`` hook called with the group as a PatternRegion (named after the
-group's function; a number prices it whole, as for claimed regions), and placed as one unit; ``Assignment.fused`` lists them, and partitioning stamps them so that lowering makes the same
-functions (found in the build's lowering cache: each call is lowered once).
+group's function; a number prices it whole, as for claimed regions), and placed as one unit;
+``Assignment.fused`` lists them. Once placed, :func:`lowering_groups` decides the groups lowering makes
+(``Assignment.fusion``: these units, joined where parts priced apart share a piece); partitioning stamps
+them on the calls, so that lowering makes exactly those functions (found in the build's lowering cache).
 
 Regions: the pieces' ``patterns`` hooks claim regions of calls (:func:`regions.claim_regions`). All calls
 of a claimed region go to one piece: a piece claiming it (which may run them together even when it would
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from plait.placement.capability import Answer, claimed, piece_supports
 from plait.placement.cost import CostModel, Estimate, objective_value, type_bytes
@@ -72,7 +74,10 @@ class Assignment:
     memory: dict[str, tuple[int, int | None]]  # piece -> (weight bytes placed, capacity or None)
     regions: tuple[PatternRegion, ...] = ()  # claimed regions placed on a piece claiming them (PatternRegion.piece, .name)
     weights_in: dict[str, str] = dataclasses.field(default_factory=dict)  # piece -> "flash" or "RAM"
-    fused: tuple[tuple[Call, ...], ...] = ()  # fusion groups of 2+ calls (each on one piece), topological order
+    fused: tuple[tuple[Call, ...], ...] = ()  # fusion groups of 2+ calls priced as one unit (each on one piece)
+    # the fusion groups of 2+ calls default lowering makes of the placed calls (lowering_groups), in topological
+    # order: decided here once; partitioning stamps them on the calls and FuseOps fuses within them only
+    fusion: tuple[tuple[Call, ...], ...] = ()
 
     def region_of(self, call: Call) -> PatternRegion | None:
         """The claimed region ``call`` runs in, or None."""
@@ -93,7 +98,7 @@ class Assignment:
     def units(self) -> list[tuple[Call, ...]]:
         """The units that run (fusion groups, single calls; no views), in execution order: what the
         lowered graph's call nodes call."""
-        group_of = {c: g for g in self.fused for c in g}
+        group_of = {c: g for g in (self.fusion or self.fused) for c in g}
         out, seen = [], set()
         for p in self.placed:
             if getattr(p.call.op, "view", False):
@@ -174,6 +179,8 @@ class Pricing:
     index: dict[Call, int]
     kinds: list[str]  # where each piece keeps its weights ("flash" or "RAM")
     fused: tuple[tuple[Call, ...], ...]
+    body: Expr | None = None  # the priced function's body (lowering_groups groups its calls once placed)
+    default_lowered: tuple[str, ...] = ()  # the pieces lowered by default lowering (FuseOps), not by a hook
 
 
 def solve_priced(p: Pricing, time_limit: float = TIME_LIMIT_S, exact: bool = True) -> Assignment:
@@ -183,7 +190,38 @@ def solve_priced(p: Pricing, time_limit: float = TIME_LIMIT_S, exact: bool = Tru
         raise FitError(_infeasible_message(p.problem, p.calls, p.names, p.kinds))
     a = _assignment(p.problem, assign, method, p.calls, p.names, p.est, p.support, p.transfers, p.pins, p.objective,
                     p.regions, p.index)
-    return dataclasses.replace(a, weights_in=dict(zip(p.names, p.kinds)), fused=p.fused)
+    a = dataclasses.replace(a, weights_in=dict(zip(p.names, p.kinds)), fused=p.fused)
+    if p.body is None:
+        return a
+    return dataclasses.replace(a, fusion=lowering_groups(p.body, a, p.default_lowered, p.regions))
+
+
+def lowering_groups(body: Expr, a: Assignment, default_lowered: Sequence[str],
+                    regions: Sequence[PatternRegion] = ()) -> tuple[tuple[Call, ...], ...]:
+    """The fusion groups (2+ calls, topological order) default lowering makes of ``body``'s calls as ``a``
+    places them: FuseOps' grouping (:func:`plait.relay.passes.fuse_ops.find_groups`) of the calls that share a
+    piece lowered by default (``default_lowered``; a hook lowers its own calls as it sees fit) and a claimed
+    region. Placement priced these units (a group whole, or in parts where its calls may
+    go to different pieces, and whole again where the parts share one: :func:`_price_split_groups`); this is
+    the one place the groups are decided: :func:`plait.placement.partition.partition` stamps each on its calls
+    (``meta["fusion"]``) and FuseOps in default lowering fuses within a stamp only."""
+    from plait.relay.passes.fuse_ops import find_groups
+
+    index = {p.call: k for k, p in enumerate(a.placed)}
+    piece = {p.call: p.piece for p in a.placed}
+    region = {c: k for k, r in enumerate(regions) for c in r.calls}
+
+    def key(c: Call) -> object:
+        p = piece.get(c)
+        return (region.get(c), p) if p in default_lowered else ("alone", id(c))
+
+    out, seen = [], set()
+    for g in find_groups(body, key=key).values():
+        if id(g) in seen or len(g.members) < 2 or any(c not in index for c in g.members):
+            continue
+        seen.add(id(g))
+        out.append(tuple(sorted(g.members, key=index.__getitem__)))
+    return tuple(sorted(out, key=lambda g: index[g[0]]))
 
 
 def price(func: Function, target: CompositeTarget | str, objective: str = "latency", rules: tuple[Rule, ...] = (),
@@ -280,7 +318,7 @@ def price(func: Function, target: CompositeTarget | str, objective: str = "laten
     kinds = [piece_memory(p.target).weights_in for p in pieces]
     _check_memory(pr, calls, pieces, kinds)
     return Pricing(pr, calls, names, est, support, transfers, pins, objective, regions, index, kinds,
-                   tuple(g for _, g, _ in fused))
+                   tuple(g for _, g, _ in fused), func.body, tuple(n for n, d in zip(names, default) if d))
 
 
 def _fusion_groups(func: Function, index: dict[Call, int], names: list[str], ok_at: list[list[bool]],
