@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from plait.ir.transform import PassContext, Timing
-from plait.pipeline import Options, run
+from plait.pipeline import Options, Placement, run
 from plait.pipeline.stages import BuildError, Built, Lowered
 from plait.pipeline.codegen import PlansAndGenerates
 from plait.relay.module import IRModule
@@ -32,7 +32,7 @@ def lowered_module(mod: IRModule, composite: CompositeTarget, ctx: PassContext, 
                    executor: PlansAndGenerates | None = None) -> Lowered:
     """The steps of :func:`build` from an IRModule up to Lowered (code generation not run); with an
     ``executor`` (an Executor), its memory plan made and checked too."""
-    o = Options(composite, executor, tuple(rules), objective, weight, cost_model)
+    o = Options(composite, executor, Placement(tuple(rules), objective, weight, cost_model))
     return run(o, mod, ctx, stop="plan")
 
 
@@ -86,7 +86,7 @@ def build(mod: IRModule, target: Any = "c", executor: str = "graph", opt_level: 
     _check_static_inputs(mod, executor)
     ct = _composite(target)
     objective_value(0.0, 0.0, objective, weight)  # unknown objective / bad weight fail early
-    o = Options(ct, ex, _rules(place, ct), objective, weight, cost_model)
+    o = Options(ct, ex, Placement(_rules(place, ct), objective, weight, cost_model))
     timing = Timing()
     if ctx is None:
         ctx = PassContext(opt_level=opt_level, config=dict(config or {}), instruments=[*instruments, timing])

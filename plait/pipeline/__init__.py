@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from plait.ir.transform import Pass, PassContext
 from plait.pipeline.codegen import CheckMemoryFit, CodegenPieces, ExecutorCodegen, PlanMemory, PlansAndGenerates
 from plait.pipeline.lower import Lower, Partition
-from plait.pipeline.place import Place, Price
+from plait.pipeline.place import Place, Placement, Price
 from plait.pipeline.stages import BuildError, Built, Imported, Lowered, Partitioned, Placed, ProgramPlan, Priced
 from plait.pipeline.step import Step, run_steps
 from plait.relay.module import IRModule
@@ -43,15 +43,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Options:
     """What a build asks of the pipeline: the composite target, the executor (None: stop before the
-    memory plan, as ``plait explain`` does), the placement rules and objective, the cost model."""
+    memory plan, as ``plait explain`` does), what it asks of placement."""
 
     composite: CompositeTarget | None = None
     executor: PlansAndGenerates | None = None
-    rules: tuple[Rule, ...] = ()
-    objective: str = "latency"
-    weight: float = 0.5
-    cost_model: CostModel | None = None
-    always_solve: bool = False  # price for one piece too (plait explain reports its costs)
+    placement: Placement = Placement()
 
 
 def import_passes() -> tuple[Pass, ...]:
@@ -70,8 +66,7 @@ def steps(o: Options) -> tuple[Step, ...]:
     ex = o.executor
     return (
         Step("import", Imported, import_passes()),
-        Step("price", Priced, (Price(o.composite, tuple(o.rules), o.objective, o.weight, o.cost_model,
-                                     o.always_solve),)),
+        Step("price", Priced, (Price(o.composite, o.placement),)),
         Step("place", Placed, (Place(),)),
         Step("partition", Partitioned, (Partition(o.composite),)),
         Step("lower", Lowered, (Lower(o.composite), LiftWorkspaces())),
@@ -103,7 +98,7 @@ def place_stage(imported: Imported, composite: CompositeTarget, ctx: PassContext
                 objective: str = "latency", weight: float = 0.5, cost_model: CostModel | None = None,
                 always_solve: bool = False) -> Placed:
     """Imported -> Priced -> Placed (the price and place steps)."""
-    o = Options(composite, None, tuple(rules), objective, weight, cost_model, always_solve)
+    o = Options(composite, None, Placement(tuple(rules), objective, weight, cost_model, always_solve))
     return run(o, imported, ctx, start="price", stop="place")
 
 
@@ -113,5 +108,5 @@ def lower_stage(placed: Placed, composite: CompositeTarget, ctx: PassContext) ->
 
 
 __all__ = ["BuildError", "Built", "CheckMemoryFit", "CodegenPieces", "ExecutorCodegen", "Imported", "Lowered",
-           "Options", "Partitioned", "Placed", "ProgramPlan", "PlanMemory", "Priced", "Step", "import_passes",
+           "Options", "Partitioned", "Placed", "Placement", "ProgramPlan", "PlanMemory", "Priced", "Step", "import_passes",
            "import_stage", "lower_stage", "place_stage", "run", "steps"]

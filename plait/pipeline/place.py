@@ -35,30 +35,37 @@ def placement_cost_model(composite: Any, cost_model: Any = None) -> Any:
 
 
 @dataclass(frozen=True)
-class Price(StagePass):
-    """Imported -> Priced: every operator call of ``main`` priced on the pieces that may run it
-    (:func:`plait.placement.solver.price`). One piece: nothing to price (rules and weights checked only)."""
+class Placement:
+    """What a build asks of placement: the rules (``--place``), the objective and its weight, the cost
+    model (None: :meth:`CostModel.for_target`)."""
 
-    composite: CompositeTarget | None = None
     rules: tuple[Rule, ...] = ()
     objective: str = "latency"
     weight: float = 0.5
     cost_model: CostModel | None = None
     always_solve: bool = False  # price for one piece too (plait explain reports its costs)
+
+
+@dataclass(frozen=True)
+class Price(StagePass):
+    """Imported -> Priced: every operator call of ``main`` priced on the pieces that may run it
+    (:func:`plait.placement.solver.price`). One piece: nothing to price (rules and weights checked only)."""
+
+    composite: CompositeTarget | None = None
+    placement: Placement = Placement()
     name: ClassVar[str] = "price"
 
     def run(self, imported: Imported, ctx: PassContext) -> Priced:
         from plait.placement.rules import check_rules_match
         from plait.placement.solver import check_weights, price
 
-        main = imported.mod.main
-        if len(self.composite) == 1 and not self.always_solve:
-            check_rules_match(main, self.rules)
+        main, o = imported.mod.main, self.placement
+        if len(self.composite) == 1 and not o.always_solve:
+            check_rules_match(main, o.rules)
             check_weights(main, self.composite.pieces[0])
             return Priced(imported.mod, None)
-        cm = placement_cost_model(self.composite, self.cost_model)
-        return Priced(imported.mod, price(main, self.composite, self.objective, self.rules, cost_model=cm,
-                                          weight=self.weight))
+        cm = placement_cost_model(self.composite, o.cost_model)
+        return Priced(imported.mod, price(main, self.composite, o.objective, o.rules, cost_model=cm, weight=o.weight))
 
 
 @dataclass(frozen=True)
