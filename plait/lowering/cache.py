@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from plait.ir.attrs import EMPTY
-from plait.lowering.function import lower_function, placed_on
+from plait.lowering.function import lower_function, piece_name_for
 from plait.lowering.tuning import fingerprint
 from plait.relay.analysis import structural_equal, structural_hash
 from plait.relay.expr import Call, Expr, Function
@@ -102,7 +102,7 @@ class LoweringCache:
         for other, func in bucket:
             if structural_equal(other, key_fn):
                 self.stats.hits += 1
-                return _renamed(func, name, placed_on(target, piece))
+                return _renamed(func, name, piece_name_for(target, piece))
         func = lower_function(fn, name, target, piece, schedule)
         self.stats.lowered += 1
         bucket.append((key_fn, func))

@@ -117,7 +117,7 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     where = _where(target, piece)
     body = fn.body
     if isinstance(body, Call) and isinstance(body.op, Op) and body.op.prim_func is not None:
-        return _own_prim_func(fn, body, name, placed_on(target, piece), where)
+        return _own_prim_func(fn, body, name, piece_name_for(target, piece), where)
     inputs = []
     values: dict[Expr, Any] = {}
     for k, p in enumerate(fn.params):
@@ -153,7 +153,8 @@ def lower_function(fn: Function, name: str, target: Any, piece: Any = None, sche
     if schedule:
         func = _schedule(func, target)
     func = simplify(func)
-    attrs: dict[str, Any] = {"global_symbol": name, PIECE_ATTR: placed_on(target, piece), "num_inputs": len(inputs)}
+    attrs: dict[str, Any] = {"global_symbol": name, PIECE_ATTR: piece_name_for(target, piece),
+                             "num_inputs": len(inputs)}
     if isinstance(fn.body.checked_type, TupleType) and len(outs) == 1:
         attrs["tuple_output"] = True  # a 1-tuple result, not a bare tensor
     func = func.with_attrs(attrs)
@@ -200,7 +201,7 @@ def _vnni(target: Any) -> bool:
     return chosen == "vnni" if chosen else cpu_has("avx512_vnni")
 
 
-def placed_on(target: Any, piece: Any = None) -> str:
+def piece_name_for(target: Any, piece: Any = None) -> str:
     """The piece a function lowered for ``target`` (a Target, a target string or a Piece; on ``piece``, if
     given) is placed on: the piece's name, else the name a composite of that target alone gives its piece."""
     target, of = resolve_target(target, "lower_function")
@@ -268,4 +269,4 @@ def resolve_target(target: Any, who: str) -> tuple[Any, Any]:
     return Target(target), None
 
 
-__all__ = ["LowerError", "lower_function", "param_shape", "placed_on", "resolve_target", "target_facts"]
+__all__ = ["LowerError", "lower_function", "param_shape", "piece_name_for", "resolve_target", "target_facts"]
