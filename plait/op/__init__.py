@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.qnn",
     "plait.op.qnn_nn",
     "plait.op.qnn_elem",
+    "plait.op.qnn_fixed",
 )
 
 OPS: Registry[Op] = Registry("operator")

@@ -241,8 +241,10 @@ def _requantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     if acc.dtype != "int32":
         raise RelError(f"requantize: input: expected int32, got {acc}")
     out, mode = attrs["out_dtype"], attrs["mode"]
-    if out not in ("int8", "uint8", "int16", "uint16"):
-        raise RelError(f"requantize: out_dtype: expected int8, uint8, int16 or uint16, got {out}")
+    if out not in ("int8", "uint8", "int16", "uint16", "int32"):
+        raise RelError(f"requantize: out_dtype: expected int8, uint8, int16, uint16 or int32, got {out}")
+    if out == "int32" and mode != "fixed":
+        raise RelError("requantize: out_dtype int32 needs mode 'fixed' (a TFLite rescaling)")
     lo, hi = int_range(out)
     if not lo <= attrs["zero_point"] <= hi:
         raise RelError(f"requantize: zero_point: expected a value in [{lo}, {hi}], got {attrs['zero_point']}")
@@ -296,7 +298,8 @@ def _requantize_ref(args: list, attrs: Attrs) -> np.ndarray:
 defop("qnn.requantize", rel=_requantize_rel, ref=_requantize_ref, cost=_qcost(6.0), pattern=OpPattern.BROADCAST,
       num_inputs=(2, 3), attrs=(
     AttrSpec("zero_point", "int", 0, "the output's zero point"),
-    AttrSpec("out_dtype", "dtype", "int8", "int8, uint8, int16 or uint16"),
+    AttrSpec("out_dtype", "dtype", "int8", "int8, uint8, int16 or uint16 (int32 in fixed mode: TFLite's "
+             "rescaling of an int32 value, as ADD's inputs)"),
     AXIS,
     AttrSpec("mode", "str", "float", "float: float32 scale, round half to even (ONNX Runtime); fixed: int32 "
              "multiplier and shift (TensorFlow Lite)", choices=("float", "fixed")),

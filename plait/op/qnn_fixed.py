@@ -1,0 +1,383 @@
+"""Integer operators with TensorFlow Lite's fixed-point arithmetic: ``qnn.fixed_softmax`` and
+``qnn.avg_pool2d`` (TensorFlow Lite Micro's reference kernels, bit for bit).
+
+- ``qnn.fixed_softmax(x, table)``: TFLite's int8 softmax (``reference_ops::Softmax`` with gemmlowp's
+  fixed point, as TensorFlow Lite Micro runs it): per row along ``axis``, ``d = x - max(x)``;
+  ``e = table[-d]`` is ``exp_on_negative_values`` of ``d`` rescaled by the input multiplier (a Q5.26
+  value), a Q0.31 int32, 0 where ``d < diff_min`` (:func:`softmax_exp_table` builds it at compile time:
+  the table depends on the input scale and beta only); ``sum`` the Q12.19 sum of ``e / 2**12``
+  (rounded); its reciprocal by gemmlowp's Newton-Raphson (``GetReciprocal``); and
+  ``y = RoundingDivideByPOT(e * recip, bits + 23) - 128`` clamped to int8. The output's scale is
+  1/256 and its zero point -128, as TFLite requires.
+- ``qnn.avg_pool2d(x)``: TFLite's integer average pool (``reference_integer_ops::AveragePool``):
+  the int32 sum of the window's taps inside the input (padding is not counted), divided by their
+  count rounding half away from zero, clamped to ``[clamp_min, clamp_max]``; int8 or int16, NCHW,
+  the input's scale and zero point are the output's.
+
+The helpers below are the gemmlowp primitives (``SaturatingRoundingDoublingHighMul``,
+``RoundingDivideByPOT``, ...) twice: on numpy int64 arrays for the references and tables, and as TIR
+expressions for the computes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from plait import te
+from plait.ir.attrs import Attrs
+from plait.op._common import AttrSpec, Cost, Family, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel
+from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op.nn._window import WINDOW_ATTRS, check_rank, inside, taps, window_attrs, window_ints, window_out
+from plait.tir.dtype import int_range
+from plait.tir.expr import PrimExpr, Var
+
+defop = Family()
+
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+
+# ---- gemmlowp on numpy int64 arrays (values that fit int32) ---------------------------------------
+
+
+def srdhm(a: Any, b: Any) -> np.ndarray:
+    """``SaturatingRoundingDoublingHighMul`` (int32 x int32 -> the high 32 bits of 2ab, rounded)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ab = a * b
+    v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    q = np.where(v >= 0, v // (1 << 31), -((-v) // (1 << 31)))  # C division truncates toward zero
+    return np.where((a == I32_MIN) & (b == I32_MIN), I32_MAX, q)
+
+
+def rdbpot(x: Any, e: Any) -> np.ndarray:
+    """``RoundingDivideByPOT``: x / 2**e rounded half away from zero."""
+    x, e = np.asarray(x, np.int64), np.asarray(e, np.int64)
+    mask = (np.int64(1) << e) - 1
+    return (x >> e) + ((x & mask) > (mask >> 1) + (x < 0))
+
+
+def sat_shl(x: Any, e: int) -> np.ndarray:
+    """``SaturatingRoundingMultiplyByPOT<e>`` for e > 0: x * 2**e saturated to int32 (gemmlowp's
+    thresholds: above ``2**(31 - e) - 1`` is the maximum, below its negative the minimum)."""
+    x = np.asarray(x, np.int64)
+    t = (1 << (31 - e)) - 1
+    return np.where(x > t, I32_MAX, np.where(x < -t, I32_MIN, x << e))
+
+
+def wrap32(x: Any) -> np.ndarray:
+    """int64 values taken modulo 2**32 as int32 (C's wrapping int32 addition)."""
+    return ((np.asarray(x, np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def _exp_quarter(a: np.ndarray) -> np.ndarray:
+    """``exp_on_interval_between_negative_one_quarter_and_0_excl`` of a Q0.31 value."""
+    x = a + (1 << 28)
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_4 = rdbpot(x4, 2)
+    poly = rdbpot(srdhm(x4_4 + x3, 715827883) + x2, 1)
+    c = 1895147668
+    return c + srdhm(c, x + poly)
+
+
+_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
+
+
+def exp_on_negative_values(a: Any) -> np.ndarray:
+    """gemmlowp's ``exp_on_negative_values`` of a Q5.26 value <= 0, a Q0.31 result."""
+    a = np.asarray(a, np.int64)
+    quarter = 1 << 24
+    amq = (a & (quarter - 1)) - quarter
+    result = _exp_quarter(sat_shl(amq, 5))
+    remainder = wrap32(amq - a)
+    for exponent, mult in _BARREL:
+        bit = (remainder & (1 << (26 + exponent))) != 0
+        result = np.where(bit, srdhm(result, mult), result)
+    return np.where(a == 0, I32_MAX, result)
+
+
+def _one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """``one_over_one_plus_x_for_x_in_0_1`` of a Q0.31 value in [0, 1)."""
+    s = a + I32_MAX
+    half = np.where(s >= 0, (s + 1) // 2, -((-s + 1) // 2))  # RoundingHalfSum: (sum + sign) / 2, truncated
+    x = 1515870810 + srdhm(half, -1010580540)
+    for _ in range(3):
+        t = (1 << 29) - srdhm(half, x)
+        x = x + sat_shl(srdhm(x, t), 2)
+    return sat_shl(x, 1)
+
+
+def reciprocal(total: Any, integer_bits: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """TFLite's ``GetReciprocal`` of positive int32 values: (Q0.31 scale, num_bits_over_unit)."""
+    t = np.asarray(total, np.int64)
+    clz = np.zeros(t.shape, np.int64)
+    for k in range(1, 32):
+        clz += t < (1 << k)
+    shifted = ((t << clz) & 0xFFFFFFFF) - (1 << 31)
+    return _one_over_one_plus_x(shifted), integer_bits - clz
+
+
+def softmax_params(x_scale: float, beta: float = 1.0) -> tuple[int, int, int]:
+    """TFLite's ``PreprocessSoftmaxScaling`` and ``CalculateInputRadius`` (5 integer bits):
+    (input multiplier, input left shift, diff_min)."""
+    real = min(float(beta) * float(x_scale) * float(1 << 26), float((1 << 31) - 1))
+    if not math.isfinite(real) or real <= 0:
+        raise ValueError(f"softmax: beta x input scale {real} is not a positive finite value")
+    q, e = math.frexp(real)
+    m = math.floor(q * (1 << 31) + 0.5)
+    if m == 1 << 31:
+        m, e = m // 2, e + 1
+    if e < 0:
+        raise ValueError(f"softmax: beta x input scale is too small for TFLite's int8 softmax ({real / (1 << 26)})")
+    radius = math.floor(1.0 * ((1 << 5) - 1) * (1 << 26) / (1 << e))
+    return m, e, -radius
+
+
+def softmax_exp_table(x_scale: float, beta: float = 1.0) -> np.ndarray:
+    """The int32 table of ``qnn.fixed_softmax``: entry k is ``exp_on_negative_values`` of ``-k``
+    rescaled (``MultiplyByQuantizedMultiplierGreaterThanOne``), 0 where ``-k < diff_min``."""
+    mult, shift, diff_min = softmax_params(x_scale, beta)
+    d = -np.arange(256, dtype=np.int64)
+    e = exp_on_negative_values(srdhm(d << shift, mult))
+    return np.where(d >= diff_min, e, 0).astype(np.int32)
+
+
+# ---- qnn.fixed_softmax ----------------------------------------------------------------------------
+
+
+def _softmax_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    x = as_tensor(args[0], "fixed_softmax: input")
+    if x.dtype != "int8":
+        raise RelError(f"fixed_softmax: input: expected int8, got {x}")
+    if x.ndim == 0:
+        raise RelError(f"fixed_softmax: input: expected at least one dimension, got {x}")
+    t = as_tensor(args[1], "fixed_softmax: table")
+    if t.dtype != "int32" or t.shape != (256,):
+        raise RelError(f"fixed_softmax: table: expected int32[256], got {t}")
+    norm_axis(attrs["axis"], x.ndim, "fixed_softmax: axis")
+    return x
+
+
+def _softmax_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x, tab = np.asarray(args[0]), np.asarray(args[1], np.int64)
+    axis = norm_axis(attrs["axis"], x.ndim, "fixed_softmax: axis")
+    xi = np.moveaxis(x.astype(np.int64), axis, -1)
+    e = tab[xi.max(-1, keepdims=True) - xi]
+    total = rdbpot(e, 12).sum(-1, keepdims=True)
+    scale, bits = reciprocal(total)
+    y = np.clip(rdbpot(srdhm(scale, e), bits + 23) - 128, -128, 127)
+    return np.moveaxis(y, -1, axis).astype(np.int8)
+
+
+def _cost(flops: float) -> Any:
+    def cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+        return Cost(flops=flops * numel(out), bytes_read=numel(args[0]) * 1.0, bytes_written=numel(out) * 1.0)
+
+    return cost
+
+
+defop("qnn.fixed_softmax", rel=_softmax_rel, ref=_softmax_ref, cost=_cost(12.0), pattern=OpPattern.OPAQUE,
+      num_inputs=2, attrs=(AttrSpec("axis", "int", -1, "the axis the softmax runs along"),),
+      doc="int8 softmax as TensorFlow Lite (Micro) computes it: gemmlowp fixed point, a table of exp; "
+          "the output's scale is 1/256, its zero point -128")
+
+
+def _i64(v: Any) -> PrimExpr:
+    return tir.const(v, "int64") if isinstance(v, int) else tir.cast("int64", v)
+
+
+_names = iter(range(1 << 62))
+
+
+def _bind(value: PrimExpr, body: Any) -> PrimExpr:
+    """``let v = value in body(v)`` (a fresh variable: the expression stays a DAG-sized tree)."""
+    return tir.let(Var(f"fx{next(_names)}", value.dtype), value, body)
+
+
+def _srdhm(a: PrimExpr, b: Any) -> PrimExpr:
+    """SRDHM on int64 expressions holding int32 values (the int32-min x int32-min case cannot occur here:
+    every use has one operand that is not the minimum)."""
+    def high(ab: PrimExpr) -> PrimExpr:
+        nudge = tir.select(ab >= _i64(0), _i64(1 << 30), _i64(1 - (1 << 30)))
+        return tir.truncdiv(ab + nudge, _i64(1 << 31))
+    return _bind(_i64(a) * _i64(b), high)
+
+
+def _rdbpot(x: PrimExpr, e: Any) -> PrimExpr:
+    def body(x: PrimExpr) -> PrimExpr:
+        ee = _i64(e)
+        mask = tir.shift_left(_i64(1), ee) - _i64(1)
+        threshold = tir.shift_right(mask, _i64(1)) + tir.cast("int64", x < _i64(0))
+        return tir.shift_right(x, ee) + tir.cast("int64", tir.bitwise_and(x, mask) > threshold)
+    return _bind(_i64(x), body)
+
+
+def _sat_shl(x: PrimExpr, e: int) -> PrimExpr:
+    t = (1 << (31 - e)) - 1
+    return _bind(_i64(x), lambda x: tir.select(x > _i64(t), _i64(I32_MAX), tir.select(
+        x < _i64(-t), _i64(I32_MIN), tir.shift_left(x, _i64(e)))))
+
+
+def _clz(t: PrimExpr) -> PrimExpr:
+    t = _i64(t)
+    n = tir.cast("int64", t < _i64(2))
+    for k in range(2, 32):
+        n = n + tir.cast("int64", t < _i64(1 << k))
+    return n
+
+
+def _recip_scale(total: PrimExpr, clz: PrimExpr) -> PrimExpr:
+    shifted = tir.bitwise_and(tir.shift_left(_i64(total), _i64(clz)), _i64(0xFFFFFFFF)) - _i64(1 << 31)
+    s = shifted + _i64(I32_MAX)  # >= 0: shifted is in [0, 2**31)
+
+    def newton(half: PrimExpr) -> PrimExpr:
+        def step(k: int, x: PrimExpr) -> PrimExpr:
+            if k == 3:
+                return _sat_shl(x, 1)
+            nxt = x + _sat_shl(_srdhm(x, _i64(1 << 29) - _srdhm(half, x)), 2)
+            return _bind(nxt, lambda x: step(k + 1, x))
+        return _bind(_i64(1515870810) + _srdhm(half, -1010580540), lambda x: step(0, x))
+    return _bind(tir.shift_right(s + _i64(1), _i64(1)), newton)
+
+
+@defop.compute("qnn.fixed_softmax")
+def _fixed_softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.fixed_softmax"
+    x, tab = inputs
+    shape, _ = out_tensor_type(out_type, op, like=shape_of(x, op))
+    axis = norm_axis(attrs["axis"], len(shape), "fixed_softmax: axis")
+    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
+    n = shape_of(x, op)[axis]
+
+    def at(i: tuple, k: Any) -> tuple:
+        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
+
+    def row_max(*i: PrimExpr) -> Any:
+        r = te.reduce_axis((0, n), "k")
+        return max_reducer(tir.cast("int32", x[at(i, r)]), axis=[r])
+
+    m = make(op, red_shape, row_max, "max", inline=False)
+
+    def exp_of(i: tuple) -> PrimExpr:
+        return tab[m[at(i, 0)] - tir.cast("int32", x[i])]
+
+    def row_sum(*i: PrimExpr) -> Any:
+        r = te.reduce_axis((0, n), "k")
+        return te.sum(tir.cast("int32", _rdbpot(exp_of(at(i, r)), 12)), axis=[r])
+
+    s = make(op, red_shape, row_sum, "sum", inline=False)
+    clz = make(op, red_shape, lambda *i: tir.cast("int32", _clz(s[i])), "clz", inline=False)
+    recip = make(op, red_shape, lambda *i: tir.cast("int32", _recip_scale(s[i], clz[i])), "recip", inline=False)
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        j = at(i, 0)
+        bits = _i64(12 + 23) - _i64(clz[j])
+        y = _rdbpot(_srdhm(recip[j], exp_of(i)), bits) - _i64(128)
+        return tir.cast("int8", tir.min(tir.max(y, _i64(-128)), _i64(127)))
+
+    return make(op, shape, body)
+
+
+# ---- qnn.avg_pool2d -------------------------------------------------------------------------------
+
+
+def _clamp(attrs: Attrs, dtype: str) -> tuple[int, int]:
+    lo, hi = int_range(dtype)
+    if attrs["clamp_min"] is not None:
+        lo = max(lo, attrs["clamp_min"])
+    if attrs["clamp_max"] is not None:
+        hi = min(hi, attrs["clamp_max"])
+    return lo, hi
+
+
+def _pool_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
+    what = "qnn.avg_pool2d"
+    x = check_rank(as_tensor(args[0], f"{what}: data"), 4, f"{what}: data", "[N, C, H, W]")
+    if x.dtype not in ("int8", "int16"):
+        raise RelError(f"{what}: data: expected int8 or int16, got {x}")
+    k = window_ints(attrs, "pool_size", 2, what, "h, w", 1)
+    s, p, d = window_attrs(attrs, what)
+    lo, hi = _clamp(attrs, x.dtype)
+    if lo > hi:
+        raise RelError(f"{what}: clamp_min {attrs['clamp_min']} is above clamp_max {attrs['clamp_max']}")
+    n, c, h, w = x.shape
+    oh = window_out(h, k[0], s[0], d[0], p[0], p[2], False, what, "height")
+    ow = window_out(w, k[1], s[1], d[1], p[1], p[3], False, what, "width")
+    return TensorType((n, c, oh, ow), x.dtype)
+
+
+def _round_div(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """C's ``(acc +- count / 2) / count`` (truncating): half away from zero."""
+    half = count // 2
+    v = np.where(total > 0, total + half, total - half)
+    return np.sign(v) * (np.abs(v) // count)
+
+
+def _pool_ref(args: list, attrs: Attrs) -> np.ndarray:
+    x = np.asarray(args[0])
+    k, s, p, d = attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"]
+    n, c, h, w = x.shape
+    oh = window_out(h, k[0], s[0], d[0], p[0], p[2])
+    ow = window_out(w, k[1], s[1], d[1], p[1], p[3])
+    pads = ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3]))
+    xp = np.pad(x.astype(np.int64), pads)
+    valid = np.pad(np.ones((h, w), np.int64), pads[2:])
+    total = np.zeros((n, c, oh, ow), np.int64)
+    count = np.zeros((oh, ow), np.int64)
+    for _, _, view in taps(xp, k[0], k[1], s, d, oh, ow):
+        total += view
+    for _, _, view in taps(valid, k[0], k[1], s, d, oh, ow):
+        count += view
+    lo, hi = _clamp(attrs, x.dtype.name)
+    return np.clip(_round_div(total, np.maximum(count, 1)), lo, hi).astype(x.dtype)
+
+
+def _pool_cost(args: tuple[Type, ...], out: Type, attrs: Attrs) -> Cost:
+    t = math.prod(attrs["pool_size"])
+    x = as_tensor(args[0], "qnn.avg_pool2d")
+    return Cost(flops=(t + 4) * numel(out), bytes_read=numel(x) * 1.0, bytes_written=numel(out) * 1.0)
+
+
+defop("qnn.avg_pool2d", rel=_pool_rel, ref=_pool_ref, cost=_pool_cost, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+      num_inputs=1, attrs=(AttrSpec("pool_size", "ints", doc="window size (h, w)"),) + WINDOW_ATTRS + (
+          AttrSpec("clamp_min", "int", None, "lowest output value (a fused activation)", optional=True),
+          AttrSpec("clamp_max", "int", None, "highest output value (a fused activation)", optional=True)),
+      doc="int8/int16 average pooling over [N, C, H, W] as TensorFlow Lite computes it (padding not "
+          "counted, the quotient rounded half away from zero)")
+
+
+def _tap_count(pos: PrimExpr, k: int, s: int, d: int, p0: int, size: int) -> PrimExpr:
+    base = pos * s - p0
+    t_lo = tir.max((0 - base + (d - 1)) // d, 0)
+    t_hi = tir.min((size - 1 - base) // d, k - 1)
+    return tir.max(t_hi - t_lo + 1, 1)
+
+
+@defop.compute("qnn.avg_pool2d")
+def _avg_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
+    op = "qnn.avg_pool2d"
+    (x,) = inputs
+    _, _, h, w = shape_of(x, op)
+    out_shape, dtype = out_tensor_type(out_type, op)
+    k, s, p, d = attrs["pool_size"], attrs["strides"], attrs["padding"], attrs["dilation"]
+    lo, hi = _clamp(attrs, dtype)
+
+    def body(n: PrimExpr, c: PrimExpr, y: PrimExpr, z: PrimExpr) -> Any:
+        ry = te.reduce_axis((0, k[0]), "ry")
+        rx = te.reduce_axis((0, k[1]), "rx")
+        iy, ix = y * s[0] + ry * d[0] - p[0], z * s[1] + rx * d[1] - p[1]
+        v = tir.select(inside(iy, ix, h, w), tir.cast("int32", x[n, c, iy, ix]), tir.const(0, "int32"))
+        return te.sum(v, axis=[ry, rx])
+
+    total = make(op, out_shape, body, "sum", inline=False)
+
+    def avg(n: PrimExpr, c: PrimExpr, y: PrimExpr, z: PrimExpr) -> PrimExpr:
+        cnt = tir.cast("int32", _tap_count(y, k[0], s[0], d[0], p[0], h) * _tap_count(z, k[1], s[1], d[1], p[1], w))
+        t = total[n, c, y, z]
+        half = tir.truncdiv(cnt, tir.const(2, "int32"))
+        q = tir.truncdiv(tir.select(t > tir.const(0, "int32"), t + half, t - half), cnt)
+        return tir.cast(dtype, tir.min(tir.max(q, tir.const(lo, "int32")), tir.const(hi, "int32")))
+
+    return make(op, out_shape, avg)
