@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plait.frontend import tflite_ops_qelem
 from plait.frontend.tflite_context import TO_NCHW, OpContext, Unsupported, Val
 from plait.frontend.tflite_quant import ACTIVATIONS, clamp_attrs, multipliers, per_tensor, rescale_int
 from plait.ir.types import TensorType
@@ -154,12 +155,12 @@ def _binary(cx: OpContext) -> Any:
             return Val(cx.call("multiply", d, d), nchw)
         y = cx.call(_FLOAT_BINARY[op], a, b)
         return Val(float_activation(cx, y, cx.option("FusedActivationFunction", 0)), nchw)
-    if t.dtype in ("int8", "uint8") and op in ("ADD", "SUB", "MUL"):
+    if t.dtype in ("int8", "uint8") and op in ("ADD", "SUB", "MUL") and cx.out().dtype == t.dtype:
         (a, b), nchw = elementwise(cx, 2)
         if op == "MUL":
             return Val(_quant_mul(cx, a, b), nchw)
         return Val(_quant_add(cx, a, b, 1 if op == "ADD" else -1), nchw)
-    raise Unsupported(f"{op} of {t.type_name} is not supported")
+    return tflite_ops_qelem.convert(cx)
 
 
 _FLOAT_UNARY = {"RELU": ("nn.relu", {}), "RELU6": ("clip", {"a_min": 0.0, "a_max": 6.0}),
@@ -172,9 +173,8 @@ _FLOAT_UNARY = {"RELU": ("nn.relu", {}), "RELU6": ("clip", {"a_min": 0.0, "a_max
 @_conv(*_FLOAT_UNARY)
 def _unary(cx: OpContext) -> Any:
     cx.need(1, 1)
-    t = cx.tensor(0)
-    if t.dtype != "float32":
-        raise Unsupported(f"{cx.op.opcode} of {t.type_name} is not supported yet")
+    if cx.tensor(0).dtype != "float32":
+        return tflite_ops_qelem.convert(cx)
     (x,), nchw = elementwise(cx, 1)
     op, attrs = _FLOAT_UNARY[cx.op.opcode]
     return Val(cx.call(op, x, **attrs), nchw)
@@ -184,7 +184,7 @@ def _unary(cx: OpContext) -> Any:
 def _leaky_relu(cx: OpContext) -> Any:
     cx.need(1, 1)
     if cx.tensor(0).dtype != "float32":
-        raise Unsupported(f"LEAKY_RELU of {cx.tensor(0).type_name} is not supported yet")
+        return tflite_ops_qelem.convert(cx)
     (x,), nchw = elementwise(cx, 1)
     return Val(cx.call("nn.leaky_relu", x, alpha=float(np.float32(cx.option("Alpha", 0.0)))), nchw)
 
