@@ -32,6 +32,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("plait.driver"), name)
     if name in ("from_onnx", "load_onnx"):
         return getattr(importlib.import_module("plait.frontend.onnx"), name)
+    if name in ("from_tflite", "load_tflite"):
+        return getattr(importlib.import_module("plait.frontend.tflite"), name)
     raise AttributeError(f"module 'plait' has no attribute '{name}'")
 
 

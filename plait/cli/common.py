@@ -8,13 +8,26 @@ from typing import Callable
 from plait.errors import PlaitError, UsageError  # UsageError: a flag's value is wrong (exit code 2)
 
 
-def load_model(path: str, shape_overrides: dict | None = None):
+MODEL_HELP = "the model: a TFLite file (.tflite, recognized by its content), an ONNX file (.onnx) or Relay text (.relay)"
+
+
+def load_model(path: str, shape_overrides: dict | None = None, signature: str | None = None):
+    """An ONNX or TFLite model file (TFLite recognized by its content, whatever its name)."""
+    from plait.frontend.tflite import load_tflite, sniff
+
+    if sniff(path):
+        if shape_overrides:
+            raise UsageError(f"--input-shapes: not supported for a TFLite model ('{path}'): its tensors' shapes are "
+                             "static")
+        return load_tflite(path, signature=signature)
+    if signature is not None:
+        raise UsageError(f"--signature: only a TFLite model has signatures ('{path}' is not one)")
     from plait.frontend.onnx import load_onnx
 
     return load_onnx(path, shape_overrides)
 
 
-def load_any(path: str):
+def load_any(path: str, signature: str | None = None):
     from plait.cli.progress import stage
 
     stage("loading the model")
@@ -29,11 +42,17 @@ def load_any(path: str):
         except UnicodeDecodeError as exc:
             raise PlaitError(f"cannot read '{path}': not UTF-8 text (byte {exc.start})") from None
         return parse_module(text, source_name=path)
-    return load_model(path)
+    return load_model(path, signature=signature)
+
+
+def signature_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--signature", metavar="NAME",
+                   help="a TFLite model's signature to compile (default: its first; without signatures, subgraph 0)")
 
 
 def shape_flags(p: argparse.ArgumentParser) -> None:
-    """--input-shapes and --opt-level (run, compile, explain; parsed by plait.cli.shapes)."""
+    """--input-shapes, --signature and --opt-level (run, compile, explain; parsed by plait.cli.shapes)."""
+    signature_flag(p)
     p.add_argument("--input-shapes", action="append", metavar="SHAPES",
                    help='fix the shapes of the model\'s inputs (ONNX models), e.g. "x:1,3,224,224 y:1,10" or '
                         '"x:[1,3,224,224]": entries separated by spaces, dims positive; only symbolic dims may '

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from plait.cli.common import UsageError, build, build_config, build_flags, chosen_executor, executor_flag, \
-    memory_limit, placement_flags, placement_options, print_placement, shape_flags
+from plait.cli.common import MODEL_HELP, UsageError, build, build_config, build_flags, chosen_executor, \
+    executor_flag, memory_limit, placement_flags, placement_options, print_placement, shape_flags
 from plait.cli.shapes import check_static, load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.messages import say
 from plait.cli.progress import stage
@@ -14,7 +14,7 @@ from plait.errors import PlaitError
 
 
 def compile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--target", default="c", help='the target, e.g. "c" (default) or a composite target '
                                                  '"low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
     shape_flags(p)
@@ -42,7 +42,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output is not None and os.path.exists(args.output) and not os.path.isdir(args.output):
         raise PlaitError(f"-o: cannot write into '{args.output}': it exists and is not a directory")
     config = {**build_config(args, limit), **executor.configure(args, "compile")}
-    mod = load_with_shapes(args.model, shapes)
+    mod = load_with_shapes(args.model, shapes, args.signature)
     check_static(mod, args.model, executor=executor.name)
     art = build(mod, opts, config=config, opt_level=opt_level, executor=executor.name)
     for line in executor.prepare_export(art, args):

@@ -6,14 +6,14 @@ import argparse
 import json
 import sys
 
-from plait.cli.common import UsageError, placement_flags, placement_options, shape_flags
+from plait.cli.common import MODEL_HELP, UsageError, placement_flags, placement_options, shape_flags
 from plait.cli.shapes import load_with_shapes, parse_input_shapes, parse_opt_level
 from plait.cli.messages import say
 from plait.errors import PlaitError
 
 
 def explain_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--target", required=True,
                    help='a composite target, e.g. "low_power_cpu: c -mcpu=cortex-m0; inference_cpu: c -mcpu=cortex-m7f"')
     shape_flags(p)
@@ -78,7 +78,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             raise UsageError(f"--graph: cannot draw to '{args.graph}': expected a .svg, .png, .pdf or .dot file")
         if fmt not in ("dot", "gv") and shutil.which("dot") is None:
             raise PlaitError(NO_DOT)
-    mod = load_with_shapes(args.model, shapes)
+    mod = load_with_shapes(args.model, shapes, args.signature)
     memory: dict = {}
     report = explain(mod, opts["target"], opts["objective"], opts["place"], opts["weight"], opt_level=opt_level,
                      cost_model=opts["cost_model"],

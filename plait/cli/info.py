@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from plait.cli.common import load_any
+from plait.cli.common import MODEL_HELP, load_any, signature_flag
 
 
 def show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help=MODEL_HELP)
+    signature_flag(p)
     p.add_argument("--metadata", action="store_true",
                    help="append the metadata section (large constants, base64) so that the text "
                         "parses back into the same module; by default they are shown by reference only")
@@ -17,21 +18,30 @@ def show_args(p: argparse.ArgumentParser) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     from plait.relay.text import print_module
 
-    mod = load_any(args.model)
+    mod = load_any(args.model, args.signature)
     print(print_module(mod, metadata=args.metadata), end="")
     return 0
 
 
 def ops_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="show one operator in detail: a plait operator (nn.conv2d) or an ONNX "
-                                           "operator (Conv: what it imports to, then that operator)")
+    p.add_argument("name", nargs="?", help="show one operator in detail: a plait operator (nn.conv2d), an ONNX "
+                                           "operator (Conv: what it imports to, then that operator) or a TFLite "
+                                           "builtin (CONV_2D: the dtypes and arithmetic it is read with)")
+    p.add_argument("--tflite", action="store_true", help="list the TFLite builtin operators plait reads")
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
     from plait.op import OPS, list_ops
 
+    if args.tflite and not args.name:
+        for name, doc in sorted(_tflite_ops().items()):
+            print(f"{name:28s} {doc}")
+        return 0
     if args.name:
         name = args.name
+        if name in _tflite_ops():
+            print(f"TFLite {name}: {_tflite_ops()[name]}")
+            return 0
         if name not in list_ops():
             name = _onnx_name(name)
         _print_op(name)
@@ -40,6 +50,17 @@ def cmd_ops(args: argparse.Namespace) -> int:
         op = OPS.get(name)
         print(f"{name:28s} {op.pattern.name.lower():22s} {op.doc}")
     return 0
+
+
+def _tflite_ops() -> dict[str, str]:
+    """TFLite builtin -> the first paragraph of its converter's docstring."""
+    from plait.frontend.tflite import converters
+
+    out = {}
+    for name, fn in converters().items():
+        doc = (fn.__doc__ or "").strip().split("\n\n")[0]
+        out[name] = " ".join(doc.split()) or f"read by {fn.__module__}"
+    return out
 
 
 def _onnx_name(name: str) -> str:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+from plait.cli.common import MODEL_HELP, signature_flag
 from plait.cli.messages import say
 from plait.cli.shapes import load_with_shapes, parse_input_shapes
 
 
 def measure_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--target", required=True,
                    help='a Cortex-M target, e.g. "c -mcpu=cortex-m7f", or a composite target: each Cortex-M piece is '
                         "measured running the whole model alone")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the cost database to write (JSON)")
+    signature_flag(p)
     p.add_argument("--input-shapes", action="append", metavar="SHAPES",
                    help='fix symbolic dims of the inputs: "x:1,3,224,224 y:1,10"')
     p.add_argument("--qemu-timeout", type=float, default=120.0, metavar="S", help="time limit of the QEMU run")
@@ -29,7 +31,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from plait.target import CompositeTarget
 
     ct = CompositeTarget(args.target)
-    mod = load_with_shapes(args.model, parse_input_shapes(args.input_shapes))
+    mod = load_with_shapes(args.model, parse_input_shapes(args.input_shapes), args.signature)
     db, done = CostDatabase(), set()
     for piece in ct.pieces:
         t = piece.target

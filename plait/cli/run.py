@@ -7,6 +7,7 @@ import argparse
 import os
 
 from plait.cli.common import (
+    MODEL_HELP,
     UsageError, build, build_config, build_flags, chosen_executor, executor_flag, int_at_least, memory_limit,
     no_placement, placement_flags, placement_options, print_placement, refuse_missing, shape_flags,
 )
@@ -18,8 +19,7 @@ from plait.executor.base import RunOptions
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx), Relay text file (.relay), or a directory written by "
-                                 "plait compile -o (an exported artifact)")
+    p.add_argument("model", help=MODEL_HELP + ", or a directory written by plait compile -o (an exported artifact)")
     p.add_argument("--inputs", help=".npz file of inputs keyed by the model's input names (a .npy file for a "
                                     "model with one input); missing inputs are made by --fill")
     p.add_argument("--fill", choices=("random", "zeros", "ones"), default="random",
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     limit = memory_limit(args)
     if args.output is not None:
         check_output_file(args.output)
-    mod = load_with_shapes(args.model, shapes)
+    mod = load_with_shapes(args.model, shapes, args.signature)
     if args.target:
         check_static(mod, args.model, executor=executor.name)
     given = load_inputs(args.inputs, input_names(mod), limit) if args.inputs else {}

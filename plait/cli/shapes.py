@@ -75,18 +75,19 @@ def parse_opt_level(text: str | None) -> int:
     return int(text)
 
 
-def load_with_shapes(path: str, shapes: Mapping[str, tuple[int, ...]]):
-    """Load the model at ``path`` (ONNX or Relay text) with ``shapes`` as its shape overrides."""
+def load_with_shapes(path: str, shapes: Mapping[str, tuple[int, ...]], signature: str | None = None):
+    """Load the model at ``path`` (TFLite, ONNX or Relay text) with ``shapes`` as its shape overrides
+    (``signature``: a TFLite model's signature)."""
     from plait.cli.common import load_any, load_model
     from plait.frontend.shape_overrides import ShapeOverrideError
 
     if not shapes:
-        return load_any(path)
+        return load_any(path, signature)
     if path.endswith(".relay"):
         raise UsageError(f"--input-shapes: not supported for a Relay text file ('{path}'): write the shapes in the "
                          "types of its @main parameters")
     try:
-        return load_model(path, shapes)
+        return load_model(path, shapes, signature)
     except ShapeOverrideError as exc:
         raise PlaitError(f"--input-shapes: {exc.detail}") from None
 

@@ -6,13 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from plait.cli.common import int_at_least
+from plait.cli.common import MODEL_HELP, int_at_least, signature_flag
 from plait.cli.messages import QUIET, say, verbosity
 from plait.cli.shapes import load_with_shapes, parse_input_shapes
 
 
 def tune_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file (.onnx) or Relay text file (.relay)")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--target", required=True,
                    help='the target, e.g. "c" or "host: c; blas: blas" (every piece is tuned)')
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the tuning records to write (JSON)")
@@ -28,6 +28,7 @@ def tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure", choices=("wall", "analytic"), default="wall",
                    help="wall: compile and time every candidate on this machine (default); analytic: the schedule "
                         "cost model's estimate (deterministic, no compiler)")
+    signature_flag(p)
     p.add_argument("--input-shapes", action="append", metavar="SHAPES",
                    help='fix symbolic dims of the inputs: "x:1,3,224,224 y:1,10"')
     p.add_argument("--cache-dir", metavar="DIR", help="the C compile cache")
@@ -72,7 +73,7 @@ class _Bar:
 def cmd_tune(args: argparse.Namespace) -> int:
     from plait.tune import tune
 
-    mod = load_with_shapes(args.model, parse_input_shapes(args.input_shapes))
+    mod = load_with_shapes(args.model, parse_input_shapes(args.input_shapes), args.signature)
     bar = _Bar()
     try:
         db, info = tune(mod, args.target, trials=args.trials, seed=args.seed, measure=args.measure, jobs=args.jobs,

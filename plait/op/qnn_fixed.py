@@ -221,9 +221,10 @@ def _sat_shl(x: PrimExpr, e: int) -> PrimExpr:
 
 
 def _clz(t: PrimExpr) -> PrimExpr:
+    """Leading zeros of a positive int32 value: ``sum over k of [t < 2**k]`` (k = 31 always counts)."""
     t = _i64(t)
-    n = tir.cast("int64", t < _i64(2))
-    for k in range(2, 32):
+    n = _i64(1)
+    for k in range(1, 31):
         n = n + tir.cast("int64", t < _i64(1 << k))
     return n
 
