@@ -155,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'model':28s} {'ref':7s} {'graph':>10s} {'aot host':>10s} {'qemu m7f':>10s}  (int8: outputs differing; "
               "float: max rel. error)")
         for f in files:
-            row = run_file(f, args.seeds, args.qemu, cache)
+            try:
+                row = run_file(f, args.seeds, args.qemu, cache)
+            except plait.PlaitError as exc:
+                print(f"{f.stem:28s} refused: {str(exc).splitlines()[-1].strip()}", flush=True)
+                rows.append({"model": f.stem, "error": str(exc)})
+                continue
             rows.append(row)
             q = row.get("qemu_m7f", "-")
             q = q if isinstance(q, str) else f"{q:.3g}"

@@ -15,7 +15,7 @@ def load_model(path: str, shape_overrides: dict | None = None, signature: str | 
     """An ONNX or TFLite model file (TFLite recognized by its content, whatever its name)."""
     from plait.frontend.tflite import load_tflite, sniff
 
-    if sniff(path):
+    if sniff(path) or path.lower().endswith(".tflite"):
         if shape_overrides:
             raise UsageError(f"--input-shapes: not supported for a TFLite model ('{path}'): its tensors' shapes are "
                              "static")
