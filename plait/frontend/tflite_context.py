@@ -19,6 +19,25 @@ from plait.relay.infer import infer_expr
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 
 
+def _quant_meta(imp: Any, op: TOp) -> dict[str, Any]:
+    """``tflite_q`` (output 0's ``(scale, zero_point)``) and ``tflite_qin`` (each input's, ``()`` when it is
+    absent or not quantized per tensor): the tensor scales a quantized operator's calls keep
+    only implicitly, for the TFLite exporter (:mod:`plait.frontend.tflite_export`). Absent on float
+    operators."""
+
+    def q(i: int) -> tuple:
+        t = imp.sg.tensors[i] if i >= 0 else None
+        if t is None or t.quant is None or not t.quant.per_tensor:
+            return ()
+        return (float(t.quant.scale[0]), int(t.quant.zero_point[0]))
+
+    out = q(op.outputs[0]) if op.outputs else ()
+    ins = tuple(q(i) for i in op.inputs)
+    if not out and not any(ins):
+        return {}
+    return {"tflite_q": out, "tflite_qin": ins}
+
+
 class Unsupported(Exception):
     """A converter cannot import this operator; ``reason`` is shown to the user."""
 
@@ -43,7 +62,7 @@ class OpContext:
         self.imp, self.op = imp, op
         first = op.outputs[0] if op.outputs else -1
         name = imp.sg.tensors[first].name if first >= 0 else ""
-        self.meta = Attrs(name=name or f"{op.opcode}_{op.index}", op_type=op.opcode)
+        self.meta = Attrs(name=name or f"{op.opcode}_{op.index}", op_type=op.opcode, **_quant_meta(imp, op))
 
     # ---- inputs and outputs ---------------------------------------------------------------------
     @property

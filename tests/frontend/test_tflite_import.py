@@ -131,3 +131,21 @@ def test_cli_ops_lists_tflite_builtins(capsys):
     assert names == sorted(names)
     assert main(["ops", "CONV_2D"]) == 0
     assert capsys.readouterr().out.startswith("TFLite CONV_2D: ")
+
+
+def test_requantize_float_is_onnx_runtimes_arithmetic_on_a_tflite_model():
+    """-requantize=float: the float32 scale each multiplier and shift stand for, rounded half to even (a step
+    off TensorFlow Lite Micro here and there); the default is TFLite's fixed point, bit for bit."""
+    buf = tm.autoencoder(quant=True)
+    mod = from_tflite(buf)
+    x = np.random.default_rng(0).integers(-128, 128, (1, 640)).astype(np.int8)
+    it = tflm_runtime.Interpreter.from_bytes(buf)
+    it.set_input(x, 0)
+    it.invoke()
+    want = it.get_output(0).astype(np.int64)
+    (fixed,) = plait.executor.GraphModule(plait.build(mod, "c"))(x)
+    np.testing.assert_array_equal(fixed, want)
+    art = plait.build(mod, "c -requantize=float")
+    (flt,) = plait.executor.GraphModule(art)(x)
+    diff = np.abs(flt.astype(np.int64) - want)
+    assert diff.max() == 1 and 0 < np.count_nonzero(diff) < diff.size // 4

@@ -542,16 +542,19 @@ class CBackend(Backend):
         return _schedule_rules(target)
 
     def legalize(self, target: Any) -> list:
-        """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed``; int8
+        """Fixed-point requantizations on a piece whose :func:`requantize_mode` is ``fixed`` (float ones,
+        ONNX Runtime's, with ``-requantize=float`` given: a TFLite model's are fixed-point); int8
         convolutions channels-last (:class:`plait.relay.passes.ChannelsLast`) on a host piece whose C
         has a fast body of the kernel ``plait_q8_conv``: 512-bit vectors and AVX512-VNNI, or 256-bit
         vectors (AVX2; :func:`plait.op._qnn_nhwc.conv_kernel_body` of the compute facts: the forms of
         :mod:`plait.op._qnn_nhwc` that pay)."""
         from plait.lowering.lower import target_facts
         from plait.op._qnn_nhwc import conv_kernel_body
-        from plait.relay.passes import ChannelsLast, FixedPointRequantize
+        from plait.relay.passes import ChannelsLast, FixedPointRequantize, FloatRequantize
 
-        passes: list = [FixedPointRequantize()] if requantize_mode(target) == "fixed" else []
+        mode = requantize_mode(target)
+        explicit_float = mode == "float" and target.options["requantize"] == "float"
+        passes: list = [FixedPointRequantize()] if mode == "fixed" else [FloatRequantize()] if explicit_float else []
         facts = target_facts(target)
         if conv_kernel_body(facts) is not None:
             passes.append(ChannelsLast(tuple(sorted(facts.items())), forms=("outer", "depthwise", "packed")))

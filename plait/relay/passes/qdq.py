@@ -513,3 +513,35 @@ class FixedPointRequantize(Pass):
                 assert isinstance(new, Function)
                 changed[gname] = new
         return infer_type(mod.with_functions(changed)) if changed else mod
+
+
+class _ToFloat(ExprMutator):
+    def rewrite_call(self, pre: Call, post: Expr) -> Expr:
+        if not _op(post, "qnn.requantize") or post.attrs["mode"] != "fixed" or post.attrs["out_dtype"] == "int32":  # type: ignore[union-attr]
+            return post
+        assert isinstance(post, Call)
+        mult, shift = _const(post.args[1]), _const(post.args[2])
+        if mult is None or shift is None:
+            return post
+        scale = (mult.astype(np.float64) * np.exp2(shift.astype(np.float64) - 31)).astype(np.float32)
+        attrs = {**post.attrs, "mode": "float"}
+        return call("qnn.requantize", post.args[0], Constant(scale), meta=post.meta, **attrs)
+
+
+@dataclass(frozen=True)
+class FloatRequantize(Pass):
+    """Every fixed-point ``qnn.requantize`` to 8 or 16 bits (a TFLite model's) becomes the float one,
+    ONNX Runtime's arithmetic, with the scale its multiplier and shift stand for: default lowering runs
+    it for a piece given ``-requantize=float`` explicitly. (TFLite's rescalings to int32, as in ADD,
+    stay fixed-point.)"""
+
+    name: ClassVar[str] = "float_requantize"
+
+    def run(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        changed = {}
+        for gname, fn in mod.relay_functions().items():
+            new = _ToFloat().visit(fn)
+            if new is not fn:
+                assert isinstance(new, Function)
+                changed[gname] = new
+        return infer_type(mod.with_functions(changed)) if changed else mod
