@@ -131,12 +131,9 @@ def run_file(path: Path, seeds: int, qemu: bool, cache: str) -> dict[str, Any]:
     return row
 
 
-def _pool_bytes(art: Any) -> int | None:
-    plan = getattr(art, "plan", None) or getattr(getattr(art, "lowered", None), "plan", None)
-    pools = getattr(plan, "pools", None)
-    if not pools:
-        return None
-    return int(sum(getattr(p, "size", 0) for p in (pools.values() if isinstance(pools, dict) else pools)))
+def _pool_bytes(art: Any) -> int:
+    """The bytes of the AOT memory plan's pools (activations and workspaces)."""
+    return int(sum(p["bytes"] for p in art.memory["pools"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = []
     with tempfile.TemporaryDirectory() as cache:
-        print(f"{'model':28s} {'ref':7s} {'graph':>10s} {'aot host':>10s} {'qemu m7f':>10s}  (int8: outputs differing; "
-              "float: max rel. error)")
+        print(f"{'model':28s} {'ref':7s} {'graph':>10s} {'aot host':>10s} {'qemu m7f':>10s} {'M7F pool B':>11s} "
+              f"{'TFLM arena B':>13s}  (int8: outputs differing; float: max rel. error)")
         for f in files:
             try:
                 row = run_file(f, args.seeds, args.qemu, cache)
@@ -164,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             q = row.get("qemu_m7f", "-")
             q = q if isinstance(q, str) else f"{q:.3g}"
+            arena = row["tflm_arena"].get("total", "-")
             print(f"{row['model']:28s} {row['reference']:7s} {row['graph']:10.3g} {row['aot_host']:10.3g} "
-                  f"{q[:60]:>10s}", flush=True)
+                  f"{q[:40]:>10s} {row.get('m7f_pool_bytes', '-'):>11} {arena:>13}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
