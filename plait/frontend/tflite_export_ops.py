@@ -193,8 +193,10 @@ def emit_pool(ex: Exporter, c: Call, fused: int, kind: str) -> TV:
 def _global_pool(ex: Exporter, c: Call, fused: int) -> TV:
     x = ex.nhwc(c.args[0], hint(c))
     out = ex.out_tensor(c, nchw=True, like=x)
-    kind = "MEAN" if c.op.name == "nn.global_avg_pool2d" else "REDUCE_MAX"
-    ex.w.op(kind, [x, ex.const("axes", np.array([1, 2], np.int32))], [out], KeepDims=True)
+    h, w = ex.w.tensors[x].shape[1:3]
+    kind = "AVERAGE_POOL_2D" if c.op.name == "nn.global_avg_pool2d" else "MAX_POOL_2D"
+    ex.w.op(kind, [x], [out], Padding=VALID, StrideH=1, StrideW=1, FilterHeight=h, FilterWidth=w,
+            FusedActivationFunction=0)
     return TV(out, nchw=True)
 
 
@@ -343,13 +345,6 @@ def _clip(ex: Exporter, c: Call, fused: int) -> TV:
         ex.w.op(kind, [tv.index, ex.const("bound", np.array(bound, dtype))], [out])
         tv = TV(out, tv.nchw)
     return tv
-
-
-@converter("cast")
-def _cast(ex: Exporter, c: Call, fused: int) -> TV:
-    if ttype(c).dtype in QUANT_DTYPES or ttype(c.args[0]).dtype in QUANT_DTYPES:
-        raise NoMapping("a cast to or from an integer type of quantized values outside the importer's patterns")
-    return unary(ex, c, "CAST")
 
 
 # ---- data movement ------------------------------------------------------------------------------

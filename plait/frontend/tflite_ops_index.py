@@ -167,23 +167,29 @@ def _resize_bilinear(cx: OpContext) -> Any:
     rows = [cx.call("take", v.expr, y0, axis=ah), cx.call("take", v.expr, y1, axis=ah)]
     corners = [(cx.call("take", rows[r], xs, axis=aw), r, c) for c, xs in enumerate((x0, x1)) for r in (0, 1)]
     wy, wx = (wy0, wy1), (wx0, wx1)
-    total: Expr | None = None
-    for g, r, c in corners:  # (y0, x0), (y1, x0), (y0, x1), (y1, x1): the kernel's order
-        if integer:
-            term = cx.call("multiply", cx.call("cast", g, dtype="int64"),
-                           col(wy[r], ah) * col(wx[c], aw))
-        else:
-            term = cx.call("multiply", cx.call("cast", g, dtype="float32") if dtype != "float32" else g,
-                           col(wy[r], ah))
-            term = cx.call("multiply", term, col(wx[c], aw))
-        total = term if total is None else cx.call("add", total, term)
-    if integer:  # (o + (o > 0 ? 2**19 : -2**19)) / 2**20, truncated: half away from zero
+    if integer:
+        total: Expr | None = None
+        for g, r, c in corners:
+            term = cx.call("multiply", cx.call("cast", g, dtype="int64"), col(wy[r], ah) * col(wx[c], aw))
+            total = term if total is None else cx.call("add", total, term)
+        # (o + (o > 0 ? 2**19 : -2**19)) / 2**20, truncated: half away from zero
         mag = cx.call("right_shift", cx.call("add", cx.call("abs", total), np.array(1 << 19, np.int64)),
                       np.array(20, np.int64))
-        total = cx.call("multiply", cx.call("sign", total), mag)
-    elif dtype == "uint8":  # + 0.5, static_cast: truncated
-        total = cx.call("add", total, np.array(0.5, F32))
-    return Val(cx.call("cast", total, dtype=dtype) if dtype != "float32" else total, v.nchw)
+        return Val(cx.call("cast", cx.call("multiply", cx.call("sign", total), mag), dtype=dtype), v.nchw)
+    # float32 operations, each computed in float64 and rounded to float32: the float32 result exactly
+    # (float64 has more than 2 * 24 + 2 bits), and no multiply-add the C compiler could contract
+    def f32(op: str, a: Expr, b: Expr | np.ndarray) -> Expr:
+        b64 = b.astype(np.float64) if isinstance(b, np.ndarray) else cx.call("cast", b, dtype="float64")
+        return cx.call("cast", cx.call(op, cx.call("cast", a, dtype="float64"), b64), dtype="float32")
+
+    acc: Expr | None = None
+    for g, r, c in corners:  # (y0, x0), (y1, x0), (y0, x1), (y1, x1): the kernel's order
+        term = f32("multiply", f32("multiply", g, col(wy[r], ah)), col(wx[c], aw))
+        acc = term if acc is None else f32("add", acc, term)
+    if dtype == "float32":
+        return Val(acc, v.nchw)
+    acc = f32("add", acc, np.array(0.5, F32))  # uint8: + 0.5, then static_cast (truncation)
+    return Val(cx.call("cast", acc, dtype=dtype), v.nchw)
 
 
 # ---- making tensors -----------------------------------------------------------------------------

@@ -220,12 +220,14 @@ def _softmax(cx: OpContext) -> Any:
         if beta != 1.0:
             data = cx.call("multiply", data, np.array(beta, np.float32))
         return cx.call("nn.softmax", data, axis=-1)
-    if x.dtype != "int8" or y.dtype != "int8":
-        raise Unsupported(f"a {x.type_name} softmax to {y.type_name} is not supported yet (int8 to int8 is)")
+    if x.dtype not in ("int8", "uint8") or y.dtype != x.dtype:
+        raise Unsupported(f"a {x.type_name} softmax to {y.type_name} is not supported yet (int8 and uint8 to "
+                          "themselves are)")
     xs, _ = per_tensor(x, "the input")
     ys, yz = per_tensor(y, "the output")
-    if yz != -128 or np.float32(ys) != np.float32(1 / 256):
-        raise Unsupported(f"an int8 softmax's output must have scale 1/256 and zero point -128 (TFLite's), "
+    lo = -128 if y.dtype == "int8" else 0
+    if yz != lo or np.float32(ys) != np.float32(1 / 256):
+        raise Unsupported(f"a {y.type_name} softmax's output must have scale 1/256 and zero point {lo} (TFLite's), "
                           f"got {ys} and {yz}")
     try:
         table = softmax_exp_table(xs, beta)

@@ -209,7 +209,7 @@ def _pad(cx: OpContext) -> Any:
     quantized; PADV2 with its third input (a constant scalar of the input's dtype)."""
     cx.need(2, 3 if cx.op.opcode == "PADV2" else 2)
     check_dtypes(cx, [0], ("float32", "int8", "uint8", "int16", "int32", "int64"))
-    same_quant(cx, [0])
+    same_quant(cx, [0, 2] if cx.tensor(2) is not None else [0])  # PADV2's value: the output's quantization
     x, y = cx.tensor(0), cx.out()
     pads = _paddings(cx, len(x.shape))
     value: float = 0.0

@@ -7,11 +7,13 @@
   value), a Q0.31 int32, 0 where ``d < diff_min`` (:func:`softmax_exp_table` builds it at compile time:
   the table depends on the input scale and beta only); ``sum`` the Q12.19 sum of ``e / 2**12``
   (rounded); its reciprocal by gemmlowp's Newton-Raphson (``GetReciprocal``); and
-  ``y = RoundingDivideByPOT(e * recip, bits + 23) - 128`` clamped to int8. The output's scale is
-  1/256 and its zero point -128, as TFLite requires.
-- ``qnn.avg_pool2d(x)``: TFLite's integer average pool (``reference_integer_ops::AveragePool``):
+  ``y = RoundingDivideByPOT(e * recip, bits + 23) + lo`` clamped, ``lo`` the dtype's lowest value (int8:
+  -128; uint8, LiteRT's legacy kernel: 0). The output's scale is 1/256 and its zero point ``lo``, as
+  TFLite requires.
+- ``qnn.avg_pool2d(x)``: TFLite's integer average pool (``reference_integer_ops::AveragePool``; uint8:
+  ``reference_ops::AveragePool``, the same rounding):
   the int32 sum of the window's taps inside the input (padding is not counted), divided by their
-  count rounding half away from zero, clamped to ``[clamp_min, clamp_max]``; int8 or int16, NCHW,
+  count rounding half away from zero, clamped to ``[clamp_min, clamp_max]``; int8, uint8 or int16, NCHW,
   the input's scale and zero point are the output's.
 
 The helpers below are the gemmlowp primitives (``SaturatingRoundingDoublingHighMul``,
@@ -149,8 +151,8 @@ def softmax_exp_table(x_scale: float, beta: float = 1.0) -> np.ndarray:
 
 def _softmax_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     x = as_tensor(args[0], "fixed_softmax: input")
-    if x.dtype != "int8":
-        raise RelError(f"fixed_softmax: input: expected int8, got {x}")
+    if x.dtype not in ("int8", "uint8"):
+        raise RelError(f"fixed_softmax: input: expected int8 or uint8, got {x}")
     if x.ndim == 0:
         raise RelError(f"fixed_softmax: input: expected at least one dimension, got {x}")
     t = as_tensor(args[1], "fixed_softmax: table")
@@ -167,8 +169,9 @@ def _softmax_ref(args: list, attrs: Attrs) -> np.ndarray:
     e = tab[xi.max(-1, keepdims=True) - xi]
     total = rdbpot(e, 12).sum(-1, keepdims=True)
     scale, bits = reciprocal(total)
-    y = np.clip(rdbpot(srdhm(scale, e), bits + 23) - 128, -128, 127)
-    return np.moveaxis(y, -1, axis).astype(np.int8)
+    lo, hi = int_range(x.dtype.name)
+    y = np.clip(rdbpot(srdhm(scale, e), bits + 23) + lo, lo, hi)
+    return np.moveaxis(y, -1, axis).astype(x.dtype)
 
 
 def _cost(flops: float) -> Any:
@@ -180,8 +183,8 @@ def _cost(flops: float) -> Any:
 
 defop("qnn.fixed_softmax", rel=_softmax_rel, ref=_softmax_ref, cost=_cost(12.0), pattern=OpPattern.OPAQUE,
       num_inputs=2, attrs=(AttrSpec("axis", "int", -1, "the axis the softmax runs along"),),
-      doc="int8 softmax as TensorFlow Lite (Micro) computes it: gemmlowp fixed point, a table of exp; "
-          "the output's scale is 1/256, its zero point -128")
+      doc="int8/uint8 softmax as TensorFlow Lite (Micro) computes it: gemmlowp fixed point, a table of exp; "
+          "the output's scale is 1/256, its zero point the dtype's lowest value")
 
 
 def _i64(v: Any) -> PrimExpr:
@@ -247,7 +250,8 @@ def _recip_scale(total: PrimExpr, clz: PrimExpr) -> PrimExpr:
 def _fixed_softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     op = "qnn.fixed_softmax"
     x, tab = inputs
-    shape, _ = out_tensor_type(out_type, op, like=shape_of(x, op))
+    shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
+    lo, hi = int_range(dtype)
     axis = norm_axis(attrs["axis"], len(shape), "fixed_softmax: axis")
     red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
     n = shape_of(x, op)[axis]
@@ -275,8 +279,8 @@ def _fixed_softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     def body(*i: PrimExpr) -> PrimExpr:
         j = at(i, 0)
         bits = _i64(12 + 23) - _i64(clz[j])
-        y = _rdbpot(_srdhm(recip[j], exp_of(i)), bits) - _i64(128)
-        return tir.cast("int8", tir.min(tir.max(y, _i64(-128)), _i64(127)))
+        y = _rdbpot(_srdhm(recip[j], exp_of(i)), bits) + _i64(lo)
+        return tir.cast(dtype, tir.min(tir.max(y, _i64(lo)), _i64(hi)))
 
     return make(op, shape, body)
 
@@ -296,8 +300,8 @@ def _clamp(attrs: Attrs, dtype: str) -> tuple[int, int]:
 def _pool_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     what = "qnn.avg_pool2d"
     x = check_rank(as_tensor(args[0], f"{what}: data"), 4, f"{what}: data", "[N, C, H, W]")
-    if x.dtype not in ("int8", "int16"):
-        raise RelError(f"{what}: data: expected int8 or int16, got {x}")
+    if x.dtype not in ("int8", "uint8", "int16"):
+        raise RelError(f"{what}: data: expected int8, uint8 or int16, got {x}")
     k = window_ints(attrs, "pool_size", 2, what, "h, w", 1)
     s, p, d = window_attrs(attrs, what)
     lo, hi = _clamp(attrs, x.dtype)
@@ -345,7 +349,7 @@ defop("qnn.avg_pool2d", rel=_pool_rel, ref=_pool_ref, cost=_pool_cost, pattern=O
       num_inputs=1, attrs=(AttrSpec("pool_size", "ints", doc="window size (h, w)"),) + WINDOW_ATTRS + (
           AttrSpec("clamp_min", "int", None, "lowest output value (a fused activation)", optional=True),
           AttrSpec("clamp_max", "int", None, "highest output value (a fused activation)", optional=True)),
-      doc="int8/int16 average pooling over [N, C, H, W] as TensorFlow Lite computes it (padding not "
+      doc="int8/uint8/int16 average pooling over [N, C, H, W] as TensorFlow Lite computes it (padding not "
           "counted, the quotient rounded half away from zero)")
 
 
