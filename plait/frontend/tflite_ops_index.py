@@ -4,10 +4,13 @@ RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR, SHAPE, FILL, ZEROS_LIKE, CAST, ARG_MAX
 Resizes compute their source positions at import, with TFLite's arithmetic (float32 scales and
 coordinates; the integer ``scale_10`` arithmetic of ``ResizeBilinearInteger`` for int8 and int16), and
 gather with ``take``; they read a channels-first value directly and keep it channels-first.
-RESIZE_BILINEAR of float32 and uint8 is ``reference_ops::ResizeBilinear`` (float32 terms summed in
-the kernel's order; uint8 adds 0.5 and truncates), of int8 and int16 ``ResizeBilinearInteger``
-(int64 sums of 10-bit weights, rounded half away from zero by 2**20, TFLite's default double
-rounding).
+RESIZE_BILINEAR of float32 and uint8 is ``reference_ops::ResizeBilinear`` operation by operation
+(``in * (1 - dy) * (1 - dx)`` and the three other terms, summed in the kernel's order; uint8 adds 0.5
+and truncates): each float32 operation is computed in float64 and rounded to float32, which gives the
+float32 result exactly and leaves the C compiler no multiply-add to contract into an FMA, so the
+results equal LiteRT's bit for bit. int8 and int16 are ``ResizeBilinearInteger`` (TensorFlow Lite
+Micro's): int64 sums of 10-bit weights, divided by 2**20 rounding half away from zero (TFLite's
+default double rounding, not ``TFLITE_SINGLE_ROUNDING``).
 """
 
 from __future__ import annotations

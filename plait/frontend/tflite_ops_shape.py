@@ -21,7 +21,7 @@ from plait.frontend.tflite_quant import ACTIVATIONS, QUANT_DTYPES
 from plait.relay.expr import Expr
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
-INT_MAX, INT_MIN = 2**31 - 1, -(2**31)
+INT_MIN = -(2**31)
 
 
 def _conv(*names: str) -> Callable[[Callable[[OpContext], Any]], Callable[[OpContext], Any]]:
