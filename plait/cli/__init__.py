@@ -4,6 +4,8 @@
     plait run model.onnx [--inputs in.npz] [--output out.npz] [--target TARGET] [placement flags]
     plait compile model.onnx --target TARGET [placement flags] -o OUTDIR
                                           build and export graph.json, params.npz and the library
+    plait export model.onnx --tflite -o model.tflite [--target T --place RULES --region NAME]
+                                          write the model (or one region function) as a TFLite file
     plait explain model.onnx --target TARGET [placement flags] [--graph out.svg] [--json]
                                           where every call goes, why, and what the alternatives cost
     plait measure model.onnx --target T -o costs.json
@@ -41,6 +43,7 @@ from typing import Callable, Sequence
 
 from plait.cli import compile as _compile
 from plait.cli import explain as _explain
+from plait.cli import export as _export
 from plait.cli import info as _info
 from plait.cli import measure as _measure
 from plait.cli import progress
@@ -62,6 +65,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
     "compile": (_compile.compile_args, _compile.cmd_compile,
                 "compile a model for a target and export it (graph.json, params.npz, library; with "
                 "--executor aot: plain C, and --firmware for a board)"),
+    "export": (_export.export_args, _export.cmd_export,
+               "write a model, or one region function of it placed on a composite target, as a TFLite file "
+               "(--tflite)"),
     "explain": (_explain.explain_args, _explain.cmd_explain,
                 "show where every call of a model would run on a composite target, why, and what the "
                 "alternatives cost"),

@@ -24,6 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from plait.errors import AttrError, FrontendError, RegistryError
+from plait.frontend.unsupported import Unsupported  # noqa: F401 (converters import it from here)
 from plait.ir.attrs import Attrs
 from plait.ir.op import Op, RelError
 from plait.op import get_op
@@ -42,12 +43,6 @@ ONNX_DTYPES: dict[int, str] = {
 ONNX_OF_DTYPE = {v: k for k, v in ONNX_DTYPES.items()}
 
 
-class Unsupported(Exception):
-    """A converter cannot import this node; ``reason`` is shown to the user."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
 
 
 def short(values: Any, limit: int = 8) -> str:

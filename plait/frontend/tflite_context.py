@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from plait.errors import AttrError
+from plait.frontend.unsupported import Unsupported  # noqa: F401 (converters import it from here)
 from plait.frontend.tflite_read import TOp, TTensor
 from plait.ir.attrs import Attrs
 from plait.ir.op import RelError
@@ -38,12 +39,6 @@ def _quant_meta(imp: Any, op: TOp) -> dict[str, Any]:
     return {"tflite_q": out, "tflite_qin": ins}
 
 
-class Unsupported(Exception):
-    """A converter cannot import this operator; ``reason`` is shown to the user."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 and ``export_region(partitioned_mod, region)`` for one region function of a placed module.
 
     buf = export_tflite(mod)                       # float32 or int8, one subgraph, NHWC
-    regions = partitioned(mod, "a: c; b: c -mcpu=cortex-m7f", place="CONV_2D=b")
+    regions = partitioned(mod, "a: c; b: c -mcpu=cortex-m7f", place="CONV_2D=b")  # plait.pipeline.partitioned
     buf = export_region(regions, "b_0")            # one region function of a placed module
 
 A module first goes through plait's import passes (``infer_type``, ``qdq_to_integer``,
@@ -53,27 +53,32 @@ TFLite mapping``. ``qnn.quantize`` rounds ties to even, TFLite's QUANTIZE away f
 
 from __future__ import annotations
 
-from typing import Any
-
 from plait.frontend import tflite_export_ops, tflite_export_quant  # noqa: F401 - they fill CONVERTERS
 from plait.frontend.tflite_export_core import CONVERTERS, Exporter, TFLiteExportError
 from plait.relay.expr import Function
 from plait.relay.module import IRModule
 
-__all__ = ["TFLiteExportError", "export_region", "export_tflite", "mapped_operators", "partitioned"]
+__all__ = ["TFLiteExportError", "export_region", "export_tflite", "mapped_operators"]
 
 
 def _prepared(mod: IRModule) -> IRModule:
+    """``mod`` through plait's import passes (``plait.pipeline.import_passes``: what placement sees)."""
     from plait.ir.transform import PassContext
-    from plait.pipeline import import_stage
+    from plait.relay.infer import InferType
+    from plait.relay.passes import FoldBatchNorm, FoldConstant, QDQToInteger
 
-    return import_stage(mod, PassContext()).mod
+    ctx = PassContext()
+    for p in (InferType(), QDQToInteger(), FoldConstant(), FoldBatchNorm()):
+        mod = ctx.run(p, mod)
+    return mod
 
 
 def export_tflite(mod_or_function: IRModule | Function, *, description: str = "plait",
-                  prepare: bool = True) -> bytes:
+                  prepare: bool = True, channels_last: bool = False) -> bytes:
     """The bytes of a ``.tflite`` file computing ``@main`` of a module (after the import passes unless
-    ``prepare=False``), or a typed function (a region function, as it is)."""
+    ``prepare=False``), or a typed function (a region function, as it is). ``channels_last``: the
+    function's 4-D parameters and results are channels-first (as a region function's are) and the file
+    takes and gives them NHWC, without a TRANSPOSE at the boundary (what an NPU compiler wants)."""
     if isinstance(mod_or_function, IRModule):
         mod = _prepared(mod_or_function) if prepare else mod_or_function
         fn = mod["main"]
@@ -88,34 +93,19 @@ def export_tflite(mod_or_function: IRModule | Function, *, description: str = "p
         raise TFLiteExportError(f"export_tflite takes an IRModule or a Function, got {type(mod_or_function).__name__}")
     if len(fn.params) != len(names[0] or fn.params):
         names = (None, names[1])
-    return Exporter(fn, description).run(*names)
+    return Exporter(fn, description).run(*names, channels_last=channels_last)
 
 
-def export_region(mod: IRModule, region: str) -> bytes:
+def export_region(mod: IRModule, region: str, channels_last: bool = False) -> bytes:
     """One region function (``<piece>_<k>``) of a partitioned module as a TFLite file; ``mod`` is what
-    :func:`partitioned` returns (or ``Partitioned.mod`` of the pipeline)."""
-    from plait.placement.partition import is_region, regions_of
-
-    if region not in mod or not is_region(mod[region]):
-        have = ", ".join(regions_of(mod)) or "none"
-        raise TFLiteExportError(f"the module has no region function '{region}' (its regions: {have})")
-    return export_tflite(mod[region], description=f"plait region {region}")
-
-
-def partitioned(mod: IRModule, target: Any, place: str | None = None, objective: str = "latency") -> IRModule:
-    """``mod`` placed on a (composite) target and partitioned: the module whose region functions
-    :func:`export_region` writes. ``place``: placement rules as ``plait --place`` takes them."""
-    from plait.ir.transform import PassContext
-    from plait.pipeline import Options, Placement, run
-    from plait.target import CompositeTarget
-
-    ct = CompositeTarget(target)
-    rules: tuple = ()
-    if place:
-        from plait.placement.rules import parse_place
-
-        rules = parse_place(place, ct)
-    return run(Options(ct, None, Placement(rules, objective)), mod, PassContext(), stop="partition").mod
+    :func:`plait.pipeline.partitioned.partitioned` returns (or ``Partitioned.mod`` of the pipeline). Its
+    parameters and results are the values entering and leaving the region, in plait's layout
+    (channels-first for 4-D values), or NHWC with ``channels_last``."""
+    regions = [k for k, f in mod.items() if isinstance(f, Function) and f.attrs and f.attrs.get("region")]
+    if region not in regions:
+        raise TFLiteExportError(f"the module has no region function '{region}' (its regions: "
+                                f"{', '.join(regions) or 'none'})")
+    return export_tflite(mod[region], description=f"plait region {region}", channels_last=channels_last)
 
 
 def mapped_operators() -> list[str]:

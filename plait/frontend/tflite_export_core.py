@@ -53,6 +53,7 @@ class TV:
 
 Converter = Callable[["Exporter", Call, int], TV]
 CONVERTERS: dict[str, Converter] = {}
+PATTERN_PARTS = ("qnn.conv2d", "qnn.dense", "sign")  # converted only inside a pattern (a requantize's, QUANTIZE's)
 FUSABLE: set[str] = set()  # plait operators whose converter takes a fused activation (code != 0)
 
 
@@ -126,8 +127,15 @@ class Exporter:
         hint = str(c.meta.get("name", "")) if c.meta else ""
         i = self.tensor(hint or getattr(c.op, "name", "t").replace(".", "_"), shape, t.dtype)
         if t.dtype in QUANT_DTYPES:
+            recorded = c.meta.get("tflite_q") if c.meta else None
+            qin = c.meta.get("tflite_qin") if c.meta else None
+            if like is not None and self.quant(like) is None and qin and qin[0] and \
+                    self.w.tensors[like].dtype in QUANT_DTYPES:
+                self.set_quant(like, qin[0])  # e.g. a model input read first by a RESHAPE
             if quant is not None:
                 self.set_quant(i, quant)
+            elif recorded:
+                self.set_quant(i, recorded)
             elif like is not None:
                 self.alias[i] = like
         return i
@@ -242,21 +250,45 @@ class Exporter:
         return out
 
     # ---- the function -------------------------------------------------------------------------
-    def run(self, input_names: Any = None, output_names: Any = None) -> bytes:
+    @staticmethod
+    def check_mapped(body: Expr) -> None:
+        """Refuse a function with operators without a converter, naming the first in execution order."""
+        from plait.relay.visitor import post_order
+
+        missing = [e for e in post_order(body) if isinstance(e, Call) and hasattr(e.op, "pattern")
+                   and e.op.name not in CONVERTERS and e.op.name not in PATTERN_PARTS]
+        if missing:
+            first = missing[0]
+            more = sorted({e.op.name for e in missing[1:]} - {first.op.name})
+            also = f" (also unmapped: {', '.join(more)})" if more else ""
+            raise TFLiteExportError(f"cannot export to TFLite: operator {first.op.name} (call {call_label(first)}) "
+                                    f"has no TFLite mapping{also}")
+
+    def run(self, input_names: Any = None, output_names: Any = None, channels_last: bool = False) -> bytes:
+        """Write the function; ``channels_last``: its 4-D parameters and results (channels-first in plait)
+        are NHWC tensors in the file."""
+        try:
+            return self._run(input_names, output_names, channels_last)
+        except NoMapping as exc:  # a parameter's or a result's type
+            raise TFLiteExportError(f"cannot export to TFLite: {exc}") from None
+
+    def _run(self, input_names: Any, output_names: Any, channels_last: bool) -> bytes:
         ins = []
         for k, p in enumerate(self.fn.params):
             t = ttype(p)
             name = input_names[k] if input_names and k < len(input_names) else p.name_hint
-            i = self.tensor(str(name), t.shape, t.dtype)
-            self.memo[id(p)] = TV(i)
+            last = channels_last and t.ndim == 4
+            i = self.tensor(str(name), tuple(t.shape[j] for j in TO_NHWC) if last else t.shape, t.dtype)
+            self.memo[id(p)] = TV(i, nchw=last)
             self.keep.append(p)
             ins.append(i)
         body = self.fn.body
+        self.check_mapped(body)
         results = list(body.fields) if isinstance(body, Tuple) else [body]
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 20000))
         try:
-            outs = [self.plain(r) for r in results]
+            outs = [self.nhwc(r) if channels_last and ttype(r).ndim == 4 else self.plain(r) for r in results]
         finally:
             sys.setrecursionlimit(old)
         if len(set(outs)) != len(outs) or set(outs) & set(ins):

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from plait.frontend import tflite_ops_hybrid
 from plait.frontend.tflite_context import OpContext, Unsupported, Val
 from plait.frontend.tflite_ops import float_activation, same_or_valid
 from plait.frontend.tflite_quant import clamp_attrs, multipliers, per_tensor, qparams, requantize
@@ -75,6 +76,8 @@ def _conv_like(cx: OpContext, depthwise: bool) -> Any:
     o = weight.shape[0]
     attrs = dict(_window(cx, x.shape, weight.shape[2], weight.shape[3]), groups=groups)
     fused = cx.option("FusedActivationFunction", 0)
+    if x.dtype == "float32" and w.dtype in tflite_ops_hybrid.HYBRID_WEIGHTS:
+        return tflite_ops_hybrid.conv(cx, weight, attrs, depthwise, fused)
     data = cx.nchw(0)
     if not _is_quant(cx):
         if x.dtype != "float32" or wv.dtype != np.float32:
@@ -134,7 +137,9 @@ def _fully_connected(cx: OpContext) -> Any:
         raise Unsupported(f"the input {list(x.shape)} does not hold rows of {k} values")
     flat = cx.call("reshape", cx.nhwc(0), newshape=(n // k, k))
     fused = cx.option("FusedActivationFunction", 0)
-    if not _is_quant(cx):
+    if x.dtype == "float32" and cx.tensor(1).dtype in tflite_ops_hybrid.HYBRID_WEIGHTS:
+        y = tflite_ops_hybrid.dense(cx, flat, wv, fused)
+    elif not _is_quant(cx):
         if x.dtype != "float32" or wv.dtype != np.float32:
             raise Unsupported(f"a {x.type_name} input with {cx.tensor(1).type_name} weights is not supported")
         y = cx.call("nn.dense", flat, wv)

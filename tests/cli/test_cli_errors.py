@@ -125,7 +125,7 @@ def test_terminal_escapes_in_names_are_escaped(tmp_path, capsys):
     (KeyboardInterrupt(), 130, "plait: error: interrupted\n"),
 ])
 def test_top_level_errors(mlp_path, capsys, monkeypatch, exc, code, message):
-    def fail(path):
+    def fail(path, *args):
         raise exc
 
     monkeypatch.setattr(cli_info, "load_any", fail)  # inside `plait show`
@@ -135,7 +135,7 @@ def test_top_level_errors(mlp_path, capsys, monkeypatch, exc, code, message):
 
 
 def test_broken_pipe_in_process_exits_quietly(mlp_path, capsys, monkeypatch):
-    def closed(path):
+    def closed(path, *args):
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(cli_info, "load_any", closed)
