@@ -34,46 +34,16 @@ import plait  # noqa: E402
 from plait.executor.aot.module import AotModule  # noqa: E402
 from plait.executor.graph.module import GraphModule  # noqa: E402
 from plait.frontend.tflite import load_tflite  # noqa: E402
+from plait.testing.tflite_reference import litert, ramp_inputs, tflm  # noqa: E402
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "models" / "mlperf_tiny"
 M7F = "c -mcpu=cortex-m7f"
 
 
-def make_inputs(t: Any, n: int) -> list[np.ndarray]:
-    shape = tuple(int(d) for d in t.shape)
-    out = []
-    for seed in range(n):
-        r = np.random.default_rng(seed)
-        ramp = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape) * r.uniform(-0.8, 0.8) + r.uniform(-0.3, 0.3)
-        v = np.clip(ramp + r.uniform(-0.3, 0.3, shape), -1, 1)
-        out.append(np.clip(np.round(v * 127.5), -128, 127).astype(np.int8) if t.dtype == "int8" else v.astype(np.float32))
-    return out
-
-
 def reference(buf: bytes, quant: bool, xs: list[np.ndarray]) -> tuple[list[np.ndarray], str, dict]:
-    arena: dict = {}
     if quant:
-        from tflite_micro.python.tflite_micro import runtime
-
-        it = runtime.Interpreter.from_bytes(buf)
-        outs = []
-        for x in xs:
-            it.set_input(x, 0)
-            it.invoke()
-            outs.append(it.get_output(0).copy())
-        arena = _tflm_arena(buf)
-        return outs, "TFLM", arena
-    from ai_edge_litert import interpreter as lit
-
-    li = lit.Interpreter(model_content=buf, experimental_op_resolver_type=lit.OpResolverType.BUILTIN_REF)
-    li.allocate_tensors()
-    i, o = li.get_input_details()[0]["index"], li.get_output_details()[0]["index"]
-    outs = []
-    for x in xs:
-        li.set_tensor(i, x)
-        li.invoke()
-        outs.append(li.get_tensor(o).copy())
-    return outs, "LiteRT", arena
+        return tflm(buf, xs), "TFLM", _tflm_arena(buf)
+    return litert(buf, xs), "LiteRT", {}
 
 
 def _tflm_arena(buf: bytes) -> dict:
@@ -108,7 +78,7 @@ def run_file(path: Path, seeds: int, qemu: bool, cache: str) -> dict[str, Any]:
     mod = load_tflite(path)
     t = mod["main"].params[0].checked_type
     quant = t.dtype == "int8"
-    xs = make_inputs(t, seeds)
+    xs = ramp_inputs(t.shape, t.dtype, seeds)
     want, ref, arena = reference(buf, quant, xs)
     row.update(reference=ref, dtype=t.dtype, tflm_arena=arena)
     config = {"cc.cache_dir": cache}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -149,3 +149,18 @@ class OpContext:
             shown = ", ".join(str(a) for a in arg_types)
             raise Unsupported(f"plait operator '{op_name}' rejects ({shown}): {exc}") from None
         return c
+
+
+Converter = Callable[["OpContext"], Any]
+
+
+def registrar(table: dict[str, Converter]) -> Callable[..., Callable[[Converter], Converter]]:
+    """``conv = registrar(CONVERTERS)``; ``@conv("ADD", "SUB")`` enters a converter in a file's table."""
+    def names(*ops: str) -> Callable[[Converter], Converter]:
+        def deco(fn: Converter) -> Converter:
+            for n in ops:
+                table[n] = fn
+            return fn
+        return deco
+    return names
+

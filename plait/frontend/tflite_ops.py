@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.frontend import tflite_ops_qelem
-from plait.frontend.tflite_context import TO_NCHW, OpContext, Unsupported, Val
+from plait.frontend.tflite_context import OpContext, TO_NCHW, Unsupported, Val, registrar
 from plait.frontend.tflite_quant import ACTIVATIONS, clamp_attrs, multipliers, per_tensor, rescale_int
 from plait.ir.types import TensorType
 from plait.relay.expr import Constant, Expr
@@ -26,12 +26,7 @@ from plait.tir.dtype import int_range
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
 
-def _conv(*names: str) -> Callable[[Callable[[OpContext], Any]], Callable[[OpContext], Any]]:
-    def deco(fn: Callable[[OpContext], Any]) -> Callable[[OpContext], Any]:
-        for n in names:
-            CONVERTERS[n] = fn
-        return fn
-    return deco
+_conv = registrar(CONVERTERS)
 
 
 # ---- shared -------------------------------------------------------------------------------------

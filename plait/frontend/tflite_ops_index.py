@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from plait.frontend.tflite_context import OpContext, Unsupported, Val
+from plait.frontend.tflite_context import OpContext, Unsupported, Val, registrar
 from plait.frontend.tflite_ops_shape import axis_of, check_dtypes, const_ints, same_quant
 from plait.ir.types import TensorType
 from plait.relay.expr import Constant, Expr
@@ -29,12 +29,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 F32 = np.float32
 
 
-def _conv(*names: str) -> Callable[[Callable[[OpContext], Any]], Callable[[OpContext], Any]]:
-    def deco(fn: Callable[[OpContext], Any]) -> Callable[[OpContext], Any]:
-        for n in names:
-            CONVERTERS[n] = fn
-        return fn
-    return deco
+_conv = registrar(CONVERTERS)
 
 
 def constant(value: np.ndarray) -> Expr:

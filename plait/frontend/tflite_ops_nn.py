@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.frontend import tflite_ops_hybrid
-from plait.frontend.tflite_context import OpContext, Unsupported, Val
+from plait.frontend.tflite_context import OpContext, Unsupported, Val, registrar
 from plait.frontend.tflite_ops import float_activation, same_or_valid
 from plait.frontend.tflite_quant import clamp_attrs, multipliers, per_tensor, qparams, requantize
 from plait.op.qnn_fixed import softmax_exp_table
@@ -25,11 +25,7 @@ from plait.op.qnn_fixed import softmax_exp_table
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
 
-def _conv(name: str) -> Callable[[Callable[[OpContext], Any]], Callable[[OpContext], Any]]:
-    def deco(fn: Callable[[OpContext], Any]) -> Callable[[OpContext], Any]:
-        CONVERTERS[name] = fn
-        return fn
-    return deco
+_conv = registrar(CONVERTERS)
 
 
 def _is_quant(cx: OpContext, i: int = 0) -> bool:

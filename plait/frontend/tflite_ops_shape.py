@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from plait.frontend.tflite_context import TO_NCHW, TO_NHWC, OpContext, Unsupported, Val
+from plait.frontend.tflite_context import OpContext, TO_NCHW, TO_NHWC, Unsupported, Val, registrar
 from plait.frontend.tflite_quant import ACTIVATIONS, QUANT_DTYPES
 from plait.relay.expr import Expr
 
@@ -24,12 +24,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 INT_MIN = -(2**31)
 
 
-def _conv(*names: str) -> Callable[[Callable[[OpContext], Any]], Callable[[OpContext], Any]]:
-    def deco(fn: Callable[[OpContext], Any]) -> Callable[[OpContext], Any]:
-        for n in names:
-            CONVERTERS[n] = fn
-        return fn
-    return deco
+_conv = registrar(CONVERTERS)
 
 
 # ---- shared -------------------------------------------------------------------------------------

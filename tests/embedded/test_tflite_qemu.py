@@ -14,6 +14,7 @@ import plait
 from plait.executor.aot.qemu import QemuModule
 from plait.frontend.tflite import from_tflite
 from plait.testing import tflite_models as tm
+from plait.testing.tflite_reference import ramp_inputs
 
 HAVE = shutil.which("qemu-system-arm") is not None and shutil.which("arm-none-eabi-gcc") is not None
 pytestmark = pytest.mark.skipif(not HAVE, reason="needs qemu-system-arm and arm-none-eabi-gcc")
@@ -23,21 +24,11 @@ CASES = [("ds_cnn", {}), ("autoencoder", {}),
          pytest.param("resnet8", {}, marks=pytest.mark.long), pytest.param("mobilenet_v1", {}, marks=pytest.mark.long)]
 
 
-def _inputs(shape: tuple[int, ...], n: int) -> list[np.ndarray]:
-    out = []
-    for seed in range(n):
-        r = np.random.default_rng(seed)
-        ramp = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape) * r.uniform(-0.8, 0.8) + r.uniform(-0.3, 0.3)
-        out.append(np.clip(np.round(np.clip(ramp + r.uniform(-0.3, 0.3, shape), -1, 1) * 127.5), -128, 127)
-                   .astype(np.int8))
-    return out
-
-
 @pytest.mark.parametrize("name, kw", CASES)
 def test_int8_firmware_equals_tflite_micro(name, kw, tmp_path):
     buf = tm.MODELS[name](quant=True, **kw)
     mod = from_tflite(buf)
-    xs = _inputs(tuple(mod["main"].params[0].checked_type.shape), 2)
+    xs = ramp_inputs(mod["main"].params[0].checked_type.shape, "int8", 2)
     art = plait.build(mod, M7F, executor="aot", config={"cc.cache_dir": str(tmp_path / "cc"), "c.host_simulation": True})
     q = QemuModule(art, timeout_s=300, build_dir=tmp_path / "fw")
     it = tflm_runtime.Interpreter.from_bytes(buf)

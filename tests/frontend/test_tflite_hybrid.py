@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import plait
+from plait.testing import tflite_reference as reference
 from plait.errors import UnsupportedError
 from plait.frontend.tflite import from_tflite
 from plait.frontend.tflite_write import TFLiteWriter
@@ -31,15 +32,7 @@ def inputs(shape: tuple[int, ...], n: int = 20) -> list[np.ndarray]:
 
 
 def litert(buf: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
-    li = lit.Interpreter(model_content=buf)  # the default resolver, with the XNNPACK delegate
-    li.allocate_tensors()
-    i, o = li.get_input_details()[0]["index"], li.get_output_details()[0]["index"]
-    out = []
-    for x in xs:
-        li.set_tensor(i, x)
-        li.invoke()
-        out.append(li.get_tensor(o).copy())
-    return out
+    return reference.litert(buf, xs, reference_kernels=False)  # the default interpreter, XNNPACK's delegate
 
 
 def check(buf: bytes, xs: list[np.ndarray]) -> None:

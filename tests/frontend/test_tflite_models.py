@@ -13,9 +13,10 @@ from plait.executor.aot.module import AotModule
 from plait.executor.graph.module import GraphModule
 from plait.frontend.tflite import from_tflite
 from plait.testing import tflite_models as tm
+from plait.testing.tflite_reference import litert, ramp_inputs, tflm
 
-tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-lit = pytest.importorskip("ai_edge_litert.interpreter")
+pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+pytest.importorskip("ai_edge_litert.interpreter")
 
 SMALL = {"mobilenet_v1": {"size": 32}}  # the 96x96 reference is bench/mlperf_tiny.py's
 
@@ -25,38 +26,9 @@ def cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("cc"))
 
 
-def tflm(buf: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
-    it = tflm_runtime.Interpreter.from_bytes(buf)
-    out = []
-    for x in xs:
-        it.set_input(x, 0)
-        it.invoke()
-        out.append(it.get_output(0).copy())
-    return out
-
-
-def litert(buf: bytes, xs: list[np.ndarray]) -> list[np.ndarray]:
-    li = lit.Interpreter(model_content=buf, experimental_op_resolver_type=lit.OpResolverType.BUILTIN_REF)
-    li.allocate_tensors()
-    i, o = li.get_input_details()[0]["index"], li.get_output_details()[0]["index"]
-    out = []
-    for x in xs:
-        li.set_tensor(i, x)
-        li.invoke()
-        out.append(li.get_tensor(o).copy())
-    return out
-
-
 def inputs(mod, n: int) -> list[np.ndarray]:
     t = mod["main"].params[0].checked_type
-    shape = tuple(int(d) for d in t.shape)
-    out = []
-    for seed in range(n):  # noise on a ramp whose slope and offset vary: a pool over the plane sees them
-        r = np.random.default_rng(seed)
-        ramp = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape) * r.uniform(-0.8, 0.8) + r.uniform(-0.3, 0.3)
-        v = np.clip(ramp + r.uniform(-0.3, 0.3, shape), -1, 1)
-        out.append(np.clip(np.round(v * 127.5), -128, 127).astype(np.int8) if t.dtype == "int8" else v.astype(np.float32))
-    return out
+    return ramp_inputs(t.shape, t.dtype, n)
 
 
 def close(got: np.ndarray, want: np.ndarray) -> None:
