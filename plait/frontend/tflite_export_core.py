@@ -120,8 +120,11 @@ class Exporter:
         arr = np.ascontiguousarray(value)
         return self.w.const(self.name(hint), arr, quant=quant, dtype=arr.dtype.name)
 
-    def out_tensor(self, c: Call, nchw: bool, quant: Any = None, like: int | None = None) -> int:
-        """The output tensor of call ``c`` (NHWC when ``nchw``: its Relay type is the view's)."""
+    def out_tensor(self, c: Call, nchw: bool, quant: Any = None, like: int | None = None,
+                   moves: bool = False) -> int:
+        """The output tensor of call ``c`` (NHWC when ``nchw``: its Relay type is the view's). ``moves``:
+        ``c`` only moves the data of ``like`` (a RESHAPE, a TRANSPOSE), so the output has its quantization
+        whatever the call's meta records (the importer's transposes carry their consumer's meta)."""
         t = ttype(c)
         shape = tuple(t.shape[p] for p in TO_NHWC) if nchw else t.shape
         hint = str(c.meta.get("name", "")) if c.meta else ""
@@ -134,6 +137,8 @@ class Exporter:
                 self.set_quant(like, qin[0])  # e.g. a model input read first by a RESHAPE
             if quant is not None:
                 self.set_quant(i, quant)
+            elif moves and like is not None:
+                self.alias[i] = like
             elif recorded:
                 self.set_quant(i, recorded)
             elif like is not None:

@@ -359,7 +359,7 @@ def _reshape(ex: Exporter, c: Call, fused: int) -> TV:
     shape = tuple(int(d) for d in ttype(c).shape)
     if ex.w.tensors[src].shape == shape:
         return TV(src)
-    out = ex.out_tensor(c, nchw=False, like=src)
+    out = ex.out_tensor(c, nchw=False, like=src, moves=True)
     ex.w.op("RESHAPE", [src, ex.const("shape", np.array(shape, np.int32))], [out], NewShape=list(shape))
     return TV(out)
 
@@ -376,7 +376,7 @@ def _transpose(ex: Exporter, c: Call, fused: int) -> TV:
         return TV(tv.index)
     if rank == 4 and axes == TO_NCHW:
         return TV(tv.index, nchw=True)
-    out = ex.out_tensor(c, nchw=False, like=tv.index)
+    out = ex.out_tensor(c, nchw=False, like=tv.index, moves=True)
     ex.w.op("TRANSPOSE", [tv.index, ex.const("perm", np.array(axes, np.int32))], [out])
     return TV(out)
 

@@ -16,6 +16,10 @@
   count rounding half away from zero, clamped to ``[clamp_min, clamp_max]``; int8, uint8 or int16, NCHW,
   the input's scale and zero point are the output's.
 
+Both export to ONNX as compositions of standard integer operators (int64 Mul, truncating Div, Mod,
+Where, Gather, ReduceMax/ReduceSum; the pool's sum a float Conv of ones, exact for its integers) that
+ONNX Runtime computes bit for bit.
+
 The helpers below are the gemmlowp primitives (``SaturatingRoundingDoublingHighMul``,
 ``RoundingDivideByPOT``, ...) twice: on numpy int64 arrays for the references and tables, and as TIR
 expressions for the computes.
@@ -30,7 +34,7 @@ import numpy as np
 
 from plait import te
 from plait.ir.attrs import Attrs
-from plait.op._common import AttrSpec, Cost, Family, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel
+from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel
 from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
 from plait.op.nn._window import WINDOW_ATTRS, check_rank, inside, taps, window_attrs, window_ints, window_out
 from plait.tir.dtype import int_range
@@ -386,3 +390,114 @@ def _avg_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
         return tir.cast(dtype, tir.min(tir.max(q, tir.const(lo, "int32")), tir.const(hi, "int32")))
 
     return make(op, out_shape, avg)
+
+
+# ---- ONNX: the same integer arithmetic in standard operators --------------------------------------
+
+
+class _OnnxInt:
+    """gemmlowp's primitives as ONNX nodes on int64 tensors (``ex`` is the exporter's context)."""
+
+    def __init__(self, ex: Any):
+        self.ex = ex
+
+    def c(self, v: int) -> str:
+        return self.ex.const(np.array(v, np.int64), hint="k")
+
+    def op(self, kind: str, *ins: str, **attrs: Any) -> str:
+        return self.ex.node(kind, list(ins), **attrs)
+
+    def i64(self, v: str) -> str:
+        return self.op("Cast", v, to=self.ex.elem_type("int64"))
+
+    def where(self, cond: str, a: str, b: str) -> str:
+        return self.op("Where", cond, a, b)
+
+    def srdhm(self, a: str, b: str) -> str:
+        ab = self.op("Mul", a, b)
+        nudge = self.where(self.op("Less", ab, self.c(0)), self.c(1 - (1 << 30)), self.c(1 << 30))
+        return self.op("Div", self.op("Add", ab, nudge), self.c(1 << 31))  # ONNX integer Div truncates, as C
+
+    def rdbpot(self, x: str, p: str) -> str:
+        """x / p rounded half away from zero, p a power of two: the floor quotient (Mod with fmod=0 is the
+        non-negative remainder, ``x & mask``) plus one where the remainder is above the threshold."""
+        r = self.op("Mod", x, p, fmod=0)
+        q = self.op("Div", self.op("Sub", x, r), p)
+        threshold = self.op("Add", self.op("Div", self.op("Sub", p, self.c(1)), self.c(2)),
+                            self.i64(self.op("Less", x, self.c(0))))
+        return self.op("Add", q, self.i64(self.op("Greater", r, threshold)))
+
+    def pow2(self, e: str) -> str:
+        u64 = self.ex.elem_type("uint64")
+        one = self.ex.const(np.array(1, np.uint64), hint="one")
+        return self.i64(self.op("BitShift", one, self.op("Cast", e, to=u64), direction="LEFT"))
+
+    def sat_shl(self, x: str, e: int) -> str:
+        t = (1 << (31 - e)) - 1
+        return self.where(self.op("Greater", x, self.c(t)), self.c(I32_MAX),
+                          self.where(self.op("Less", x, self.c(-t)), self.c(I32_MIN), self.op("Mul", x, self.c(1 << e))))
+
+    def clamp(self, x: str, lo: int, hi: int) -> str:
+        return self.op("Min", self.op("Max", x, self.c(lo)), self.c(hi))
+
+
+def _fixed_softmax_onnx(ex: Any) -> str:
+    """TFLite's int8 softmax in int64 ONNX operators: the row max, the table gathered at ``max - x``,
+    the Q12 sum, the leading zeros counted against the powers of two, the Newton-Raphson reciprocal,
+    the rounding shift by ``35 - clz``, the clamp."""
+    ex.need_opset(18, "qnn.fixed_softmax (ReduceMax with axes as an input)")
+    g = _OnnxInt(ex)
+    x = ex.arg_type(0)
+    axes = ex.ints([norm_axis(ex.attrs["axis"], x.ndim, "fixed_softmax: axis")], "axes")
+    xi = g.i64(ex.ins[0])
+    m = g.op("ReduceMax", xi, axes, keepdims=1)
+    e = g.i64(g.op("Gather", ex.ins[1], g.op("Sub", m, xi)))
+    total = g.op("ReduceSum", g.rdbpot(e, g.c(1 << 12)), axes, keepdims=1)
+    powers = ex.const(np.array([1 << k for k in range(1, 31)], np.int64), hint="powers")
+    below = g.op("Cast", g.op("Less", g.op("Unsqueeze", total, ex.ints([-1], "last")), powers),
+                 to=ex.elem_type("int64"))
+    clz = g.op("Add", g.op("ReduceSum", below, ex.ints([-1], "last"), keepdims=0), g.c(1))
+    shifted = g.op("Sub", g.op("Mul", total, g.pow2(clz)), g.c(1 << 31))  # total << clz is below 2**32
+    half = g.op("Div", g.op("Add", g.op("Add", shifted, g.c(I32_MAX)), g.c(1)), g.c(2))
+    r = g.op("Add", g.c(1515870810), g.srdhm(half, g.c(-1010580540)))
+    for _ in range(3):
+        t = g.op("Sub", g.c(1 << 29), g.srdhm(half, r))
+        r = g.op("Add", r, g.sat_shl(g.srdhm(r, t), 2))
+    recip = g.sat_shl(r, 1)
+    lo, hi = int_range(x.dtype)
+    y = g.op("Add", g.rdbpot(g.srdhm(recip, e), g.pow2(g.op("Sub", g.c(35), clz))), g.c(lo))
+    return g.op("Cast", g.clamp(y, lo, hi), to=ex.elem_type(x.dtype))
+
+
+def _avg_pool_onnx(ex: Any) -> str:
+    """The window sums as a float32 depthwise Conv with ones (exact: integers below 2**24), their
+    counts a constant, the half-away-from-zero quotient a truncating int32 Div, the clamp."""
+    a = ex.attrs
+    x = ex.arg_type(0)
+    _, c, h, w = x.shape
+    k, s, p, d = a["pool_size"], a["strides"], a["padding"], a["dilation"]
+    if (1 << 15) * math.prod(k) >= 1 << 24:
+        raise ex.fail(f"qnn.avg_pool2d: a {k[0]}x{k[1]} window's float32 sums are not exact")
+    oh, ow = window_out(h, k[0], s[0], d[0], p[0], p[2]), window_out(w, k[1], s[1], d[1], p[1], p[3])
+    valid = np.pad(np.ones((h, w), np.int64), ((p[0], p[2]), (p[1], p[3])))
+    count = np.zeros((oh, ow), np.int64)
+    for _, _, view in taps(valid, k[0], k[1], s, d, oh, ow):
+        count += view
+    count = np.maximum(count, 1).astype(np.int32)
+    xf = ex.node("Cast", [ex.ins[0]], to=ex.elem_type("float32"))
+    ones = ex.const(np.ones((c, 1, k[0], k[1]), np.float32), hint="ones")
+    total = ex.node("Conv", [xf, ones], group=c, kernel_shape=list(k), strides=list(s), pads=list(p),
+                    dilations=list(d))
+    t = ex.node("Cast", [total], to=ex.elem_type("int32"))
+    half = ex.const(count // 2, hint="half")
+    v = ex.node("Where", [ex.node("Greater", [t, ex.const(np.array(0, np.int32), hint="zero")]),
+                          ex.node("Add", [t, half]), ex.node("Sub", [t, half])])
+    q = ex.node("Div", [v, ex.const(count, hint="count")])
+    lo, hi = _clamp(a, x.dtype)
+    q = ex.node("Min", [ex.node("Max", [q, ex.const(np.array(lo, np.int32), hint="lo")]),
+                        ex.const(np.array(hi, np.int32), hint="hi")])
+    return ex.node("Cast", [q], to=ex.elem_type(x.dtype))
+
+
+defop.onnx("qnn.fixed_softmax", OnnxMap("Softmax", convert=False, export=_fixed_softmax_onnx))
+defop.onnx("qnn.avg_pool2d", OnnxMap("AveragePool", convert=False, export=_avg_pool_onnx))

@@ -17,7 +17,7 @@ from plait.frontend.tflite_export import TFLiteExportError, export_region, expor
 from plait.pipeline.partitioned import partitioned
 from plait.frontend.tflite_read import read_model
 from plait.placement.partition import regions_of
-from plait.relay import flatten_value, run
+from plait.relay import IRModule, flatten_value, run
 from plait.relay.expr import Call, GlobalVar
 from plait.relay.visitor import post_order
 from plait.testing import onnx_models as om
@@ -224,6 +224,12 @@ def test_every_region_of_a_placed_model_exports_and_chains_to_the_same_bits():
                 else:  # device_copy
                     vals[id(e)] = arg
         np.testing.assert_array_equal(vals[id(part["main"].body)], flatten_value(run(mod, [sample]))[0])
+    # channels_last on b_0, whose parameter is main's NHWC input: the importer's transpose carries the
+    # convolution's meta (its output's quantization), yet the transposed input keeps the input's
+    b0 = from_tflite(export_region(part, "b_0", channels_last=True))
+    want = flatten_value(run(IRModule.from_expr(part["b_0"]), [x]))[0]
+    got = flatten_value(run(b0, [x.transpose(0, 2, 3, 1)]))[0]
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
     with pytest.raises(TFLiteExportError, match=r"no region function 'c_0' \(its regions: a_0, a_1"):
         export_region(part, "c_0")
 
