@@ -60,7 +60,8 @@ def sanitize(name: str) -> str:
 
 
 class _Names:
-    """Unique names within one graph (values, initializers and nodes share one namespace)."""
+    """Unique names within one graph: one for values and initializers, another for nodes (ONNX keeps them
+    apart, so an output may take the name of a node, e.g. of a TFLite model's tensor)."""
 
     def __init__(self) -> None:
         self.used: set[str] = set()
@@ -82,6 +83,7 @@ class _Names:
 class _Graph:
     opset: int
     names: _Names = field(default_factory=_Names)
+    node_names: _Names = field(default_factory=_Names)
     nodes: list = field(default_factory=list)
     inits: list = field(default_factory=list)
     init_names: set = field(default_factory=set)
@@ -134,7 +136,7 @@ class ExportContext:
             name = self.base
             self._first = False
         else:
-            name = self.g.names.fresh(f"{self.base}/{op_type}")
+            name = self.g.node_names.fresh(f"{self.base}/{op_type}")
         outs = [self.g.names.fresh(f"{name}_out{i}" if n_out > 1 else f"{name}_out") for i in range(n_out)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         node = oh.make_node(op_type, list(inputs), outs, name=name, **attrs)
@@ -259,7 +261,7 @@ def _convert_call(g: _Graph, call: Call, ins: list[str]) -> Any:
             if t.dtype not in DTYPES:  # pragma: no cover - every plait dtype has an ONNX type
                 raise NotExportable(f"dtype '{t.dtype}' has no ONNX type")
     hint = call.meta.get("name") if call.meta else None
-    base = g.names.fresh(hint or call.op.name)
+    base = g.node_names.fresh(hint or call.op.name)
     cx = ExportContext(g, call, ins, base)
     if m.since > 1:
         cx.need_opset(m.since, m.op_type)
@@ -382,7 +384,7 @@ def to_onnx(func: Function, name: str = "plait", opset: int = DEFAULT_OPSET,
         if v in input_names or v in g.init_names or v in used or (want is not None and want != v):
             n = want if want is not None else g.names.fresh(f"output_{i}")
             g.names.used.add(n)
-            g.nodes.append(oh.make_node("Identity", [v], [n], name=g.names.fresh(f"output_{i}/Identity")))
+            g.nodes.append(oh.make_node("Identity", [v], [n], name=g.node_names.fresh(f"output_{i}/Identity")))
             v = n
         used.add(v)
         outputs.append(_value_info(v, t))

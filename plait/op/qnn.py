@@ -399,18 +399,35 @@ def _requantize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 # ---- ONNX export ----------------------------------------------------------------------------------
 
 
-def _requantize_onnx(ex: Any) -> str:
-    """float mode: Cast, Mul by the scale (per channel reshaped), QuantizeLinear with scale 1 (which
-    clamps, rounds half to even and adds the zero point), then Clip for a fused clamp."""
-    a = ex.attrs
-    if a["mode"] != "float":
-        raise ex.fail("fixed-point requantization has no ONNX form")
-    nd = ex.arg_type(0).ndim
-    scale = ex.ins[1]
-    n = ex.arg_type(1).shape
+def _per_channel_onnx(ex: Any, i: int) -> str:
+    """Input ``i`` (a scalar or a vector along ``axis``) reshaped to broadcast against input 0."""
+    nd, n, a = ex.arg_type(0).ndim, ex.arg_type(i).shape, ex.attrs
     if n and n[0] != 1 and nd > 1:
         axis = a["axis"] + nd if a["axis"] < 0 else a["axis"]
-        scale = ex.node("Reshape", [scale, ex.ints([-1] + [1] * (nd - 1 - axis), "shape")])
+        return ex.node("Reshape", [ex.ins[i], ex.ints([-1] + [1] * (nd - 1 - axis), "shape")])
+    return ex.ins[i]
+
+
+def _fixed_requantize_onnx(ex: Any) -> str:
+    """fixed mode: ``MultiplyByQuantizedMultiplier`` in int64 operators (:mod:`plait.op._onnx_int`), plus
+    the zero point, clamped, cast."""
+    from plait.op._onnx_int import OnnxInt
+
+    g, a = OnnxInt(ex), ex.attrs
+    mult, shift = (g.i64(_per_channel_onnx(ex, i)) for i in (1, 2))
+    q = g.op("Add", g.multiply_by_quantized_multiplier(g.i64(ex.ins[0]), mult, shift), g.c(a["zero_point"]))
+    lo, hi = _clamp_range(a, a["out_dtype"])
+    return g.op("Cast", g.clamp(q, lo, hi), to=ex.elem_type(a["out_dtype"]))
+
+
+def _requantize_onnx(ex: Any) -> str:
+    """float mode: Cast, Mul by the scale (per channel reshaped), QuantizeLinear with scale 1 (which
+    clamps, rounds half to even and adds the zero point), then Clip for a fused clamp; fixed mode: its
+    integer arithmetic (:func:`_fixed_requantize_onnx`)."""
+    a = ex.attrs
+    if a["mode"] != "float":
+        return _fixed_requantize_onnx(ex)
+    scale = _per_channel_onnx(ex, 1)
     v = ex.node("Mul", [ex.node("Cast", [ex.ins[0]], to=ex.elem_type("float32")), scale])
     zp = ex.const(np.array(a["zero_point"], dtype=a["out_dtype"]), hint="zero_point")
     y = ex.node("QuantizeLinear", [v, ex.const(np.array(1.0, np.float32), hint="one"), zp])

@@ -35,14 +35,13 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel
+from plait.op._onnx_int import I32_MAX, I32_MIN, OnnxInt
 from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
 from plait.op.nn._window import WINDOW_ATTRS, check_rank, inside, taps, window_attrs, window_ints, window_out
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr, Var
 
 defop = Family()
-
-I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 
 # ---- gemmlowp on numpy int64 arrays (values that fit int32) ---------------------------------------
 
@@ -395,58 +394,12 @@ def _avg_pool2d(inputs: list, attrs: Attrs, out_type: Any) -> Any:
 # ---- ONNX: the same integer arithmetic in standard operators --------------------------------------
 
 
-class _OnnxInt:
-    """gemmlowp's primitives as ONNX nodes on int64 tensors (``ex`` is the exporter's context)."""
-
-    def __init__(self, ex: Any):
-        self.ex = ex
-
-    def c(self, v: int) -> str:
-        return self.ex.const(np.array(v, np.int64), hint="k")
-
-    def op(self, kind: str, *ins: str, **attrs: Any) -> str:
-        return self.ex.node(kind, list(ins), **attrs)
-
-    def i64(self, v: str) -> str:
-        return self.op("Cast", v, to=self.ex.elem_type("int64"))
-
-    def where(self, cond: str, a: str, b: str) -> str:
-        return self.op("Where", cond, a, b)
-
-    def srdhm(self, a: str, b: str) -> str:
-        ab = self.op("Mul", a, b)
-        nudge = self.where(self.op("Less", ab, self.c(0)), self.c(1 - (1 << 30)), self.c(1 << 30))
-        return self.op("Div", self.op("Add", ab, nudge), self.c(1 << 31))  # ONNX integer Div truncates, as C
-
-    def rdbpot(self, x: str, p: str) -> str:
-        """x / p rounded half away from zero, p a power of two: the floor quotient (Mod with fmod=0 is the
-        non-negative remainder, ``x & mask``) plus one where the remainder is above the threshold."""
-        r = self.op("Mod", x, p, fmod=0)
-        q = self.op("Div", self.op("Sub", x, r), p)
-        threshold = self.op("Add", self.op("Div", self.op("Sub", p, self.c(1)), self.c(2)),
-                            self.i64(self.op("Less", x, self.c(0))))
-        return self.op("Add", q, self.i64(self.op("Greater", r, threshold)))
-
-    def pow2(self, e: str) -> str:
-        u64 = self.ex.elem_type("uint64")
-        one = self.ex.const(np.array(1, np.uint64), hint="one")
-        return self.i64(self.op("BitShift", one, self.op("Cast", e, to=u64), direction="LEFT"))
-
-    def sat_shl(self, x: str, e: int) -> str:
-        t = (1 << (31 - e)) - 1
-        return self.where(self.op("Greater", x, self.c(t)), self.c(I32_MAX),
-                          self.where(self.op("Less", x, self.c(-t)), self.c(I32_MIN), self.op("Mul", x, self.c(1 << e))))
-
-    def clamp(self, x: str, lo: int, hi: int) -> str:
-        return self.op("Min", self.op("Max", x, self.c(lo)), self.c(hi))
-
-
 def _fixed_softmax_onnx(ex: Any) -> str:
     """TFLite's int8 softmax in int64 ONNX operators: the row max, the table gathered at ``max - x``,
     the Q12 sum, the leading zeros counted against the powers of two, the Newton-Raphson reciprocal,
     the rounding shift by ``35 - clz``, the clamp."""
     ex.need_opset(18, "qnn.fixed_softmax (ReduceMax with axes as an input)")
-    g = _OnnxInt(ex)
+    g = OnnxInt(ex)
     x = ex.arg_type(0)
     axes = ex.ints([norm_axis(ex.attrs["axis"], x.ndim, "fixed_softmax: axis")], "axes")
     xi = g.i64(ex.ins[0])

@@ -12,6 +12,7 @@ import pytest
 import plait
 from plait.cli import main
 from plait.executor.graph.module import GraphModule
+from plait.frontend.onnx_export import to_onnx
 from plait.frontend.tflite import from_tflite
 from plait.frontend.tflite_export import TFLiteExportError, export_region, export_tflite
 from plait.pipeline.partitioned import partitioned
@@ -22,6 +23,7 @@ from plait.relay.expr import Call, GlobalVar
 from plait.relay.visitor import post_order
 from plait.testing import onnx_models as om
 from plait.testing import tflite_models as tm
+from plait.testing.ort_reference import reference_session
 
 tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 lit = pytest.importorskip("ai_edge_litert.interpreter")
@@ -251,5 +253,43 @@ def test_cli_export_tflite(tmp_path, capsys):
     assert main(["export", str(onnx_path), "--tflite", "-o", str(tmp_path / "x.tflite")]) == 1
     assert capsys.readouterr().err == ("plait: error: cannot export to TFLite: operator nn.layer_norm (call "
                                        "'/ln1/LayerNormalization') has no TFLite mapping (also unmapped: erf)\n")
-    assert main(["export", str(src), "-o", str(out)]) == 2
-    assert "choose the format: --tflite" in capsys.readouterr().err
+    assert main(["export", str(src), "-o", str(tmp_path / "x.bin")]) == 2
+    assert capsys.readouterr().err.endswith(f"plait: error: plait export: choose the format of '{tmp_path / 'x.bin'}': "
+                                            "--tflite or --onnx (or an -o file ending in .tflite or .onnx)\n")
+
+
+def test_cli_export_onnx_by_flag_or_suffix(tmp_path, capsys):
+    """-o x.onnx (or --onnx) writes ONNX: the int8 model in integer operators, TensorFlow Lite Micro's bits."""
+    buf = tm.ds_cnn(quant=True)
+    src = tmp_path / "ds.tflite"
+    src.write_bytes(buf)
+    by_suffix, by_flag = tmp_path / "ds.onnx", tmp_path / "ds.model"
+    assert main(["export", str(src), "-o", str(by_suffix)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {by_suffix}: the model as ONNX (")
+    assert main(["export", str(src), "--onnx", "-o", str(by_flag)]) == 0
+    assert by_flag.read_bytes() == by_suffix.read_bytes()
+    sess = reference_session(onnx.load(str(by_suffix)))
+    assert [o.name for o in sess.get_outputs()] == list(from_tflite(buf).attrs["output_names"])
+    for (x,) in inputs(from_tflite(buf), 2):
+        np.testing.assert_array_equal(sess.run(None, {sess.get_inputs()[0].name: x})[0], tflm(buf, x))
+    region = tmp_path / "b_0.onnx"
+    assert main(["export", str(src), "--target", "a: c; b: c -mcpu=cortex-m7f", "--place", "CONV_2D=b",
+                 "--region", "b_0", "-o", str(region)]) == 0
+    assert [n.op_type for n in onnx.load(str(region)).graph.node if n.op_type == "Conv"] == []  # integer, no float Conv
+    capsys.readouterr()
+    assert main(["export", str(src), "--target", "a: c; b: c", "--region", "c_9", "-o", str(region)]) == 1
+    assert capsys.readouterr().err.startswith("plait: error: the module has no region function 'c_9' (its regions: ")
+
+
+@pytest.mark.parametrize("name", sorted(tm.MODELS))
+def test_int8_tflite_models_export_to_onnx_with_tflms_bits(name):
+    """An int8 TFLite model exported to ONNX (fixed-point requantization, TFLite's softmax and average
+    pool as standard integer operators): ONNX Runtime's outputs are TensorFlow Lite Micro's, bit for bit."""
+    buf = tm.MODELS[name](quant=True, **SMALL.get(name, {}))
+    mod = from_tflite(buf)
+    sess = reference_session(to_onnx(mod["main"], output_names=mod.attrs["output_names"]))
+    for (x,) in inputs(mod, 2):
+        (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+        want = tflm(buf, x)
+        assert got.dtype == np.int8 and len(np.unique(want)) > 1
+        np.testing.assert_array_equal(got, want)

@@ -70,6 +70,10 @@ OP_CASES = {
         ([ACC, SCALES], {"zero_point": 128, "out_dtype": "uint8", "axis": 1}),
         ([ACC, SCALES], {"zero_point": -128, "axis": 1, "clamp_min": -128, "clamp_max": 20}),
         ([ACC.reshape(-1, 3), SCALES], {"zero_point": 3, "axis": -1, "clamp_min": 3}),
+        ([ACC, *fixed_point_multiplier(SCALES)], {"zero_point": -128, "axis": 1, "mode": "fixed", "clamp_max": 90}),
+        ([ACC.reshape(-1, 3), *fixed_point_multiplier(np.array([3.5, 0.0002, 0.75], F32))],
+         {"zero_point": 7, "axis": -1, "mode": "fixed", "out_dtype": "int16"}),
+        ([ACC, *fixed_point_multiplier(np.array([0.37], F32))], {"mode": "fixed", "out_dtype": "int32"}),
     ],
     "qnn.conv2d": [
         ([_i8((1, 4, 6, 6), "uint8"), _i8((6, 4, 3, 3), seed=1)],
