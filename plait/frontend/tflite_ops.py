@@ -159,7 +159,8 @@ def _binary(cx: OpContext) -> Any:
 
 
 _FLOAT_UNARY = {"RELU": ("nn.relu", {}), "RELU6": ("clip", {"a_min": 0.0, "a_max": 6.0}),
-                "RELU_N1_TO_1": ("clip", {"a_min": -1.0, "a_max": 1.0}), "LOGISTIC": ("sigmoid", {}),
+                "RELU_N1_TO_1": ("clip", {"a_min": -1.0, "a_max": 1.0}),
+                "RELU_0_TO_1": ("clip", {"a_min": 0.0, "a_max": 1.0}), "LOGISTIC": ("sigmoid", {}),
                 "TANH": ("tanh", {}), "EXP": ("exp", {}), "SQRT": ("sqrt", {}), "RSQRT": ("rsqrt", {}),
                 "ABS": ("abs", {}), "NEG": ("negative", {}), "HARD_SWISH": ("nn.hard_swish", {}),
                 "ELU": ("nn.elu", {}), "LOG": ("log", {}), "FLOOR": ("floor", {})}

@@ -1,17 +1,48 @@
-"""TFLite converters of quantized elementwise operators and reductions (to be filled).
+"""TFLite converters of quantized elementwise operators: int8 (TensorFlow Lite Micro's kernels, bit for
+bit) and uint8 (LiteRT's) activations as 256-entry tables (``qnn.lookup``).
 
-:data:`QUANT` holds the quantized forms of operators whose float form :mod:`plait.frontend.tflite_ops`
-converts (it calls :func:`convert` for a quantized input); :data:`CONVERTERS` the operators converted
-here in every dtype."""
+A quantized unary operator maps each of the 256 input values to one output value, so it is computed
+here, at import, exactly as TFLite's kernel computes it (its parameters from the tensors' scales and
+zero points, as its ``Prepare`` derives them), and the model looks the table up:
+
+- **RELU, RELU_N1_TO_1, RELU_0_TO_1** (``ReluQuantized`` / ``ReluX``): ``zo + MultiplyByQuantizedMultiplier(x -
+  zi)`` by ``QuantizeMultiplier(double(si) / double(so))``, clamped to ``zo + roundf(bound / so)``. Where
+  LiteRT is the reference (uint8, and RELU_N1_TO_1 and RELU_0_TO_1, which TensorFlow Lite Micro does not
+  have), the scale ratio is a float32 division and the multiplication rounds once, as LiteRT's build
+  does (``TFLITE_SINGLE_ROUNDING``).
+- **RELU6** as TensorFlow Lite Micro computes it (``Relu6Quantized``): ``x`` clamped to ``[zi, zi +
+  round(6 / si)]``, in the input's quantization (the output's scale is not read); uint8 as LiteRT does,
+  the RELU form with bounds 0 and 6.
+- **LEAKY_RELU** (``QuantizeLeakyRelu``): the identity or the alpha multiplier by the sign of ``x - zi``
+  (``double(si) * double(alpha) / double(so)``, ``double(si) / double(so)``; a negative alpha gives a
+  negative multiplier).
+- **LOGISTIC** (``reference_integer_ops::Logistic``): ``x - zi`` rescaled to Q4.27 by
+  ``frexp(si * 2**27)``, saturated outside the input radius, gemmlowp's fixed-point ``logistic``,
+  ``RoundingDivideByPOT(., 23)`` + the output zero point (which TFLite requires to be the lowest value).
+- **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
+  ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
+
+:data:`QUANT` holds these forms of operators whose float form :mod:`plait.frontend.tflite_ops` converts
+(it calls :func:`convert` for a quantized input); :data:`CONVERTERS` the operators converted here in
+every dtype (none yet)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
-from plait.frontend.tflite_context import OpContext, Unsupported
+import numpy as np
+
+from plait.frontend.tflite_context import OpContext, Unsupported, Val
+from plait.frontend.tflite_quant import per_tensor, round_away
+from plait.op.qnn import fixed_point_multiplier
+from plait.op.qnn_fixed import logistic, multiply_by_quantized_multiplier, rdbpot, tanh
+from plait.tir.dtype import int_range
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
+TableFn = Callable[[OpContext, np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
+_TABLES: dict[str, TableFn] = {}
 
 
 def convert(cx: OpContext) -> Any:
@@ -21,3 +52,110 @@ def convert(cx: OpContext) -> Any:
         t = cx.tensor(0)
         raise Unsupported(f"{cx.op.opcode} of {t.type_name if t else 'this input'} is not supported yet")
     return fn(cx)
+
+
+def _table_op(*ops: str) -> Callable[[TableFn], TableFn]:
+    def deco(fn: TableFn) -> TableFn:
+        for op in ops:
+            _TABLES[op] = fn
+            QUANT[op] = _lookup
+        return fn
+    return deco
+
+
+def _lookup(cx: OpContext) -> Val:
+    """The operator as ``qnn.lookup`` of its 256-entry table (the input's layout kept)."""
+    cx.need(1, 1)
+    x, y = cx.tensor(0), cx.out()
+    if x.dtype not in ("int8", "uint8") or y.dtype != x.dtype:
+        raise Unsupported(f"{cx.op.opcode} of {x.type_name} to {y.type_name} is not supported (int8 and uint8 are)")
+    qi, qo = per_tensor(x, "the input"), per_tensor(y, "the output")
+    lo, hi = int_range(x.dtype)
+    v = np.arange(lo, hi + 1, dtype=np.int64)
+    table = np.clip(_TABLES[cx.op.opcode](cx, v, qi, qo, x.dtype), lo, hi).astype(x.dtype)
+    val = cx.val(0)
+    return Val(cx.call("qnn.lookup", val.expr, table), val.nchw)
+
+
+def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
+    """``QuantizeMultiplier`` of a double, negative ones too (a negative LEAKY_RELU alpha)."""
+    try:
+        m, s = fixed_point_multiplier(np.array([abs(real)]))
+    except ValueError as exc:
+        raise Unsupported(f"{what}: {exc}") from None
+    m, s = int(m[0]), int(s[0])
+    if real < 0 and m == 1 << 30 and math.frexp(abs(real))[1] == s - 1:  # q rounded to -1: kept as -2**31
+        return -(1 << 31), s - 1
+    return (-m if real < 0 else m), s
+
+
+NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1")  # LiteRT is their reference
+_RELU_BOUNDS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0), "RELU6": (0.0, 6.0)}
+
+
+@_table_op("RELU", "RELU_N1_TO_1", "RELU_0_TO_1")
+def _relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    (si, zi), (so, zo) = qi, qo
+    litert = dtype == "uint8" or cx.op.opcode in NOT_IN_TFLM
+    real = float(np.float32(si) / np.float32(so)) if litert else si / so  # LiteRT divides in float32
+    m, s = _quantize_multiplier(real, "the input / output scale")
+    lo, hi = int_range(dtype)
+    a, b = _RELU_BOUNDS[cx.op.opcode]
+
+    def bound(f: float) -> int:  # roundf(f / scale) in float32
+        return zo + int(round_away(np.float32(f) / np.float32(so)))
+
+    y = zo + multiply_by_quantized_multiplier(v - zi, m, s, single_rounding=litert)
+    return np.clip(y, max(lo, bound(a)), hi if b is None else min(hi, bound(b)))
+
+
+@_table_op("RELU6")
+def _relu6(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    if dtype == "uint8":  # LiteRT's: the output's quantization, as RELU_N1_TO_1
+        return _relu(cx, v, qi, qo, dtype)
+    si, zi = qi
+    lo, hi = int_range(dtype)
+    six = min(max(zi + int(round_away(np.float32(6.0) / np.float32(si))), lo), hi)  # FloatToQuantizedType
+    return np.clip(v, zi, six)
+
+
+@_table_op("LEAKY_RELU")
+def _leaky_relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    (si, zi), (so, zo) = qi, qo
+    alpha = float(np.float32(cx.option("Alpha", 0.0)))
+    ma, sa = _quantize_multiplier(si * alpha / so, "alpha x scale")  # doubles of the float32 values
+    mi, s_i = _quantize_multiplier(si / so, "the input / output scale")
+    d, single = v - zi, dtype == "uint8"
+    return zo + np.where(d >= 0, multiply_by_quantized_multiplier(d, mi, s_i, single),
+                         multiply_by_quantized_multiplier(d, ma, sa, single))
+
+
+def _q4_input(cx: OpContext, v: np.ndarray, si: float, zi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x - zi rescaled to Q4.27, below the radius, above it) as LOGISTIC and TANH prepare it."""
+    q, shift = math.frexp(float(si) * float(1 << 27))
+    if shift < 0:
+        raise Unsupported(f"the input scale {si} is too small for TFLite's {cx.op.opcode} (below 2**-28)")
+    mult = math.floor(q * (1 << 31) + 0.5)
+    mult = mult - (1 << 32) if mult >= 1 << 31 else mult  # the int32 cast of 2**31 wraps
+    radius = math.floor(15.0 * (1 << 27) / (1 << shift))  # CalculateInputRadius(4, shift, 31)
+    d = v - zi
+    return multiply_by_quantized_multiplier(d, mult, shift), d <= -radius, d >= radius
+
+
+@_table_op("LOGISTIC")
+def _logistic(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    lo, hi = int_range(dtype)
+    if qo[1] != lo:
+        raise Unsupported(f"LOGISTIC of {dtype}: the output zero point {qo[1]} is not {lo} (TFLite requires it)")
+    a, below, above = _q4_input(cx, v, *qi)
+    y = rdbpot(logistic(np.where(below | above, 0, a), 4), 23) + lo
+    return np.where(below, lo, np.where(above, hi, y))
+
+
+@_table_op("TANH")
+def _tanh(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    lo, hi = int_range(dtype)
+    mid = lo + 128  # int8: 0; uint8: 128 (LiteRT's legacy kernel)
+    a, below, above = _q4_input(cx, v, *qi)
+    y = rdbpot(tanh(np.where(below | above, 0, a), 4), 24) + mid
+    return np.where(below, lo, np.where(above, hi, y))

@@ -90,28 +90,68 @@ def _exp_quarter(a: np.ndarray) -> np.ndarray:
 _BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535), (3, 720401), (4, 242))
 
 
-def exp_on_negative_values(a: Any) -> np.ndarray:
-    """gemmlowp's ``exp_on_negative_values`` of a Q5.26 value <= 0, a Q0.31 result."""
+def exp_on_negative_values(a: Any, integer_bits: int = 5) -> np.ndarray:
+    """gemmlowp's ``exp_on_negative_values`` of a value <= 0 with ``integer_bits`` integer bits (Q5.26 by
+    default), a Q0.31 result."""
     a = np.asarray(a, np.int64)
-    quarter = 1 << 24
+    frac = 31 - integer_bits
+    quarter = 1 << (frac - 2)
     amq = (a & (quarter - 1)) - quarter
-    result = _exp_quarter(sat_shl(amq, 5))
+    result = _exp_quarter(sat_shl(amq, integer_bits))
     remainder = wrap32(amq - a)
     for exponent, mult in _BARREL:
-        bit = (remainder & (1 << (26 + exponent))) != 0
-        result = np.where(bit, srdhm(result, mult), result)
+        if integer_bits > exponent:
+            bit = (remainder & (1 << (frac + exponent))) != 0
+            result = np.where(bit, srdhm(result, mult), result)
     return np.where(a == 0, I32_MAX, result)
 
 
-def _one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
-    """``one_over_one_plus_x_for_x_in_0_1`` of a Q0.31 value in [0, 1)."""
+def _newton(a: np.ndarray) -> np.ndarray:
+    """The Q2.29 Newton-Raphson estimate of ``1 / (1 + a)`` gemmlowp's divisions share (three steps from
+    48/17 - 32/17 of the half-denominator ``RoundingHalfSum(a, 1)``)."""
     s = a + I32_MAX
     half = np.where(s >= 0, (s + 1) // 2, -((-s + 1) // 2))  # RoundingHalfSum: (sum + sign) / 2, truncated
     x = 1515870810 + srdhm(half, -1010580540)
     for _ in range(3):
         t = (1 << 29) - srdhm(half, x)
         x = x + sat_shl(srdhm(x, t), 2)
-    return sat_shl(x, 1)
+    return x
+
+
+def _one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """``one_over_one_plus_x_for_x_in_0_1`` of a Q0.31 value in [0, 1)."""
+    return sat_shl(_newton(a), 1)
+
+
+def _one_minus_x_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """``one_minus_x_over_one_plus_x_for_x_in_0_1`` of a Q0.31 value in [0, 1)."""
+    return sat_shl(_newton(a) - (1 << 29), 2)
+
+
+def logistic(a: Any, integer_bits: int) -> np.ndarray:
+    """gemmlowp's ``logistic`` of a value with ``integer_bits`` integer bits, a Q0.31 result."""
+    a = np.asarray(a, np.int64)
+    positive = _one_over_one_plus_x(exp_on_negative_values(-np.abs(a), integer_bits))
+    return np.where(a == 0, 1 << 30, np.where(a > 0, positive, I32_MAX - positive))
+
+
+def tanh(a: Any, integer_bits: int) -> np.ndarray:
+    """gemmlowp's ``tanh`` of a value with ``integer_bits`` integer bits, a Q0.31 result (``exp`` of
+    ``2a``: the same raw value read with one more integer bit)."""
+    a = np.asarray(a, np.int64)
+    t = _one_minus_x_over_one_plus_x(exp_on_negative_values(-np.abs(a), integer_bits + 1))
+    return np.where(a == 0, 0, np.where(a < 0, -t, t))
+
+
+def multiply_by_quantized_multiplier(x: Any, mult: int, shift: int, single_rounding: bool = False) -> np.ndarray:
+    """TFLite's ``MultiplyByQuantizedMultiplier`` (int32 values: the left shift wraps, as in C): SRDHM then
+    a rounding shift (TensorFlow Lite Micro's), or with ``single_rounding`` the one rounding of
+    ``TFLITE_SINGLE_ROUNDING`` builds, ``(x * mult + 2**(30 - shift)) >> (31 - shift)`` (LiteRT's)."""
+    x = np.asarray(x, np.int64)
+    if single_rounding:
+        total = 31 - shift
+        return (x * mult + (1 << (total - 1))) >> total
+    return rdbpot(srdhm(wrap32(x << max(shift, 0)), mult), max(-shift, 0))
 
 
 def reciprocal(total: Any, integer_bits: int = 12) -> tuple[np.ndarray, np.ndarray]:
