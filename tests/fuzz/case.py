@@ -37,7 +37,7 @@ from typing import Any, Callable
 OK_OUTCOMES = ("equal", "reference", "error", "unverified")
 FAILURE_KINDS = ("traceback", "signal", "hang", "crash", "differs", "unchecked", "accepted", "bad-stderr", "long-message",
                  "exit-code", "harness")
-CATEGORIES = ("models", "inputs", "artifacts")
+CATEGORIES = ("models", "inputs", "artifacts", "tflite")
 
 
 @dataclass

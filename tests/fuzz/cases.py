@@ -15,6 +15,8 @@ def make_case(case_id: str) -> Case:
         from .gen_models import case
     elif category == "inputs":
         from .gen_inputs import case
+    elif category == "tflite":
+        from .gen_tflite import case
     elif category == "selftest":
         from .gen_selftest import case
     else:

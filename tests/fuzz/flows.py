@@ -98,14 +98,16 @@ def check_with_ort(model: bytes, inputs: dict[str, np.ndarray], ref: Reference, 
 
 
 def model_legs(model_path: Path, env: Env, rec: Recorder, *, api_inputs: Callable[[Any], dict[str, np.ndarray] | None],
-               inputs_file: Path | None, ort_ref: bool, out_dir: Path, must_refuse: str = "") -> None:
+               inputs_file: Path | None, ort_ref: bool, out_dir: Path, must_refuse: str = "",
+               load: Callable[[Path], Any] | None = None) -> None:
     """Every leg of a model case. ``api_inputs(mod)`` gives the inputs the API legs use (those the CLI
     reads from ``inputs_file``, or generates when there is none); None when the inputs file cannot be
     read at all (then there are no API legs, and the CLI must refuse). ``must_refuse``: why the model is
-    invalid, when the issue says plait must refuse it."""
+    invalid, when the issue says plait must refuse it. ``load``: how the API reads the model (default
+    ``plait.load_onnx``; the CLI recognizes the format by content)."""
     import plait
 
-    imported = attempt(lambda: plait.load_onnx(str(model_path)))
+    imported = attempt(lambda: load(model_path) if load else plait.load_onnx(str(model_path)))
     ref = Reference(None, why=f"the model is invalid: {must_refuse}" if must_refuse else "the model does not import",
                     strict=True, refused="accepted" if must_refuse else "unchecked")
     inputs = None
