@@ -29,7 +29,9 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.errors import FrontendError, PlaitError, UnsupportedError
-from plait.frontend import tflite_ops, tflite_ops_index, tflite_ops_nn, tflite_ops_qelem, tflite_ops_shape
+from plait.frontend import (
+    tflite_ops, tflite_ops_index, tflite_ops_matrix, tflite_ops_nn, tflite_ops_qelem, tflite_ops_reduce, tflite_ops_shape,
+)
 from plait.frontend.tflite_context import TO_NHWC, OpContext, Unsupported, Val
 from plait.frontend.tflite_read import TModel, TOp, TSubgraph, TTensor, is_tflite, read_model
 from plait.ir.types import TensorType
@@ -66,7 +68,8 @@ def converters() -> dict[str, Callable[[OpContext], Any]]:
     """Builtin operator name -> converter (the manifest of the converter files)."""
     out: dict[str, Callable[[OpContext], Any]] = {}
     for table in (tflite_ops.CONVERTERS, tflite_ops_nn.CONVERTERS, tflite_ops_shape.CONVERTERS,
-                  tflite_ops_index.CONVERTERS, tflite_ops_qelem.CONVERTERS):
+                  tflite_ops_index.CONVERTERS, tflite_ops_qelem.CONVERTERS, tflite_ops_reduce.CONVERTERS,
+                  tflite_ops_matrix.CONVERTERS):
         for name, fn in table.items():
             if name in out:
                 raise AssertionError(f"TFLite operator {name} has two converters")

@@ -76,10 +76,13 @@ class OpContext:
         return self.imp.sg.tensors[self.op.outputs[j]]
 
     def need(self, n: int, most: int | None = None) -> None:
-        got = len([i for i in self.op.inputs])
+        got = len(self.op.inputs)
         if got < n or (most is not None and got > most):
             want = f"{n}" if most in (None, n) else f"{n} to {most}"
             raise Unsupported(f"expected {want} inputs, got {got}")
+        omitted = [k for k in range(n) if self.op.inputs[k] < 0]
+        if omitted:
+            raise Unsupported(f"input {omitted[0]} is required but omitted (tensor index -1)")
 
     def const(self, i: int) -> np.ndarray | None:
         """Input ``i``'s values when it is a constant (None otherwise)."""

@@ -176,6 +176,24 @@ def _unary(cx: OpContext) -> Any:
     return Val(cx.call(op, x, **attrs), nchw)
 
 
+@_conv("PRELU")
+def _prelu(cx: OpContext) -> Any:
+    cx.need(2, 2)
+    if cx.tensor(0).dtype != "float32" or cx.tensor(1).dtype != "float32":
+        raise Unsupported(f"PRELU of {cx.tensor(0).type_name} is not supported yet (float32 is)")
+    (x, alpha), nchw = elementwise(cx, 2)
+    return Val(cx.call("nn.prelu", x, alpha), nchw)
+
+
+@_conv("GELU")
+def _gelu(cx: OpContext) -> Any:
+    cx.need(1, 1)
+    if cx.tensor(0).dtype != "float32":
+        raise Unsupported(f"GELU of {cx.tensor(0).type_name} is not supported yet (float32 is)")
+    (x,), nchw = elementwise(cx, 1)
+    return Val(cx.call("nn.gelu", x, approximate="tanh" if cx.option("Approximate", False) else "none"), nchw)
+
+
 @_conv("LEAKY_RELU")
 def _leaky_relu(cx: OpContext) -> Any:
     cx.need(1, 1)

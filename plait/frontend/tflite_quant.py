@@ -53,6 +53,8 @@ def round_away(v: np.ndarray | float) -> np.ndarray:
 
 def activation_range(fused: int, scale: float, zp: int, dtype: str) -> tuple[int, int]:
     """``CalculateActivationRangeQuantized`` of a fused activation (RELU, RELU6, RELU_N1_TO_1)."""
+    if dtype not in QUANT_DTYPES:
+        raise unsupported(f"a quantized operator's output is {dtype}, expected int8, uint8 or int16")
     lo, hi = int_range(dtype)
     name = ACTIVATIONS.get(fused, f"#{fused}")
 

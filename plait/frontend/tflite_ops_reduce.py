@@ -1,0 +1,91 @@
+"""TFLite converters of reductions and normalizations: MEAN, SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD,
+LOG_SOFTMAX, L2_NORMALIZATION.
+
+Float32 as LiteRT's reference kernels define them (within the float tolerance: the summation order
+differs): MEAN and SUM over the constant ``axis`` input (negative axes counted from the end, repeated
+axes once), ``KeepDims``; LOG_SOFTMAX along the last axis; L2_NORMALIZATION ``x / max(sqrt(sum(x *
+x)), 1e-6)`` along the last axis. REDUCE_MAX and REDUCE_MIN of a quantized tensor are exact (the input
+and the output share their quantization, as TensorFlow Lite Micro requires); the other quantized forms
+are refused, naming the operator. Reductions compute in the file's layout (NHWC).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from plait.frontend.tflite_context import OpContext, Unsupported, registrar
+from plait.frontend.tflite_quant import per_tensor
+
+CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
+
+_conv = registrar(CONVERTERS)
+
+_REDUCE = {"MEAN": "mean", "SUM": "sum", "REDUCE_MAX": "max", "REDUCE_MIN": "min", "REDUCE_PROD": "prod"}
+_EXACT = ("REDUCE_MAX", "REDUCE_MIN")  # quantized: no arithmetic on the values
+
+
+def _axes(cx: OpContext, rank: int) -> tuple[int, ...]:
+    t = cx.tensor(1)
+    if t is not None and 0 in t.shape:  # an empty axes tensor (no buffer bytes): nothing reduced
+        return ()
+    axes = cx.need_const(1, "the axes").reshape(-1)
+    if axes.dtype.kind not in "iu":
+        raise Unsupported(f"the axes are {axes.dtype}, expected int32")
+    out = []
+    for a in axes.tolist():
+        if not -rank <= a < rank:
+            raise Unsupported(f"axis {a} is out of range for a rank-{rank} input")
+        if a % rank not in out:
+            out.append(a % rank)
+    return tuple(sorted(out))
+
+
+@_conv(*_REDUCE)
+def _reduce(cx: OpContext) -> Any:
+    cx.need(2, 2)
+    x, y = cx.tensor(0), cx.out()
+    op = cx.op.opcode
+    if x.dtype != "float32":
+        if op not in _EXACT or x.dtype not in ("int8", "uint8", "int16"):
+            raise Unsupported(f"{op} of {x.type_name} is not supported yet")
+        if y.dtype != x.dtype or per_tensor(x, "the input") != per_tensor(y, "the output"):
+            raise Unsupported(f"{op}: the output's type and quantization must be the input's")
+    rank = len(x.shape)
+    axes = _axes(cx, rank)
+    keep = bool(cx.option("KeepDims", False))
+    data = cx.nhwc(0)
+    if not axes:  # no axis: the input as it is (TFLite's reduction over nothing)
+        return data
+    out = cx.call(_REDUCE[op], data, axis=axes, keepdims=keep)
+    if tuple(y.shape) != tuple(int(d) for d in out.checked_type.shape):
+        raise Unsupported(f"the output's shape {list(y.shape)} is not the reduction's "
+                          f"{list(out.checked_type.shape)}")
+    return out
+
+
+def _last_axis_float(cx: OpContext) -> tuple[Any, Any]:
+    cx.need(1, 1)
+    x = cx.tensor(0)
+    if x.dtype != "float32":
+        raise Unsupported(f"{cx.op.opcode} of {x.type_name} is not supported yet")
+    if not x.shape:
+        raise Unsupported(f"{cx.op.opcode} of a scalar")
+    return x, cx.nhwc(0)
+
+
+@_conv("LOG_SOFTMAX")
+def _log_softmax(cx: OpContext) -> Any:
+    _, data = _last_axis_float(cx)
+    return cx.call("nn.log_softmax", data, axis=-1)
+
+
+@_conv("L2_NORMALIZATION")
+def _l2_normalization(cx: OpContext) -> Any:
+    if cx.option("FusedActivationFunction", 0):
+        raise Unsupported("a fused activation on L2_NORMALIZATION is not supported")
+    _, data = _last_axis_float(cx)
+    norm = cx.call("sqrt", cx.call("sum", cx.call("multiply", data, data), axis=(-1,), keepdims=True))
+    return cx.call("divide", data, cx.call("maximum", norm, np.array(1e-6, np.float32)))
+

@@ -1,0 +1,176 @@
+"""Single-operator TFLite models of the reductions, normalizations and matrix operators (MEAN, SUM,
+REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, LOG_SOFTMAX, L2_NORMALIZATION, BATCH_MATMUL, TRANSPOSE_CONV, PRELU,
+GELU), written with plait's TFLiteWriter: float32 within 1e-5 * max|ref| + 1e-6 of LiteRT's reference
+kernels, quantized REDUCE_MAX / REDUCE_MIN equal to TensorFlow Lite Micro; the compiled C and the numpy
+interpreter both; what plait does not read is refused naming the operator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import plait
+from plait.errors import FrontendError
+from plait.frontend.tflite import from_tflite
+from plait.frontend.tflite_write import TFLiteWriter
+from plait.relay.interpreter import run as interpret
+
+tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+lit = pytest.importorskip("ai_edge_litert.interpreter")
+
+F32 = "float32"
+
+
+def litert(buf: bytes, xs: list[np.ndarray]) -> np.ndarray:
+    li = lit.Interpreter(model_content=buf, experimental_op_resolver_type=lit.OpResolverType.BUILTIN_REF)
+    li.allocate_tensors()
+    for d, x in zip(li.get_input_details(), xs):
+        li.set_tensor(d["index"], x)
+    li.invoke()
+    return li.get_tensor(li.get_output_details()[0]["index"])
+
+
+def tflm(buf: bytes, xs: list[np.ndarray]) -> np.ndarray:
+    it = tflm_runtime.Interpreter.from_bytes(buf)
+    for k, x in enumerate(xs):
+        it.set_input(x, k)
+    it.invoke()
+    return it.get_output(0)
+
+
+def check(buf: bytes, xs: list[np.ndarray], exact: bool = False) -> None:
+    want = tflm(buf, xs) if exact else litert(buf, xs)
+    mod = from_tflite(buf)
+    (got,) = plait.executor.GraphModule(plait.build(mod, "c"))(*xs)
+    interp = interpret(mod, list(xs))
+    interp = np.asarray(interp[0] if isinstance(interp, (list, tuple)) else interp)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if exact:
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(interp, want)
+    else:
+        tol = 1e-5 * float(np.abs(want).max()) + 1e-6
+        assert float(np.abs(got - want).max()) <= tol
+        assert float(np.abs(interp - want).max()) <= tol
+
+
+def one_op(op: str, shapes: list[tuple], out_shape: tuple, consts: list[np.ndarray] = (), dtype: str = F32,
+           quant=None, **options) -> bytes:
+    w = TFLiteWriter()
+    ins = [w.tensor(f"x{k}", s, dtype, quant=quant) for k, s in enumerate(shapes)]
+    cs = [w.const(f"c{k}", c) for k, c in enumerate(consts)]
+    y = w.tensor("y", out_shape, dtype, quant=quant)
+    w.op(op, [*ins, *cs], [y], **options)
+    return w.finish(ins, [y])
+
+
+rng = np.random.default_rng(0)
+
+
+def r(*shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+REDUCE_CASES = [  # (shape, axes, keep_dims)
+    ((2, 5, 6, 3), [1, 2], True), ((2, 5, 6, 3), [1, 2], False), ((4, 7), [-1], False),
+    ((3, 4, 5), [0, 2, -1], True), ((2, 3, 4), [], False),
+]
+
+
+def reduced(shape: tuple, axes: list[int], keep: bool) -> tuple:
+    ax = {a % len(shape) for a in axes}
+    return tuple((1 if k in ax else d) for k, d in enumerate(shape) if keep or k not in ax)
+
+
+@pytest.mark.parametrize("shape, axes, keep", REDUCE_CASES)
+@pytest.mark.parametrize("op", ["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"])
+def test_float_reductions(op, shape, axes, keep):
+    buf = one_op(op, [shape], reduced(shape, axes, keep), [np.array(axes, np.int32)], KeepDims=keep)
+    x = r(*shape) if op != "REDUCE_PROD" else np.exp(r(*shape) * 0.2).astype(np.float32)
+    check(buf, [x])
+
+
+@pytest.mark.parametrize("dtype", ["int8"])
+@pytest.mark.parametrize("op", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_quantized_max_min_equal_tflite_micro(op, dtype):
+    shape, axes = (1, 5, 6, 4), [1, 2]
+    buf = one_op(op, [shape], reduced(shape, axes, True), [np.array(axes, np.int32)], dtype=dtype,
+                 quant=(0.05, -3), KeepDims=True)
+    check(buf, [rng.integers(-128, 128, shape).astype(np.int8)], exact=True)
+
+
+def test_quantized_mean_is_refused_naming_the_operator():
+    buf = one_op("MEAN", [(1, 4, 4, 2)], (1, 1, 1, 2), [np.array([1, 2], np.int32)], dtype="int8",
+                 quant=(0.05, -3), KeepDims=True)
+    with pytest.raises(FrontendError, match=r"operator 0 \(MEAN\): MEAN of INT8 is not supported yet"):
+        from_tflite(buf)
+
+
+@pytest.mark.parametrize("shape", [(3, 10), (2, 4, 5, 7)])
+@pytest.mark.parametrize("op", ["LOG_SOFTMAX", "L2_NORMALIZATION"])
+def test_float_normalizations(op, shape):
+    x = r(*shape) * 3
+    if op == "L2_NORMALIZATION":
+        x[0] = 0.0  # a row of zeros: divided by the epsilon
+    check(one_op(op, [shape], shape), [x])
+
+
+@pytest.mark.parametrize("a, b, adj_x, adj_y", [
+    ((3, 4), (4, 5), False, False), ((2, 3, 4), (2, 4, 6), False, False), ((2, 1, 3, 4), (5, 6, 4), False, True),
+    ((2, 4, 3), (2, 4, 5), True, False), ((1, 2, 5, 4), (2, 3, 5), True, True),
+])
+def test_float_batch_matmul(a, b, adj_x, adj_y):
+    ea = a[:-2] + ((a[-1], a[-2]) if adj_x else a[-2:])
+    eb = b[:-2] + ((b[-1], b[-2]) if adj_y else b[-2:])
+    out = np.matmul(np.zeros(ea, np.float32), np.zeros(eb, np.float32)).shape
+    buf = one_op("BATCH_MATMUL", [a, b], out, AdjX=adj_x, AdjY=adj_y)
+    check(buf, [r(*a), r(*b)])
+
+
+TCONV_CASES = [  # (input, weights [O, KH, KW, I], output shape, padding, stride)
+    ((1, 4, 5, 3), (6, 3, 3, 3), (1, 8, 10, 6), 0, 2), ((1, 4, 5, 3), (6, 3, 3, 3), (1, 9, 11, 6), 1, 2),
+    ((2, 3, 3, 2), (4, 2, 2, 2), (2, 3, 3, 4), 0, 1), ((1, 5, 4, 2), (3, 4, 3, 2), (1, 15, 12, 3), 0, 3),
+    ((1, 3, 3, 1), (2, 3, 3, 1), (1, 7, 7, 2), 1, 2),
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("x, wshape, out, padding, stride", TCONV_CASES)
+def test_float_transpose_conv(x, wshape, out, padding, stride, bias):
+    w = TFLiteWriter()
+    shape = w.const("shape", np.array(out, np.int32))
+    k = w.const("k", r(*wshape))
+    xi = w.tensor("x", x, F32)
+    ins = [shape, k, xi] + ([w.const("b", r(wshape[0]))] if bias else [])
+    y = w.tensor("y", out, F32)
+    w.op("TRANSPOSE_CONV", ins, [y], Padding=padding, StrideW=stride, StrideH=stride)
+    check(w.finish([xi], [y]), [r(*x)])
+
+
+@pytest.mark.parametrize("alpha_shape", [(3,), (1, 1, 3), (5, 6, 3), ()])
+def test_float_prelu(alpha_shape):
+    shape = (2, 5, 6, 3)
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, F32)
+    a = w.const("alpha", r(*alpha_shape) * 0.3 if alpha_shape else np.array(0.2, np.float32))
+    y = w.tensor("y", shape, F32)
+    w.op("PRELU", [x, a], [y])
+    check(w.finish([x], [y]), [r(*shape)])
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_float_gelu(approximate):
+    check(one_op("GELU", [(3, 17)], (3, 17), Approximate=approximate), [r(3, 17) * 3])
+
+
+@pytest.mark.parametrize("op", ["BATCH_MATMUL", "PRELU", "GELU", "LOG_SOFTMAX"])
+def test_quantized_forms_are_refused_naming_the_operator(op):
+    shapes = [(2, 4), (4, 4)] if op == "BATCH_MATMUL" else [(2, 4)]
+    consts = [np.ones(4, np.int8)] if op == "PRELU" else []
+    w = TFLiteWriter()
+    ins = [w.tensor(f"x{k}", s, "int8", quant=(0.1, 0)) for k, s in enumerate(shapes)]
+    cs = [w.const("alpha", c, quant=(0.1, 0)) for c in consts]
+    y = w.tensor("y", (2, 4), "int8", quant=(0.1, 0))
+    w.op(op, [*ins, *cs], [y])
+    with pytest.raises(FrontendError, match=rf"operator 0 \({op}\): {op} of INT8 is not supported yet"):
+        from_tflite(w.finish(ins, [y]))
