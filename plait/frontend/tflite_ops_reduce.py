@@ -5,8 +5,9 @@ Float32 as LiteRT's reference kernels define them (within the float tolerance: t
 differs): MEAN and SUM over the constant ``axis`` input (negative axes counted from the end, repeated
 axes once), ``KeepDims``; LOG_SOFTMAX along the last axis; L2_NORMALIZATION ``x / max(sqrt(sum(x *
 x)), 1e-6)`` along the last axis. REDUCE_MAX and REDUCE_MIN of a quantized tensor are exact (the input
-and the output share their quantization, as TensorFlow Lite Micro requires); the other quantized forms
-are refused, naming the operator. Reductions compute in the file's layout (NHWC).
+and the output share their quantization, as TensorFlow Lite Micro requires); int8 and int16 MEAN and SUM
+are TensorFlow Lite Micro's ``QuantizedMeanOrSum``, bit for bit; the other quantized forms are refused,
+naming the operator. Reductions compute in the file's layout (NHWC).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.frontend.tflite_context import OpContext, Unsupported, registrar
-from plait.frontend.tflite_quant import per_tensor
+from plait.frontend.tflite_quant import multipliers, per_tensor
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
@@ -24,6 +25,7 @@ _conv = registrar(CONVERTERS)
 
 _REDUCE = {"MEAN": "mean", "SUM": "sum", "REDUCE_MAX": "max", "REDUCE_MIN": "min", "REDUCE_PROD": "prod"}
 _EXACT = ("REDUCE_MAX", "REDUCE_MIN")  # quantized: no arithmetic on the values
+_MEAN_SUM = {"MEAN": ("int8", "int16"), "SUM": ("int8", "int16")}  # TensorFlow Lite Micro's integer kernels
 
 
 def _axes(cx: OpContext, rank: int) -> tuple[int, ...]:
@@ -47,22 +49,48 @@ def _reduce(cx: OpContext) -> Any:
     cx.need(2, 2)
     x, y = cx.tensor(0), cx.out()
     op = cx.op.opcode
-    if x.dtype != "float32":
-        if op not in _EXACT or x.dtype not in ("int8", "uint8", "int16"):
+    quant = x.dtype != "float32"
+    if quant:
+        if x.dtype not in (("int8", "uint8", "int16") if op in _EXACT else _MEAN_SUM.get(op, ())):
             raise Unsupported(f"{op} of {x.type_name} is not supported yet")
-        if y.dtype != x.dtype or per_tensor(x, "the input") != per_tensor(y, "the output"):
-            raise Unsupported(f"{op}: the output's type and quantization must be the input's")
+        if y.dtype != x.dtype:
+            raise Unsupported(f"{op}: the output is {y.type_name}, the input {x.type_name}")
+        if op in _EXACT and per_tensor(x, "the input") != per_tensor(y, "the output"):
+            raise Unsupported(f"{op}: the output's quantization must be the input's")
     rank = len(x.shape)
     axes = _axes(cx, rank)
     keep = bool(cx.option("KeepDims", False))
     data = cx.nhwc(0)
-    if not axes:  # no axis: the input as it is (TFLite's reduction over nothing)
+    if not axes and not (quant and op in _MEAN_SUM):  # no axis: the input as it is
         return data
-    out = cx.call(_REDUCE[op], data, axis=axes, keepdims=keep)
+    if quant and op in _MEAN_SUM:
+        out = _quant_mean_or_sum(cx, data, axes, keep)
+    else:
+        out = cx.call(_REDUCE[op], data, axis=axes, keepdims=keep)
     if tuple(y.shape) != tuple(int(d) for d in out.checked_type.shape):
         raise Unsupported(f"the output's shape {list(y.shape)} is not the reduction's "
                           f"{list(out.checked_type.shape)}")
     return out
+
+
+def _quant_mean_or_sum(cx: OpContext, data: Any, axes: tuple[int, ...], keep: bool) -> Any:
+    """TensorFlow Lite Micro's ``QuantizedMeanOrSum``: the int32 sum of ``x - zi``, then
+    ``MultiplyByQuantizedMultiplier`` by ``si / so`` (MEAN: the multiplier divided by the count ``n``
+    through ``(m << k) / n``, ``k = floor(log2 n)`` clamped, and the shift less ``k``) plus ``zo``, clamped."""
+    x, y = cx.tensor(0), cx.out()
+    si, zi = per_tensor(x, "the input")
+    so, zo = per_tensor(y, "the output")
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    (m,), (s,) = multipliers(si, np.array([1.0]), so)
+    m, s = int(m), int(s)
+    if cx.op.opcode == "MEAN" and n > 0:
+        k = min(n.bit_length() - 1, 32, 31 + s)
+        m, s = (m << k) // n, s - k
+    acc = cx.call("sum", cx.call("cast", data, dtype="int32"), axis=axes, keepdims=keep)
+    if zi and n:
+        acc = cx.call("subtract", acc, np.array(zi * n, np.int32))
+    return cx.call("qnn.requantize", acc, np.array(m, np.int32), np.array(s, np.int32), zero_point=zo,
+                   out_dtype=y.dtype, mode="fixed")
 
 
 def _last_axis_float(cx: OpContext) -> tuple[Any, Any]:

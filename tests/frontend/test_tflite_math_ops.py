@@ -99,10 +99,35 @@ def test_quantized_max_min_equal_tflite_micro(op, dtype):
     check(buf, [rng.integers(-128, 128, shape).astype(np.int8)], exact=True)
 
 
-def test_quantized_mean_is_refused_naming_the_operator():
-    buf = one_op("MEAN", [(1, 4, 4, 2)], (1, 1, 1, 2), [np.array([1, 2], np.int32)], dtype="int8",
-                 quant=(0.05, -3), KeepDims=True)
-    with pytest.raises(FrontendError, match=r"operator 0 \(MEAN\): MEAN of INT8 is not supported yet"):
+QMEAN_QUANTS = [((0.05, -3), (0.04, 5)), ((0.02, 10), (0.02, 10)), ((0.1, 0), (0.03, -100)), ((0.004, -128), (0.5, 0))]
+
+
+@pytest.mark.parametrize("qin, qout", QMEAN_QUANTS, ids=[f"q{k}" for k in range(len(QMEAN_QUANTS))])
+@pytest.mark.parametrize("shape, axes, keep", REDUCE_CASES[:4] + [((1, 3, 3, 4), [1, 2], True)])
+@pytest.mark.parametrize("op", ["MEAN", "SUM"])
+def test_int8_mean_and_sum_equal_tflite_micro(op, shape, axes, keep, qin, qout):
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int8", quant=qin)
+    c = w.const("axes", np.array(axes, np.int32))
+    y = w.tensor("y", reduced(shape, axes, keep), "int8", quant=qout)
+    w.op(op, [x, c], [y], KeepDims=keep)
+    check(w.finish([x], [y]), [rng.integers(-128, 128, shape).astype(np.int8)], exact=True)
+
+
+def test_int16_mean_equals_tflite_micro():
+    shape, axes = (1, 6, 5, 3), [1, 2]
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int16", quant=(0.001, 0))
+    c = w.const("axes", np.array(axes, np.int32))
+    y = w.tensor("y", (1, 1, 1, 3), "int16", quant=(0.0007, 0))
+    w.op("MEAN", [x, c], [y], KeepDims=True)
+    check(w.finish([x], [y]), [rng.integers(-32768, 32768, shape).astype(np.int16)], exact=True)
+
+
+def test_uint8_mean_is_refused_naming_the_operator():
+    buf = one_op("MEAN", [(1, 4, 4, 2)], (1, 1, 1, 2), [np.array([1, 2], np.int32)], dtype="uint8",
+                 quant=(0.05, 3), KeepDims=True)
+    with pytest.raises(FrontendError, match=r"operator 0 \(MEAN\): MEAN of UINT8 is not supported yet"):
         from_tflite(buf)
 
 
