@@ -150,6 +150,10 @@ def _binary(cx: OpContext) -> Any:
             return Val(cx.call("multiply", d, d), nchw)
         y = cx.call(_FLOAT_BINARY[op], a, b)
         return Val(float_activation(cx, y, cx.option("FusedActivationFunction", 0)), nchw)
+    if op in ("MAXIMUM", "MINIMUM") and t.dtype in ("int8", "uint8", "int16", "int32", "int64") and \
+            cx.tensor(1).dtype == t.dtype == cx.out().dtype:  # on the stored values, as TFLite (Micro) does
+        (a, b), nchw = elementwise(cx, 2)
+        return Val(cx.call(_FLOAT_BINARY[op], a, b), nchw)
     if t.dtype in ("int8", "uint8") and op in ("ADD", "SUB", "MUL") and cx.out().dtype == t.dtype:
         (a, b), nchw = elementwise(cx, 2)
         if op == "MUL":

@@ -1,8 +1,10 @@
 """TFLite converters of the matrix products that are not FULLY_CONNECTED: BATCH_MATMUL and TRANSPOSE_CONV
-(float32; their quantized forms are refused naming the operator).
+(float32; int8 BATCH_MATMUL; the other quantized forms are refused naming the operator).
 
 - BATCH_MATMUL ``(x, y)``: ``nn.matmul`` with broadcast batch dimensions, ``AdjX`` / ``AdjY`` transposing
-  the last two dimensions of an operand first.
+  the last two dimensions of an operand first; int8 as TensorFlow Lite Micro computes it, the exact
+  int32 product of the offset operands (``qnn.matmul``) requantized in fixed point by
+  ``double(sx) * double(sy) / double(so)``.
 - TRANSPOSE_CONV ``(output_shape, weights [O, KH, KW, I], input [N, H, W, I], bias [O]?)``: the transposed
   convolution of ``nn.conv2d_transpose`` (weights ``[I, O, KH, KW]``), its padding TFLite's
   (``ComputePaddingHeightWidth`` of the forward convolution from the output's size: SAME pads
@@ -18,6 +20,7 @@ import numpy as np
 
 from plait.frontend.tflite_context import OpContext, Unsupported, Val, registrar
 from plait.frontend.tflite_ops import float_activation
+from plait.frontend.tflite_quant import multipliers, per_tensor, requantize
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
@@ -41,7 +44,9 @@ def _swap_last(cx: OpContext, e: Any) -> Any:
 @_conv("BATCH_MATMUL")
 def _batch_matmul(cx: OpContext) -> Any:
     cx.need(2, 2)
-    _float_only(cx, 0, 1)
+    quant = cx.tensor(0).dtype == "int8"
+    if not quant:
+        _float_only(cx, 0, 1)
     a, b = cx.nhwc(0), cx.nhwc(1)
     if min(a.checked_type.ndim, b.checked_type.ndim) < 2:
         raise Unsupported("BATCH_MATMUL operands must have at least two dimensions")
@@ -49,7 +54,16 @@ def _batch_matmul(cx: OpContext) -> Any:
         a = _swap_last(cx, a)
     if cx.option("AdjY", False):
         b = _swap_last(cx, b)
-    return cx.call("nn.matmul", a, b)
+    if not quant:
+        return cx.call("nn.matmul", a, b)
+    x, w, y = cx.tensor(0), cx.tensor(1), cx.out()
+    if w.dtype != "int8" or y.dtype != "int8":
+        raise Unsupported(f"BATCH_MATMUL of INT8 with {w.type_name} to {y.type_name} is not supported (int8 is)")
+    (xs, xz), (ws, wz), (ys, yz) = (per_tensor(t, what) for t, what in
+                                    ((x, "input 0"), (w, "input 1"), (y, "the output")))
+    acc = cx.call("qnn.matmul", a, b, a_zero_point=xz, b_zero_point=wz)
+    mult, shift = multipliers(xs, np.array([ws]), ys)
+    return requantize(cx, acc, mult, shift, yz, "int8", 0, ys, axis=-1)
 
 
 def _padding(cx: OpContext, size: int, out: int, k: int, s: int) -> tuple[int, int, int]:

@@ -188,9 +188,24 @@ def test_float_gelu(approximate):
     check(one_op("GELU", [(3, 17)], (3, 17), Approximate=approximate), [r(3, 17) * 3])
 
 
-@pytest.mark.parametrize("op", ["BATCH_MATMUL", "PRELU", "GELU", "LOG_SOFTMAX"])
+@pytest.mark.parametrize("a, b, adj_x, adj_y", [((3, 4), (4, 5), False, False), ((2, 3, 8), (2, 5, 8), False, True),
+                                                ((2, 1, 4, 3), (3, 4, 6), True, False)])
+def test_int8_batch_matmul_equals_tflite_micro(a, b, adj_x, adj_y):
+    ea = a[:-2] + ((a[-1], a[-2]) if adj_x else a[-2:])
+    eb = b[:-2] + ((b[-1], b[-2]) if adj_y else b[-2:])
+    out = np.matmul(np.zeros(ea), np.zeros(eb)).shape
+    w = TFLiteWriter()
+    x = w.tensor("x", a, "int8", quant=(0.05, -3))
+    z = w.tensor("z", b, "int8", quant=(0.02, 0))
+    y = w.tensor("y", out, "int8", quant=(0.3, 9))
+    w.op("BATCH_MATMUL", [x, z], [y], AdjX=adj_x, AdjY=adj_y)
+    xs = [rng.integers(-128, 128, s).astype(np.int8) for s in (a, b)]
+    check(w.finish([x, z], [y]), xs, exact=True)
+
+
+@pytest.mark.parametrize("op", ["PRELU", "GELU", "LOG_SOFTMAX"])
 def test_quantized_forms_are_refused_naming_the_operator(op):
-    shapes = [(2, 4), (4, 4)] if op == "BATCH_MATMUL" else [(2, 4)]
+    shapes = [(2, 4)]
     consts = [np.ones(4, np.int8)] if op == "PRELU" else []
     w = TFLiteWriter()
     ins = [w.tensor(f"x{k}", s, "int8", quant=(0.1, 0)) for k, s in enumerate(shapes)]
@@ -199,3 +214,16 @@ def test_quantized_forms_are_refused_naming_the_operator(op):
     w.op(op, [*ins, *cs], [y])
     with pytest.raises(FrontendError, match=rf"operator 0 \({op}\): {op} of INT8 is not supported yet"):
         from_tflite(w.finish(ins, [y]))
+
+
+@pytest.mark.parametrize("b_shape", [(2, 5, 6, 3), (3,), (1, 1, 6, 1)])
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
+def test_int8_maximum_minimum_equal_tflite_micro(op, b_shape):
+    shape = (2, 5, 6, 3)
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int8", quant=(0.05, -3))
+    z = w.tensor("z", b_shape, "int8", quant=(0.05, -3))
+    y = w.tensor("y", shape, "int8", quant=(0.05, -3))
+    w.op(op, [x, z], [y])
+    xs = [rng.integers(-128, 128, s).astype(np.int8) for s in (shape, b_shape)]
+    check(w.finish([x, z], [y]), xs, exact=True)
