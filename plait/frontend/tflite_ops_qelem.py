@@ -21,6 +21,9 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   ``RoundingDivideByPOT(., 23)`` + the output zero point (which TFLite requires to be the lowest value).
 - **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
   ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
+- **HARD_SWISH** (``reference_ops::HardSwish``, int8 and uint8 alike): int16 fixed point, the input at
+  ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
+  (``SaturatingDoublingHighMul``) shifted to the output scale.
 
 :data:`QUANT` holds these forms of operators whose float form :mod:`plait.frontend.tflite_ops` converts
 (it calls :func:`convert` for a quantized input); :data:`CONVERTERS` the operators converted here in
@@ -159,3 +162,53 @@ def _tanh(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, 
     a, below, above = _q4_input(cx, v, *qi)
     y = rdbpot(tanh(np.where(below | above, 0, a), 4), 24) + mid
     return np.where(below, lo, np.where(above, hi, y))
+
+
+# ---- HARD_SWISH: reference_ops::HardSwish, int16 fixed point --------------------------------------
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp's int16 ``SaturatingRoundingDoublingHighMul``."""
+    ab = a.astype(np.int64) * b
+    v = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    q = np.where(v >= 0, v // (1 << 15), -((-v) // (1 << 15)))
+    return np.where((a == -32768) & (b == -32768), 32767, q)
+
+
+def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``SaturatingDoublingHighMul``: the high half of 2ab truncated toward zero (SQDMULH)."""
+    ab = a.astype(np.int64) * b
+    q = np.where(ab >= 0, ab // (1 << 15), -((-ab) // (1 << 15)))
+    return np.where((a == -32768) & (b == -32768), 32767, q)
+
+
+def _sat_shl16(x: np.ndarray, e: int) -> np.ndarray:
+    return np.clip(x * (1 << e), -32768, 32767)
+
+
+def _int16_multiplier(real: float) -> tuple[int, int]:
+    """``QuantizeMultiplier`` then ``DownScaleInt32ToInt16Multiplier``."""
+    m, e = _quantize_multiplier(real, "a HARD_SWISH multiplier")
+    return (32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16), e
+
+
+@_table_op("HARD_SWISH")
+def _hard_swish(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    (si, zi), (so, zo) = qi, qo
+    hires = np.float32(np.float32(1.0 / 128.0) * np.float32(si))
+    out_m, out_e = _int16_multiplier(float(np.float32(hires / np.float32(so))))
+    relu_m, relu_e = _int16_multiplier(float(np.float32(hires / np.float32(3.0 / 32768.0))))
+    if out_e > 0 or out_e < -15 or relu_e < -15:
+        raise Unsupported(f"HARD_SWISH: the scales give shifts TFLite's kernel does not take ({out_e}, {relu_e})")
+    hires_v = (v - zi) * 128
+    pre_out = _srdhm16(hires_v, out_m)
+    r = hires_v
+    if relu_e > 0:
+        r = _sat_shl16(r, relu_e - 1)
+    r = _srdhm16(r, relu_m)
+    if relu_e > 0:
+        r = _sat_shl16(r, 1)
+    if relu_e < 0:
+        r = rdbpot(r, -relu_e)
+    r = (r + (1 << 15)) >> 1
+    return rdbpot(_sdhm16(r, pre_out), -out_e) + zo
