@@ -183,10 +183,35 @@ def _unary(cx: OpContext) -> Any:
 @_conv("PRELU")
 def _prelu(cx: OpContext) -> Any:
     cx.need(2, 2)
-    if cx.tensor(0).dtype != "float32" or cx.tensor(1).dtype != "float32":
-        raise Unsupported(f"PRELU of {cx.tensor(0).type_name} is not supported yet (float32 is)")
-    (x, alpha), nchw = elementwise(cx, 2)
-    return Val(cx.call("nn.prelu", x, alpha), nchw)
+    x, a = cx.tensor(0), cx.tensor(1)
+    if x.dtype in ("int8", "uint8", "int16") and a.dtype == x.dtype == cx.out().dtype:
+        return _quant_prelu(cx)
+    if x.dtype != "float32" or a.dtype != "float32":
+        raise Unsupported(f"PRELU of {x.type_name} with a {a.type_name} alpha is not supported")
+    (v, alpha), nchw = elementwise(cx, 2)
+    return Val(cx.call("nn.prelu", v, alpha), nchw)
+
+
+def _quant_prelu(cx: OpContext) -> Val:
+    """TensorFlow Lite Micro's quantized PRELU: ``x - zi`` rescaled by ``si / so`` where it is >= 0, else
+    ``(x - zi) * (alpha - za)`` by ``si * sa / so``; plus ``zo``, clamped (the alpha a constant)."""
+    x, a, y = cx.tensor(0), cx.tensor(1), cx.out()
+    (si, zi), (sa, za), (so, zo) = (per_tensor(t, w) for t, w in ((x, "the input"), (a, "alpha"), (y, "the output")))
+    cx.need_const(1, "alpha")
+    (v, alpha), nchw = elementwise(cx, 2)
+    d = cx.call("cast", v, dtype="int32")
+    if zi:
+        d = cx.call("subtract", d, np.array(zi, np.int32))
+    slope = Constant(np.ascontiguousarray(alpha.data.astype(np.int32) - np.int32(za)))
+    m1, s1 = multipliers(si, np.array([1.0]), so)
+    m2, s2 = multipliers(si, np.array([sa]), so)
+
+    def rq(acc: Expr, m: np.ndarray, s: np.ndarray) -> Expr:
+        return cx.call("qnn.requantize", acc, m.reshape(()), s.reshape(()), zero_point=zo, out_dtype=y.dtype,
+                       mode="fixed")
+
+    positive = cx.call("greater_equal", d, np.array(0, np.int32))
+    return Val(cx.call("where", positive, rq(d, m1, s1), rq(cx.call("multiply", d, slope), m2, s2)), nchw)
 
 
 @_conv("GELU")
