@@ -172,6 +172,23 @@ def test_float_transpose_conv(x, wshape, out, padding, stride, bias):
     check(w.finish([xi], [y]), [r(*x)])
 
 
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("x, wshape, out, padding, stride", TCONV_CASES)
+def test_int8_transpose_conv_equals_tflite_micro(x, wshape, out, padding, stride, per_channel):
+    o = wshape[0]
+    w = TFLiteWriter()
+    shape = w.const("shape", np.array(out, np.int32))
+    scales = rng.uniform(0.002, 0.02, o if per_channel else 1)
+    k = w.const("k", rng.integers(-127, 128, wshape).astype(np.int8),
+                quant=(scales, np.zeros(scales.size, np.int64), 0))
+    xi = w.tensor("x", x, "int8", quant=(0.05, -7))
+    b = w.const("b", rng.integers(-3000, 3000, o).astype(np.int32),
+                quant=((0.05 * scales * np.ones(o)).astype(np.float32), np.zeros(o, np.int64), 0))
+    y = w.tensor("y", out, "int8", quant=(0.07, 4))
+    w.op("TRANSPOSE_CONV", [shape, k, xi, b], [y], Padding=padding, StrideW=stride, StrideH=stride)
+    check(w.finish([xi], [y]), [rng.integers(-128, 128, x).astype(np.int8)], exact=True)
+
+
 @pytest.mark.parametrize("alpha_shape", [(3,), (1, 1, 3), (5, 6, 3), ()])
 def test_float_prelu(alpha_shape):
     shape = (2, 5, 6, 3)
