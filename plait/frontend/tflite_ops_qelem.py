@@ -21,6 +21,7 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   ``RoundingDivideByPOT(., 23)`` + the output zero point (which TFLite requires to be the lowest value).
 - **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
   ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
+- **ABS** (``AbsEvalQuantized``): ``|x - zi|``, rescaled by ``si / so`` when the scales differ, plus ``zo``.
 - **HARD_SWISH** (``reference_ops::HardSwish``, int8 and uint8 alike): int16 fixed point, the input at
   ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
   (``SaturatingDoublingHighMul``) shifted to the output scale.
@@ -46,6 +47,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
 TableFn = Callable[[OpContext, np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
+_ONLY = {"ABS": ("int8",)}  # TFLite has no uint8 ABS
 
 
 def convert(cx: OpContext) -> Any:
@@ -70,8 +72,10 @@ def _lookup(cx: OpContext) -> Val:
     """The operator as ``qnn.lookup`` of its 256-entry table (the input's layout kept)."""
     cx.need(1, 1)
     x, y = cx.tensor(0), cx.out()
-    if x.dtype not in ("int8", "uint8") or y.dtype != x.dtype:
-        raise Unsupported(f"{cx.op.opcode} of {x.type_name} to {y.type_name} is not supported (int8 and uint8 are)")
+    dtypes = _ONLY.get(cx.op.opcode, ("int8", "uint8"))
+    if x.dtype not in dtypes or y.dtype != x.dtype:
+        raise Unsupported(f"{cx.op.opcode} of {x.type_name} to {y.type_name} is not supported "
+                          f"({' and '.join(dtypes)} to itself is)")
     qi, qo = per_tensor(x, "the input"), per_tensor(y, "the output")
     lo, hi = int_range(x.dtype)
     v = np.arange(lo, hi + 1, dtype=np.int64)
@@ -162,6 +166,16 @@ def _tanh(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, 
     a, below, above = _q4_input(cx, v, *qi)
     y = rdbpot(tanh(np.where(below | above, 0, a), 4), 24) + mid
     return np.where(below, lo, np.where(above, hi, y))
+
+
+@_table_op("ABS")
+def _abs(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    (si, zi), (so, zo) = qi, qo
+    value = np.abs(v - zi)
+    if np.float32(si) == np.float32(so):  # TensorFlow Lite Micro rescales only when the scales differ
+        return value + zo
+    m, s = _quantize_multiplier(si / so, "the input / output scale")
+    return multiply_by_quantized_multiplier(value, m, s, single_rounding=dtype == "uint8") + zo
 
 
 # ---- HARD_SWISH: reference_ops::HardSwish, int16 fixed point --------------------------------------
