@@ -1,9 +1,9 @@
-"""Single-operator TFLite models of the elementwise operators (float32), the reductions, normalizations and
-matrix operators (MEAN, SUM,
-REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, LOG_SOFTMAX, L2_NORMALIZATION, BATCH_MATMUL, TRANSPOSE_CONV, PRELU,
-GELU), written with plait's TFLiteWriter: float32 within 1e-5 * max|ref| + 1e-6 of LiteRT's reference
-kernels, quantized REDUCE_MAX / REDUCE_MIN equal to TensorFlow Lite Micro; the compiled C and the numpy
-interpreter both; what plait does not read is refused naming the operator."""
+"""Single-operator TFLite models written with plait's TFLiteWriter: the float32 elementwise operators, the
+reductions and normalizations (MEAN, SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, LOG_SOFTMAX,
+L2_NORMALIZATION) and the matrix operators (BATCH_MATMUL, TRANSPOSE_CONV), PRELU and GELU. Float32 within
+1e-5 * max|ref| + 1e-6 of LiteRT's reference kernels; the quantized forms plait reads (REDUCE_MAX/MIN,
+MEAN, SUM, BATCH_MATMUL, PRELU, TRANSPOSE_CONV, MAXIMUM/MINIMUM) equal to TensorFlow Lite Micro; the
+compiled C and the numpy interpreter both; what plait does not read is refused naming the operator."""
 
 from __future__ import annotations
 
