@@ -12,7 +12,9 @@ TFLite's int8 operators, and ``qnn.quantize`` / ``qnn.dequantize``.
   float32 weight scale whose multiplier (computed as TFLite computes it) is exactly the model's, so
   that the file read back has the same multipliers.
 - ``qnn.fixed_softmax`` is SOFTMAX (beta 1: the table must be TFLite's for the input scale), output
-  scale 1/256 and zero point -128; ``qnn.avg_pool2d`` AVERAGE_POOL_2D.
+  scale 1/256 and zero point -128; ``qnn.avg_pool2d`` AVERAGE_POOL_2D; ``qnn.lookup`` the activation its
+  call's ``op_type`` names (RELU, RELU6, LOGISTIC, TANH, HARD_SWISH, ABS, ...) when the table is the one
+  the importer computes for the tensors' scales (LEAKY_RELU, whose alpha is not recorded, is refused).
 """
 
 from __future__ import annotations
@@ -175,6 +177,26 @@ def _fixed_softmax(ex: Exporter, c: Call, fused: int) -> TV:
     if not np.array_equal(table, softmax_exp_table(xs, 1.0)):
         raise NoMapping(f"its exp table is not TFLite's for input scale {xs} and beta 1")
     return emit_softmax(ex, c, "SOFTMAX", (1 / 256, -128), {"Beta": 1.0})
+
+
+@converter("qnn.lookup")
+def _lookup(ex: Exporter, c: Call, fused: int) -> TV:
+    """A quantized activation the importer read as a table (meta ``op_type``), written back as that
+    builtin when its table is the one the importer computes for the tensors' scales."""
+    from plait.frontend import tflite_ops_qelem as qelem
+
+    kind = str(c.meta.get("op_type", "")) if c.meta else ""
+    if kind not in qelem.table_operators() or kind == "LEAKY_RELU":  # LEAKY_RELU: its alpha is not recorded
+        raise NoMapping(f"a table lookup that is not one of TFLite's quantized activations without options "
+                        f"(its op_type is {kind or 'not recorded'})")
+    tv = ex.value(c.args[0])
+    dtype = ttype(c).dtype
+    qin, qout = ex.in_quant(tv.index, c, 0), ex.out_quant(c)
+    if not np.array_equal(_const(c.args[1], "the table"), qelem.table(kind, dtype, qin, qout)):
+        raise NoMapping(f"its table is not TFLite's {kind} for input {qin} and output {qout}")
+    out = ex.out_tensor(c, nchw=tv.nchw, quant=qout)
+    ex.w.op(kind, [tv.index], [out])
+    return TV(out, tv.nchw)
 
 
 @converter("qnn.avg_pool2d")

@@ -33,6 +33,7 @@ every dtype (none yet)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -45,7 +46,7 @@ from plait.tir.dtype import int_range
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
-TableFn = Callable[[OpContext, np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
+TableFn = Callable[["_Op", np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
 _ONLY = {"ABS": ("int8",)}  # TFLite has no uint8 ABS
 
@@ -68,6 +69,28 @@ def _table_op(*ops: str) -> Callable[[TableFn], TableFn]:
     return deco
 
 
+@dataclass(frozen=True)
+class _Op:
+    """What a table function reads of its operator: the builtin's name and its options."""
+
+    opcode: str
+    option: Callable[[str, Any], Any] = lambda name, default=None: default
+
+
+def table(opcode: str, dtype: str, qin: tuple[float, int], qout: tuple[float, int],
+          option: Callable[[str, Any], Any] | None = None) -> np.ndarray:
+    """The 256 outputs (``dtype``) of quantized ``opcode`` for input and output ``(scale, zero_point)``
+    (the exporter checks a table against it)."""
+    lo, hi = int_range(dtype)
+    v = np.arange(lo, hi + 1, dtype=np.int64)
+    op = _Op(opcode, option) if option else _Op(opcode)
+    return np.clip(_TABLES[opcode](op, v, qin, qout, dtype), lo, hi).astype(dtype)
+
+
+def table_operators() -> tuple[str, ...]:
+    return tuple(_TABLES)
+
+
 def _lookup(cx: OpContext) -> Val:
     """The operator as ``qnn.lookup`` of its 256-entry table (the input's layout kept)."""
     cx.need(1, 1)
@@ -77,11 +100,8 @@ def _lookup(cx: OpContext) -> Val:
         raise Unsupported(f"{cx.op.opcode} of {x.type_name} to {y.type_name} is not supported "
                           f"({' and '.join(dtypes)} to itself is)")
     qi, qo = per_tensor(x, "the input"), per_tensor(y, "the output")
-    lo, hi = int_range(x.dtype)
-    v = np.arange(lo, hi + 1, dtype=np.int64)
-    table = np.clip(_TABLES[cx.op.opcode](cx, v, qi, qo, x.dtype), lo, hi).astype(x.dtype)
     val = cx.val(0)
-    return Val(cx.call("qnn.lookup", val.expr, table), val.nchw)
+    return Val(cx.call("qnn.lookup", val.expr, table(cx.op.opcode, x.dtype, qi, qo, cx.option)), val.nchw)
 
 
 def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
@@ -101,13 +121,13 @@ _RELU_BOUNDS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1":
 
 
 @_table_op("RELU", "RELU_N1_TO_1", "RELU_0_TO_1")
-def _relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _relu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
-    litert = dtype == "uint8" or cx.op.opcode in NOT_IN_TFLM
+    litert = dtype == "uint8" or op.opcode in NOT_IN_TFLM
     real = float(np.float32(si) / np.float32(so)) if litert else si / so  # LiteRT divides in float32
     m, s = _quantize_multiplier(real, "the input / output scale")
     lo, hi = int_range(dtype)
-    a, b = _RELU_BOUNDS[cx.op.opcode]
+    a, b = _RELU_BOUNDS[op.opcode]
 
     def bound(f: float) -> int:  # roundf(f / scale) in float32
         return zo + int(round_away(np.float32(f) / np.float32(so)))
@@ -117,9 +137,9 @@ def _relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, 
 
 
 @_table_op("RELU6")
-def _relu6(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _relu6(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     if dtype == "uint8":  # LiteRT's: the output's quantization, as RELU_N1_TO_1
-        return _relu(cx, v, qi, qo, dtype)
+        return _relu(op, v, qi, qo, dtype)
     si, zi = qi
     lo, hi = int_range(dtype)
     six = min(max(zi + int(round_away(np.float32(6.0) / np.float32(si))), lo), hi)  # FloatToQuantizedType
@@ -127,9 +147,9 @@ def _relu6(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float,
 
 
 @_table_op("LEAKY_RELU")
-def _leaky_relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _leaky_relu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
-    alpha = float(np.float32(cx.option("Alpha", 0.0)))
+    alpha = float(np.float32(op.option("Alpha", 0.0)))
     ma, sa = _quantize_multiplier(si * alpha / so, "alpha x scale")  # doubles of the float32 values
     mi, s_i = _quantize_multiplier(si / so, "the input / output scale")
     d, single = v - zi, dtype == "uint8"
@@ -137,11 +157,11 @@ def _leaky_relu(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[f
                          multiply_by_quantized_multiplier(d, ma, sa, single))
 
 
-def _q4_input(cx: OpContext, v: np.ndarray, si: float, zi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _q4_input(op: _Op, v: np.ndarray, si: float, zi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(x - zi rescaled to Q4.27, below the radius, above it) as LOGISTIC and TANH prepare it."""
     q, shift = math.frexp(float(si) * float(1 << 27))
     if shift < 0:
-        raise Unsupported(f"the input scale {si} is too small for TFLite's {cx.op.opcode} (below 2**-28)")
+        raise Unsupported(f"the input scale {si} is too small for TFLite's {op.opcode} (below 2**-28)")
     mult = math.floor(q * (1 << 31) + 0.5)
     mult = mult - (1 << 32) if mult >= 1 << 31 else mult  # the int32 cast of 2**31 wraps
     radius = math.floor(15.0 * (1 << 27) / (1 << shift))  # CalculateInputRadius(4, shift, 31)
@@ -150,26 +170,26 @@ def _q4_input(cx: OpContext, v: np.ndarray, si: float, zi: int) -> tuple[np.ndar
 
 
 @_table_op("LOGISTIC")
-def _logistic(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _logistic(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     lo, hi = int_range(dtype)
     if qo[1] != lo:
         raise Unsupported(f"LOGISTIC of {dtype}: the output zero point {qo[1]} is not {lo} (TFLite requires it)")
-    a, below, above = _q4_input(cx, v, *qi)
+    a, below, above = _q4_input(op, v, *qi)
     y = rdbpot(logistic(np.where(below | above, 0, a), 4), 23) + lo
     return np.where(below, lo, np.where(above, hi, y))
 
 
 @_table_op("TANH")
-def _tanh(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _tanh(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     lo, hi = int_range(dtype)
     mid = lo + 128  # int8: 0; uint8: 128 (LiteRT's legacy kernel)
-    a, below, above = _q4_input(cx, v, *qi)
+    a, below, above = _q4_input(op, v, *qi)
     y = rdbpot(tanh(np.where(below | above, 0, a), 4), 24) + mid
     return np.where(below, lo, np.where(above, hi, y))
 
 
 @_table_op("ABS")
-def _abs(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _abs(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
     value = np.abs(v - zi)
     if np.float32(si) == np.float32(so):  # TensorFlow Lite Micro rescales only when the scales differ
@@ -207,7 +227,7 @@ def _int16_multiplier(real: float) -> tuple[int, int]:
 
 
 @_table_op("HARD_SWISH")
-def _hard_swish(cx: OpContext, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+def _hard_swish(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
     hires = np.float32(np.float32(1.0 / 128.0) * np.float32(si))
     out_m, out_e = _int16_multiplier(float(np.float32(hires / np.float32(so))))

@@ -111,3 +111,27 @@ def test_uint8_abs_is_refused_as_tflite_does():
     with pytest.raises(FrontendError, match=r"operator 0 \(ABS\): ABS of UINT8 to UINT8 is not supported \(int8 to "
                                             r"itself is\)"):
         from_tflite(model("ABS", "uint8", (0.05, 3), (0.04, -20)))
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op != "LEAKY_RELU"])
+def test_int8_activations_export_back_to_the_same_builtin(op):
+    """Read, exported (qnn.lookup back to the builtin its table is), read again: the same operator, and the
+    file runs in its reference with the original's bits."""
+    from plait.frontend.tflite_export import export_tflite
+    from plait.frontend.tflite_read import read_model
+
+    buf = model(op, "int8", *QUANTS[0])
+    out = export_tflite(from_tflite(buf))
+    assert [o.opcode for o in read_model(out).subgraphs[0].ops] == [op]
+    run = litert if op in NOT_IN_TFLM else tflm
+    x = every_value("int8")
+    np.testing.assert_array_equal(run(out, x), run(buf, x))
+
+
+def test_leaky_relu_and_foreign_tables_are_not_exported():
+    from plait.frontend.tflite_export import TFLiteExportError, export_tflite
+
+    with pytest.raises(TFLiteExportError, match=r"operator qnn.lookup \(call 'y'\): a table lookup that is not one of "
+                                                r"TFLite's quantized activations without options \(its op_type is "
+                                                r"LEAKY_RELU\)"):
+        export_tflite(from_tflite(model("LEAKY_RELU", "int8", *QUANTS[0], Alpha=0.1)))
