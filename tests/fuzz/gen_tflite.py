@@ -175,10 +175,15 @@ def _finish(b: Base, signature: str | None = "serving_default") -> bytes:
 HOSTILE_DIMS = (-1, 0, -(1 << 31), (1 << 31) - 1, 1 << 20, 65536)
 
 
-def shapes(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
+def _any_tensor(r: random.Random, nr: np.random.Generator) -> tuple[Base, int, Any]:
+    """A valid base and one of its tensors (index, table entry), picked at random."""
     b = valid_base(r, nr)
     i = r.randrange(len(b.w.tensors))
-    t = b.w.tensors[i]
+    return b, i, b.w.tensors[i]
+
+
+def shapes(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
+    b, i, t = _any_tensor(r, nr)
     how = r.choice(["dim", "rank", "empty", "product"])
     if how == "dim" and t.shape:
         k = r.randrange(len(t.shape))
@@ -226,9 +231,7 @@ def buffers(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
 
 
 def dtypes(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
-    b = valid_base(r, nr)
-    i = r.randrange(len(b.w.tensors))
-    t = b.w.tensors[i]
+    b, i, t = _any_tensor(r, nr)
     dtype = r.choice(["int16", "float16", "uint8", "int64", "bool", "uint32", "float64", "int32"])
     data = None if t.data is None else np.zeros(t.data.shape, dtype)
     b.w.tensors[i] = replace(t, dtype=dtype, data=data)
@@ -236,9 +239,7 @@ def dtypes(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
 
 
 def quantization(r: random.Random, nr: np.random.Generator) -> tuple[str, bytes]:
-    b = valid_base(r, nr)
-    i = r.randrange(len(b.w.tensors))
-    t = b.w.tensors[i]
+    b, i, t = _any_tensor(r, nr)
     how = r.choice(["zero-scale", "nan-scale", "negative-scale", "huge-scale", "zp-range", "axis", "count", "drop"])
     s, z, axis = t.quant if t.quant is not None else (np.array([0.1], np.float32), np.array([0], np.int64), 0)
     if how == "zero-scale":
