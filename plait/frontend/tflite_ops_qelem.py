@@ -21,6 +21,7 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   ``RoundingDivideByPOT(., 23)`` + the output zero point (which TFLite requires to be the lowest value).
 - **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
   ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
+- **ELU** (int8; TensorFlow Lite Micro's own float32 table): ``round(elu(si * (x - zi)) / so) + zo``.
 - **ABS** (``AbsEvalQuantized``): ``|x - zi|``, rescaled by ``si / so`` when the scales differ, plus ``zo``.
 - **HARD_SWISH** (``reference_ops::HardSwish``, int8 and uint8 alike): int16 fixed point, the input at
   ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
@@ -48,7 +49,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
 TableFn = Callable[["_Op", np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
-_ONLY = {"ABS": ("int8",)}  # TFLite has no uint8 ABS
+_ONLY = {"ABS": ("int8",), "ELU": ("int8",)}  # TFLite has no uint8 ABS or ELU
 
 
 def convert(cx: OpContext) -> Any:
@@ -196,6 +197,17 @@ def _abs(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], d
         return value + zo
     m, s = _quantize_multiplier(si / so, "the input / output scale")
     return multiply_by_quantized_multiplier(value, m, s, single_rounding=dtype == "uint8") + zo
+
+
+@_table_op("ELU")
+def _elu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """TensorFlow Lite Micro's float32 table: ``round(elu(si * (x - zi)) * (1 / so)) + zo`` (``expf``
+    taken as the correctly rounded float32 of the double ``exp``, as glibc's is)."""
+    (si, zi), (so, zo) = qi, qo
+    d = np.float32(si) * (v - zi).astype(np.float32)
+    e = np.array([np.float32(math.exp(float(x))) for x in d], np.float32) - np.float32(1.0)
+    t = np.where(d < 0, e, d).astype(np.float32)
+    return round_away(t * (np.float32(1.0) / np.float32(so))).astype(np.int64) + zo
 
 
 # ---- HARD_SWISH: reference_ops::HardSwish, int16 fixed point --------------------------------------
