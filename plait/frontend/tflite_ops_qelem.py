@@ -22,6 +22,8 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
 - **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
   ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
 - **ELU** (int8; TensorFlow Lite Micro's own float32 table): ``round(elu(si * (x - zi)) / so) + zo``.
+- **RSQRT** (int8, ``RsqrtEvalQuantized``): TFLite's fixed-point inverse square root of ``x - zi``
+  (``GetInvSqrtQuantizedMultiplierExp``), rescaled by ``1 / (sqrt(si) * so)``.
 - **ABS** (``AbsEvalQuantized``): ``|x - zi|``, rescaled by ``si / so`` when the scales differ, plus ``zo``.
 - **HARD_SWISH** (``reference_ops::HardSwish``, int8 and uint8 alike): int16 fixed point, the input at
   ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
@@ -42,14 +44,14 @@ import numpy as np
 from plait.frontend.tflite_context import OpContext, Unsupported, Val
 from plait.frontend.tflite_quant import per_tensor, round_away
 from plait.op.qnn import fixed_point_multiplier
-from plait.op.qnn_fixed import logistic, multiply_by_quantized_multiplier, rdbpot, tanh
+from plait.op.qnn_fixed import logistic, multiply_by_quantized_multiplier, rdbpot, sat_shl, srdhm, tanh
 from plait.tir.dtype import int_range
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
 TableFn = Callable[["_Op", np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
-_ONLY = {"ABS": ("int8",), "ELU": ("int8",)}  # TFLite has no uint8 ABS or ELU
+_ONLY = {"ABS": ("int8",), "ELU": ("int8",), "RSQRT": ("int8",)}  # TFLite has no uint8 forms of these
 
 
 def convert(cx: OpContext) -> Any:
@@ -208,6 +210,50 @@ def _elu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], d
     e = np.array([np.float32(math.exp(float(x))) for x in d], np.float32) - np.float32(1.0)
     t = np.where(d < 0, e, d).astype(np.float32)
     return round_away(t * (np.float32(1.0) / np.float32(so))).astype(np.int64) + zo
+
+
+def _inv_sqrt(value: int) -> tuple[int, int]:
+    """TFLite's ``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)``: (multiplier, left shift) of
+    ``1 / sqrt(value)``, by five Newton-Raphson steps in Q3.28."""
+    if value <= 1:
+        return (1 << 31) - 1, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    clz = 32 - int(value).bit_length()
+    pairs = (clz - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    x_in = np.int64(value >> 1)
+    half = rdbpot(x_in, 1)
+    x = np.int64(1 << 28)
+    for _ in range(5):
+        x3 = sat_shl(srdhm(srdhm(x, x), x), 6)  # Rescale<3> of a Q9 product: x 2**6, saturating
+        x = sat_shl(srdhm((1 << 28) + (1 << 27), x) - srdhm(half, x3), 3)
+    m = int(srdhm(x, 1518500250))
+    if shift < 0:
+        m, shift = m << -shift, 0
+    return m, -shift
+
+
+@_table_op("RSQRT")
+def _rsqrt(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """``RsqrtEvalQuantized``: ``1 / sqrt(x - zi)`` through the fixed-point inverse square root, rescaled by
+    ``1 / (sqrt(si) * so)``; the largest value at ``x == zi``. Inputs below ``zi`` are an error in
+    TensorFlow Lite Micro; here they give the largest value too."""
+    (si, zi), (so, zo) = qi, qo
+    om, os_ = _quantize_multiplier(1.0 / (math.sqrt(si) * so), "1 / (sqrt(input scale) x output scale)")
+    lo, hi = int_range(dtype)
+    out = []
+    for d in (v - zi).tolist():
+        if d <= 0:
+            out.append(hi)
+            continue
+        m, s = _inv_sqrt(d)
+        data = int(multiply_by_quantized_multiplier(np.int64(1), m, s + 20))
+        out.append(int(multiply_by_quantized_multiplier(np.int64(data), om, os_ - 20)) + zo)
+    return np.array(out, np.int64)
 
 
 # ---- HARD_SWISH: reference_ops::HardSwish, int16 fixed point --------------------------------------

@@ -135,3 +135,15 @@ def test_leaky_relu_and_foreign_tables_are_not_exported():
                                                 r"TFLite's quantized activations without options \(its op_type is "
                                                 r"LEAKY_RELU\)"):
         export_tflite(from_tflite(model("LEAKY_RELU", "int8", *QUANTS[0], Alpha=0.1)))
+
+
+@pytest.mark.parametrize("qin, qout", [((0.05, -128), (0.04, -20)), ((0.011, -100), (0.2, -128)), ((0.3, 0), (0.01, 5))])
+def test_int8_rsqrt_equals_tflite_micro(qin, qout):
+    """RSQRT is defined from the input's zero point up (TensorFlow Lite Micro fails below it)."""
+    buf = model("RSQRT", "int8", qin, qout)
+    x = np.clip(np.arange(256) - 128, qin[1], 127).reshape(1, 4, 8, 8).astype(np.int8)
+    got, interp = plaits(buf, x)
+    want = tflm(buf, x)
+    assert len(np.unique(want)) > 5
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(interp, want)
