@@ -1,8 +1,8 @@
 """Category ``tflite``: hostile TFLite flatbuffers (and valid ones) through the API and the CLI.
 
 A valid base is a small random model written with plait's ``TFLiteWriter`` (float32 or int8: a
-convolution, a depthwise convolution, a pool, a fully connected layer, a softmax, elementwise and
-data-movement operators, with random shapes, options and quantization). Kind ``valid`` runs it as it
+convolution, a depthwise convolution, a pool, a fully connected layer, a softmax, elementwise,
+activation, MEAN and data-movement operators, with random shapes, options and quantization). Kind ``valid`` runs it as it
 is (the numpy interpreter is the reference; the compiled C must equal it). The hostile kinds change
 the writer's tables before the file is written (shapes, indices, buffers, dtypes, quantization,
 options, names, the graph's order, operators plait does not read) or the bytes after it (truncated,
@@ -142,6 +142,23 @@ def _movement(r: random.Random, nr: np.random.Generator, w: Any, x: int, quant: 
     return y
 
 
+_ACT_OUT = {"LOGISTIC": (1 / 256, -128), "TANH": (1 / 128, 0)}  # the output quantization TFLite requires
+
+
+def _activation(r: random.Random, w: Any, x: int, quant: bool) -> int:
+    """A standalone activation (quantized: the importer's tables) or, one time in three, a MEAN over H, W."""
+    t = w.tensors[x]
+    if r.random() < 0.33:
+        y = w.tensor("mean_out", (t.shape[0], 1, 1, t.shape[3]), t.dtype, quant=_q(r, quant))
+        w.op("MEAN", [x, w.const("axes", np.array([1, 2], np.int32))], [y], KeepDims=True)
+        return y
+    kind = r.choice(["RELU", "RELU6", "LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "ELU"])
+    q = (_ACT_OUT.get(kind) or _q(r, True)) if quant else None
+    y = w.tensor("act_out", t.shape, t.dtype, quant=q)
+    w.op(kind, [x], [y], **({"Alpha": r.uniform(-0.5, 0.5)} if kind == "LEAKY_RELU" else {}))
+    return y
+
+
 def valid_base(r: random.Random, nr: np.random.Generator) -> Base:
     from plait.frontend.tflite_write import TFLiteWriter
 
@@ -150,9 +167,11 @@ def valid_base(r: random.Random, nr: np.random.Generator) -> Base:
     x = _act(r, w, "input", (1, r.randint(3, 9), r.randint(3, 9), r.randint(1, 4)), quant)
     y, what = x, []
     for _ in range(r.randint(1, 3)):
-        step = r.choice(["conv", "dw", "pool", "elt", "move"])
+        step = r.choice(["conv", "dw", "pool", "elt", "move", "act"])
         what.append(step)
-        if step in ("conv", "dw"):
+        if step == "act":
+            y = _activation(r, w, y, quant)
+        elif step in ("conv", "dw"):
             y = _conv(r, nr, w, y, quant, step == "dw")
         elif step == "pool":
             y = _pool(r, w, y, quant)
