@@ -122,6 +122,22 @@ def _quant_add(cx: OpContext, a: Expr, b: Expr, sign: int) -> Expr:
                    mode="fixed", **clamp_attrs(cx.option("FusedActivationFunction", 0), so, zo, y.dtype))
 
 
+def _quant_squared_difference(cx: OpContext, a: Expr, b: Expr) -> Expr:
+    """TensorFlow Lite Micro's int8 SQUARED_DIFFERENCE: each input ``(x - zp) * 2**7`` rescaled by ``scale /
+    (2 * max_scale)``, the difference squared in int32, rescaled by ``(2 * max_scale)**2 / float32(2**14 *
+    out_scale)``."""
+    x1, x2, y = cx.tensor(0), cx.tensor(1), cx.out()
+    (s1, z1), (s2, z2), (so, zo) = (per_tensor(t, w) for t, w in ((x1, "input 0"), (x2, "input 1"), (y, "the output")))
+    twice_max = 2 * max(np.float64(np.float32(s1)), np.float64(np.float32(s2)))
+    left = 7
+    d = cx.call("subtract", rescale_int(cx, a, z1, left, float(np.float64(s1) / twice_max)),
+                rescale_int(cx, b, z2, left, float(np.float64(s2) / twice_max)))
+    real = twice_max * twice_max / np.float64(np.float32(np.float32(1 << 2 * left) * np.float32(so)))
+    m, s = multipliers(float(real), np.array([1.0]), 1.0)
+    return cx.call("qnn.requantize", cx.call("multiply", d, d), m.reshape(()), s.reshape(()), zero_point=zo,
+                   out_dtype=y.dtype, mode="fixed")
+
+
 def _quant_mul(cx: OpContext, a: Expr, b: Expr) -> Expr:
     x1, x2, y = cx.tensor(0), cx.tensor(1), cx.out()
     s1, z1 = per_tensor(x1, "input 0")
@@ -154,6 +170,9 @@ def _binary(cx: OpContext) -> Any:
             cx.tensor(1).dtype == t.dtype == cx.out().dtype:  # on the stored values, as TFLite (Micro) does
         (a, b), nchw = elementwise(cx, 2)
         return Val(cx.call(_FLOAT_BINARY[op], a, b), nchw)
+    if op == "SQUARED_DIFFERENCE" and t.dtype == "int8" == cx.tensor(1).dtype == cx.out().dtype:
+        (a, b), nchw = elementwise(cx, 2)
+        return Val(_quant_squared_difference(cx, a, b), nchw)
     if t.dtype in ("int8", "uint8") and op in ("ADD", "SUB", "MUL") and cx.out().dtype == t.dtype:
         (a, b), nchw = elementwise(cx, 2)
         if op == "MUL":

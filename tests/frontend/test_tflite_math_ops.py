@@ -287,3 +287,17 @@ def test_float_binary_operators(op, b_shape):
     if op == "DIV":
         b = np.where(np.abs(b) < 0.3, np.float32(0.7), b).astype(np.float32)
     check(one_op(op, [shape, b_shape], shape), [r(*shape), b])
+
+
+@pytest.mark.parametrize("q1, q2, qo", [((0.05, -3), (0.05, -3), (0.2, -128)), ((0.02, 10), (0.07, -50), (0.1, -100)),
+                                        ((0.1, 0), (0.01, 3), (0.5, -128))])
+@pytest.mark.parametrize("b_shape", [(2, 5, 6, 3), (3,)])
+def test_int8_squared_difference_equals_tflite_micro(b_shape, q1, q2, qo):
+    shape = (2, 5, 6, 3)
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int8", quant=q1)
+    z = w.tensor("z", b_shape, "int8", quant=q2)
+    y = w.tensor("y", shape, "int8", quant=qo)
+    w.op("SQUARED_DIFFERENCE", [x, z], [y])
+    xs = [rng.integers(-128, 128, s).astype(np.int8) for s in (shape, b_shape)]
+    check(w.finish([x, z], [y]), xs, exact=True)
