@@ -91,13 +91,16 @@ def _quant_conv(cx: OpContext, data: Any, weight: np.ndarray, attrs: dict, qaxis
     xs, xz = per_tensor(x, "the input")
     ys, yz = per_tensor(y, "the output")
     wq = qparams(w, "the filter")
-    if x.dtype == "int16":
-        raise Unsupported("int16 activations (16x8) are not supported yet")
     if wq.scale.size not in (1, o) or (wq.scale.size > 1 and wq.axis != qaxis):
         raise Unsupported(f"filter scales: {wq.scale.size} along dimension {wq.axis}, expected 1 or {o} along {qaxis}")
     wz = int(wq.zero_point[0])
     if np.any(wq.zero_point != wz):
         raise Unsupported("per-channel filter zero points that differ are not supported")
+    if x.dtype == "int16":
+        if cx.op.opcode == "DEPTHWISE_CONV_2D" and cx.tensor(2) is not None and cx.tensor(2).dtype == "int32":
+            raise Unsupported("a 16x8 DEPTHWISE_CONV_2D with an int32 bias (TensorFlow Lite Micro's takes int64)")
+        acc = cx.call("nn.conv2d", _float64(cx, data, x, xz, weight, wz), weight.astype(np.float64), **attrs)
+        return _requantize_16x8(cx, acc, (1, o, 1, 1), *multipliers(xs, wq.scale, ys), fused, ys, yz)
     acc = cx.call("qnn.conv2d", data, weight, input_zero_point=xz, kernel_zero_point=wz, **attrs)
     b = _bias(cx, 2, o, "int32")
     if b is not None:
@@ -154,11 +157,12 @@ def _quant_dense(cx: OpContext, flat: Any, wv: np.ndarray, o: int, fused: int) -
     xs, xz = per_tensor(x, "the input")
     ys, yz = per_tensor(y, "the output")
     wq = qparams(w, "the weights")
-    if x.dtype == "int16":
-        raise Unsupported("int16 activations (16x8) are not supported yet")
     if wq.scale.size not in (1, o):
         raise Unsupported(f"{wq.scale.size} weight scales for {o} outputs")
     wz = int(wq.zero_point[0])
+    if x.dtype == "int16":
+        acc = cx.call("nn.dense", _float64(cx, flat, x, xz, wv, wz), wv.astype(np.float64))
+        return _requantize_16x8(cx, acc, (1, o), *multipliers(xs, wq.scale, ys), fused, ys, yz)
     acc = cx.call("qnn.dense", flat, wv, input_zero_point=xz, kernel_zero_point=wz)
     b = _bias(cx, 2, o, "int32")
     if b is not None:
@@ -167,6 +171,45 @@ def _quant_dense(cx: OpContext, flat: Any, wv: np.ndarray, o: int, fused: int) -
     if mult.size == 1:
         mult, shift = mult.reshape(()), shift.reshape(())
     return requantize(cx, acc, mult, shift, yz, y.dtype, fused, ys, axis=1)
+
+
+def _float64(cx: OpContext, data: Any, x: Any, xz: int, weight: np.ndarray, wz: int) -> Any:
+    """A 16x8 operand in float64, where the products and sums of int16 x int8 values are exact (below
+    2**53), after TensorFlow Lite Micro's checks: symmetric activations and weights."""
+    if xz != 0 or wz != 0 or weight.dtype != np.int8:
+        raise Unsupported(f"16x8 needs int8 weights and zero points 0 (got {weight.dtype}, input {xz}, weights {wz})")
+    return cx.call("cast", data, dtype="float64")
+
+
+def _requantize_16x8(cx: OpContext, acc: Any, shape: tuple, mult: np.ndarray, shift: np.ndarray, fused: int,
+                     ys: float, yz: int) -> Any:
+    """TFLite's int64 ``MultiplyByQuantizedMultiplier`` of the exact sums (plus the int64 bias): the
+    multiplier reduced to 16 bits, ``(acc * m16 + 2**(14 - shift)) >> (15 - shift)``, per channel; then
+    the zero point and the fused activation's clamp, as int16. With an int32 bias, TensorFlow Lite Micro
+    sums in int32 and requantizes as for int8 (``qnn.requantize`` in fixed point)."""
+    o = shape[1]
+    if cx.tensor(2) is not None and cx.tensor(2).dtype == "int32":  # an int32 bias: int32 sums, TFLite's
+        acc = cx.call("add", cx.call("cast", acc, dtype="int32"), _bias(cx, 2, o, "int32").reshape(shape))
+        m, s = (mult, shift) if mult.size > 1 else (mult.reshape(()), shift.reshape(()))
+        return requantize(cx, acc, m, s, yz, "int16", fused, ys, axis=1)  # usual fixed point
+    acc = cx.call("cast", acc, dtype="int64")
+    b = _bias(cx, 2, o, "int64")
+    if b is not None:
+        acc = cx.call("add", acc, b.reshape(shape))
+    m = np.asarray(mult, np.int64).reshape(-1)
+    total = 15 - np.asarray(shift, np.int64).reshape(-1)
+    m16 = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    if mult.size == 1:
+        m16, total = m16.reshape(()), total.reshape(())
+    else:
+        m16, total = m16.reshape(shape), total.reshape(shape)
+    v = cx.call("add", cx.call("multiply", acc, m16), np.left_shift(np.int64(1), total - 1))
+    v = cx.call("right_shift", v, total)
+    if yz:
+        v = cx.call("add", v, np.array(yz, np.int64))
+    lo, hi = (c if c is not None else d for c, d in zip(clamp_attrs(fused, ys, yz, "int16").values(), (-32768, 32767)))
+    v = cx.call("minimum", cx.call("maximum", v, np.array(lo, np.int64)), np.array(hi, np.int64))
+    return cx.call("cast", v, dtype="int16")
 
 
 def _pool(cx: OpContext, kind: str) -> Any:
