@@ -21,7 +21,8 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   ``RoundingDivideByPOT(., 23)`` + the output zero point (which TFLite requires to be the lowest value).
 - **TANH** (``reference_integer_ops::Tanh``): the same Q4.27 input, gemmlowp's ``tanh``,
   ``RoundingDivideByPOT(., 24)`` clamped (output scale 1/128, zero point 0 as TFLite requires).
-- **ELU** (int8; TensorFlow Lite Micro's own float32 table): ``round(elu(si * (x - zi)) / so) + zo``.
+- **ELU** (int8; TensorFlow Lite Micro's own float32 table): ``round(elu(si * (x - zi)) / so) + zo``;
+  **EXP** the same table of ``exp`` (LiteRT's; TensorFlow Lite Micro has no quantized EXP).
 - **RSQRT** (int8, ``RsqrtEvalQuantized``): TFLite's fixed-point inverse square root of ``x - zi``
   (``GetInvSqrtQuantizedMultiplierExp``), rescaled by ``1 / (sqrt(si) * so)``.
 - **ABS** (``AbsEvalQuantized``): ``|x - zi|``, rescaled by ``si / so`` when the scales differ, plus ``zo``.
@@ -51,7 +52,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
 TableFn = Callable[["_Op", np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
-_ONLY = {"ABS": ("int8",), "ELU": ("int8",), "RSQRT": ("int8",)}  # TFLite has no uint8 forms of these
+_ONLY = {op: ("int8",) for op in ("ABS", "ELU", "RSQRT", "EXP")}  # TFLite has no uint8 forms of these
 
 
 def convert(cx: OpContext) -> Any:
@@ -119,7 +120,7 @@ def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
     return (-m if real < 0 else m), s
 
 
-NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1")  # LiteRT is their reference
+NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP")  # LiteRT is their reference
 _RELU_BOUNDS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0), "RELU6": (0.0, 6.0)}
 
 
@@ -201,15 +202,35 @@ def _abs(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], d
     return multiply_by_quantized_multiplier(value, m, s, single_rounding=dtype == "uint8") + zo
 
 
+def _expf(d: np.ndarray) -> np.ndarray:
+    """``expf`` of float32 values: the correctly rounded float32 of the double ``exp``, as glibc's is."""
+    with np.errstate(over="ignore"):
+        return np.array([np.float32(math.exp(min(float(x), 709.0))) for x in d], np.float32)
+
+
+def _float_table(t: np.ndarray, so: float, zo: int) -> np.ndarray:
+    """``LUTPopulate``'s last step: ``TfLiteRound(t * (1 / so)) + zo`` in float32 (clamped by the caller)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = round_away(t * (np.float32(1.0) / np.float32(so)))
+    return np.clip(np.nan_to_num(r, nan=0.0), -1e9, 1e9).astype(np.int64) + zo
+
+
+def _dequantized(v: np.ndarray, si: float, zi: int) -> np.ndarray:
+    return np.float32(si) * (v - zi).astype(np.float32)
+
+
 @_table_op("ELU")
 def _elu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
-    """TensorFlow Lite Micro's float32 table: ``round(elu(si * (x - zi)) * (1 / so)) + zo`` (``expf``
-    taken as the correctly rounded float32 of the double ``exp``, as glibc's is)."""
-    (si, zi), (so, zo) = qi, qo
-    d = np.float32(si) * (v - zi).astype(np.float32)
-    e = np.array([np.float32(math.exp(float(x))) for x in d], np.float32) - np.float32(1.0)
-    t = np.where(d < 0, e, d).astype(np.float32)
-    return round_away(t * (np.float32(1.0) / np.float32(so))).astype(np.int64) + zo
+    """TensorFlow Lite Micro's float32 table: ``round(elu(si * (x - zi)) * (1 / so)) + zo``."""
+    d = _dequantized(v, *qi)
+    return _float_table(np.where(d < 0, _expf(d) - np.float32(1.0), d).astype(np.float32), *qo)
+
+
+@_table_op("EXP")
+def _exp(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """LiteRT's float32 table (TensorFlow Lite Micro has no quantized EXP): ``round(exp(si * (x - zi)) *
+    (1 / so)) + zo``."""
+    return _float_table(_expf(_dequantized(v, *qi)), *qo)
 
 
 def _inv_sqrt(value: int) -> tuple[int, int]:
