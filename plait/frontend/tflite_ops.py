@@ -18,7 +18,7 @@ import numpy as np
 
 from plait.frontend import tflite_ops_qelem
 from plait.frontend.tflite_context import OpContext, TO_NCHW, Unsupported, Val, registrar
-from plait.frontend.tflite_quant import ACTIVATIONS, clamp_attrs, multipliers, per_tensor, rescale_int
+from plait.frontend.tflite_quant import ACTIVATIONS, clamp_attrs, multipliers, per_tensor, requantize, rescale_int
 from plait.ir.types import TensorType
 from plait.relay.expr import Constant, Expr
 from plait.tir.dtype import int_range
@@ -134,8 +134,7 @@ def _quant_squared_difference(cx: OpContext, a: Expr, b: Expr) -> Expr:
                 rescale_int(cx, b, z2, left, float(np.float64(s2) / twice_max)))
     real = twice_max * twice_max / np.float64(np.float32(np.float32(1 << 2 * left) * np.float32(so)))
     m, s = multipliers(float(real), np.array([1.0]), 1.0)
-    return cx.call("qnn.requantize", cx.call("multiply", d, d), m.reshape(()), s.reshape(()), zero_point=zo,
-                   out_dtype=y.dtype, mode="fixed")
+    return requantize(cx, cx.call("multiply", d, d), m, s, zo, y.dtype, 0, so, axis=-1)
 
 
 def _quant_mul(cx: OpContext, a: Expr, b: Expr) -> Expr:
@@ -224,13 +223,9 @@ def _quant_prelu(cx: OpContext) -> Val:
     slope = Constant(np.ascontiguousarray(alpha.data.astype(np.int32) - np.int32(za)))
     m1, s1 = multipliers(si, np.array([1.0]), so)
     m2, s2 = multipliers(si, np.array([sa]), so)
-
-    def rq(acc: Expr, m: np.ndarray, s: np.ndarray) -> Expr:
-        return cx.call("qnn.requantize", acc, m.reshape(()), s.reshape(()), zero_point=zo, out_dtype=y.dtype,
-                       mode="fixed")
-
     positive = cx.call("greater_equal", d, np.array(0, np.int32))
-    return Val(cx.call("where", positive, rq(d, m1, s1), rq(cx.call("multiply", d, slope), m2, s2)), nchw)
+    return Val(cx.call("where", positive, requantize(cx, d, m1, s1, zo, y.dtype, 0, so, axis=-1),
+                       requantize(cx, cx.call("multiply", d, slope), m2, s2, zo, y.dtype, 0, so, axis=-1)), nchw)
 
 
 @_conv("GELU")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from plait.frontend.tflite_context import OpContext, Unsupported, registrar
-from plait.frontend.tflite_quant import multipliers, per_tensor
+from plait.frontend.tflite_quant import multipliers, per_tensor, requantize
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
@@ -89,8 +89,7 @@ def _quant_mean_or_sum(cx: OpContext, data: Any, axes: tuple[int, ...], keep: bo
     acc = cx.call("sum", cx.call("cast", data, dtype="int32"), axis=axes, keepdims=keep)
     if zi and n:
         acc = cx.call("subtract", acc, np.array(zi * n, np.int32))
-    return cx.call("qnn.requantize", acc, np.array(m, np.int32), np.array(s, np.int32), zero_point=zo,
-                   out_dtype=y.dtype, mode="fixed")
+    return requantize(cx, acc, np.array([m]), np.array([s]), zo, y.dtype, 0, so, axis=-1)
 
 
 def _last_axis_float(cx: OpContext) -> tuple[Any, Any]:

@@ -31,6 +31,7 @@ from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, numel, norm_axis, tensor_bytes,
 )
 from plait.op._compute import make, out_tensor_type, shape_of, tir, up
+from plait.op.qnn_fixed import rdbpot, srdhm
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr
 
@@ -263,22 +264,6 @@ def _requantize_rel(args: tuple[Type, ...], attrs: Attrs) -> Type:
     return TensorType(acc.shape, out)
 
 
-def _srdhm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Saturating rounding doubling high multiply of int64 values holding int32 (b >= 0)."""
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    v = ab + nudge
-    return np.where(v >= 0, v // (1 << 31), -((-v) // (1 << 31)))  # C division truncates toward zero
-
-
-def _rounding_shift(x: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """``RoundingDivideByPOT``: x / 2**right rounded half away from zero (int64 values holding int32)."""
-    mask = (np.int64(1) << right) - 1
-    rem = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> right) + (rem > threshold)
-
-
 def _requantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     acc = np.asarray(args[0])
     out, zp, axis = attrs["out_dtype"], attrs["zero_point"], attrs["axis"]
@@ -291,7 +276,7 @@ def _requantize_ref(args: list, attrs: Attrs) -> np.ndarray:
     m = _bcast(args[1], acc.ndim, axis).astype(np.int64)
     sh = _bcast(args[2], acc.ndim, axis).astype(np.int64)
     x = np.clip(acc.astype(np.int64) << np.maximum(sh, 0), -(1 << 31), (1 << 31) - 1)
-    q = _rounding_shift(_srdhm(x, m), np.maximum(-sh, 0))
+    q = rdbpot(srdhm(x, m), np.maximum(-sh, 0))
     return np.clip(q + zp, lo, hi).astype(out)
 
 
