@@ -170,6 +170,18 @@ def test_float64_to_float16_rounds_once(cache_dir):
     assert got[0] == np.float16(1 + 2**-10)
 
 
+@pytest.mark.parametrize("n", [2, 3, 6, 64])
+def test_float64_rounded_to_float32_and_widened_again_keeps_the_rounding(n, cache_dir):
+    # gcc 12's SLP vectorizer drops the rounding of (double)(float)(a * c) in a group of two doubles
+    # (n = 2, 3, 6 gave the unrounded product): such a function is compiled without it
+    a, c = RNG.standard_normal(n), RNG.standard_normal(n)
+    func = elementwise("d2f2d", ["float64", "float64"],
+                       [("float64", lambda i, x, y: tir.cast("float64", tir.cast("float32", x * y)))], n)
+    (got,) = check(func, [a, c], cache_dir)
+    np.testing.assert_array_equal(got, (a * c).astype(np.float32).astype(np.float64))
+    assert 'PLAIT_C_OPTIMIZE("no-tree-slp-vectorize")\nint32_t d2f2d(' in codegen_c([func]).source
+
+
 def test_float16_every_value_loads_stores_and_computes(cache_dir):
     bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
     x = bits.view(np.float16)

@@ -90,7 +90,7 @@ def test_the_lookup_gathers_32_bit_entries_on_a_vector_host(simd, wide):
 
 def test_a_chain_of_requantizations_is_compiled_without_jump_threading():
     # two clamped float -> int8 conversions in one function: gcc's jump threading would make the
-    # second clamp's paths control flow its vectorizer cannot if-convert (helpers.CLAMP_CHAIN_MACRO)
+    # second clamp's paths control flow its vectorizer cannot if-convert (helpers.OPTIMIZE_MACRO)
     acc = var("acc", (64,), "int32")
     one = call("qnn.requantize", acc, const(np.array(0.02, np.float32)), zero_point=3)
     two = call("qnn.requantize", call("cast", one, dtype="int32"), const(np.array(0.7, np.float32)), zero_point=-5)
@@ -98,8 +98,8 @@ def test_a_chain_of_requantizations_is_compiled_without_jump_threading():
     for body, chain in ((one, False), (two, True)):
         fn = Function((acc,), body, None, Attrs({"Primitive": 1, "name": "rq"}))
         src = codegen_c([lower_function(infer_type(IRModule.from_expr(fn))["main"], "rq", target)], target).source
-        assert ("PLAIT_C_CLAMP_CHAIN\nint32_t rq(" in src) == chain, src
-        assert ('__attribute__((optimize("no-thread-jumps")))' in src) == chain
+        assert ('PLAIT_C_OPTIMIZE("no-thread-jumps")\nint32_t rq(' in src) == chain, src
+        assert ("#define PLAIT_C_OPTIMIZE(...) __attribute__((optimize(__VA_ARGS__)))" in src) == chain
     x = np.arange(-3200, 3200, 100).astype(np.int32)
     (out,) = GraphModule(plait.build(IRModule.from_expr(two), target=str(target)))(acc=x)
     q1 = np.clip(np.rint(x.astype(np.float32) * np.float32(0.02)) + 3, -128, 127)

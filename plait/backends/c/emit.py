@@ -141,8 +141,12 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
         self.libm = libm  # "plait": float32 intrinsics call plait's routines (plait.backends.c.libm)
         self.routines: set[str] = set()  # the intrinsics whose routines the function calls
         self.uses_align = False
-        self.clamp_chain = sum(1 for n in pre_order(self.func.body, unique=True) if isinstance(n, Cast)
-                               and is_float(n.value.dtype) and is_int(n.dtype) and clamped_within(n.value, n.dtype)) >= 2
+        casts = [n for n in pre_order(self.func.body, unique=True) if isinstance(n, Cast)]
+        clamp_chain = sum(1 for n in casts if is_float(n.value.dtype) and is_int(n.dtype)
+                          and clamped_within(n.value, n.dtype)) >= 2
+        narrows = any(n.value.dtype == "float64" and n.dtype == "float32" for n in casts)
+        # gcc options of this function (helpers.OPTIMIZE_MACRO says why)
+        self.optimize = [o for o, on in (("no-thread-jumps", clamp_chain), ("no-tree-slp-vectorize", narrows)) if on]
         self.lines: list[str] = []
         nodes = list(pre_order(func.body))
         self.used_vars = {n for n in nodes if isinstance(n, Var)}
@@ -456,7 +460,7 @@ class CFunctionEmitter(FunctionEmitterBase[R]):
             if not used:
                 unused.append(f"  (void){name};")
         # the attribute on a line of its own: the AOT executor reads each definition's head line as its prototype
-        attr = ["PLAIT_C_CLAMP_CHAIN"] if self.clamp_chain else []  # helpers.CLAMP_CHAIN_MACRO
+        attr = [f"PLAIT_C_OPTIMIZE({', '.join(chr(34) + o + chr(34) for o in self.optimize)})"] if self.optimize else []
         head = f"int32_t {self.cname}({', '.join(params) or 'void'}) {{"
         self.lines = [f"/* PrimFunc \"{comment_text(self.func.name or '')}\" */", *attr, head, *unused]
         self.body(self.func.body)

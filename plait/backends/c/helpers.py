@@ -231,15 +231,20 @@ ALIGN_MACRO = """\
 #endif
 """
 
-# gcc threads a requantization's clamp compares (min(max(v, lo), hi)) into the next clamp of a fused
-# chain (requantize -> table -> qnn.add -> qnn.mul), and the duplicated paths are control flow its
-# vectorizer cannot if-convert: such a function is compiled without jump threading (a global
-# -fno-thread-jumps measured slower on float convolutions)
-CLAMP_CHAIN_MACRO = """\
+# Options some functions are compiled with (emit.FunctionEmitter.optimize):
+# - no-thread-jumps: gcc threads a requantization's clamp compares (min(max(v, lo), hi)) into the next
+#   clamp of a fused chain (requantize -> table -> qnn.add -> qnn.mul), and the duplicated paths are
+#   control flow its vectorizer cannot if-convert (a global -fno-thread-jumps measured slower on float
+#   convolutions).
+# - no-tree-slp-vectorize: gcc 12's SLP vectorizer drops the rounding of (double)(float)d in a group of
+#   two doubles (-O2 and -O3, any -march: ``out[i] = (double)(float)(a[i] * c[i])`` for i < 2 returns
+#   the unrounded product), which a float32 computation written as float64 steps needs. The loop
+#   vectorizer is unaffected and stays on.
+OPTIMIZE_MACRO = """\
 #if defined(__GNUC__) && !defined(__clang__)
-#define PLAIT_C_CLAMP_CHAIN __attribute__((optimize("no-thread-jumps")))
+#define PLAIT_C_OPTIMIZE(...) __attribute__((optimize(__VA_ARGS__)))
 #else
-#define PLAIT_C_CLAMP_CHAIN
+#define PLAIT_C_OPTIMIZE(...)
 #endif
 """
 
