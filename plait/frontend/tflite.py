@@ -30,7 +30,8 @@ import numpy as np
 
 from plait.errors import FrontendError, PlaitError, UnsupportedError
 from plait.frontend import (
-    tflite_ops, tflite_ops_index, tflite_ops_matrix, tflite_ops_nn, tflite_ops_qelem, tflite_ops_reduce, tflite_ops_shape,
+    tflite_ops, tflite_ops_hybrid, tflite_ops_index, tflite_ops_matrix, tflite_ops_nn, tflite_ops_qelem,
+    tflite_ops_reduce, tflite_ops_shape,
 )
 from plait.frontend.tflite_context import TO_NHWC, OpContext, Unsupported, Val
 from plait.frontend.tflite_read import TModel, TOp, TSubgraph, TTensor, is_tflite, read_model
@@ -86,6 +87,7 @@ class _Importer:
         self.values: dict[int, Val] = {}
         self.unsupported: list[tuple[str, str, int, str]] = []
         self.poisoned: set[int] = set()  # tensors written by an unsupported operator
+        self.hybrid = tflite_ops_hybrid.in_hybrid_model(sg)  # float layers then follow XNNPACK's order
 
     @staticmethod
     def _pick(model: TModel, signature: str | None) -> tuple[TSubgraph, list, list]:

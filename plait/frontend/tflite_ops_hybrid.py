@@ -82,6 +82,17 @@ def _d(v: float) -> np.ndarray:
 # ---- checks -------------------------------------------------------------------------------------
 
 
+def in_hybrid_model(sg: Any) -> bool:
+    """Whether the subgraph has a hybrid operator (float32 input, int8 or uint8 constant weights)."""
+    for op in sg.ops:
+        if op.opcode in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED") and len(op.inputs) > 1 \
+                and min(op.inputs[:2]) >= 0:
+            x, w = sg.tensors[op.inputs[0]], sg.tensors[op.inputs[1]]
+            if x.dtype == "float32" and w.dtype in HYBRID_WEIGHTS and w.data is not None:
+                return True
+    return False
+
+
 def _weight_scales(cx: OpContext, o: int, axis: int, per_channel_only: bool) -> np.ndarray:
     """The weights' float32 scale of each of the ``o`` output channels (int8 zero points must be 0; a
     uint8 one is ignored, as LiteRT does)."""
@@ -273,6 +284,71 @@ def conv(cx: OpContext, weight: np.ndarray, attrs: dict[str, Any], depthwise: bo
             t = cx.call("multiply", cx.call("cast", acc, dtype="float32"), inv)
             y = _fma(cx, t, scales.reshape(per), bias.reshape(per))
     return Val(float_activation(cx, y, fused), nchw=True)
+
+
+# the longest sum computed in XNNPACK's order (the converter keeps layers of fewer than 1,024 weights float)
+XNNPACK_CHAIN = 1024
+
+
+def _fma_chain(cx: OpContext, bias: np.ndarray | None, o: int, terms: Any, shape: tuple[int, ...]) -> Expr:
+    """``y = bias; y = fma(x, w, y)`` for each ``(x, w)`` of ``terms`` in order, in float32: each FMA is
+    the exact float64 product and sum rounded to float64 then to float32 (see :func:`_fma`)."""
+    y: Expr | np.ndarray = (np.zeros(o, F64) if bias is None else bias.astype(F64)).reshape(shape)
+    for k, (x, w) in enumerate(terms):
+        prod = cx.call("multiply", cx.call("cast", x, dtype="float64"), w.astype(F64).reshape(shape))
+        y = cx.call("cast", cx.call("add", y if k == 0 else cx.call("cast", y, dtype="float64"), prod),
+                    dtype="float32")
+    return y
+
+
+def xnnpack_order(cx: OpContext, reduction: int) -> bool:
+    """Whether a float32 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED summing ``reduction`` products is
+    computed in XNNPACK's order: in a model with hybrid operators, whose layers after it quantize its
+    output at run time (a float32 value one ulp away from LiteRT's would move a quantized input by one
+    step), up to :data:`XNNPACK_CHAIN` products."""
+    return bool(cx.imp.hybrid) and reduction <= XNNPACK_CHAIN
+
+
+def xnnpack_conv(cx: OpContext, weight: np.ndarray, bias: np.ndarray | None, attrs: dict[str, Any],
+                 depthwise: bool, fused: int) -> Val:
+    """A float32 CONV_2D / DEPTHWISE_CONV_2D in XNNPACK's order on FMA hardware: from the bias, one FMA
+    per product, a padded tap reading a real 0. Its ``f32-dwconv`` kernels (depth multiplier 1, at most
+    25 taps: this LiteRT build has no multi-pass ones) take the taps column by column (``kx`` outer,
+    ``ky`` inner, as its indirection buffer lists them); its ``gemm`` / ``igemm`` kernels (any other
+    convolution) row by row, and the input channels of a group in order within a tap.
+    ``weight`` is OIHW (``[C * M, 1, KH, KW]`` for a depthwise one); the result is channels-first."""
+    x = cx.tensor(0)
+    o, cg, kh, kw = weight.shape
+    _, h, w, c = x.shape
+    (sh, sw), (dh, dw), pad = attrs["strides"], attrs["dilation"], attrs["padding"]
+    oh = (h + pad[0] + pad[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pad[1] + pad[3] - dw * (kw - 1) - 1) // sw + 1
+    data = cx.nchw(0)
+    if any(pad):
+        data = cx.call("nn.pad", data, pad_width=(0, 0, pad[0], pad[1], 0, 0, pad[2], pad[3]))
+    groups = attrs["groups"]
+    per_group = o // groups
+
+    def channel(k: int) -> Expr:  # input channel k of each output channel's group: [N, O or 1, H', W']
+        if groups == 1:
+            return cx.call("strided_slice", data, begin=(k,), end=(k + 1,), axes=(1,))
+        return cx.call("take", data, np.arange(o, dtype=np.int64) // per_group * cg + k, axis=1)
+
+    channels = [channel(k) for k in range(cg)]
+    dwconv = depthwise and o == c and kh * kw <= 25
+    taps = [(i, j) for j in range(kw) for i in range(kh)] if dwconv else list(np.ndindex(kh, kw))
+    terms = ((cx.call("strided_slice", channels[k], begin=(i * dh, j * dw), end=(i * dh + (oh - 1) * sh + 1,
+              j * dw + (ow - 1) * sw + 1), strides=(sh, sw), axes=(2, 3)), weight[:, k, i, j])
+             for i, j in taps for k in range(cg))
+    return Val(float_activation(cx, _fma_chain(cx, bias, o, terms, (1, o, 1, 1)), fused), nchw=True)
+
+
+def xnnpack_dense(cx: OpContext, flat: Expr, wv: np.ndarray, bias: np.ndarray | None, fused: int) -> Expr:
+    """A float32 FULLY_CONNECTED of ``[rows, K]`` and ``[O, K]`` in XNNPACK's order (its ``gemm``
+    kernels): from the bias, one FMA per product, ``k`` in order."""
+    o, k = wv.shape
+    terms = ((cx.call("strided_slice", flat, begin=(i,), end=(i + 1,), axes=(1,)), wv[:, i]) for i in range(k))
+    return float_activation(cx, _fma_chain(cx, bias, o, terms, (1, o)), fused)
 
 
 def dense(cx: OpContext, flat: Expr, wv: np.ndarray, fused: int) -> Expr:

@@ -78,8 +78,10 @@ def _conv_like(cx: OpContext, depthwise: bool) -> Any:
     if not _is_quant(cx):
         if x.dtype != "float32" or wv.dtype != np.float32:
             raise Unsupported(f"a {x.type_name} input with a {w.type_name} filter is not supported")
-        y = cx.call("nn.conv2d", data, weight, **attrs)
         b = _bias(cx, 2, o, "float32")
+        if tflite_ops_hybrid.xnnpack_order(cx, int(np.prod(weight.shape[1:]))):
+            return tflite_ops_hybrid.xnnpack_conv(cx, weight, b, attrs, depthwise, fused)
+        y = cx.call("nn.conv2d", data, weight, **attrs)
         if b is not None:
             y = cx.call("add", y, b.reshape(1, o, 1, 1))
         return Val(float_activation(cx, y, fused), nchw=True)
@@ -141,11 +143,14 @@ def _fully_connected(cx: OpContext) -> Any:
     elif not _is_quant(cx):
         if x.dtype != "float32" or wv.dtype != np.float32:
             raise Unsupported(f"a {x.type_name} input with {cx.tensor(1).type_name} weights is not supported")
-        y = cx.call("nn.dense", flat, wv)
         b = _bias(cx, 2, o, "float32")
-        if b is not None:
-            y = cx.call("add", y, b)
-        y = float_activation(cx, y, fused)
+        if tflite_ops_hybrid.xnnpack_order(cx, k):
+            y = tflite_ops_hybrid.xnnpack_dense(cx, flat, wv, b, fused)
+        else:
+            y = cx.call("nn.dense", flat, wv)
+            if b is not None:
+                y = cx.call("add", y, b)
+            y = float_activation(cx, y, fused)
     else:
         y = _quant_dense(cx, flat, wv, o, fused)
     out = cx.out().shape

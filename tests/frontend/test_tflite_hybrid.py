@@ -155,10 +155,11 @@ def test_legacy_uint8_weights():
         check(fc_model((2, 20), kv, kq, (2, 6), "NONE", asym=asym), inputs((2, 20)))
 
 
-def ds_cnn(x_shape=(1, 20, 10, 1), c: int = 16, classes: int = 5) -> bytes:
+def ds_cnn(x_shape=(1, 20, 10, 1), c: int = 16, classes: int = 5, float_depthwise: bool = False) -> bytes:
     """DS-CNN as in MLPerf Tiny's kws, smaller, with every convolution hybrid (a dynamic-range quantized
-    depthwise filter is int8 per channel): conv 10x4 / 2 -> (depthwise 3x3 -> conv 1x1) x 2 -> global
-    average pool -> float FULLY_CONNECTED -> SOFTMAX."""
+    depthwise filter is int8 per channel; with ``float_depthwise`` it stays float, as the converter
+    leaves a filter of fewer than 1,024 weights): conv 10x4 / 2 -> (depthwise 3x3 -> conv 1x1) x 2 ->
+    global average pool -> float FULLY_CONNECTED -> SOFTMAX."""
     rng = np.random.default_rng(7)
     wr = TFLiteWriter()
     x = wr.tensor("x", x_shape)
@@ -173,9 +174,14 @@ def ds_cnn(x_shape=(1, 20, 10, 1), c: int = 16, classes: int = 5) -> bytes:
         wr.op(op, [src, wr.const(f"k{len(wr.tensors)}", kv, quant=kq), b], [y], **opts)
         return y
 
+    def depthwise(src):
+        if float_depthwise:
+            return layer("DEPTHWISE_CONV_2D", src, rng.standard_normal((1, 3, 3, c)).astype(np.float32) * 0.3, None, 1)
+        return layer("DEPTHWISE_CONV_2D", src, *int8_weights(rng, (1, 3, 3, c), 3, True), 1)
+
     t = layer("CONV_2D", x, *int8_weights(rng, (c, 10, 4, x_shape[3]), 0, False), 2)
     for _ in range(2):
-        t = layer("DEPTHWISE_CONV_2D", t, *int8_weights(rng, (1, 3, 3, c), 3, True), 1)
+        t = depthwise(t)
         t = layer("CONV_2D", t, *int8_weights(rng, (c, 1, 1, c), 0, False), 1)
     p = wr.tensor("pool", (1, 1, 1, c))
     wr.op("AVERAGE_POOL_2D", [t], [p], Padding=1, StrideH=h, StrideW=w, FilterHeight=h, FilterWidth=w)
@@ -194,6 +200,82 @@ def test_ds_cnn_chain_of_hybrid_layers():
     float layer computed in another order between two hybrid ones would not: a value one ulp away from
     a rounding boundary of the run-time quantization changes a quantized input by one)."""
     check(ds_cnn(), inputs((1, 20, 10, 1)))
+
+
+def test_ds_cnn_with_float_depthwise_layers():
+    """kws_ref_model_float32's shape: float depthwise layers between hybrid ones. Each is computed in
+    XNNPACK's order, so the hybrid layer after it quantizes LiteRT's very values (in plait's usual order
+    the model's outputs were 1.26e-5 * max|ref| away)."""
+    check(ds_cnn(float_depthwise=True), inputs((1, 20, 10, 1)))
+
+
+FLOAT_LAYER_CASES = {  # name: (operator, input NHWC, O, KHxKW, groups / depth multiplier, padding, stride, dilation,
+    # activation)
+    "depthwise 3x3 same, 20 channels (a 16-wide block and a masked rest)":
+        ("DEPTHWISE_CONV_2D", (1, 9, 7, 20), 20, (3, 3), 1, 0, (1, 1), 1, "RELU"),
+    "depthwise 3x3 valid stride 2, batch 2": ("DEPTHWISE_CONV_2D", (2, 9, 8, 5), 5, (3, 3), 1, 1, (2, 2), 1, "NONE"),
+    "depthwise, multiplier 3 (a grouped igemm: taps row by row)":
+        ("DEPTHWISE_CONV_2D", (1, 6, 5, 2), 6, (3, 3), 3, 0, (1, 1), 1, "RELU6"),
+    "depthwise 5x3 dilated 2": ("DEPTHWISE_CONV_2D", (1, 11, 9, 4), 4, (5, 3), 1, 0, (1, 2), 2, "RELU_N1_TO_1"),
+    "depthwise 7x7 (more taps than its dwconv kernels take)":
+        ("DEPTHWISE_CONV_2D", (1, 9, 9, 3), 3, (7, 7), 1, 0, (1, 1), 1, "NONE"),
+    "conv 3x3x3 stride 2 (MobileNet's first, left float)": ("CONV_2D", (1, 12, 11, 3), 16, (3, 3), 1, 0, (2, 2), 1,
+                                                              "RELU6"),
+    "conv 1x1": ("CONV_2D", (1, 5, 4, 8), 6, (1, 1), 1, 0, (1, 1), 1, "NONE"),
+    "conv grouped 2": ("CONV_2D", (1, 6, 5, 6), 4, (2, 2), 2, 1, (1, 1), 1, "RELU"),
+    "fully connected, 3 rows": ("FULLY_CONNECTED", (3, 37), 5, None, 1, 0, None, 1, "NONE"),
+}
+
+
+def float_layer_model(name: str, hybrid: bool) -> bytes:
+    """One float layer (output 0) and, with ``hybrid``, a hybrid FULLY_CONNECTED of the flattened input
+    beside it (output 1), which makes the model hybrid."""
+    op, x_shape, o, ks, g, padding, stride, dil, act = FLOAT_LAYER_CASES[name]
+    rng = np.random.default_rng(3)
+    wr = TFLiteWriter()
+    x = wr.tensor("x", x_shape)
+    b = wr.const("b", rng.standard_normal(o).astype(np.float32))
+    if op == "FULLY_CONNECTED":
+        y = wr.tensor("y", (x_shape[0], o))
+        wr.op(op, [x, wr.const("k", rng.standard_normal((o, x_shape[1])).astype(np.float32)), b], [y],
+              FusedActivationFunction=ACTS[act])
+    else:
+        n, h, w, c = x_shape
+        eh, ew = (ks[0] - 1) * dil + 1, (ks[1] - 1) * dil + 1
+        oh, ow = ((-(-h // stride[0]), -(-w // stride[1])) if padding == 0
+                  else ((h - eh) // stride[0] + 1, (w - ew) // stride[1] + 1))
+        k_shape = (1, *ks, o) if op == "DEPTHWISE_CONV_2D" else (o, *ks, c // g)
+        opts = dict(DepthMultiplier=g) if op == "DEPTHWISE_CONV_2D" else {}
+        y = wr.tensor("y", (n, oh, ow, o))
+        wr.op(op, [x, wr.const("k", rng.standard_normal(k_shape).astype(np.float32)), b], [y], Padding=padding,
+              StrideH=stride[0], StrideW=stride[1], DilationHFactor=dil, DilationWFactor=dil,
+              FusedActivationFunction=ACTS[act], **opts)
+    if not hybrid:
+        return wr.finish([x], [y])
+    size = int(np.prod(x_shape[1:]))
+    flat = wr.tensor("flat", (x_shape[0], size))
+    wr.op("RESHAPE", [x, wr.const("shape", np.array([x_shape[0], size], np.int32))], [flat],
+          NewShape=[x_shape[0], size])
+    kv, kq = int8_weights(rng, (4, size), 0, False)
+    z = wr.tensor("z", (x_shape[0], 4))
+    wr.op("FULLY_CONNECTED", [flat, wr.const("fc", kv, quant=kq), wr.const("fcb", np.ones(4, np.float32))], [z])
+    return wr.finish([x], [y, z])
+
+
+@pytest.mark.parametrize("name", FLOAT_LAYER_CASES)
+def test_float_layer_of_a_hybrid_model_is_xnnpacks_bit_for_bit(name):
+    """A float layer of a hybrid model equals LiteRT's default interpreter bit for bit (XNNPACK's FMA
+    chain from the bias: a depthwise layer's taps column by column, any other's row by row, channels in
+    order); the same layer in a float model keeps plait's usual order, which differs from it in the last
+    bit somewhere (so the test tells the orders apart)."""
+    xs = inputs(FLOAT_LAYER_CASES[name][1], 6)
+    buf = float_layer_model(name, hybrid=True)
+    want = litert(buf, xs)
+    graph = plait.executor.GraphModule(plait.build(from_tflite(buf), "c"))
+    for k, (x, w) in enumerate(zip(xs, want)):
+        assert np.array_equal(graph(x)[0], w), f"input {k}"
+    alone = plait.executor.GraphModule(plait.build(from_tflite(float_layer_model(name, hybrid=False)), "c"))
+    assert sum(int(np.sum(alone(x)[0] != w)) for x, w in zip(xs, want)) > 0
 
 
 def _refused(buf: bytes) -> str:
