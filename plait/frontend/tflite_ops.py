@@ -3,10 +3,11 @@ converters share (padding, fused activations, layouts).
 
 Elementwise operators keep a channels-first value channels-first when every other operand is a
 constant (transposed at import) or channels-first too; otherwise they compute in the file's layout.
-Quantized ADD, SUB and MUL are TensorFlow Lite's integer kernels, built from int32 operators and
-fixed-point ``qnn.requantize`` (ADD/SUB: each input ``(x - zp) * 2**20`` rescaled by
-``scale / (2 * max_scale)``, the sum rescaled by ``2 * max_scale / (2**20 * out_scale)``; MUL: the
-product of the offset inputs rescaled by ``s1 * s2 / out_scale``). QUANTIZE rounds half away from
+Quantized ADD, SUB and MUL (int8, uint8, int16) are TensorFlow Lite's integer kernels, built from int32
+operators and fixed-point ``qnn.requantize`` (ADD/SUB: each input ``(x - zp) * 2**20`` (int16: ``2**15``)
+rescaled by ``scale / (2 * max_scale)``, the sum rescaled by ``2 * max_scale / (2**20 * out_scale)``
+(``2**15``); MUL: the product of the offset inputs rescaled by ``s1 * s2 / out_scale``, int16 with zero
+points 0); int8 DIV is :mod:`plait.frontend.tflite_ops_qbinary`'s. QUANTIZE rounds half away from
 zero (``TfLiteRound``), DEQUANTIZE is ``float(scale * (x - zp))``.
 """
 
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from plait.frontend import tflite_ops_qelem
+from plait.frontend import tflite_ops_qbinary, tflite_ops_qelem
 from plait.frontend.tflite_context import OpContext, TO_NCHW, Unsupported, Val, registrar
 from plait.frontend.tflite_quant import ACTIVATIONS, clamp_attrs, multipliers, per_tensor, requantize, rescale_int
 from plait.ir.types import TensorType
@@ -106,18 +107,26 @@ _FLOAT_BINARY = {"ADD": "add", "SUB": "subtract", "MUL": "multiply", "DIV": "div
 
 
 def _quant_add(cx: OpContext, a: Expr, b: Expr, sign: int) -> Expr:
+    """TensorFlow Lite Micro's quantized ADD and SUB (``add_common.cc``, ``sub_common.cc``, multipliers in
+    double as its runtime computes them; uint8 as LiteRT's ADD, whose SUB negates the second multiplier
+    instead, which may differ at exact ties): int8 and uint8 shift the offset inputs left by 20, int16 by
+    15 (the general ``AddGeneralParamScale`` / ``SubElementwise`` path, any zero points, as TensorFlow Lite
+    Micro takes them)."""
     x1, x2, y = cx.tensor(0), cx.tensor(1), cx.out()
-    if y.dtype != "int8" and y.dtype != "uint8":
-        raise Unsupported(f"a {y.type_name} {cx.op.opcode} is not supported yet (int8 and uint8 are)")
+    if y.dtype not in ("int8", "uint8", "int16"):
+        raise Unsupported(f"a {y.type_name} {cx.op.opcode} is not supported yet (int8, uint8 and int16 are)")
     s1, z1 = per_tensor(x1, "input 0")
     s2, z2 = per_tensor(x2, "input 1")
     so, zo = per_tensor(y, "the output")
     twice_max = 2 * max(np.float64(np.float32(s1)), np.float64(np.float32(s2)))
-    left = 20
+    left = 15 if y.dtype == "int16" else 20
     ra = rescale_int(cx, a, z1, left, float(np.float64(s1) / twice_max))
     rb = rescale_int(cx, b, z2, left, float(np.float64(s2) / twice_max))
     total = cx.call("add" if sign > 0 else "subtract", ra, rb)
     m, s = multipliers(float(twice_max), np.array([1.0]), float((1 << left) * np.float64(so)))
+    if int(s[0]) > 0:  # MultiplyByQuantizedMultiplierSmallerThanOneExp cannot shift left
+        raise Unsupported(f"a {y.type_name} {cx.op.opcode} whose output scale {so:g} is below 2 * max(input scales) "
+                          f"/ 2**{left}: TFLite's rescaling of the sum needs a multiplier below 1")
     return cx.call("qnn.requantize", total, m.reshape(()), s.reshape(()), zero_point=zo, out_dtype=y.dtype,
                    mode="fixed", **clamp_attrs(cx.option("FusedActivationFunction", 0), so, zo, y.dtype))
 
@@ -147,8 +156,16 @@ def _quant_mul(cx: OpContext, a: Expr, b: Expr) -> Expr:
         v = cx.call("cast", e, dtype="int32")
         return cx.call("subtract", v, np.array(z, np.int32)) if z else v
 
-    prod = cx.call("multiply", offset(a, z1), offset(b, z2))
     m, s = multipliers(s1, np.array([s2]), so)
+    if y.dtype == "int16":  # TensorFlow Lite Micro's int16 MUL (mul_common.cc): symmetric, int32 product
+        for what, z in (("input 0", z1), ("input 1", z2), ("the output", zo)):
+            if z:
+                raise Unsupported(f"an int16 MUL needs zero points 0 (TensorFlow Lite Micro's 16x8 MUL is symmetric); "
+                                  f"{what} has zero point {z}")
+        if int(s[0]) > 0:  # TFLite shifts the int32 product left, wrapping; plait's requantize saturates
+            raise Unsupported(f"an int16 MUL whose scale ratio s1 * s2 / so = {s1 * s2 / so:g} is 1 or more is not "
+                              "supported (TFLite's int32 product overflows when shifted left)")
+    prod = cx.call("multiply", offset(a, z1), offset(b, z2))
     return cx.call("qnn.requantize", prod, m.reshape(()), s.reshape(()), zero_point=zo, out_dtype=y.dtype,
                    mode="fixed", **clamp_attrs(cx.option("FusedActivationFunction", 0), so, zo, y.dtype))
 
@@ -172,11 +189,15 @@ def _binary(cx: OpContext) -> Any:
     if op == "SQUARED_DIFFERENCE" and t.dtype == "int8" == cx.tensor(1).dtype == cx.out().dtype:
         (a, b), nchw = elementwise(cx, 2)
         return Val(_quant_squared_difference(cx, a, b), nchw)
-    if t.dtype in ("int8", "uint8") and op in ("ADD", "SUB", "MUL") and cx.out().dtype == t.dtype:
+    if t.dtype in ("int8", "uint8", "int16") and op in ("ADD", "SUB", "MUL") and \
+            cx.tensor(1).dtype == cx.out().dtype == t.dtype:
         (a, b), nchw = elementwise(cx, 2)
         if op == "MUL":
             return Val(_quant_mul(cx, a, b), nchw)
         return Val(_quant_add(cx, a, b, 1 if op == "ADD" else -1), nchw)
+    if op == "DIV" and t.dtype in ("int8", "uint8", "int16"):
+        (a, b), nchw = elementwise(cx, 2)
+        return Val(tflite_ops_qbinary.div(cx, a, b), nchw)
     return tflite_ops_qelem.convert(cx)
 
 
