@@ -45,7 +45,8 @@ import numpy as np
 from plait.frontend.tflite_context import OpContext, Unsupported, Val
 from plait.frontend.tflite_quant import per_tensor, round_away
 from plait.op.qnn import fixed_point_multiplier
-from plait.op.qnn_fixed import logistic, multiply_by_quantized_multiplier, rdbpot, sat_shl, srdhm, tanh
+from plait.op.qnn_fixed import logistic, multiply_by_quantized_multiplier, rdbpot, tanh
+from plait.op.qnn_norm import inv_sqrt
 from plait.tir.dtype import int_range
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
@@ -233,31 +234,6 @@ def _exp(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], d
     return _float_table(_expf(_dequantized(v, *qi)), *qo)
 
 
-def _inv_sqrt(value: int) -> tuple[int, int]:
-    """TFLite's ``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)``: (multiplier, left shift) of
-    ``1 / sqrt(value)``, by five Newton-Raphson steps in Q3.28."""
-    if value <= 1:
-        return (1 << 31) - 1, 0
-    shift = 11
-    while value >= 1 << 29:
-        value //= 4
-        shift += 1
-    clz = 32 - int(value).bit_length()
-    pairs = (clz - 1) // 2 - 1
-    shift -= pairs
-    value <<= 2 * pairs
-    x_in = np.int64(value >> 1)
-    half = rdbpot(x_in, 1)
-    x = np.int64(1 << 28)
-    for _ in range(5):
-        x3 = sat_shl(srdhm(srdhm(x, x), x), 6)  # Rescale<3> of a Q9 product: x 2**6, saturating
-        x = sat_shl(srdhm((1 << 28) + (1 << 27), x) - srdhm(half, x3), 3)
-    m = int(srdhm(x, 1518500250))
-    if shift < 0:
-        m, shift = m << -shift, 0
-    return m, -shift
-
-
 @_table_op("RSQRT")
 def _rsqrt(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     """``RsqrtEvalQuantized``: ``1 / sqrt(x - zi)`` through the fixed-point inverse square root, rescaled by
@@ -271,7 +247,7 @@ def _rsqrt(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int],
         if d <= 0:
             out.append(hi)
             continue
-        m, s = _inv_sqrt(d)
+        m, s = (int(t) for t in inv_sqrt(d))
         data = int(multiply_by_quantized_multiplier(np.int64(1), m, s + 20))
         out.append(int(multiply_by_quantized_multiplier(np.int64(data), om, os_ - 20)) + zo)
     return np.array(out, np.int64)

@@ -112,7 +112,30 @@ def _log_softmax(cx: OpContext) -> Any:
 def _l2_normalization(cx: OpContext) -> Any:
     if cx.option("FusedActivationFunction", 0):
         raise Unsupported("a fused activation on L2_NORMALIZATION is not supported")
+    if cx.tensor(0).dtype == "int8":
+        return _quant_l2_normalization(cx)
     _, data = _last_axis_float(cx)
     norm = cx.call("sqrt", cx.call("sum", cx.call("multiply", data, data), axis=(-1,), keepdims=True))
     return cx.call("divide", data, cx.call("maximum", norm, np.array(1e-6, np.float32)))
 
+
+
+def _quant_l2_normalization(cx: OpContext) -> Any:
+    """TensorFlow Lite Micro's int8 ``L2Normalization``: ``qnn.l2_normalize`` (plait/op/qnn_norm.py). Its
+    output is in steps of 1/128 with zero point 0, which the file must say (LiteRT checks it; TensorFlow
+    Lite Micro assumes it)."""
+    cx.need(1, 1)
+    x, y = cx.tensor(0), cx.out()
+    _, zi = per_tensor(x, "the input")
+    if y.dtype != "int8":
+        raise Unsupported(f"L2_NORMALIZATION of INT8 to {y.type_name}")
+    so, zo = per_tensor(y, "the output")
+    if (so, zo) != (1 / 128, 0):
+        raise Unsupported(f"an int8 L2_NORMALIZATION writes steps of 1/128 with zero point 0; the output has "
+                          f"scale {so:g} and zero point {zo}")
+    if not x.shape:
+        raise Unsupported("L2_NORMALIZATION of a scalar")
+    depth = int(x.shape[-1])
+    if depth * 255 * 255 > (1 << 31) - 1:
+        raise Unsupported(f"an int8 L2_NORMALIZATION over {depth} values can overflow TFLite's int32 sum")
+    return cx.call("qnn.l2_normalize", cx.nhwc(0), input_zero_point=zi, axis=-1)

@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.qnn_nn",
     "plait.op.qnn_elem",
     "plait.op.qnn_fixed",
+    "plait.op.qnn_norm",
 )
 
 OPS: Registry[Op] = Registry("operator")

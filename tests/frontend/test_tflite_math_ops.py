@@ -145,6 +145,32 @@ def test_float_normalizations(op, shape):
     check(one_op(op, [shape], shape), [x])
 
 
+@pytest.mark.parametrize("shape, qin", [((2, 5, 16), (0.05, 3)), ((1, 64), (0.1, -128)), ((3, 1), (0.02, 0)),
+                                        ((4, 300), (0.5, 10)), ((2, 3, 4, 8), (0.01, -5))])
+def test_int8_l2_normalization_equals_tflite_micro(shape, qin):
+    """Rows of random values, rows at the zero point (a sum of 0), rows one step from it (sums of 0..n:
+    the small-value case and the smallest normalized ones) and rows at the extremes (the largest sums)."""
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int8", quant=qin)
+    y = w.tensor("y", shape, "int8", quant=(1 / 128, 0))
+    w.op("L2_NORMALIZATION", [x], [y])
+    buf = w.finish([x], [y])
+    z = qin[1]
+    g = np.random.default_rng(sum(shape))
+    xs = [g.integers(-128, 128, shape), np.full(shape, z), z + g.integers(0, 2, shape),
+          np.where(g.integers(0, 2, shape) == 1, 127, -128)]
+    for v in xs:
+        check(buf, [np.clip(v, -128, 127).astype(np.int8)], exact=True)
+
+
+def test_int8_l2_normalization_needs_tflites_output_quantization():
+    buf = one_op("L2_NORMALIZATION", [(2, 4)], (2, 4), dtype="int8", quant=(0.1, 0))
+    with pytest.raises(FrontendError, match=r"operator 0 \(L2_NORMALIZATION\): an int8 L2_NORMALIZATION writes "
+                                            r"steps of 1/128 with zero point 0; the output has scale 0.1 and zero "
+                                            r"point 0"):
+        from_tflite(buf)
+
+
 @pytest.mark.parametrize("a, b, adj_x, adj_y", [
     ((3, 4), (4, 5), False, False), ((2, 3, 4), (2, 4, 6), False, False), ((2, 1, 3, 4), (5, 6, 4), False, True),
     ((2, 4, 3), (2, 4, 5), True, False), ((1, 2, 5, 4), (2, 3, 5), True, True),
