@@ -6,8 +6,9 @@ differs): MEAN and SUM over the constant ``axis`` input (negative axes counted f
 axes once), ``KeepDims``; LOG_SOFTMAX along the last axis; L2_NORMALIZATION ``x / max(sqrt(sum(x *
 x)), 1e-6)`` along the last axis. REDUCE_MAX and REDUCE_MIN of a quantized tensor are exact (the input
 and the output share their quantization, as TensorFlow Lite Micro requires); int8 and int16 MEAN and SUM
-are TensorFlow Lite Micro's ``QuantizedMeanOrSum``, bit for bit; the other quantized forms are refused,
-naming the operator. Reductions compute in the file's layout (NHWC).
+are TensorFlow Lite Micro's ``QuantizedMeanOrSum``, bit for bit; int8 L2_NORMALIZATION and LOG_SOFTMAX
+are TensorFlow Lite Micro's kernels, bit for bit (``qnn.l2_normalize``, ``qnn.fixed_log_softmax``); the
+other quantized forms are refused, naming the operator. Reductions compute in the file's layout (NHWC).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from plait.frontend.tflite_context import OpContext, Unsupported, registrar
 from plait.frontend.tflite_quant import multipliers, per_tensor, requantize
+from plait.op.qnn_log_softmax import MAX_ROW, OUTPUT_SCALE, OUTPUT_ZERO_POINT, log_softmax_params
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
@@ -104,8 +106,36 @@ def _last_axis_float(cx: OpContext) -> tuple[Any, Any]:
 
 @_conv("LOG_SOFTMAX")
 def _log_softmax(cx: OpContext) -> Any:
+    if cx.tensor(0).dtype == "int8":
+        return _quant_log_softmax(cx)
     _, data = _last_axis_float(cx)
     return cx.call("nn.log_softmax", data, axis=-1)
+
+
+def _quant_log_softmax(cx: OpContext) -> Any:
+    """TensorFlow Lite Micro's int8 ``LogSoftmax``: ``qnn.fixed_log_softmax`` (plait/op/qnn_log_softmax.py)
+    with its table and scalings prepared from the input scale. Its output is in steps of 16/256 with zero
+    point 127, which the file must say (TensorFlow Lite Micro checks it)."""
+    cx.need(1, 1)
+    x, y = cx.tensor(0), cx.out()
+    if y.dtype != "int8":
+        raise Unsupported(f"LOG_SOFTMAX of INT8 to {y.type_name}")
+    xs, _ = per_tensor(x, "the input")
+    so, zo = per_tensor(y, "the output")
+    if np.float32(so) != np.float32(OUTPUT_SCALE) or zo != OUTPUT_ZERO_POINT:
+        raise Unsupported(f"an int8 LOG_SOFTMAX writes steps of 16/256 with zero point 127; the output has "
+                          f"scale {so:g} and zero point {zo}")
+    if not x.shape:
+        raise Unsupported("LOG_SOFTMAX of a scalar")
+    depth = int(x.shape[-1])
+    if depth > MAX_ROW:
+        raise Unsupported(f"an int8 LOG_SOFTMAX over {depth} values can overflow TFLite's int32 sum of exps "
+                          f"(at most {MAX_ROW})")
+    try:
+        table, attrs = log_softmax_params(xs)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    return cx.call("qnn.fixed_log_softmax", cx.nhwc(0), table, axis=-1, **attrs)
 
 
 @_conv("L2_NORMALIZATION")

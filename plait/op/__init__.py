@@ -34,6 +34,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.qnn_elem",
     "plait.op.qnn_fixed",
     "plait.op.qnn_norm",
+    "plait.op.qnn_log_softmax",
 )
 
 OPS: Registry[Op] = Registry("operator")
