@@ -6,7 +6,8 @@ differs): MEAN and SUM over the constant ``axis`` input (negative axes counted f
 axes once), ``KeepDims``; LOG_SOFTMAX along the last axis; L2_NORMALIZATION ``x / max(sqrt(sum(x *
 x)), 1e-6)`` along the last axis. REDUCE_MAX and REDUCE_MIN of a quantized tensor are exact (the input
 and the output share their quantization, as TensorFlow Lite Micro requires); int8 and int16 MEAN and SUM
-are TensorFlow Lite Micro's ``QuantizedMeanOrSum``, bit for bit; int8 L2_NORMALIZATION and LOG_SOFTMAX
+are TensorFlow Lite Micro's ``QuantizedMeanOrSum``, bit for bit (uint8: the same arithmetic, LiteRT's
+reference kernel, bit for bit); int8 L2_NORMALIZATION and LOG_SOFTMAX
 are TensorFlow Lite Micro's kernels, bit for bit (``qnn.l2_normalize``, ``qnn.fixed_log_softmax``); the
 other quantized forms are refused, naming the operator. Reductions compute in the file's layout (NHWC).
 """
@@ -27,7 +28,7 @@ _conv = registrar(CONVERTERS)
 
 _REDUCE = {"MEAN": "mean", "SUM": "sum", "REDUCE_MAX": "max", "REDUCE_MIN": "min", "REDUCE_PROD": "prod"}
 _EXACT = ("REDUCE_MAX", "REDUCE_MIN")  # quantized: no arithmetic on the values
-_MEAN_SUM = {"MEAN": ("int8", "int16"), "SUM": ("int8", "int16")}  # TensorFlow Lite Micro's integer kernels
+_MEAN_SUM = {"MEAN": ("int8", "int16", "uint8"), "SUM": ("int8", "int16", "uint8")}  # QuantizedMeanOrSum
 
 
 def _axes(cx: OpContext, rank: int) -> tuple[int, ...]:

@@ -129,10 +129,38 @@ def test_int16_mean_equals_tflite_micro():
     check(w.finish([x], [y]), [rng.integers(-32768, 32768, shape).astype(np.int16)], exact=True)
 
 
-def test_uint8_mean_is_refused_naming_the_operator():
-    buf = one_op("MEAN", [(1, 4, 4, 2)], (1, 1, 1, 2), [np.array([1, 2], np.int32)], dtype="uint8",
+@pytest.mark.parametrize("qin, qout", [((0.05, 128), (0.04, 120)), ((0.1, 10), (0.02, 200)), ((0.3, 77), (0.1, 130))])
+@pytest.mark.parametrize("shape, axes, keep", [((1, 5, 6, 3), [1, 2], True), ((2, 7, 4), [-1], False),
+                                               ((3, 9), [0, 1], True)])
+@pytest.mark.parametrize("op", ["MEAN", "SUM"])
+def test_uint8_mean_and_sum_equal_litert(op, shape, axes, keep, qin, qout):
+    """uint8 (TensorFlow Lite Micro has no uint8 MEAN): LiteRT's reference kernels bit for bit, its
+    default ones within one step."""
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "uint8", quant=qin)
+    c = w.const("axes", np.array(axes, np.int32))
+    y = w.tensor("y", reduced(shape, axes, keep), "uint8", quant=qout)
+    w.op(op, [x, c], [y], KeepDims=keep)
+    buf = w.finish([x], [y])
+    mod = from_tflite(buf)
+    graph = plait.executor.GraphModule(plait.build(mod, "c"))
+    for seed in range(4):
+        v = np.random.default_rng(seed).integers(0, 256, shape).astype(np.uint8)
+        (got,) = graph(v)
+        np.testing.assert_array_equal(got, litert(buf, [v]))
+        np.testing.assert_array_equal(np.asarray(interpret(mod, [v])), got)
+        li = lit.Interpreter(model_content=buf)
+        li.allocate_tensors()
+        li.set_tensor(li.get_input_details()[0]["index"], v)
+        li.invoke()
+        default = li.get_tensor(li.get_output_details()[0]["index"])
+        assert int(np.abs(got.astype(int) - default.astype(int)).max()) <= 1
+
+
+def test_int8_reduce_prod_is_refused_naming_the_operator():
+    buf = one_op("REDUCE_PROD", [(1, 4, 4, 2)], (1, 1, 1, 2), [np.array([1, 2], np.int32)], dtype="int8",
                  quant=(0.05, 3), KeepDims=True)
-    with pytest.raises(FrontendError, match=r"operator 0 \(MEAN\): MEAN of UINT8 is not supported yet"):
+    with pytest.raises(FrontendError, match=r"operator 0 \(REDUCE_PROD\): REDUCE_PROD of INT8 is not supported yet"):
         from_tflite(buf)
 
 
