@@ -179,6 +179,27 @@ def _fixed_softmax(ex: Exporter, c: Call, fused: int) -> TV:
     return emit_softmax(ex, c, "SOFTMAX", (1 / 256, -128), {"Beta": 1.0})
 
 
+@converter("qnn.fixed_log_softmax")
+def _fixed_log_softmax(ex: Exporter, c: Call, fused: int) -> TV:
+    from plait.op.qnn_log_softmax import OUTPUT_SCALE, OUTPUT_ZERO_POINT, log_softmax_params
+
+    tv = ex.value(c.args[0])
+    xs, _ = ex.in_quant(tv.index, c, 0)
+    table, attrs = log_softmax_params(xs)
+    if not np.array_equal(_const(c.args[1], "the table"), table) or any(c.attrs[k] != v for k, v in attrs.items()):
+        raise NoMapping(f"its table and scalings are not TFLite's for input scale {xs}")
+    return emit_softmax(ex, c, "LOG_SOFTMAX", (OUTPUT_SCALE, OUTPUT_ZERO_POINT), {})
+
+
+@converter("qnn.l2_normalize")
+def _l2_normalize(ex: Exporter, c: Call, fused: int) -> TV:
+    tv = ex.value(c.args[0])
+    _, zp = ex.in_quant(tv.index, c, 0)
+    if zp != c.attrs["input_zero_point"]:
+        raise NoMapping(f"its input zero point {c.attrs['input_zero_point']} is not its input's ({zp})")
+    return emit_softmax(ex, c, "L2_NORMALIZATION", (1 / 128, 0), {})
+
+
 @converter("qnn.lookup")
 def _lookup(ex: Exporter, c: Call, fused: int) -> TV:
     """A quantized activation the importer read as a table (meta ``op_type``), written back as that

@@ -15,6 +15,7 @@ from plait.executor.graph.module import GraphModule
 from plait.frontend.onnx_export import to_onnx
 from plait.frontend.tflite import from_tflite
 from plait.frontend.tflite_export import TFLiteExportError, export_region, export_tflite
+from plait.frontend.tflite_write import TFLiteWriter
 from plait.pipeline.partitioned import partitioned
 from plait.frontend.tflite_read import read_model
 from plait.placement.partition import regions_of
@@ -95,6 +96,31 @@ def test_int8_tflite_models_round_trip_bit_for_bit(name, cache):
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(tflm(out, x), w)
         np.testing.assert_array_equal(litert(out, [x])[0], litert(buf, [x])[0])
+
+
+def _one_quantized_op(op: str, out_quant: tuple, shape=(2, 3, 16), **options) -> bytes:
+    w = TFLiteWriter()
+    x = w.tensor("x", shape, "int8", quant=(0.05, 3))
+    y = w.tensor("y", shape, "int8", quant=out_quant)
+    w.op(op, [x], [y], **options)
+    return w.finish([x], [y])
+
+
+@pytest.mark.parametrize("op, out_quant", [("LOG_SOFTMAX", (16 / 256, 127)), ("L2_NORMALIZATION", (1 / 128, 0)),
+                                           ("SOFTMAX", (1 / 256, -128))])
+def test_int8_normalizations_round_trip(op, out_quant, cache):
+    """The operators plait computes with TFLite's own fixed point export as that builtin, and the file
+    runs in TensorFlow Lite Micro with plait's bits."""
+    buf = _one_quantized_op(op, out_quant, **({"Beta": 1.0} if op == "SOFTMAX" else {}))
+    mod = from_tflite(buf)
+    out = export_tflite(mod)
+    assert opcodes(out) == [op]
+    lib = built(mod, "c", cache)
+    for seed in range(3):
+        x = np.random.default_rng(seed).integers(-128, 128, (2, 3, 16)).astype(np.int8)
+        (want,) = lib(x)
+        np.testing.assert_array_equal(tflm(out, x), want)
+        np.testing.assert_array_equal(tflm(buf, x), want)
 
 
 def test_int8_scales_are_recovered_exactly():
