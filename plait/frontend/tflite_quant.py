@@ -32,8 +32,15 @@ def unsupported(reason: str) -> Exception:
 
 
 def qparams(t: TTensor, what: str) -> QParams:
+    """The tensor's quantization; its zero points must lie in its integer dtype (a damaged file's may not)."""
     if t.quant is None:
         raise unsupported(f"{what} ({t.label()}, {t.type_name}) has no quantization parameters")
+    if t.dtype is not None and t.dtype.startswith(("int", "uint")) and t.quant.zero_point.size:
+        lo, hi = int_range(t.dtype)
+        zp = t.quant.zero_point
+        if int(zp.min()) < lo or int(zp.max()) > hi:
+            bad = int(zp.min()) if int(zp.min()) < lo else int(zp.max())
+            raise unsupported(f"{what} ({t.label()}) has zero point {bad}, outside {t.type_name}")
     return t.quant
 
 

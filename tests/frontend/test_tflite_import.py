@@ -90,6 +90,19 @@ def test_a_declared_output_type_that_does_not_match_is_refused():
         in str(exc.value)
 
 
+@pytest.mark.parametrize("dtype, zp", [("int8", 128), ("int8", 2**59 + 39), ("uint8", -1), ("int16", 40000)])
+def test_a_zero_point_outside_its_dtype_is_refused(dtype, zp):
+    """A damaged file's zero point (the fuzzer's bit flips made one 2**59 + 39) is refused by name."""
+    w = TFLiteWriter()
+    x = w.tensor("input", (4,), dtype, quant=(0.1, zp))
+    y = w.tensor("y", (4,), dtype, quant=(0.1, 0))
+    w.op("MUL", [x, x], [y])
+    with pytest.raises(UnsupportedError) as exc:
+        from_tflite(w.finish([x], [y]))
+    assert str(exc.value) == ("model uses 1 unsupported operator(s):\n  operator 0 (MUL): input 0 (tensor 0 'input') "
+                              f"has zero point {zp}, outside {dtype.upper()}")
+
+
 def test_not_a_tflite_file(tmp_path):
     p = tmp_path / "x.tflite"
     p.write_bytes(b"\x00" * 64)
