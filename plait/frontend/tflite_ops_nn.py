@@ -6,7 +6,8 @@ Each reads float32 or quantized (int8 with per-channel weights, uint8) tensors. 
 int32 sum (``qnn.conv2d`` / ``qnn.dense``, the weights' zero point 0 for int8), plus the int32 bias,
 then ``qnn.requantize`` in fixed point (TFLite's multipliers, :mod:`plait.frontend.tflite_quant`)
 with the fused activation as its clamp; pools and softmax are TensorFlow Lite Micro's integer
-kernels (``qnn.avg_pool2d``, ``qnn.fixed_softmax``; a max pool is exact on integers). Spatial operators
+kernels (``qnn.avg_pool2d``, ``qnn.fixed_softmax``; int16: ``qnn.softmax16``, TFLite's ``SoftmaxInt16``;
+a max pool is exact on integers). Spatial operators
 compute channels-first: their input is a transposed value, their result stays channels-first.
 """
 
@@ -21,6 +22,7 @@ from plait.frontend.tflite_context import OpContext, Unsupported, Val, registrar
 from plait.frontend.tflite_ops import float_activation, same_or_valid
 from plait.frontend.tflite_quant import clamp_attrs, multipliers, per_tensor, qparams, requantize
 from plait.op.qnn_fixed import softmax_exp_table
+from plait.op.qnn_softmax16 import softmax16_luts, softmax16_params
 
 CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 
@@ -269,11 +271,13 @@ def _softmax(cx: OpContext) -> Any:
         if beta != 1.0:
             data = cx.call("multiply", data, np.array(beta, np.float32))
         return cx.call("nn.softmax", data, axis=-1)
-    if x.dtype not in ("int8", "uint8") or y.dtype != x.dtype:
-        raise Unsupported(f"a {x.type_name} softmax to {y.type_name} is not supported yet (int8 and uint8 to "
-                          "themselves are)")
+    if x.dtype not in ("int8", "uint8", "int16") or y.dtype != x.dtype:
+        raise Unsupported(f"a {x.type_name} softmax to {y.type_name} is not supported yet (int8, uint8 and int16 "
+                          "to themselves are)")
     xs, _ = per_tensor(x, "the input")
     ys, yz = per_tensor(y, "the output")
+    if x.dtype == "int16":
+        return _softmax16(cx, data, xs, ys, yz, beta)
     lo = -128 if y.dtype == "int8" else 0
     if yz != lo or np.float32(ys) != np.float32(1 / 256):
         raise Unsupported(f"a {y.type_name} softmax's output must have scale 1/256 and zero point {lo} (TFLite's), "
@@ -283,3 +287,16 @@ def _softmax(cx: OpContext) -> Any:
     except ValueError as exc:
         raise Unsupported(str(exc)) from None
     return cx.call("qnn.fixed_softmax", data, table, axis=-1)
+
+
+def _softmax16(cx: OpContext, data: Any, xs: float, ys: float, yz: int, beta: float) -> Any:
+    """TensorFlow Lite Micro's ``SoftmaxInt16`` (``qnn.softmax16``): the output's zero point 0 and scale
+    1/32768 within 0.1% (``TF_LITE_ENSURE_NEAR``), the input multiplier of ``scale x beta / (10 / 65535)``."""
+    if yz != 0 or abs(np.float32(ys) - np.float32(1 / 32768)) > np.float32(0.001) * np.float32(1 / 32768):
+        raise Unsupported(f"an INT16 softmax's output must have scale 1/32768 and zero point 0 (TFLite's), got "
+                          f"{ys} and {yz}")
+    try:
+        mult, shift = softmax16_params(xs, beta)
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    return cx.call("qnn.softmax16", data, softmax16_luts(), axis=-1, multiplier=mult, shift=shift)

@@ -30,6 +30,15 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
   (``SaturatingDoublingHighMul``) shifted to the output scale.
 
+int16 (16x8 models; TensorFlow Lite Micro's int16 kernels, :data:`INT16`): the table holds all 65536
+values and is looked up with ``take`` at ``x + 32768``. RELU (zero points 0, as ``ReluPrepare`` requires),
+RELU6 and LEAKY_RELU compute as for int8. LOGISTIC and TANH (``reference_integer_ops::Logistic`` /
+``Tanh`` for int16; zero points 0 and output scale 1/32768 required): the input rescaled to 1/(3 * 4096)
+by ``(x * multiplier + round) >> shift`` (a power-of-two scale 2**-12, or 2**-11 for TANH: multiplier
+``3 << shift``; else ``scale * 12288`` doubled past 16383.5, truncated), then TFLite's 256-entry
+``sigmoid_table_uint16`` interpolated at ``|x| >> 9`` (TANH: ``>> 8``) and folded by the sign. HARD_SWISH,
+ELU, RSQRT, ABS and EXP of int16 are refused.
+
 :data:`QUANT` holds these forms of operators whose float form :mod:`plait.frontend.tflite_ops` converts
 (it calls :func:`convert` for a quantized input); :data:`CONVERTERS` the operators converted here in
 every dtype (none yet)."""
@@ -100,13 +109,18 @@ def _lookup(cx: OpContext) -> Val:
     """The operator as ``qnn.lookup`` of its 256-entry table (the input's layout kept)."""
     cx.need(1, 1)
     x, y = cx.tensor(0), cx.out()
-    dtypes = _ONLY.get(cx.op.opcode, ("int8", "uint8"))
+    dtypes = _ONLY.get(cx.op.opcode, ("int8", "uint8")) + (("int16",) if cx.op.opcode in INT16 else ())
     if x.dtype not in dtypes or y.dtype != x.dtype:
         raise Unsupported(f"{cx.op.opcode} of {x.type_name} to {y.type_name} is not supported "
-                          f"({' and '.join(dtypes)} to itself is)")
+                          f"({' and '.join([', '.join(dtypes[:-1]), dtypes[-1]] if len(dtypes) > 1 else dtypes)} "
+                          "to itself is)")
     qi, qo = per_tensor(x, "the input"), per_tensor(y, "the output")
     val = cx.val(0)
-    return Val(cx.call("qnn.lookup", val.expr, table(cx.op.opcode, x.dtype, qi, qo, cx.option)), val.nchw)
+    tab = table(cx.op.opcode, x.dtype, qi, qo, cx.option)
+    if x.dtype == "int16":  # a [65536] table: take at x + 32768
+        index = cx.call("add", cx.call("cast", val.expr, dtype="int32"), np.array(32768, np.int32))
+        return Val(cx.call("take", tab, index, axis=0), val.nchw)
+    return Val(cx.call("qnn.lookup", val.expr, tab), val.nchw)
 
 
 def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
@@ -122,12 +136,21 @@ def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
 
 
 NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP")  # LiteRT is their reference
+INT16 = ("RELU", "RELU6", "LEAKY_RELU", "LOGISTIC", "TANH")  # TensorFlow Lite Micro's int16 forms
+
+
+def _symmetric16(op: _Op, qi: tuple[float, int], qo: tuple[float, int]) -> None:
+    if qi[1] != 0 or qo[1] != 0:
+        raise Unsupported(f"{op.opcode} of INT16 needs zero points 0 (TFLite requires them), got input {qi[1]} "
+                          f"and output {qo[1]}")
 _RELU_BOUNDS = {"RELU": (0.0, None), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0), "RELU6": (0.0, 6.0)}
 
 
 @_table_op("RELU", "RELU_N1_TO_1", "RELU_0_TO_1")
 def _relu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
+    if dtype == "int16":
+        _symmetric16(op, qi, qo)
     litert = dtype == "uint8" or op.opcode in NOT_IN_TFLM
     real = float(np.float32(si) / np.float32(so)) if litert else si / so  # LiteRT divides in float32
     m, s = _quantize_multiplier(real, "the input / output scale")
@@ -176,6 +199,8 @@ def _q4_input(op: _Op, v: np.ndarray, si: float, zi: int) -> tuple[np.ndarray, n
 
 @_table_op("LOGISTIC")
 def _logistic(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    if dtype == "int16":
+        return _logistic16(op, v, qi, qo)
     lo, hi = int_range(dtype)
     if qo[1] != lo:
         raise Unsupported(f"LOGISTIC of {dtype}: the output zero point {qo[1]} is not {lo} (TFLite requires it)")
@@ -186,6 +211,8 @@ def _logistic(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, in
 
 @_table_op("TANH")
 def _tanh(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    if dtype == "int16":
+        return _tanh16(op, v, qi, qo)
     lo, hi = int_range(dtype)
     mid = lo + 128  # int8: 0; uint8: 128 (LiteRT's legacy kernel)
     a, below, above = _q4_input(op, v, *qi)
@@ -301,3 +328,75 @@ def _hard_swish(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, 
         r = rdbpot(r, -relu_e)
     r = (r + (1 << 15)) >> 1
     return rdbpot(_sdhm16(r, pre_out), -out_e) + zo
+
+
+# ---- int16 LOGISTIC and TANH: reference_integer_ops::Logistic / Tanh (int16), sigmoid table ----------
+
+# TFLite's sigmoid_table_uint16 (common.h): sigmoid(i / 24) in 0.16 fixed point, for |x| (tanh(x) is
+# 2 sigmoid(2x) - 1), as successive differences from 32768
+_SIGMOID_DIFFS = (
+    "0 683 682 680 680 676 674 670 667 661 657 651 645 638 632 624 616 608 599 591 581 572 562 552 542 532 "
+    "521 511 500 489 478 467 456 446 434 424 412 402 391 381 370 360 349 340 329 320 310 300 291 283 273 264 "
+    "256 248 240 231 224 216 209 202 195 188 182 175 169 162 158 151 146 140 136 130 126 121 117 112 108 104 "
+    "100 96 93 89 86 82 79 76 74 70 68 65 62 60 58 56 53 51 49 48 45 44 42 40 38 38 35 34 33 32 30 29 28 27 "
+    "26 24 24 23 22 20 21 19 18 18 17 17 15 15 15 14 13 13 12 12 11 11 11 10 9 9 9 9 8 7 8 7 7 7 6 6 6 5 6 5 "
+    "5 5 4 4 5 4 3 4 4 3 3 3 3 3 3 3 2 3 2 2 2 3 1 2 2 2 2 1 2 1 2 1 1 2 1 1 1 1 1 1 1 1 1 1 0 1 1 1 0 1 1 0 "
+    "1 0 1 0 1 0 1 0 0 1 0 1 0 0 1 0 0 0 1 0 0 0 1 0 0 0 0 1 0 0 0 0 0 1 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 1")
+SIGMOID_TABLE = np.cumsum(np.array([int(t) for t in _SIGMOID_DIFFS.split()], np.int64)) + 32768
+
+
+def _checked_log2(x: float) -> tuple[bool, int]:
+    """``CheckedLog2`` (float32): whether ``log2(x)`` is within 1e-3 of an integer, and that integer."""
+    f = np.float32
+    lg = f(f(np.log(f(x))) * f(f(1.0) / f(np.log(f(2.0)))))
+    r = f(round_away(lg))
+    return bool(abs(f(lg - r)) < f(1e-3)), int(r)
+
+
+def _q16_input(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], pot_shifts: tuple[int, ...]
+               ) -> np.ndarray:
+    """The int16 input rescaled to 1 / (3 * 4096) as ``CalculateArithmeticOpDataLogistic`` / TANH's Prepare
+    and Eval compute it: ``(x * multiplier + round) >> left_shift``."""
+    _symmetric16(op, qi, qo)
+    ok, lg = _checked_log2(qo[0])
+    if not ok or lg != -15:
+        raise Unsupported(f"{op.opcode} of INT16 needs the output scale 1/32768 (TFLite requires it), got {qo[0]}")
+    pot, lg = _checked_log2(qi[0])
+    shift = 12 + lg
+    if pot and shift in pot_shifts:
+        mult, shift = 3 << shift, 0
+    else:
+        m, shift = float(np.float32(qi[0])) * 4096.0 * 3.0, 0
+        while m <= 32767.0 / 2.0 and shift <= 30:
+            shift, m = shift + 1, m * 2.0
+        mult = int(m)
+    if mult > 32767:
+        raise Unsupported(f"the input scale {qi[0]} is too large for TFLite's int16 {op.opcode} (multiplier {mult})")
+    rnd = 1 << (shift - 1) if shift > 0 else 0
+    return (v * mult + rnd) >> shift
+
+
+def _wrap16(r: np.ndarray) -> np.ndarray:
+    return ((r + 32768) % 65536) - 32768
+
+
+def _interp(a: np.ndarray, bits: int, saturated: int) -> np.ndarray:
+    """``(ua << bits) + ut * (ub - ua)`` of the sigmoid table at ``|x| >> bits``, ``saturated`` past it."""
+    uh = a >> bits
+    k = np.minimum(uh, 254)
+    ua, ub = SIGMOID_TABLE[k], SIGMOID_TABLE[k + 1]
+    return np.where(uh >= 255, saturated, (ua << bits) + (a & ((1 << bits) - 1)) * (ub - ua))
+
+
+def _logistic16(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int]) -> np.ndarray:
+    x = _q16_input(op, v, qi, qo, (0,))
+    r = _interp(np.abs(x), 9, 0x7FFF << 10)
+    r = np.where(x >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1)
+    return _wrap16(r >> 10)
+
+
+def _tanh16(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int]) -> np.ndarray:
+    x = _q16_input(op, v, qi, qo, (0, 1))
+    r = _interp(np.abs(x), 8, 0xFFFF << 8)
+    r = np.where(x >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1)
+    return _wrap16(r >> 8)

@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "plait.op.qnn_fixed",
     "plait.op.qnn_norm",
     "plait.op.qnn_log_softmax",
+    "plait.op.qnn_softmax16",
 )
 
 OPS: Registry[Op] = Registry("operator")
