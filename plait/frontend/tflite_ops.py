@@ -253,7 +253,7 @@ def _quant_prelu(cx: OpContext) -> Val:
 def _gelu(cx: OpContext) -> Any:
     cx.need(1, 1)
     if cx.tensor(0).dtype != "float32":
-        raise Unsupported(f"GELU of {cx.tensor(0).type_name} is not supported yet (float32 is)")
+        return tflite_ops_qelem.convert(cx)
     (x,), nchw = elementwise(cx, 1)
     return Val(cx.call("nn.gelu", x, approximate="tanh" if cx.option("Approximate", False) else "none"), nchw)
 

@@ -25,6 +25,8 @@ zero points, as its ``Prepare`` derives them), and the model looks the table up:
   **EXP** the same table of ``exp`` (LiteRT's; TensorFlow Lite Micro has no quantized EXP).
 - **RSQRT** (int8, ``RsqrtEvalQuantized``): TFLite's fixed-point inverse square root of ``x - zi``
   (``GetInvSqrtQuantizedMultiplierExp``), rescaled by ``1 / (sqrt(si) * so)``.
+- **SQRT, NEG, LOG, GELU** (int8, LiteRT's: TensorFlow Lite Micro has none): LOG and GELU float32
+  tables as EXP's; SQRT ``trunc(sqrt(si * (x - zi)) / so) + zo``; NEG the stored value negated.
 - **ABS** (``AbsEvalQuantized``): ``|x - zi|``, rescaled by ``si / so`` when the scales differ, plus ``zo``.
 - **HARD_SWISH** (``reference_ops::HardSwish``, int8 and uint8 alike): int16 fixed point, the input at
   ``scale / 128``, a "relu-ish" factor in [0, 1] from ``hires / (3 / 32768)``, the product
@@ -36,8 +38,8 @@ RELU6 and LEAKY_RELU compute as for int8. LOGISTIC and TANH (``reference_integer
 ``Tanh`` for int16; zero points 0 and output scale 1/32768 required): the input rescaled to 1/(3 * 4096)
 by ``(x * multiplier + round) >> shift`` (a power-of-two scale 2**-12, or 2**-11 for TANH: multiplier
 ``3 << shift``; else ``scale * 12288`` doubled past 16383.5, truncated), then TFLite's 256-entry
-``sigmoid_table_uint16`` interpolated at ``|x| >> 9`` (TANH: ``>> 8``) and folded by the sign. HARD_SWISH,
-ELU, RSQRT, ABS and EXP of int16 are refused.
+``sigmoid_table_uint16`` interpolated at ``|x| >> 9`` (TANH: ``>> 8``) and folded by the sign. ABS as for
+int8. HARD_SWISH, ELU, RSQRT, EXP, SQRT, NEG, LOG and GELU of int16 are refused.
 
 :data:`QUANT` holds these forms of operators whose float form :mod:`plait.frontend.tflite_ops` converts
 (it calls :func:`convert` for a quantized input); :data:`CONVERTERS` the operators converted here in
@@ -62,7 +64,7 @@ CONVERTERS: dict[str, Callable[[OpContext], Any]] = {}
 QUANT: dict[str, Callable[[OpContext], Any]] = {}
 TableFn = Callable[["_Op", np.ndarray, tuple[float, int], tuple[float, int], str], np.ndarray]
 _TABLES: dict[str, TableFn] = {}
-_ONLY = {op: ("int8",) for op in ("ABS", "ELU", "RSQRT", "EXP")}  # TFLite has no uint8 forms of these
+_ONLY = {op: ("int8",) for op in ("ABS", "ELU", "RSQRT", "EXP", "SQRT", "NEG", "LOG", "GELU")}  # no uint8 forms
 
 
 def convert(cx: OpContext) -> Any:
@@ -135,8 +137,8 @@ def _quantize_multiplier(real: float, what: str) -> tuple[int, int]:
     return (-m if real < 0 else m), s
 
 
-NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP")  # LiteRT is their reference
-INT16 = ("RELU", "RELU6", "LEAKY_RELU", "LOGISTIC", "TANH")  # TensorFlow Lite Micro's int16 forms
+NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP", "SQRT", "NEG", "LOG", "GELU")  # LiteRT is their reference
+INT16 = ("RELU", "RELU6", "LEAKY_RELU", "LOGISTIC", "TANH", "ABS")  # TensorFlow Lite Micro's int16 forms
 
 
 def _symmetric16(op: _Op, qi: tuple[float, int], qo: tuple[float, int]) -> None:
@@ -223,6 +225,8 @@ def _tanh(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], 
 @_table_op("ABS")
 def _abs(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
     (si, zi), (so, zo) = qi, qo
+    if dtype == "int16" and (zi or zo):
+        raise Unsupported(f"an int16 ABS needs zero points 0 (TensorFlow Lite Micro's is symmetric); got {zi} and {zo}")
     value = np.abs(v - zi)
     if np.float32(si) == np.float32(so):  # TensorFlow Lite Micro rescales only when the scales differ
         return value + zo
@@ -259,6 +263,45 @@ def _exp(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], d
     """LiteRT's float32 table (TensorFlow Lite Micro has no quantized EXP): ``round(exp(si * (x - zi)) *
     (1 / so)) + zo``."""
     return _float_table(_expf(_dequantized(v, *qi)), *qo)
+
+
+@_table_op("LOG")
+def _log(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """LiteRT's float32 table (TensorFlow Lite Micro has no quantized LOG): ``round(log(si * (x - zi)) *
+    (1 / so)) + zo``; the lowest value at and below ``zi`` (``-inf`` and NaN, which LiteRT stores so)."""
+    d = _dequantized(v, *qi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = _float_table(np.log(np.maximum(d, np.float32(np.finfo(np.float32).tiny))), *qo)
+    return np.where(d > 0, t, int_range(dtype)[0])
+
+
+@_table_op("SQRT")
+def _sqrt(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """LiteRT's (TensorFlow Lite Micro has no quantized SQRT): ``trunc(sqrt(si * (x - zi)) / so) + zo`` in
+    float32, truncated toward zero. LiteRT stops with an error on an input below ``zi``; here it gives ``zo``."""
+    (so, zo) = qo
+    d = np.maximum(_dequantized(v, *qi), np.float32(0))
+    return np.trunc(np.sqrt(d) / np.float32(so)).astype(np.int64) + zo
+
+
+@_table_op("NEG")
+def _neg(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """LiteRT's int8 NEG (TensorFlow Lite Micro has none): the stored value negated, wrapping (-128 stays
+    -128), whatever the scales and zero points."""
+    return (-v + 128) % 256 - 128
+
+
+@_table_op("GELU")
+def _gelu(op: _Op, v: np.ndarray, qi: tuple[float, int], qo: tuple[float, int], dtype: str) -> np.ndarray:
+    """LiteRT's float32 table (``LUTPopulate``; TensorFlow Lite Micro has no GELU): ``0.5 x (1 + erf(x /
+    sqrt 2))``, or with ``Approximate`` ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x**3)))``."""
+    f = np.float32
+    d = _dequantized(v, *qi)
+    if op.option("Approximate", False):
+        inner = f(math.sqrt(2 / math.pi)) * (d + f(0.044715) * d * d * d)
+        return _float_table(f(0.5) * d * (f(1) + np.tanh(inner.astype(f))), *qo)
+    erf = np.array([f(math.erf(float(z))) for z in (d * f(1 / math.sqrt(2))).astype(f)], f)
+    return _float_table(f(0.5) * d * (f(1) + erf), *qo)
 
 
 @_table_op("RSQRT")

@@ -54,7 +54,8 @@ ELEMENTWISE = [
     ("LEAKY_RELU", (0.001, 0), (0.002, 0), {"Alpha": 0.1}), ("LEAKY_RELU", (0.001, 4), (0.0013, -3), {"Alpha": 0.37}),
     ("LEAKY_RELU", (0.0003, -20), (0.0002, 7), {"Alpha": -0.3}), ("LEAKY_RELU", (0.0007, 0), (0.0005, 0), {"Alpha": 1.7}),
 ] + [("LOGISTIC", (s, 0), O16, {}) for s in (1 / 4096, 1 / 2048, 0.001, 0.0003, 0.00005, 1 / 8192)] + [
-    ("TANH", (s, 0), O16, {}) for s in (1 / 4096, 1 / 2048, 1 / 1024, 0.001, 0.0003, 0.00005)]
+    ("TANH", (s, 0), O16, {}) for s in (1 / 4096, 1 / 2048, 1 / 1024, 0.001, 0.0003, 0.00005)] + [
+    ("ABS", (0.001, 0), (0.001, 0), {}), ("ABS", (0.001, 0), (0.0013, 0), {}), ("ABS", (0.0002, 0), (0.0001, 0), {})]
 
 
 @pytest.mark.parametrize("op, qin, qout, options", ELEMENTWISE,
@@ -92,6 +93,12 @@ def test_int16_hard_swish_is_refused_as_tflite_micro_does():
     with pytest.raises(FrontendError, match=r"operator 0 \(HARD_SWISH\): HARD_SWISH of INT16 to INT16 is not supported "
                                             r"\(int8 and uint8 to itself is\)$"):
         from_tflite(model("HARD_SWISH", (1, 8), (0.001, 0), (0.001, 0)))
+
+
+def test_int16_abs_with_a_zero_point_is_refused():
+    with pytest.raises(FrontendError, match=r"operator 0 \(ABS\): an int16 ABS needs zero points 0 \(TensorFlow Lite "
+                                            r"Micro's is symmetric\); got 3 and 0"):
+        from_tflite(model("ABS", (1, 8), (0.001, 3), (0.001, 0)))
 
 
 def test_int16_relu_with_a_zero_point_is_refused():

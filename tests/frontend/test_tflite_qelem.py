@@ -18,13 +18,15 @@ tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 lit = pytest.importorskip("ai_edge_litert.interpreter")
 
 LO = {"int8": -128, "uint8": 0}
-NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP")  # TensorFlow Lite Micro registers no such kernel
+NOT_IN_TFLM = ("RELU_N1_TO_1", "RELU_0_TO_1", "EXP", "NEG", "LOG", "GELU")  # TensorFlow Lite Micro has none
 
 # (scale, zero point) of the input, then of the output (None: the output TFLite requires)
 QUANTS = [((0.05, 3), (0.04, -20)), ((0.011, -100), (0.02, 7)), ((0.2, 60), (0.19, 60)), ((0.0031, 0), (0.003, -128))]
 FIXED_OUT = {"LOGISTIC": {"int8": (1 / 256, -128), "uint8": (1 / 256, 0)},
-             "TANH": {"int8": (1 / 128, 0), "uint8": (1 / 128, 128)}}
-OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "LOGISTIC", "TANH", "HARD_SWISH", "ABS", "ELU", "EXP"]
+             "TANH": {"int8": (1 / 128, 0), "uint8": (1 / 128, 128)},
+             "LOG": {"int8": (0.05, 0)}}  # not TFLite's requirement: a range that holds the logs of every input
+OPS = ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "LOGISTIC", "TANH", "HARD_SWISH", "ABS", "ELU", "EXP",
+       "NEG", "LOG", "GELU"]
 
 
 def model(op: str, dtype: str, qin: tuple, qout: tuple, **options) -> bytes:
@@ -76,6 +78,22 @@ def test_int8_activations_equal_tflite_micro(op, qin, qout):
     np.testing.assert_array_equal(interp, want)
 
 
+@pytest.mark.parametrize("qin, qout", QUANTS, ids=[f"q{k}" for k in range(len(QUANTS))])
+def test_int8_sqrt_and_approximate_gelu_equal_litert(qin, qout):
+    """SQRT on the values at and above the zero point (LiteRT stops with an error below it), and GELU's
+    tanh form, each equal to LiteRT (TensorFlow Lite Micro has neither)."""
+    for op, options in (("SQRT", {}), ("GELU", {"Approximate": True})):
+        buf = model(op, "int8", qin, qout, **options)
+        x = every_value("int8")
+        if op == "SQRT":
+            x = np.maximum(x, np.int8(qin[1]))
+        want = litert(buf, x)
+        got, interp = plaits(buf, x)
+        assert len(np.unique(want)) > 5
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(interp, want)
+
+
 @pytest.mark.parametrize("alpha", [0.01, 0.5, 1.7, -0.3])
 def test_int8_leaky_relu_alphas(alpha):
     buf = model("LEAKY_RELU", "int8", (0.03, -5), (0.05, 11), Alpha=alpha)
@@ -85,7 +103,7 @@ def test_int8_leaky_relu_alphas(alpha):
 
 
 @pytest.mark.parametrize("qin, qout", QUANTS[:3], ids=[f"q{k}" for k in range(3)])
-@pytest.mark.parametrize("op", [op for op in OPS if op not in ("ABS", "ELU", "EXP")])  # no uint8 form in TFLite
+@pytest.mark.parametrize("op", [op for op in OPS if op not in ("ABS", "ELU", "EXP", "NEG", "LOG", "GELU")])  # int8 only
 def test_uint8_activations_within_a_step_of_litert(op, qin, qout):
     options = {"Alpha": 0.13} if op == "LEAKY_RELU" else {}
     buf = model(op, "uint8", qin, qout, **options)
@@ -108,8 +126,8 @@ def test_logistic_with_another_output_zero_point_is_refused():
 
 
 def test_uint8_abs_is_refused_as_tflite_does():
-    with pytest.raises(FrontendError, match=r"operator 0 \(ABS\): ABS of UINT8 to UINT8 is not supported \(int8 to "
-                                            r"itself is\)"):
+    with pytest.raises(FrontendError, match=r"operator 0 \(ABS\): ABS of UINT8 to UINT8 is not supported \(int8 and "
+                                            r"int16 to itself is\)"):
         from_tflite(model("ABS", "uint8", (0.05, 3), (0.04, -20)))
 
 
