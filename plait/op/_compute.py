@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from plait import tir
 from plait.ir.numeric import cast_array
 from plait.ir.types import ANY_DIM, TensorType, TupleType, Type
-from plait.te.tensor import TEError, Tensor, compute, comm_reducer, size_var
+from plait.te.tensor import TEError, Tensor, compute, comm_reducer, reduce_axis, size_var
 from plait.tir.dtype import int_range, is_float, is_int, is_uint
 from plait.tir.expr import PrimExpr
 
@@ -43,7 +43,8 @@ class ComputeError(TEError):
 __all__ = [
     "ComputeError", "Shape", "bcast_dims", "bcast_index", "bcast_shape", "broadcast_checks", "broadcast_pairs",
     "cdtype", "ceil_div", "clamp", "count_checks", "dim_max", "dim_min", "dims_agree", "down", "elementwise",
-    "highest", "is_float", "is_int", "is_one", "is_uint", "lowest", "make", "max_reducer", "min_reducer", "nan_max",
+    "Rows", "highest", "is_float", "is_int", "is_one", "is_uint", "lowest", "make", "max_reducer", "min_reducer",
+    "nan_max",
     "nan_min", "out_tensor_type", "relay_shape", "reshaped_type", "same_dims", "scalar_const", "shape_checks",
     "shape_of", "stage", "static_shape", "tir", "up",
 ]
@@ -322,6 +323,26 @@ def nan_min(a: PrimExpr, b: PrimExpr) -> PrimExpr:
 # reducers with numpy's NaN propagation (te.max / te.min drop a NaN that is followed by a number)
 max_reducer = comm_reducer(lambda a, b: (nan_max(a[0], b[0]),), lambda d: (lowest(d[0]),), "max")
 min_reducer = comm_reducer(lambda a, b: (nan_min(a[0], b[0]),), lambda d: (highest(d[0]),), "min")
+
+
+class Rows:
+    """The rows of ``x`` along ``axis`` for a row-wise compute (the fixed-point softmaxes, norms): ``shape``
+    is a per-row result's (the axis kept as 1), ``n`` a row's length, ``at(i, k)`` the index ``i`` with
+    the axis at ``k``; :meth:`max` the int32 row maximum as a stage of its own."""
+
+    def __init__(self, op: str, x: Tensor, shape: Sequence[Any], axis: int):
+        self.op, self.x, self.axis = op, x, axis
+        self.shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
+        self.n = shape[axis]
+
+    def at(self, i: Sequence[Any], k: Any) -> tuple:
+        return tuple(i[:self.axis]) + (k,) + tuple(i[self.axis + 1:])
+
+    def max(self) -> Tensor:
+        def body(*i: PrimExpr) -> Any:
+            r = reduce_axis((0, self.n), "k")
+            return max_reducer(tir.cast("int32", self.x[self.at(i, r)]), axis=[r])
+        return make(self.op, self.shape, body, "max", inline=False)
 
 
 def clamp(e: PrimExpr, lo: Any, hi: Any) -> PrimExpr:

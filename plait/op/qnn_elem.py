@@ -32,7 +32,7 @@ from plait.ir.attrs import Attrs
 from plait.op._common import (
     AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel,
 )
-from plait.op._compute import compute_fact, dims_agree, make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import Rows, compute_fact, dims_agree, make, out_tensor_type, shape_of, tir
 from plait.tir.dtype import int_range
 from plait.tir.scalar import fma
 from plait.tir.expr import PrimExpr
@@ -218,19 +218,11 @@ def _softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     shape, out = out_tensor_type(out_type, op, like=shape_of(x, op))
     nd = len(shape)
     axis = norm_axis(attrs["axis"], nd, "softmax: axis")
-    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    n = shape_of(x, op)[axis]
+    rows = Rows(op, x, shape, axis)
+    red_shape, n, at = rows.shape, rows.n, rows.at
     lo, hi = int_range(out)
     zp, mult = attrs["zero_point"], float(np.float32(attrs["multiplier"]))
-
-    def at(i: tuple, k: Any) -> tuple:
-        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
-
-    def row_max(*i: PrimExpr) -> Any:
-        r = te.reduce_axis((0, n), "k")
-        return max_reducer(tir.cast("int32", x[at(i, r)]), axis=[r])
-
-    m = make(op, red_shape, row_max, "max", inline=False)
+    m = rows.max()
 
     def exp_of(i: tuple, m_i: PrimExpr) -> PrimExpr:
         return tab[tir.cast("int32", x[i]) - m_i + 255]

@@ -36,7 +36,7 @@ from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, TensorType, Type, as_tensor, norm_axis, numel
 from plait.op._onnx_int import I32_MAX, I32_MIN, OnnxInt
-from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import Rows, make, out_tensor_type, shape_of, tir
 from plait.op.nn._window import WINDOW_ATTRS, check_rank, inside, taps, window_attrs, window_ints, window_out
 from plait.tir.dtype import int_range
 from plait.tir.expr import PrimExpr, Var
@@ -296,17 +296,9 @@ def _fixed_softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     lo, hi = int_range(dtype)
     axis = norm_axis(attrs["axis"], len(shape), "fixed_softmax: axis")
-    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    n = shape_of(x, op)[axis]
-
-    def at(i: tuple, k: Any) -> tuple:
-        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
-
-    def row_max(*i: PrimExpr) -> Any:
-        r = te.reduce_axis((0, n), "k")
-        return max_reducer(tir.cast("int32", x[at(i, r)]), axis=[r])
-
-    m = make(op, red_shape, row_max, "max", inline=False)
+    rows = Rows(op, x, shape, axis)
+    red_shape, n, at = rows.shape, rows.n, rows.at
+    m = rows.max()
 
     def exp_of(i: tuple) -> PrimExpr:
         return tab[m[at(i, 0)] - tir.cast("int32", x[i])]

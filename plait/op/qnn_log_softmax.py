@@ -27,7 +27,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, Type, as_tensor, norm_axis, numel
-from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import Rows, make, out_tensor_type, shape_of, tir
 from plait.op._onnx_int import I32_MAX, I32_MIN, OnnxInt
 from plait.op.qnn_fixed import (_bind, _clz, _i64, _one_over_one_plus_x, _rdbpot, _sat_shl, _srdhm,
                                 exp_on_negative_values, multiply_by_quantized_multiplier, rdbpot, sat_shl,
@@ -223,17 +223,9 @@ def _fixed_log_softmax(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, tab = inputs
     shape, _ = out_tensor_type(out_type, _OP, like=shape_of(x, _OP))
     axis = norm_axis(attrs["axis"], len(shape), f"{_OP}: axis")
-    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    n = shape[axis]
-
-    def at(i: tuple, k: Any) -> tuple:
-        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
-
-    def row_max(*i: PrimExpr) -> Any:
-        r = te.reduce_axis((0, n), "k")
-        return max_reducer(tir.cast("int32", x[at(i, r)]), axis=[r])
-
-    m = make(_OP, red_shape, row_max, "max", inline=False)
+    rows = Rows(_OP, x, shape, axis)
+    red_shape, n, at = rows.shape, rows.n, rows.at
+    m = rows.max()
 
     def diff(i: tuple) -> PrimExpr:
         return m[at(i, 0)] - tir.cast("int32", x[i])

@@ -17,7 +17,7 @@ import numpy as np
 
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, Type, as_tensor, norm_axis, numel
-from plait.op._compute import make, out_tensor_type, shape_of, tir
+from plait.op._compute import Rows, make, out_tensor_type, shape_of, tir
 from plait.op._onnx_int import I32_MAX, OnnxInt
 from plait.op.qnn_fixed import _bind, _i64, _rdbpot, _sat_shl, _srdhm, rdbpot, sat_shl, srdhm, wrap32
 from plait import te
@@ -132,11 +132,8 @@ def _l2_normalize(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     shape, _ = out_tensor_type(out_type, op, like=shape_of(x, op))
     axis = norm_axis(attrs["axis"], len(shape), "qnn.l2_normalize: axis")
     zp = attrs["input_zero_point"]
-    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    n = shape[axis]
-
-    def at(i: tuple, k: Any) -> tuple:
-        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
+    rows = Rows(op, x, shape, axis)
+    red_shape, n, at = rows.shape, rows.n, rows.at
 
     def d(i: tuple) -> PrimExpr:
         return tir.cast("int64", x[i]) - _i64(zp)

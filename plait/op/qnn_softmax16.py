@@ -22,7 +22,7 @@ import numpy as np
 from plait import te
 from plait.ir.attrs import Attrs
 from plait.op._common import AttrSpec, Cost, Family, OnnxMap, OpPattern, RelError, Type, as_tensor, norm_axis, numel
-from plait.op._compute import make, max_reducer, out_tensor_type, shape_of, tir
+from plait.op._compute import Rows, make, out_tensor_type, shape_of, tir
 from plait.op._onnx_int import OnnxInt
 from plait.op.qnn import fixed_point_multiplier
 from plait.op.qnn_fixed import _bind, _clz, _i64, _rdbpot, _srdhm, multiply_by_quantized_multiplier
@@ -177,18 +177,10 @@ def _softmax16(inputs: list, attrs: Attrs, out_type: Any) -> Any:
     x, tab = inputs
     shape, dtype = out_tensor_type(out_type, op, like=shape_of(x, op))
     axis = norm_axis(attrs["axis"], len(shape), "softmax16: axis")
-    red_shape = tuple(1 if k == axis else d for k, d in enumerate(shape))
-    n = shape_of(x, op)[axis]
+    rows = Rows(op, x, shape, axis)
+    red_shape, n, at = rows.shape, rows.n, rows.at
     mult, shift = attrs["multiplier"], attrs["shift"]
-
-    def at(i: tuple, k: Any) -> tuple:
-        return tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])
-
-    def row_max(*i: PrimExpr) -> Any:
-        r = te.reduce_axis((0, n), "k")
-        return max_reducer(tir.cast("int32", x[at(i, r)]), axis=[r])
-
-    m = make(op, red_shape, row_max, "max", inline=False)
+    m = rows.max()
 
     def exp_of(*i: PrimExpr) -> PrimExpr:
         d = tir.shift_left(_i64(x[i]) - _i64(m[at(i, 0)]), _i64(max(shift, 0)))
