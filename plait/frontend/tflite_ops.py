@@ -206,7 +206,17 @@ _FLOAT_UNARY = {"RELU": ("nn.relu", {}), "RELU6": ("clip", {"a_min": 0.0, "a_max
                 "RELU_0_TO_1": ("clip", {"a_min": 0.0, "a_max": 1.0}), "LOGISTIC": ("sigmoid", {}),
                 "TANH": ("tanh", {}), "EXP": ("exp", {}), "SQRT": ("sqrt", {}), "RSQRT": ("rsqrt", {}),
                 "ABS": ("abs", {}), "NEG": ("negative", {}), "HARD_SWISH": ("nn.hard_swish", {}),
-                "ELU": ("nn.elu", {}), "LOG": ("log", {}), "FLOOR": ("floor", {})}
+                "ELU": ("nn.elu", {}), "LOG": ("log", {}), "FLOOR": ("floor", {}), "GELU": ("nn.gelu", {}),
+                "LEAKY_RELU": ("nn.leaky_relu", {})}
+
+
+def _unary_attrs(cx: OpContext) -> dict[str, Any]:
+    """The attributes an operator's options give its float form (GELU's ``Approximate``, LEAKY_RELU's ``Alpha``)."""
+    if cx.op.opcode == "GELU":
+        return {"approximate": "tanh" if cx.option("Approximate", False) else "none"}
+    if cx.op.opcode == "LEAKY_RELU":
+        return {"alpha": float(np.float32(cx.option("Alpha", 0.0)))}
+    return {}
 
 
 @_conv(*_FLOAT_UNARY)
@@ -216,7 +226,7 @@ def _unary(cx: OpContext) -> Any:
         return tflite_ops_qelem.convert(cx)
     (x,), nchw = elementwise(cx, 1)
     op, attrs = _FLOAT_UNARY[cx.op.opcode]
-    return Val(cx.call(op, x, **attrs), nchw)
+    return Val(cx.call(op, x, **attrs, **_unary_attrs(cx)), nchw)
 
 
 @_conv("PRELU")
@@ -247,24 +257,6 @@ def _quant_prelu(cx: OpContext) -> Val:
     positive = cx.call("greater_equal", d, np.array(0, np.int32))
     return Val(cx.call("where", positive, requantize(cx, d, m1, s1, zo, y.dtype, 0, so, axis=-1),
                        requantize(cx, cx.call("multiply", d, slope), m2, s2, zo, y.dtype, 0, so, axis=-1)), nchw)
-
-
-@_conv("GELU")
-def _gelu(cx: OpContext) -> Any:
-    cx.need(1, 1)
-    if cx.tensor(0).dtype != "float32":
-        return tflite_ops_qelem.convert(cx)
-    (x,), nchw = elementwise(cx, 1)
-    return Val(cx.call("nn.gelu", x, approximate="tanh" if cx.option("Approximate", False) else "none"), nchw)
-
-
-@_conv("LEAKY_RELU")
-def _leaky_relu(cx: OpContext) -> Any:
-    cx.need(1, 1)
-    if cx.tensor(0).dtype != "float32":
-        return tflite_ops_qelem.convert(cx)
-    (x,), nchw = elementwise(cx, 1)
-    return Val(cx.call("nn.leaky_relu", x, alpha=float(np.float32(cx.option("Alpha", 0.0)))), nchw)
 
 
 # ---- quantization -------------------------------------------------------------------------------
